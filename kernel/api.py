@@ -1,0 +1,173 @@
+"""``@operation``: the one declaration a responder carries.
+
+The kernel reads it to resolve the actor, check the permission (401/403 before 422),
+validate the query and body into pydantic models, serialise the response model, and
+generate the OpenAPI document. Handlers never parse JSON or build error bodies.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import falcon
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from kernel.errors import InvalidJSON, PayloadTooLarge, UnsupportedMediaType, ValidationFailed, \
+    validation_details
+
+JSON = "application/json; charset=utf-8"
+HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head")
+T = TypeVar("T")
+
+
+class Model(BaseModel):
+    """Base for request and response models: unknown request fields are ignored (spec P6)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Page(Model, Generic[T]):
+    """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class PageQuery(Model):
+    limit: int = Field(50, ge=1, le=200, description="Items per page (at most 200)")
+    cursor: str | None = Field(None, description="Opaque cursor from the previous page")
+
+
+def encode_cursor(state: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(state, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> Any:
+    """The state inside a cursor; a cursor we did not make is a 422, not a crash."""
+    if cursor is None:
+        return None
+    try:
+        return json.loads(base64.urlsafe_b64decode(cursor.encode() + b"=" * (-len(cursor) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationFailed("invalid cursor", details=validation_details(
+            [{"loc": ("query", "cursor"), "msg": "not a cursor this server made",
+              "type": "cursor_invalid"}])) from None
+
+
+@dataclass(frozen=True)
+class Operation:
+    permission: str | None
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    response: Any = None
+    status: int = 200
+    tags: tuple[str, ...] = ()
+    summary: str = ""
+    responses: dict[int, Any] = field(default_factory=dict)
+    media_type: str = "application/json"
+    include_in_schema: bool = True
+
+    @property
+    def public(self) -> bool:
+        return self.permission is None
+
+
+def operation(*, permission: str | None, body: type[BaseModel] | None = None,
+              query: type[BaseModel] | None = None, response: Any = None, status: int = 200,
+              tags: tuple[str, ...] | list[str] = (), summary: str = "",
+              responses: dict[int, Any] | None = None, media_type: str = "application/json",
+              include_in_schema: bool = True) -> Callable:
+    """Declare a responder. ``permission=None`` makes the route public (health, OpenAPI).
+
+    ``responses`` documents other statuses the handler may set (``{202: JobAccepted}``);
+    ``media_type`` names what a streaming handler writes itself (SSE, JSONL, HTML).
+    """
+    op = Operation(permission, body, query, response, status, tuple(tags), summary,
+                   dict(responses or {}), media_type, include_in_schema)
+
+    def mark(fn: Callable) -> Callable:
+        fn.__nm_operation__ = op
+        return fn
+
+    return mark
+
+
+def operation_of(responder: Callable) -> Operation | None:
+    return getattr(responder, "__nm_operation__", None)
+
+
+def _is_list(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_list(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+class Validator:
+    """Validates one operation's query and body, and serialises its response."""
+
+    def __init__(self, op: Operation, max_body: int):
+        self.op = op
+        self.max_body = max_body
+        self.list_params = ({name for name, f in op.query.model_fields.items()
+                             if _is_list(f.annotation)} if op.query else set())
+        self.response_adapter = TypeAdapter(op.response) if op.response is not None else None
+
+    def query(self, req: falcon.Request) -> BaseModel:
+        data: dict[str, Any] = {}
+        for name, value in req.params.items():
+            if name in self.list_params and not isinstance(value, list):
+                value = [value]
+            data[name] = value
+        try:
+            return self.op.query.model_validate(data)
+        except ValidationError as ex:
+            raise ValidationFailed(details=validation_details(
+                ex.errors(include_url=False), ("query",))) from None
+
+    def body(self, req: falcon.Request) -> BaseModel:
+        raw = read_body(req, self.max_body)
+        if not raw.strip():
+            raw = b"{}"
+        elif (req.content_type or "").split(";")[0].strip().lower() != "application/json":
+            raise UnsupportedMediaType()
+        try:
+            return self.op.body.model_validate_json(raw)
+        except ValidationError as ex:
+            errors = ex.errors(include_url=False)
+            if any(e["type"] == "json_invalid" for e in errors):
+                raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
+            raise ValidationFailed(details=validation_details(errors, ("body",))) from None
+
+    def write(self, resp: falcon.Response, result: Any) -> None:
+        if isinstance(result, BaseModel):
+            data = result.model_dump_json().encode()
+        elif self.response_adapter is not None:
+            data = self.response_adapter.dump_json(self.response_adapter.validate_python(result))
+        else:
+            data = json.dumps(result, default=str).encode()
+        resp.content_type = JSON
+        resp.data = data
+
+
+def read_body(req: falcon.Request, cap: int) -> bytes:
+    """Read at most ``cap`` bytes; a larger body is a 413, chunked bodies included."""
+    length = req.content_length
+    if length is not None:
+        if length > cap:
+            raise PayloadTooLarge(details={"max_bytes": cap})
+        return req.bounded_stream.read() if length else b""
+    if "chunked" not in (req.get_header("Transfer-Encoding") or "").lower():
+        return b""
+    raw = req.stream.read(cap + 1)
+    if len(raw) > cap:
+        raise PayloadTooLarge(details={"max_bytes": cap})
+    return raw

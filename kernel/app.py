@@ -1,0 +1,217 @@
+"""The Kernel: owns the config, the plugin manager, the route table, jobs, events and the
+embedder, and builds the Falcon app every plugin's routes are mounted on."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import falcon
+
+from kernel import __version__, errors, jobs, openapi, storage
+from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
+from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
+from kernel.config import Settings, load_settings
+from kernel.errors import Forbidden, NotFound, Unauthorized
+from kernel.events import Event, EventLog
+from kernel.guards import LOOPBACK_HOSTS, Guards
+from kernel.plugins import make_plugin_manager
+from kernel.projects import Project, ProjectRegistry
+
+log = logging.getLogger("neuralmind.kernel")
+
+
+class StartupError(Exception):
+    """The server cannot start: a route without ``@operation``, an unknown permission, …"""
+
+
+class Kernel:
+    """One per process. Plugins reach everything they may use through this object."""
+
+    def __init__(self, settings: Settings | None = None, *, plugins: Iterable[str] | None = None,
+                 extra_plugins: Iterable[object] = (), load_entrypoints: bool = True):
+        self.settings = settings or load_settings()
+        self.started = time.monotonic()
+        self.home = self.settings.home
+        self.home.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.home, 0o700)
+        names = list(plugins) if plugins is not None else self.settings.kernel.plugins
+        self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
+        self.db = storage.Database(self.home / "kernel.db",
+                                   _kernel_migrations())
+        self.projects = ProjectRegistry(self.db, self.settings)
+        self.jobs = jobs.Jobs(self.db)
+        self.events = EventLog(self.db, self._fan_out)
+        self.permissions = self._collect_permissions()
+        self.routes: list[tuple[str, str, Operation, str]] = []
+        self._embedder = None
+        self._embedder_lock = threading.Lock()
+        self._openapi: dict[str, Any] | None = None
+        self.app = self._build_app()
+        self.jobs.mark_interrupted()
+        self.pm.hook.startup(kernel=self)
+
+    # -- plugins' public API -------------------------------------------------------------
+
+    def open_database(self, path: str | Path, migrations) -> storage.Database:
+        """A plugin store's SQLite file, migrated, with the kernel's pragmas."""
+        return storage.Database(path, migrations)
+
+    def emit(self, kind: str, *, project: Project | str | None = None,
+             actor: Actor | str | None = None, data: dict[str, Any] | None = None,
+             request_id: str | None = None) -> Event:
+        """Record an event after a write has committed, then fan it out to ``track_event``."""
+        pid = project.id if isinstance(project, Project) else project
+        who = actor.id if isinstance(actor, Actor) else actor
+        return self.events.append(kind, pid, who, data, request_id)
+
+    def allowed(self, actor: Actor | None, permission: str, project: Project | None = None) -> bool:
+        if actor is None:
+            return False
+        answers = self.pm.hook.permission_allowed(kernel=self, actor=actor, permission=permission,
+                                                  project=project)
+        return False not in answers and True in answers
+
+    def authorize(self, actor: Actor, permission: str, project: Project | None) -> None:
+        """403 for a missing permission; 404 when the project itself is out of the actor's
+        reach, so a token never learns which other projects exist."""
+        if self.allowed(actor, permission, project):
+            return
+        if project is not None and (permission == "projects.read"
+                                    or not self.allowed(actor, "projects.read", project)):
+            raise NotFound(f"no project with id {project.id}", code="project_not_found")
+        raise Forbidden(f"{actor.id} may not {permission}", details={"permission": permission})
+
+    def actor(self, req: falcon.Request) -> Actor:
+        actor = getattr(req.context, "actor", None)
+        if actor is None:
+            actor = self.pm.hook.actor_from_request(kernel=self, request=req)
+            if actor is None:
+                raise Unauthorized()
+            req.context.actor = actor
+        return actor
+
+    @property
+    def embedder(self):
+        """The shared embedder: a plugin's (``embedder`` hook) or the packaged model, made once."""
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    from kernel.embeddings import default_embedder
+                    self._embedder = (self.pm.hook.embedder(kernel=self)
+                                      or default_embedder(self.settings))
+        return self._embedder
+
+    def describe(self, project: Project) -> dict[str, Any]:
+        status: dict[str, Any] = {}
+        for part in self.pm.hook.describe_project(kernel=self, project=project):
+            status.update(part or {})
+        return status
+
+    @property
+    def openapi(self) -> dict[str, Any]:
+        if self._openapi is None:
+            self._openapi = openapi.build(self.routes, __version__)
+        return self._openapi
+
+    def shutdown(self) -> None:
+        self.pm.hook.shutdown(kernel=self)
+
+    # -- assembly --------------------------------------------------------------------------
+
+    def _fan_out(self, event: Event) -> None:
+        for impl in self.pm.hook.track_event.get_hookimpls():
+            try:
+                impl.function(kernel=self, event=event)
+            except Exception:
+                log.exception("track_event in plugin %s failed for event %s", impl.plugin_name,
+                              event.id)
+
+    def _collect_permissions(self) -> dict[str, Permission]:
+        found: dict[str, Permission] = {}
+        for batch in [KERNEL_PERMISSIONS, *self.pm.hook.register_permissions(kernel=self)]:
+            for perm in batch or ():
+                if perm.name in found:
+                    raise StartupError(f"permission {perm.name!r} is registered twice")
+                found[perm.name] = perm
+        return found
+
+    def _allowed_hosts(self) -> frozenset[str]:
+        hosts = set(LOOPBACK_HOSTS)
+        if self.settings.server_mode:
+            hosts.update(h.lower() for h in self.settings.server.public_hosts)
+        return frozenset(hosts)
+
+    def _build_app(self) -> falcon.App:
+        middleware = [Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes)]
+        for batch in self.pm.hook.register_middleware(kernel=self):
+            middleware.extend(batch or ())
+        app = falcon.App(middleware=middleware)
+        app.req_options.auto_parse_qs_csv = False
+        app.resp_options.default_media_type = JSON
+        errors.install(app)
+        from kernel import routes as kernel_routes
+        for batch in [kernel_routes.routes(self), *self.pm.hook.register_routes(kernel=self)]:
+            for uri, resource, *suffix in batch or ():
+                self._mount(app, uri, resource, suffix[0] if suffix else None)
+        return app
+
+    def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None) -> None:
+        bound = _Bound()
+        found = False
+        for method in HTTP_METHODS:
+            name = f"on_{method}" + (f"_{suffix}" if suffix else "")
+            handler = getattr(resource, name, None)
+            if handler is None:
+                continue
+            found = True
+            op = operation_of(handler)
+            where = f"{type(resource).__name__}.{name} ({uri})"
+            if op is None:
+                raise StartupError(f"{where} has no @operation declaration")
+            if op.permission is not None and op.permission not in self.permissions:
+                raise StartupError(f"{where} names unknown permission {op.permission!r}")
+            setattr(bound, f"on_{method}", self._wrap(handler, op))
+            op_id = f"{method}_{type(resource).__name__}" + (f"_{suffix}" if suffix else "")
+            self.routes.append((uri, method, op, op_id))
+        if not found:
+            raise StartupError(f"{type(resource).__name__} at {uri} has no responders")
+        app.add_route(uri, bound)
+
+    def _wrap(self, handler, op: Operation):
+        validator = Validator(op, self.settings.kernel.max_body_bytes)
+        kernel = self
+
+        def responder(req: falcon.Request, resp: falcon.Response, **params):
+            ctx = req.context
+            ctx.operation = op
+            actor = None if op.public else kernel.actor(req)
+            pid = params.get("project_id")
+            ctx.project = kernel.projects.get(pid) if pid is not None else None
+            if actor is not None:
+                kernel.authorize(actor, op.permission, ctx.project)
+            if op.query is not None:
+                ctx.query = validator.query(req)
+            if op.body is not None:
+                ctx.body = validator.body(req)
+            resp.status = op.status
+            result = handler(req, resp, **params)
+            if result is not None:
+                validator.write(resp, result)
+
+        return responder
+
+
+class _Bound:
+    """The object Falcon routes to: each responder wrapped with its operation's checks."""
+
+
+def _kernel_migrations():
+    from kernel import events, projects
+    # one kernel.db holds three tables; their scripts run in this order, version by version
+    return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0]]

@@ -1,0 +1,138 @@
+"""Settings from a TOML file and ``NEURALMIND_*`` environment variables.
+
+The kernel validates its own sections; a plugin validates its own section with
+``kernel.settings.section(name, Model)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_PLUGINS = ["auth", "memory", "index"]
+DEFAULT_MAX_BODY = 1024 * 1024
+
+
+class ConfigError(Exception):
+    """A config file or environment value the server cannot start with."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class KernelSection(_Section):
+    plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
+    home: str | None = None
+    state_dir: str | None = None  # per-project state outside the repositories
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
+    sse_heartbeat_s: float = Field(15.0, gt=0)
+
+
+class ServerSection(_Section):
+    allow_remote: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    public_hosts: list[str] = Field(default_factory=list)
+    workers: int = Field(2, ge=1, le=64)
+    threads: int = Field(4, ge=1, le=256)
+    tokens_file: str | None = None
+    insecure_http: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    allow_origins: list[str] = Field(default_factory=list)
+
+
+class EmbeddingsSection(_Section):
+    model_dir: str | None = None
+    threads: int | None = Field(None, ge=1, le=64)
+
+
+class ProjectAlias(_Section):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    path: str
+
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, v: str) -> str:
+        return os.path.expanduser(v)
+
+
+class Settings(_Section):
+    """The whole configuration; unknown sections stay available to plugins through ``raw``."""
+
+    kernel: KernelSection = Field(default_factory=KernelSection)
+    server: ServerSection = Field(default_factory=ServerSection)
+    embeddings: EmbeddingsSection = Field(default_factory=EmbeddingsSection)
+    projects: list[ProjectAlias] = Field(default_factory=list)
+    raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    source: str | None = None
+
+    @property
+    def home(self) -> Path:
+        """The state home: kernel.db, the token, daemon.json, audit.db."""
+        return Path(self.kernel.home or os.environ.get("NEURALMIND_HOME")
+                    or Path.home() / ".neuralmind").expanduser()
+
+    @property
+    def server_mode(self) -> bool:
+        return self.server.allow_remote
+
+    def section(self, name: str, model: type[BaseModel]) -> BaseModel:
+        """Validate a plugin's ``[name]`` section (dotted names reach nested tables)."""
+        data: Any = self.raw
+        for part in name.split("."):
+            data = data.get(part, {}) if isinstance(data, dict) else {}
+        try:
+            return model.model_validate(data or {})
+        except ValidationError as ex:
+            raise ConfigError(f"[{name}] in {self.source or 'config'}: {ex}") from None
+
+
+def _env_overrides(data: dict[str, Any]) -> None:
+    env = os.environ
+    kernel = data.setdefault("kernel", {})
+    if env.get("NEURALMIND_PLUGINS") is not None:
+        kernel["plugins"] = [p.strip() for p in env["NEURALMIND_PLUGINS"].split(",") if p.strip()]
+    if env.get("NEURALMIND_HOME"):
+        kernel["home"] = env["NEURALMIND_HOME"]
+    if env.get("NEURALMIND_API_MAX_BODY_BYTES"):
+        kernel["max_body_bytes"] = env["NEURALMIND_API_MAX_BODY_BYTES"]
+    if env.get("NEURALMIND_STATE_DIR"):
+        kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
+    if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers
+        server = json.loads(env["NEURALMIND_SERVER_OVERRIDES"])
+        data.setdefault("server", {}).update({k: v for k, v in server.items() if v is not None})
+
+
+def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Settings:
+    """Read ``path`` (or ``$NEURALMIND_CONFIG``), apply the environment, then ``overrides``
+    (``{"server": {"port": 1}}``-shaped, as the CLI's flags give them)."""
+    path = path or os.environ.get("NEURALMIND_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as ex:
+            raise ConfigError(f"cannot read config {path}: {ex.strerror}") from None
+        except tomllib.TOMLDecodeError as ex:
+            raise ConfigError(f"config {path} is not valid TOML: {ex}") from None
+    _env_overrides(data)
+    for section, values in overrides.items():
+        if isinstance(values, dict):
+            data.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+        else:
+            data[section] = values
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as ex:
+        raise ConfigError(f"invalid config {path or '(defaults)'}: {ex}") from None
+    settings.raw = data
+    settings.source = str(path) if path else None
+    return settings

@@ -1,0 +1,116 @@
+"""The local daemon's discovery file: ``$NEURALMIND_HOME/daemon.json`` (dir 0700, file 0600),
+how clients find the server, and start/stop/status around it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+DISCOVERY = "daemon.json"
+
+
+def discovery_path(home: Path) -> Path:
+    return Path(home) / DISCOVERY
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` atomically with mode 0600 inside a 0700 directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def read_discovery(home: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(discovery_path(home).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_discovery(home: Path, info: dict[str, Any]) -> None:
+    write_private(discovery_path(home), json.dumps(info, indent=2))
+
+
+def update_discovery(home: Path, **fields: Any) -> bool:
+    """Add fields (the auth plugin's token) to the running daemon's file, if this process
+    belongs to that daemon."""
+    info = read_discovery(home)
+    if info is None or os.environ.get("NEURALMIND_DAEMON_PID") != str(info.get("pid")):
+        return False
+    info.update(fields)
+    write_discovery(home, info)
+    return True
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
+    url = f"http://{info['host']}:{info['port']}/v1/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+
+
+def status(home: Path) -> dict[str, Any] | None:
+    """The discovery info of a daemon that is alive and answering, else None."""
+    info = read_discovery(home)
+    if info and pid_alive(info.get("pid")) and health(info):
+        return info
+    return None
+
+
+def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
+    """Start ``neuralmind daemon start --foreground …`` detached; wait until it answers."""
+    log = open(Path(home) / "daemon.log", "ab")
+    before = read_discovery(home)
+    proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", *argv], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited with code {proc.returncode}; "
+                               f"see {Path(home) / 'daemon.log'}")
+        info = read_discovery(home)
+        if info and info != before and info.get("pid") == proc.pid and health(info):
+            return info
+        time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError(f"the daemon did not answer within {timeout:.0f} s; see {Path(home) / 'daemon.log'}")
+
+
+def stop(home: Path, timeout: float = 15.0) -> bool:
+    info = read_discovery(home)
+    if not info or not pid_alive(info.get("pid")):
+        discovery_path(home).unlink(missing_ok=True)
+        return False
+    os.kill(info["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(info["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if pid_alive(info["pid"]):
+        os.kill(info["pid"], signal.SIGKILL)
+    discovery_path(home).unlink(missing_ok=True)
+    return True

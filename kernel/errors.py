@@ -1,0 +1,148 @@
+"""APIError and its subclasses, and the one serializer every error goes through.
+
+Every error the server sends — ours, Falcon's own 404/405, an uncaught exception — has the
+shape ``{"error": {"code", "message", "status", "request_id", "details"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import falcon
+
+log = logging.getLogger("neuralmind.errors")
+
+
+class APIError(Exception):
+    """An error a client should see: an HTTP status, a stable code and a message."""
+
+    status = 500
+    code = "internal_error"
+    message = "internal error"
+
+    def __init__(self, message: str | None = None, *, code: str | None = None,
+                 status: int | None = None, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None):
+        self.message = message or self.message
+        self.code = code or self.code
+        self.status = status or self.status
+        self.details = details or {}
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+class BadRequest(APIError):
+    status, code, message = 400, "bad_request", "bad request"
+
+
+class InvalidJSON(APIError):
+    status, code, message = 400, "invalid_json", "the body is not valid UTF-8 JSON"
+
+
+class Unauthorized(APIError):
+    status, code, message = 401, "unauthorized", "missing or invalid credentials"
+
+    def __init__(self, message: str | None = None, **kw):
+        kw.setdefault("headers", {"WWW-Authenticate": "Bearer"})
+        super().__init__(message, **kw)
+
+
+class Forbidden(APIError):
+    status, code, message = 403, "forbidden", "not allowed"
+
+
+class NotFound(APIError):
+    status, code, message = 404, "not_found", "not found"
+
+
+class Conflict(APIError):
+    status, code, message = 409, "conflict", "conflict"
+
+
+class PreconditionFailed(APIError):
+    status, code, message = 412, "precondition_failed", "the resource has changed"
+
+
+class PayloadTooLarge(APIError):
+    status, code, message = 413, "payload_too_large", "the body is larger than the server accepts"
+
+
+class UnsupportedMediaType(APIError):
+    status, code, message = 415, "unsupported_media_type", "a body must be sent as application/json"
+
+
+class ValidationFailed(APIError):
+    status, code, message = 422, "validation_error", "the request did not validate"
+
+
+class RateLimited(APIError):
+    status, code, message = 429, "rate_limited", "too many requests"
+
+    def __init__(self, retry_after: float, message: str | None = None, **kw):
+        seconds = max(1, int(retry_after + 0.999))
+        kw.setdefault("headers", {"Retry-After": str(seconds)})
+        kw.setdefault("details", {"retry_after": seconds})
+        super().__init__(message, **kw)
+
+
+class Unavailable(APIError):
+    status, code, message = 503, "unavailable", "temporarily unavailable"
+
+
+def validation_details(errors: list[dict[str, Any]], prefix: tuple = ()) -> dict[str, Any]:
+    """Pydantic errors as ``details.errors``: ``[{loc, msg, type}]`` with JSON-safe locations."""
+    out = []
+    for err in errors:
+        loc = [*prefix, *err.get("loc", ())]
+        out.append({"loc": [p if isinstance(p, (int, str)) else str(p) for p in loc],
+                    "msg": str(err.get("msg", "")), "type": str(err.get("type", ""))})
+    return {"errors": out}
+
+
+def envelope(code: str, message: str, status: int, request_id: str | None,
+             details: dict[str, Any] | None = None) -> bytes:
+    body = {"error": {"code": code, "message": message, "status": status,
+                      "request_id": request_id, "details": details or {}}}
+    return json.dumps(body, ensure_ascii=False, default=str).encode()
+
+
+def render(req: falcon.Request, resp: falcon.Response, error: APIError) -> None:
+    resp.status = error.status
+    resp.content_type = "application/json; charset=utf-8"
+    for name, value in error.headers.items():
+        resp.set_header(name, value)
+    resp.data = envelope(error.code, error.message, error.status,
+                         getattr(req.context, "request_id", None), error.details)
+
+
+_FALCON_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 405: "method_not_allowed", 411: "length_required", 413: "payload_too_large",
+                 415: "unsupported_media_type", 431: "headers_too_large"}
+
+
+def install(app: falcon.App) -> None:
+    """Route every error through :func:`render` (Falcon's own included)."""
+
+    def on_api_error(req, resp, ex, params):
+        render(req, resp, ex)
+
+    def on_http_error(req, resp, ex: falcon.HTTPError, params):
+        status = ex.status_code
+        message = ex.title or "error"
+        if ex.description:
+            message = f"{message}: {ex.description}"
+        err = APIError(message, status=status, code=_FALCON_CODES.get(status, "http_error"))
+        if ex.headers:
+            err.headers = dict(ex.headers)
+        render(req, resp, err)
+
+    def on_exception(req, resp, ex, params):
+        log.error("unhandled error in request %s", getattr(req.context, "request_id", "?"),
+                  exc_info=ex)
+        render(req, resp, APIError())
+
+    app.add_error_handler(Exception, on_exception)
+    app.add_error_handler(falcon.HTTPError, on_http_error)
+    app.add_error_handler(APIError, on_api_error)

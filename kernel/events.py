@@ -1,0 +1,99 @@
+"""The append-only event log, the ``track_event`` fan-out, and the SSE stream of ``/v1/events``.
+
+Events live in the kernel's SQLite, so a stream served by one gunicorn worker sees writes
+made by another; the stream polls the table rather than an in-process queue.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel.projects import now_iso
+
+log = logging.getLogger("neuralmind.events")
+
+MIGRATIONS = ["""
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    project_id TEXT,
+    actor TEXT,
+    request_id TEXT,
+    data TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS events_by_project ON events (project_id, id);
+"""]
+
+POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    at: str
+    kind: str
+    project_id: str | None
+    actor: str | None
+    request_id: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "at": self.at, "kind": self.kind, "project_id": self.project_id,
+                "actor": self.actor, "request_id": self.request_id, "data": self.data}
+
+
+def _event(row) -> Event:
+    return Event(row["id"], row["at"], row["kind"], row["project_id"], row["actor"],
+                 row["request_id"], json.loads(row["data"]))
+
+
+class EventLog:
+    def __init__(self, db, fan_out: Callable[[Event], None]):
+        self.db = db
+        self._fan_out = fan_out
+
+    def append(self, kind: str, project_id: str | None, actor: str | None,
+               data: dict[str, Any] | None, request_id: str | None) -> Event:
+        at = now_iso()
+        payload = json.dumps(data or {}, default=str)
+        with self.db.transaction() as conn:
+            cur = conn.execute("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
+                               "VALUES (?, ?, ?, ?, ?, ?)",
+                               (at, kind, project_id, actor, request_id, payload))
+        event = Event(cur.lastrowid, at, kind, project_id, actor, request_id, json.loads(payload))
+        self._fan_out(event)
+        return event
+
+    def last_id(self) -> int:
+        return self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+
+    def after(self, last_id: int, limit: int = 500) -> list[Event]:
+        rows = self.db.conn.execute("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?",
+                                    (last_id, limit)).fetchall()
+        return [_event(r) for r in rows]
+
+    def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float
+               ) -> Iterator[bytes]:
+        """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
+        the client goes away (the server's write fails and closes the generator)."""
+        yield b"retry: 2000\n\n"
+        quiet_since = time.monotonic()
+        while True:
+            batch = self.after(last_id)
+            for event in batch:
+                last_id = event.id
+                if keep(event):
+                    quiet_since = time.monotonic()
+                    yield (f"id: {event.id}\nevent: {event.kind}\n"
+                           f"data: {json.dumps(event.as_dict(), default=str)}\n\n").encode()
+            if time.monotonic() - quiet_since >= heartbeat_s:
+                quiet_since = time.monotonic()
+                yield b": keepalive\n\n"
+            if not batch:
+                time.sleep(POLL_S)

@@ -1,0 +1,95 @@
+"""Every hook a NeuralMind plugin can implement: the one contract plugins code against.
+
+Hooks are unprefixed and verb-first and are called with keyword arguments, the kernel first.
+Each has a longer description in ``docs/plugins.md``; ``tests/kernel/test_hook_docs.py`` keeps
+the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import argparse
+
+    import falcon
+
+    from kernel.app import Kernel
+    from kernel.auth import Actor, Permission
+    from kernel.embeddings import Embedder
+    from kernel.events import Event
+    from kernel.projects import Project
+
+hookspec = pluggy.HookspecMarker("neuralmind")
+
+
+@hookspec
+def startup(kernel: Kernel) -> None:
+    """Once per process (each gunicorn worker), after every plugin is registered."""
+
+
+@hookspec
+def shutdown(kernel: Kernel) -> None:
+    """Once per process when it stops: stop threads, close stores."""
+
+
+@hookspec
+def register_routes(kernel: Kernel) -> list[tuple[str, object]]:
+    """Routes as ``(uri_template, resource)``; every responder carries ``@operation``."""
+
+
+@hookspec
+def register_permissions(kernel: Kernel) -> list[Permission]:
+    """Permissions the plugin's routes name, each with its default roles."""
+
+
+@hookspec
+def register_middleware(kernel: Kernel) -> list[object]:
+    """Falcon middleware objects, run after the kernel's own guards (CORS, rate limits)."""
+
+
+@hookspec(firstresult=True)
+def actor_from_request(kernel: Kernel, request: falcon.Request) -> Actor | None:
+    """Who sent the request; None when this plugin does not know. Raise ``Unauthorized``
+    for credentials that are present but wrong."""
+
+
+@hookspec
+def permission_allowed(kernel: Kernel, actor: Actor, permission: str,
+                       project: Project | None) -> bool | None:
+    """Any False denies, else any True allows, else the request is denied."""
+
+
+@hookspec
+def track_event(kernel: Kernel, event: Event) -> None:
+    """Called after a domain write has committed. Must not raise; the kernel logs and goes on."""
+
+
+@hookspec
+def query_context(kernel: Kernel, project: Project, question: str, hits: list[dict[str, Any]],
+                  budget: int) -> list[dict[str, Any]] | None:
+    """Context parts a plugin adds to a code query: ``[{"title", "text", "tokens"}]``
+    within ``budget`` tokens (the memory plugin adds the decisions on the hit files)."""
+
+
+@hookspec
+def describe_project(kernel: Kernel, project: Project) -> dict[str, Any] | None:
+    """Facts the plugin keeps about a project, merged into the project's ``status``."""
+
+
+@hookspec
+def register_commands(kernel: Kernel | None, subparsers: argparse._SubParsersAction) -> None:
+    """CLI sub-commands the plugin adds to ``neuralmind``; set ``func`` with ``set_defaults``."""
+
+
+@hookspec(firstresult=True)
+def embedder(kernel: Kernel) -> Embedder | None:
+    """An ``Embedder`` that replaces the packaged model."""
+
+
+@hookspec
+def server_settings(config: dict[str, Any]) -> dict[str, Any] | None:
+    """Server-mode settings (``host``, ``port``) a plugin derives from its own config section;
+    the config's ``[server]`` keys win over these."""

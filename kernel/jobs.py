@@ -1,0 +1,237 @@
+"""Persisted jobs: long work runs in a thread of the worker that took the request, and its
+row in the kernel's SQLite lets any worker answer ``GET /v1/jobs/{jid}``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import falcon
+from pydantic import Field
+
+from kernel.api import Model
+from kernel.errors import APIError, Conflict, NotFound
+from kernel.projects import now_iso
+
+log = logging.getLogger("neuralmind.jobs")
+
+MIGRATIONS = ["""
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    project_id TEXT,
+    status TEXT NOT NULL,
+    actor TEXT,
+    progress TEXT NOT NULL DEFAULT '{}',
+    result TEXT,
+    error TEXT,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    finished_at TEXT,
+    pid INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs (project_id, created_at);
+"""]
+
+Status = Literal["queued", "running", "done", "error", "cancelled"]
+ACTIVE = ("queued", "running")
+
+
+class JobError(Model):
+    code: str
+    message: str
+
+
+class Job(Model):
+    id: str
+    kind: str
+    project_id: str | None
+    status: Status
+    progress: dict[str, Any] = Field(default_factory=dict)
+    result: Any = None
+    error: JobError | None = None
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class JobAccepted(Model):
+    """The 202 body: poll ``Location`` (``/v1/jobs/{id}``) until the job is done."""
+
+    job: Job
+
+
+class JobCancelled(Exception):
+    """Raised inside a job's work by ``JobContext.check`` once a stop was asked for."""
+
+
+def _job(row) -> Job:
+    return Job(id=row["id"], kind=row["kind"], project_id=row["project_id"], status=row["status"],
+               progress=json.loads(row["progress"] or "{}"),
+               result=json.loads(row["result"]) if row["result"] else None,
+               error=json.loads(row["error"]) if row["error"] else None,
+               created_at=row["created_at"], started_at=row["started_at"],
+               finished_at=row["finished_at"])
+
+
+class JobContext:
+    """What a job's work sees: report progress, notice a stop request."""
+
+    PROGRESS_EVERY_S = 0.2
+
+    def __init__(self, jobs: Jobs, job_id: str):
+        self._jobs = jobs
+        self.id = job_id
+        self._progress: dict[str, Any] = {}
+        self._last_write = 0.0
+
+    def progress(self, force: bool = False, **fields: Any) -> None:
+        self._progress.update(fields)
+        now = time.monotonic()
+        if force or now - self._last_write >= self.PROGRESS_EVERY_S:
+            self._last_write = now
+            with self._jobs.db.transaction() as conn:
+                conn.execute("UPDATE jobs SET progress = ? WHERE id = ?",
+                             (json.dumps(self._progress), self.id))
+
+    @property
+    def cancelled(self) -> bool:
+        row = self._jobs.db.conn.execute("SELECT cancel_requested FROM jobs WHERE id = ?",
+                                         (self.id,)).fetchone()
+        return bool(row and row[0])
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise JobCancelled()
+
+
+Work = Callable[[JobContext], Any]
+
+
+class Jobs:
+    def __init__(self, db):
+        self.db = db
+
+    def submit(self, kind: str, work: Work, *, project_id: str | None = None,
+               actor: str | None = None, wait: bool = False) -> Job:
+        """Record a job and run ``work(ctx)``: inline when ``wait``, else in a thread."""
+        jid = secrets.token_hex(8)
+        with self.db.transaction() as conn:
+            conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid) "
+                         "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
+                         (jid, kind, project_id, actor, now_iso(), os.getpid()))
+        if wait:
+            self._run(jid, work)
+        else:
+            threading.Thread(target=self._run, args=(jid, work), name=f"job-{kind}-{jid}",
+                             daemon=True).start()
+        return self.get(jid)
+
+    def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE jobs SET status = ?, result = ?, error = ?, finished_at = ? "
+                         "WHERE id = ?", (status, json.dumps(result) if result is not None else None,
+                                          json.dumps(error) if error else None, now_iso(), jid))
+
+    def _run(self, jid: str, work: Work) -> None:
+        ctx = JobContext(self, jid)
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
+                         (now_iso(), jid))
+        try:
+            result = work(ctx)
+        except JobCancelled:
+            self._finish(jid, "cancelled", error={"code": "cancelled", "message": "stopped on request"})
+        except APIError as ex:
+            self._finish(jid, "error", error={"code": ex.code, "message": ex.message})
+        except Exception:
+            log.exception("job %s failed", jid)
+            self._finish(jid, "error", error={"code": "internal_error", "message": "the job failed; "
+                                              "the server log has the details"})
+        else:
+            if ctx._progress:
+                ctx.progress(force=True)
+            self._finish(jid, "done", result=result)
+
+    def find(self, jid: str) -> Job | None:
+        row = self.db.conn.execute("SELECT * FROM jobs WHERE id = ?", (jid,)).fetchone()
+        return _job(row) if row else None
+
+    def get(self, jid: str) -> Job:
+        job = self.find(jid)
+        if job is None:
+            raise NotFound(f"no job with id {jid}", code="job_not_found")
+        return job
+
+    def project_of(self, jid: str) -> str | None:
+        return self.get(jid).project_id
+
+    def active(self, kind: str, project_id: str) -> Job | None:
+        row = self.db.conn.execute(
+            "SELECT * FROM jobs WHERE kind = ? AND project_id = ? AND status IN ('queued', 'running') "
+            "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
+        return _job(row) if row else None
+
+    def list(self, *, project_id: str | None, status: str | None, limit: int,
+             after: list | None) -> list[Job]:
+        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        if project_id:
+            sql += " AND project_id = ?"
+            args.append(project_id)
+        if status:
+            sql += " AND status = ?"
+            args.append(status)
+        if after:
+            sql += " AND (created_at, id) < (?, ?)"
+            args += after
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        args.append(limit)
+        return [_job(r) for r in self.db.conn.execute(sql, args).fetchall()]
+
+    def cancel(self, jid: str) -> Job:
+        job = self.get(jid)
+        if job.status not in ACTIVE:
+            raise Conflict(f"job {jid} is already {job.status}", code="job_finished")
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (jid,))
+        return self.get(jid)
+
+    def mark_interrupted(self) -> int:
+        """Jobs left queued/running by a process that no longer exists end as ``interrupted``."""
+        rows = self.db.conn.execute(
+            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running')").fetchall()
+        dead = [r["id"] for r in rows if not _alive(r["pid"])]
+        if dead:
+            error = json.dumps({"code": "interrupted",
+                                "message": "the server process running this job stopped"})
+            with self.db.transaction() as conn:
+                conn.executemany("UPDATE jobs SET status = 'error', error = ?, finished_at = ? "
+                                 "WHERE id = ? AND status IN ('queued', 'running')",
+                                 [(error, now_iso(), jid) for jid in dead])
+        return len(dead)
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def accepted(resp: falcon.Response, job: Job) -> JobAccepted:
+    """Answer 202 with ``Location`` for a job that runs on after the response."""
+    resp.status = 202
+    resp.location = f"/v1/jobs/{job.id}"
+    return JobAccepted(job=job)

@@ -1,0 +1,129 @@
+"""OpenAPI 3.1, generated from the route table and the pydantic models: never hand-written."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic.json_schema import GenerateJsonSchema
+
+from kernel.api import Operation, _is_list
+
+REF = "#/components/schemas/{model}"
+PARAM = re.compile(r"{(\w+)(?::[^}]*)?}")
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {
+        "type": "object",
+        "required": ["code", "message", "status", "request_id", "details"],
+        "properties": {
+            "code": {"type": "string"}, "message": {"type": "string"},
+            "status": {"type": "integer"}, "request_id": {"type": ["string", "null"]},
+            "details": {"type": "object"},
+        },
+    }},
+}
+
+ERROR_STATUSES = {400: "Bad request (`invalid_json`, `token_in_query`)",
+                  403: "Forbidden (`forbidden`, `host_not_allowed`, …)",
+                  413: "Body too large", 415: "Body is not application/json",
+                  422: "Validation failed", 429: "Rate limited", 500: "Internal error"}
+
+
+class _Schemas:
+    """Collects model schemas into ``components.schemas`` with ``$ref``s between them."""
+
+    def __init__(self):
+        self.defs: dict[str, Any] = {}
+
+    def ref(self, tp: Any, mode: str) -> dict[str, Any]:
+        schema = TypeAdapter(tp).json_schema(ref_template=REF, mode=mode,
+                                             schema_generator=GenerateJsonSchema)
+        self.defs.update(schema.pop("$defs", {}))
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            self.defs[tp.__name__] = schema
+            return {"$ref": REF.format(model=tp.__name__)}
+        return schema
+
+
+def _query_params(model: type[BaseModel], schemas: _Schemas) -> list[dict[str, Any]]:
+    full = model.model_json_schema(ref_template=REF)
+    schemas.defs.update(full.pop("$defs", {}))
+    out = []
+    for name, field in model.model_fields.items():
+        prop = full.get("properties", {}).get(name, {})
+        param = {"name": name, "in": "query", "required": field.is_required(), "schema": prop}
+        if field.description:
+            param["description"] = field.description
+        if _is_list(field.annotation):
+            param.update(style="form", explode=True)
+        out.append(param)
+    return out
+
+
+def _error_responses(op: Operation, has_project: bool) -> dict[str, Any]:
+    out = {}
+    statuses = dict(ERROR_STATUSES)
+    if not op.public:
+        statuses[401] = "Missing or invalid credentials"
+    if has_project:
+        statuses[404] = "Not found (`project_not_found`, …)"
+    if not op.body:
+        statuses.pop(413), statuses.pop(415)
+    for status, text in sorted(statuses.items()):
+        out[str(status)] = {"description": text, "content": {
+            "application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
+    return out
+
+
+def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> dict[str, Any]:
+    """The document for ``routes``: ``[(uri, method, operation, operation_id)]``."""
+    schemas = _Schemas()
+    paths: dict[str, dict[str, Any]] = {}
+    for uri, method, op, operation_id in routes:
+        if not op.include_in_schema:
+            continue
+        path = PARAM.sub(r"{\1}", uri)
+        params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in PARAM.findall(uri)]
+        entry: dict[str, Any] = {"operationId": operation_id, "summary": op.summary or operation_id,
+                                 "tags": list(op.tags) or ["misc"]}
+        if op.query is not None:
+            params += _query_params(op.query, schemas)
+        if params:
+            entry["parameters"] = params
+        if op.body is not None:
+            entry["requestBody"] = {"required": False, "content": {
+                "application/json": {"schema": schemas.ref(op.body, "validation")}}}
+        responses: dict[str, Any] = {}
+        for status, tp in {op.status: op.response, **op.responses}.items():
+            if tp is None:
+                if status == 204:
+                    responses[str(status)] = {"description": "No content"}
+                else:
+                    responses[str(status)] = {"description": "OK", "content": {
+                        op.media_type.split(";")[0]: {"schema": {"type": "string"}}}}
+            else:
+                responses[str(status)] = {"description": "OK", "content": {
+                    "application/json": {"schema": schemas.ref(tp, "serialization")}}}
+        responses.update(_error_responses(op, "project_id" in PARAM.findall(uri)))
+        entry["responses"] = responses
+        if not op.public:
+            entry["security"] = [{"bearer": []}]
+            entry["x-permission"] = op.permission
+        else:
+            entry["security"] = []
+        paths.setdefault(path, {})[method] = entry
+    schemas.defs["Error"] = ERROR_SCHEMA
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version,
+                 "description": "NeuralMind's /v1 contract. Generated from the route table."},
+        "servers": [{"url": "/"}],
+        "paths": dict(sorted(paths.items())),
+        "components": {"schemas": dict(sorted(schemas.defs.items())),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }

@@ -1,0 +1,245 @@
+"""The kernel's own routes: health, the OpenAPI document and its docs page, projects, jobs,
+events. Plugins add theirs through ``register_routes``."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import time
+from typing import Any, Literal
+
+import falcon
+from pydantic import Field
+
+from kernel import __version__
+from kernel.api import JSON, Model, Page, PageQuery, decode_cursor, encode_cursor, operation
+from kernel.errors import NotFound
+from kernel.jobs import Job
+
+DOCS_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>NeuralMind API</title>
+<link rel="stylesheet" href="/v1/docs/assets/swagger-ui.css"></head>
+<body><div id="ui"></div>
+<script src="/v1/docs/assets/swagger-ui-bundle.js"></script>
+<script>SwaggerUIBundle({url: "/v1/openapi.json", dom_id: "#ui"});</script>
+</body></html>"""
+
+
+class Health(Model):
+    status: Literal["ok"]
+    version: str
+    uptime_s: float
+
+
+class ProjectOut(Model):
+    id: str
+    name: str
+    path: str | None = Field(None, description="Redacted (null) for callers without projects.paths")
+    registered_at: str
+    alias: bool = False
+    status: dict[str, Any] = Field(default_factory=dict,
+                                   description="What plugins report (index: built, built_at, …)")
+
+
+class ProjectIn(Model):
+    path: str = Field(min_length=1, max_length=4096, description="A directory on the server")
+
+
+class JobsQuery(PageQuery):
+    project: str | None = None
+    status: Literal["queued", "running", "done", "error", "cancelled"] | None = None
+
+
+class EventsQuery(Model):
+    project: str | None = None
+    kind: list[str] = Field(default_factory=list, description="Only these kinds (repeatable; "
+                            "a trailing `*` matches a prefix, e.g. `memory.*`)")
+
+
+class HealthResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission=None, response=Health, tags=["system"], summary="Liveness and version")
+    def on_get(self, req, resp):
+        return Health(status="ok", version=__version__,
+                      uptime_s=round(time.monotonic() - self.kernel.started, 3))
+
+
+class OpenAPIResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._body: bytes | None = None
+
+    @operation(permission=None, tags=["system"], summary="This OpenAPI 3.1 document",
+               include_in_schema=False)
+    def on_get(self, req, resp):
+        if self._body is None:
+            self._body = json.dumps(self.kernel.openapi).encode()
+        resp.content_type = JSON
+        resp.data = self._body
+
+
+class DocsResource:
+    """``/v1/docs``: Swagger UI from the installed ``swagger-ui-bundle`` — no CDN."""
+
+    @operation(permission=None, media_type="text/html", include_in_schema=False)
+    def on_get(self, req, resp):
+        resp.content_type = "text/html; charset=utf-8"
+        resp.text = DOCS_PAGE
+
+    @operation(permission=None, include_in_schema=False)
+    def on_get_asset(self, req, resp, name):
+        import swagger_ui_bundle
+        root = os.path.realpath(swagger_ui_bundle.swagger_ui_path)
+        path = os.path.realpath(os.path.join(root, name))
+        if not path.startswith(root + os.sep) or not os.path.isfile(path):
+            raise NotFound(f"no asset {name}")
+        resp.content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        with open(path, "rb") as fh:
+            resp.data = fh.read()
+
+
+def project_out(kernel, req, project) -> ProjectOut:
+    show_path = kernel.allowed(req.context.actor, "projects.paths", project)
+    return ProjectOut(id=project.id, name=project.name,
+                      path=str(project.path) if show_path else None,
+                      registered_at=project.registered_at, alias=project.alias,
+                      status=kernel.describe(project))
+
+
+class ProjectsResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="projects.write", body=ProjectIn, response=ProjectOut, status=201,
+               responses={200: ProjectOut}, tags=["projects"],
+               summary="Register a project (200 when it already is)")
+    def on_post(self, req, resp):
+        project, created = self.kernel.projects.register(req.context.body.path)
+        resp.status = 201 if created else 200
+        resp.location = f"/v1/projects/{project.id}"
+        if created:
+            self.kernel.emit("project.registered", project=project, actor=req.context.actor,
+                             request_id=req.context.request_id)
+        return project_out(self.kernel, req, project)
+
+    @operation(permission="projects.read", query=PageQuery, response=Page[ProjectOut],
+               tags=["projects"], summary="List the projects the caller can see")
+    def on_get(self, req, resp):
+        q = req.context.query
+        after = decode_cursor(q.cursor)
+        visible = [p for p in self.kernel.projects.all()
+                   if (after is None or p.id > after)
+                   and self.kernel.allowed(req.context.actor, "projects.read", p)]
+        page = visible[: q.limit]
+        more = len(visible) > q.limit
+        return Page[ProjectOut](items=[project_out(self.kernel, req, p) for p in page],
+                                next_cursor=encode_cursor(page[-1].id) if more else None)
+
+    @operation(permission="projects.read", response=ProjectOut, tags=["projects"],
+               summary="One project")
+    def on_get_item(self, req, resp, project_id):
+        return project_out(self.kernel, req, req.context.project)
+
+    @operation(permission="projects.write", status=204, tags=["projects"],
+               summary="Unregister a project (its files are never touched)")
+    def on_delete_item(self, req, resp, project_id):
+        project = self.kernel.projects.remove(project_id)
+        self.kernel.emit("project.removed", project=project, actor=req.context.actor,
+                         request_id=req.context.request_id)
+
+
+class JobsResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def _visible(self, req, job: Job) -> Job:
+        project = self.kernel.projects.find(job.project_id) if job.project_id else None
+        if job.project_id and (project is None or not self.kernel.allowed(
+                req.context.actor, "projects.read", project)):
+            raise NotFound(f"no job with id {job.id}", code="job_not_found")
+        return job
+
+    @operation(permission="jobs.read", query=JobsQuery, response=Page[Job], tags=["jobs"],
+               summary="List jobs, newest first")
+    def on_get(self, req, resp):
+        q = req.context.query
+        if q.project is not None:
+            self.kernel.authorize(req.context.actor, "projects.read", self.kernel.projects.get(q.project))
+        rows = self.kernel.jobs.list(project_id=q.project, status=q.status, limit=q.limit + 1,
+                                     after=decode_cursor(q.cursor))
+        items = []
+        for job in rows:
+            try:
+                items.append(self._visible(req, job))
+            except NotFound:
+                continue
+        more = len(items) > q.limit
+        items = items[: q.limit]
+        cursor = encode_cursor([items[-1].created_at, items[-1].id]) if more else None
+        return Page[Job](items=items, next_cursor=cursor)
+
+    @operation(permission="jobs.read", response=Job, tags=["jobs"], summary="One job")
+    def on_get_item(self, req, resp, job_id):
+        return self._visible(req, self.kernel.jobs.get(job_id))
+
+    @operation(permission="jobs.cancel", response=Job, status=202, tags=["jobs"],
+               summary="Ask a running job to stop")
+    def on_delete_item(self, req, resp, job_id):
+        self._visible(req, self.kernel.jobs.get(job_id))
+        return self.kernel.jobs.cancel(job_id)
+
+
+class EventsResource:
+    """``GET /v1/events``: server-sent events, resumable with ``Last-Event-ID``."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="events.read", query=EventsQuery, media_type="text/event-stream",
+               tags=["events"], summary="Follow events as server-sent events")
+    def on_get(self, req, resp):
+        kernel, actor, q = self.kernel, req.context.actor, req.context.query
+        if q.project is not None:
+            kernel.authorize(actor, "projects.read", kernel.projects.get(q.project))
+        last = req.get_header("Last-Event-ID")
+        last_id = int(last) if last and last.isdigit() else kernel.events.last_id()
+        exact = {k for k in q.kind if not k.endswith("*")}
+        prefixes = tuple(k[:-1] for k in q.kind if k.endswith("*"))
+        seen: dict[str, bool] = {}
+
+        def keep(event) -> bool:
+            if q.kind and event.kind not in exact and not event.kind.startswith(prefixes or ("\0",)):
+                return False
+            if q.project is not None and event.project_id != q.project:
+                return False
+            if event.project_id is None:
+                return True
+            if event.project_id not in seen:
+                project = kernel.projects.find(event.project_id)
+                seen[event.project_id] = project is not None and kernel.allowed(
+                    actor, "projects.read", project)
+            return seen[event.project_id]
+
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        resp.set_header("X-Accel-Buffering", "no")
+        resp.stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s)
+
+
+def routes(kernel) -> list[tuple]:
+    projects, jobs_ = ProjectsResource(kernel), JobsResource(kernel)
+    docs = DocsResource()
+    return [
+        ("/v1/health", HealthResource(kernel)),
+        ("/v1/openapi.json", OpenAPIResource(kernel)),
+        ("/v1/docs", docs),
+        ("/v1/docs/assets/{name}", docs, "asset"),
+        ("/v1/projects", projects),
+        ("/v1/projects/{project_id}", projects, "item"),
+        ("/v1/jobs", jobs_),
+        ("/v1/jobs/{job_id}", jobs_, "item"),
+        ("/v1/events", EventsResource(kernel)),
+    ]

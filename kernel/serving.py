@@ -1,0 +1,108 @@
+"""Running the app under gunicorn: the team server and the local daemon share this.
+
+The daemon is the same app with one worker (threads) on loopback; the team server takes its
+workers, bind and TLS from the config's ``[server]`` section.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from kernel import __version__
+from kernel.config import Settings
+from kernel.daemon import write_discovery
+
+
+class BindError(Exception):
+    """A bind the server refuses: non-loopback without server mode, or without TLS."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: Settings) -> None:
+    server = settings.server
+    if is_loopback(server.host):
+        return
+    if not settings.server_mode:
+        raise BindError(f"refusing to bind {server.host}: a non-loopback address needs server "
+                        "mode — `neuralmind serve --config F` with [server] allow_remote = true "
+                        "(or --allow-remote); see docs/operations.md")
+    if not (server.tls_cert and server.tls_key) and not server.insecure_http:
+        raise BindError(f"refusing to bind {server.host} without TLS: pass --tls-cert/--tls-key, "
+                        "or --insecure-http to acknowledge a TLS-terminating proxy")
+
+
+def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, Any]:
+    """gunicorn settings for ``settings``: what ``conf/gunicorn.conf.py`` and the daemon use."""
+    server = settings.server
+    check_bind(settings)
+    workers = 1 if daemon else server.workers
+    opts: dict[str, Any] = {
+        "bind": f"{server.host}:{server.port}" if ":" not in server.host else f"[{server.host}]:{server.port}",
+        "workers": workers,
+        "worker_class": "gthread",
+        "threads": max(server.threads, 8) if daemon else server.threads,
+        "timeout": 120,
+        "graceful_timeout": 10,
+        "keepalive": 5,
+        "accesslog": None,
+        "worker_exit": _worker_exit,
+        "post_fork": _post_fork,
+        "raw_env": [f"NEURALMIND_WORKERS={workers}"],
+    }
+    if server.tls_cert and server.tls_key:
+        opts.update(certfile=server.tls_cert, keyfile=server.tls_key)
+    if daemon:
+        opts["when_ready"] = _announce(settings)
+    return opts
+
+
+def _post_fork(server, worker) -> None:
+    os.environ["NEURALMIND_DAEMON_PID"] = str(server.pid)
+
+
+def _worker_exit(server, worker) -> None:
+    import sys
+    wsgi = sys.modules.get("kernel.wsgi")
+    if wsgi is not None:
+        wsgi.kernel.shutdown()
+
+
+def _announce(settings: Settings):
+    def when_ready(server) -> None:
+        host, port = server.LISTENERS[0].sock.getsockname()[:2]
+        write_discovery(settings.home, {
+            "host": "127.0.0.1" if host in ("0.0.0.0", "127.0.0.1") else host,
+            "port": port, "pid": server.pid, "version": __version__,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "url": f"http://127.0.0.1:{port}"})
+    return when_ready
+
+
+class Server(BaseApplication):
+    """gunicorn running ``kernel.wsgi:application`` with options from :func:`gunicorn_options`."""
+
+    def __init__(self, options: dict[str, Any]):
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            if value is not None or key == "accesslog":
+                self.cfg.set(key, value)
+
+    def load(self):
+        from kernel.wsgi import application
+        return application

@@ -1,0 +1,1 @@
+"""The auth plugin: loopback token by default, per-user hashed tokens with roles in server mode."""
