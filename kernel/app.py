@@ -55,6 +55,8 @@ class Kernel:
         self.app = self._build_app()
         self.jobs.mark_interrupted()
         self.pm.hook.startup(kernel=self)
+        if self.settings.embeddings.warm:
+            threading.Thread(target=self._warm, name="embedder-warm", daemon=True).start()
 
     # -- plugins' public API -------------------------------------------------------------
 
@@ -106,6 +108,14 @@ class Kernel:
                     self._embedder = (self.pm.hook.embedder(kernel=self)
                                       or default_embedder(self.settings))
         return self._embedder
+
+    def _warm(self) -> None:
+        """Load the model off the request path, so neither the first request nor a client's
+        handshake waits for it (mcp-memory-service's eager load timed clients out)."""
+        try:
+            self.embedder.embed(["warm up"])
+        except Exception as ex:  # no model is a supported configuration: semantic search 503s
+            log.warning("embedder not warmed: %s", ex)
 
     def describe(self, project: Project) -> dict[str, Any]:
         status: dict[str, Any] = {}

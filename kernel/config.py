@@ -51,6 +51,7 @@ class ServerSection(_Section):
 class EmbeddingsSection(_Section):
     model_dir: str | None = None
     threads: int | None = Field(None, ge=1, le=64)
+    warm: bool = True  # load the model in the background after start-up
 
 
 class ProjectAlias(_Section):
@@ -105,6 +106,8 @@ def _env_overrides(data: dict[str, Any]) -> None:
         kernel["max_body_bytes"] = env["NEURALMIND_API_MAX_BODY_BYTES"]
     if env.get("NEURALMIND_STATE_DIR"):
         kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
+    if env.get("NEURALMIND_EMBEDDINGS_WARM"):
+        data.setdefault("embeddings", {})["warm"] = env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false")
     if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers
         server = json.loads(env["NEURALMIND_SERVER_OVERRIDES"])
         data.setdefault("server", {}).update({k: v for k, v in server.items() if v is not None})

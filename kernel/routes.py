@@ -14,7 +14,7 @@ from pydantic import Field
 
 from kernel import __version__
 from kernel.api import JSON, Model, Page, PageQuery, decode_cursor, encode_cursor, operation
-from kernel.errors import NotFound
+from kernel.errors import APIError, NotFound
 from kernel.jobs import Job
 
 DOCS_PAGE = """<!doctype html>
@@ -55,6 +55,32 @@ class EventsQuery(Model):
     project: str | None = None
     kind: list[str] = Field(default_factory=list, description="Only these kinds (repeatable; "
                             "a trailing `*` matches a prefix, e.g. `memory.*`)")
+
+
+class EmbeddingsStatus(Model):
+    model_id: str | None
+    dim: int | None
+    loaded: bool
+    load_ms: float | None = None
+    threads: int | None = None
+    error: str | None = Field(None, description="Why no model could be loaded, with the settings to fix it")
+
+
+class EmbeddingsStatusResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="system.read", response=EmbeddingsStatus, tags=["system"],
+               summary="The shared embedder: model, dimension, whether it is loaded")
+    def on_get(self, req, resp):
+        try:
+            embedder = self.kernel.embedder
+        except APIError as ex:
+            return EmbeddingsStatus(model_id=None, dim=None, loaded=False, error=ex.message)
+        status = getattr(embedder, "status", None)
+        if callable(status):
+            return EmbeddingsStatus(**status())
+        return EmbeddingsStatus(model_id=embedder.model_id, dim=embedder.dim, loaded=True)
 
 
 class HealthResource:
@@ -242,4 +268,5 @@ def routes(kernel) -> list[tuple]:
         ("/v1/jobs", jobs_),
         ("/v1/jobs/{job_id}", jobs_, "item"),
         ("/v1/events", EventsResource(kernel)),
+        ("/v1/embeddings/status", EmbeddingsStatusResource(kernel)),
     ]

@@ -149,6 +149,17 @@ def build_parser(kernel=None) -> argparse.ArgumentParser:
     return parser
 
 
+def command_group(subparsers, name: str, help: str = "") -> argparse._SubParsersAction:
+    """The sub-command group ``name`` (``eval``, ``memory`` …), made on first use, so two
+    plugins can add commands under one group: ``command_group(sub, "eval").add_parser("code")``."""
+    parser = subparsers.choices.get(name) or subparsers.add_parser(name, help=help)
+    group = parser.get_default("_group")
+    if group is None:
+        group = parser.add_subparsers(dest=f"{name}_command", required=True)
+        parser.set_defaults(_group=group)
+    return group
+
+
 def _plugin_commands(sub) -> None:
     """Sub-commands plugins add (``register_commands``); a config error leaves them out."""
     from kernel.plugins import PluginError, make_plugin_manager

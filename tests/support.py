@@ -73,6 +73,7 @@ class Server:
         self.env = {**os.environ, "NEURALMIND_HOME": str(self.home), "PYTHONUNBUFFERED": "1",
                     **(env or {})}
         self.env.pop("NEURALMIND_CONFIG", None)
+        self.env.setdefault("NEURALMIND_EMBEDDINGS_WARM", "0")  # tests that need the model ask
         if plugins is not None:
             self.env["NEURALMIND_PLUGINS"] = ",".join(plugins)
         cmd = [sys.executable, "-m", "neuralmind.cli"]
