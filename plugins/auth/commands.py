@@ -1,0 +1,161 @@
+"""``neuralmind token …``: server-mode tokens (create, list, revoke) and the loopback token
+(show, rotate). No server needs to run: the server re-reads both files when they change.
+
+Token changes are also written to the kernel's event table (``token.created`` …) when the
+state home has one, so ``/v1/events`` and the audit see them; ``track_event`` plugins are not
+called from the CLI (no kernel runs here), see docs/security.md.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+
+from kernel.config import load_settings
+from plugins.auth import loopback
+from plugins.auth.roles import auth_section, known_roles
+from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, parse_expiry, tokens_path
+
+
+def _settings(args):
+    return load_settings(args.config)
+
+
+def _record(settings, kind: str, data: dict) -> None:
+    """Append a token event to ``kernel.db`` if a server has made it (never create it here)."""
+    path = settings.home / "kernel.db"
+    if not path.exists():
+        return
+    from kernel.events import EventLog
+    from kernel.storage import Database
+    EventLog(Database(path), lambda event: None).append(
+        kind, None, f"cli:{getpass.getuser()}", data, None)
+
+
+def _projects(text: str, settings) -> list[str] | str:
+    if text.strip() == "*":
+        return "*"
+    ids = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not ids:
+        raise TokenFileError("--projects: give project ids separated by commas, or *")
+    configured = {p.id for p in settings.projects}
+    unknown = [p for p in ids if configured and p not in configured]
+    if unknown:
+        raise TokenFileError(f"--projects: {', '.join(unknown)} not in the config's [[projects]] "
+                             f"({', '.join(sorted(configured))})")
+    return ids
+
+
+def cmd_create(args) -> int:
+    settings = _settings(args)
+    roles = known_roles(auth_section(settings))
+    if args.role not in roles:
+        raise TokenFileError(f"--role {args.role!r}: one of {', '.join(roles)}")
+    projects = _projects(args.projects, settings)
+    expires = parse_expiry(args.expires) if args.expires else None
+    tokens = TokenFile(tokens_path(settings))
+    token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
+    _record(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
+                                        "role": rec.role, "projects": rec.projects})
+    if args.json:
+        print(json.dumps({"token": token, "id": digest[:SHORT_ID], "actor": rec.actor,
+                          "role": rec.role, "projects": rec.projects,
+                          "expires_at": rec.expires_at}))
+        return 0
+    print(f"token {digest[:SHORT_ID]} for {rec.actor} (role {rec.role}, projects "
+          f"{rec.projects if rec.projects == '*' else ','.join(rec.projects)}"
+          f"{', expires ' + rec.expires_at if rec.expires_at else ''}) added to {tokens.path}.")
+    print("It is shown only this once; send it as `Authorization: Bearer <token>`:", file=sys.stderr)
+    print(token)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from plugins.auth.resources import token_out
+    rows = [token_out(h, r) for h, r in TokenFile(tokens_path(_settings(args))).listing()]
+    if args.json:
+        print(json.dumps([r.model_dump() for r in rows]))
+        return 0
+    if not rows:
+        print("no tokens — add one with `neuralmind token create --actor A --role R`")
+        return 0
+    print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':20}  EXPIRES")
+    for r in rows:
+        projects = r.projects if isinstance(r.projects, str) else ",".join(r.projects)
+        expires = (r.expires_at or "never") + (" (expired)" if r.expired else "")
+        print(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:20}  {expires}")
+    return 0
+
+
+def cmd_revoke(args) -> int:
+    if (args.id is None) == (args.actor is None):
+        raise TokenFileError("give a token id or --actor, not both")
+    settings = _settings(args)
+    removed = TokenFile(tokens_path(settings)).revoke(short_id=args.id, actor=args.actor)
+    if not removed:
+        print(f"neuralmind: no token matches {args.id or args.actor}", file=sys.stderr)
+        return 1
+    for digest, rec in removed:
+        _record(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
+                                            "token_actor": rec.actor, "role": rec.role})
+        print(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})")
+    return 0
+
+
+def cmd_show(args) -> int:
+    settings = _settings(args)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    print(loopback.ensure_token(settings.home))
+    return 0
+
+
+def cmd_rotate(args) -> int:
+    from kernel.daemon import read_discovery, write_discovery
+    settings = _settings(args)
+    token = loopback.rotate(settings.home)
+    info = read_discovery(settings.home)
+    if info is not None and "token" in info:
+        info["token"] = token
+        write_discovery(settings.home, info)
+    _record(settings, "token.rotated", {"token": "loopback"})
+    print("the old token is refused from now on; the running server reads the new one",
+          file=sys.stderr)
+    print(token)
+    return 0
+
+
+def _guarded(fn):
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except TokenFileError as ex:
+            print(f"neuralmind: {ex}", file=sys.stderr)
+            return 2
+    return run
+
+
+def add_commands(subparsers) -> None:
+    from neuralmind.cli import command_group
+    group = command_group(subparsers, "token", help="API tokens: loopback (show, rotate) and "
+                          "server mode (create, list, revoke)")
+
+    def sub(name: str, fn, help: str):
+        p = group.add_parser(name, help=help)
+        p.add_argument("--config", help="TOML config (its [server] tokens_file and home)")
+        p.set_defaults(func=_guarded(fn))
+        return p
+
+    create = sub("create", cmd_create, "add a server-mode token; prints it once")
+    create.add_argument("--actor", required=True, help="who the token identifies (e.g. alice)")
+    create.add_argument("--role", required=True, help="reader, builder, admin or a config role")
+    create.add_argument("--projects", default="*", help="comma-separated project ids, or * (default)")
+    create.add_argument("--expires", help="ISO date/datetime, or a duration: 30d, 12h, 15m")
+    create.add_argument("--json", action="store_true")
+    lst = sub("list", cmd_list, "list server-mode tokens (ids, never secrets)")
+    lst.add_argument("--json", action="store_true")
+    revoke = sub("revoke", cmd_revoke, "revoke a token by id (from `token list`) or all of an actor's")
+    revoke.add_argument("id", nargs="?")
+    revoke.add_argument("--actor")
+    sub("show", cmd_show, "print the loopback token (made on first use)")
+    sub("rotate", cmd_rotate, "replace the loopback token; the old one stops working at once")

@@ -1,0 +1,75 @@
+"""``/v1/auth/*``: who am I, and the admin's view of the tokens file (never a secret)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from kernel.api import Model, operation
+from kernel.errors import Conflict, NotFound
+from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, TokenRecord
+
+
+class WhoAmI(Model):
+    actor: str
+    role: str
+    kind: str = Field(description="`loopback` (the local user) or `token` (server mode)")
+    projects: list[str] | None = Field(description="Projects the credentials reach; null: all")
+    permissions: list[str] = Field(description="Permissions the role holds")
+
+
+class TokenOut(Model):
+    id: str = Field(description="First 8 hex characters of sha256(token)")
+    actor: str
+    role: str
+    projects: list[str] | str = Field(description='A list of project ids, or "*"')
+    created_at: str
+    expires_at: str | None = None
+    expired: bool
+
+
+class TokenList(Model):
+    items: list[TokenOut]
+
+
+def token_out(h: str, rec: TokenRecord) -> TokenOut:
+    return TokenOut(id=h[:SHORT_ID], actor=rec.actor, role=rec.role, projects=rec.projects,
+                    created_at=rec.created_at, expires_at=rec.expires_at, expired=rec.expired())
+
+
+class WhoAmIResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="auth.whoami", response=WhoAmI, tags=["auth"],
+               summary="The caller as the server sees them: actor, role, projects, permissions")
+    def on_get(self, req, resp):
+        actor = req.context.actor
+        perms = [p for p in sorted(self.kernel.permissions) if self.kernel.allowed(actor, p)]
+        return WhoAmI(actor=actor.id, role=actor.role, kind=actor.kind,
+                      projects=list(actor.projects) if actor.projects is not None else None,
+                      permissions=perms)
+
+
+class TokensResource:
+    def __init__(self, kernel, tokens: TokenFile):
+        self.kernel = kernel
+        self.tokens = tokens
+
+    @operation(permission="tokens.manage", response=TokenList, tags=["auth"],
+               summary="Server-mode tokens (ids, actors, roles; never the secrets)")
+    def on_get(self, req, resp):
+        return TokenList(items=[token_out(h, r) for h, r in self.tokens.listing()])
+
+    @operation(permission="tokens.manage", status=204, tags=["auth"],
+               summary="Revoke a token by its id; every worker refuses it at its next request")
+    def on_delete_item(self, req, resp, token_id):
+        if len(token_id) != SHORT_ID or token_id not in {h[:SHORT_ID] for h, _ in self.tokens.listing()}:
+            raise NotFound(f"no token with id {token_id}", code="token_not_found")
+        try:
+            removed = self.tokens.revoke(short_id=token_id)
+        except TokenFileError as ex:  # two hashes sharing 8 hex characters: ask for the CLI
+            raise Conflict(str(ex), code="token_id_ambiguous") from None
+        for h, rec in removed:
+            self.kernel.emit("token.revoked", actor=req.context.actor,
+                             request_id=req.context.request_id,
+                             data={"token_id": h[:SHORT_ID], "token_actor": rec.actor, "role": rec.role})

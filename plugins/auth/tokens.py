@@ -1,0 +1,177 @@
+"""Server mode's tokens file: sha256(token) → ``{actor, role, projects, created_at, expires_at}``.
+
+Only hashes are stored, so a leaked file grants nothing. Every worker stats the file per
+request and re-reads it when it changed, so ``neuralmind token create/revoke`` takes effect
+on every gunicorn worker at its next request, with no restart and no signal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kernel.daemon import write_private
+from plugins.auth.loopback import new_token
+
+TOKENS_FILE = "tokens.json"
+SHORT_ID = 8
+DURATION = re.compile(r"^(\d+)([dhm])$")
+
+
+class TokenFileError(Exception):
+    """A tokens file that cannot be read or an argument the CLI refuses."""
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_expiry(text: str, start: datetime | None = None) -> str:
+    """``30d``/``12h``/``15m`` from now, or an ISO date/datetime (UTC when no zone)."""
+    start = start or now()
+    m = DURATION.match(text.strip())
+    if m:
+        unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
+        return iso(start + timedelta(**{unit: int(m.group(1))}))
+    try:
+        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise TokenFileError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
+                             "or a duration like 30d, 12h, 15m") from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    if at <= start:
+        raise TokenFileError(f"--expires {text!r} is in the past")
+    return iso(at)
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    actor: str
+    role: str
+    projects: list[str] | str  # "*" for every project
+    created_at: str
+    expires_at: str | None = None
+
+    def expired(self, at: datetime | None = None) -> bool:
+        if self.expires_at is None:
+            return False
+        return datetime.fromisoformat(self.expires_at.replace("Z", "+00:00")) <= (at or now())
+
+    @property
+    def project_ids(self) -> tuple[str, ...] | None:
+        """``Actor.projects``: None for every project."""
+        return None if self.projects == "*" else tuple(self.projects)
+
+
+def tokens_path(settings) -> Path:
+    return Path(settings.server.tokens_file or settings.home / TOKENS_FILE).expanduser()
+
+
+def _parse(text: str, path: Path) -> dict[str, TokenRecord]:
+    try:
+        data = json.loads(text) if text.strip() else {}
+        return {h: TokenRecord(**rec) for h, rec in data.get("tokens", {}).items()}
+    except (ValueError, TypeError, AttributeError) as ex:
+        raise TokenFileError(f"tokens file {path} is not valid: {ex}") from None
+
+
+class TokenFile:
+    """The file, read by the server (``lookup``) and written by the CLI (``create``/``revoke``)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None
+        self._records: dict[str, TokenRecord] = {}
+
+    # -- the server's side: one stat per request -----------------------------------------
+
+    def records(self) -> dict[str, TokenRecord]:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_ino, st.st_size)
+        if stamp != self._stamp:
+            with self._lock:
+                if stamp != self._stamp:
+                    self._records = _parse(self.path.read_text(), self.path)
+                    self._stamp = stamp
+        return self._records
+
+    def lookup(self, token: str) -> tuple[str, TokenRecord] | None:
+        """``(hash, record)`` for a presented token. A dict lookup by sha256 leaks nothing
+        useful through timing: learning a prefix of a hash does not help find a preimage."""
+        h = digest(token)
+        rec = self.records().get(h)
+        return (h, rec) if rec is not None else None
+
+    # -- the CLI's side: locked read-modify-write, atomic replace ----------------------------
+
+    @contextmanager
+    def _editing(self) -> Iterator[dict[str, TokenRecord]]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(f".{self.path.name}.lock")
+        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                records = _parse(self.path.read_text(), self.path)
+            except FileNotFoundError:
+                records = {}
+            yield records
+            body = {"version": 1, "tokens": {h: asdict(r) for h, r in sorted(records.items())}}
+            write_private(self.path, json.dumps(body, indent=2) + "\n")
+        finally:
+            os.close(fd)
+
+    def create(self, actor: str, role: str, projects: list[str] | str,
+               expires_at: str | None = None) -> tuple[str, str, TokenRecord]:
+        """``(token, hash, record)``; the token itself is never stored."""
+        token = new_token()
+        rec = TokenRecord(actor, role, projects, iso(now()), expires_at)
+        with self._editing() as records:
+            records[digest(token)] = rec
+        return token, digest(token), rec
+
+    def revoke(self, short_id: str | None = None, actor: str | None = None) -> list[tuple[str, TokenRecord]]:
+        """Remove the token whose hash starts with ``short_id`` (≥ 8 hex) or every token of
+        ``actor``; returns what was removed. An ambiguous prefix removes nothing."""
+        with self._editing() as records:
+            if short_id is not None:
+                prefix = short_id.lower()
+                if len(prefix) < SHORT_ID or not re.fullmatch(r"[0-9a-f]+", prefix):
+                    raise TokenFileError(f"a token id is at least {SHORT_ID} hex characters "
+                                         "(see `neuralmind token list`)")
+                hits = [h for h in records if h.startswith(prefix)]
+                if len(hits) > 1:
+                    raise TokenFileError(f"token id {short_id} is ambiguous; give more characters")
+            else:
+                hits = [h for h, r in records.items() if r.actor == actor]
+            removed = [(h, records.pop(h)) for h in hits]
+        return removed
+
+    def listing(self) -> list[tuple[str, TokenRecord]]:
+        try:
+            records = _parse(self.path.read_text(), self.path)
+        except FileNotFoundError:
+            return []
+        return sorted(records.items(), key=lambda kv: (kv[1].actor, kv[1].created_at))
