@@ -1,0 +1,763 @@
+"""The NeuralMind Python client: the /v1 contract with mem0-shaped verbs, stdlib only.
+
+    from neuralmind.client import NeuralMindClient
+    nm = NeuralMindClient()              # the local daemon, found through $NEURALMIND_HOME/daemon.json
+    repo = nm.project(".")               # registers (idempotent) and returns a handle
+    repo.memories.add(title="Use WAL", rationale="readers never block")
+    for m in repo.memories.search("sqlite concurrency"):
+        print(m.id, m.title, m.score)
+
+Only the standard library is imported, so an agent's hook can import this module for free.
+Responses become small frozen dataclasses; each keeps the full response dict in ``.raw``,
+so a field the server adds later is reachable before the client knows its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TIMEOUT = 30.0
+QUERY_TIMEOUT = 120.0
+BUILD_TIMEOUT = 600.0
+RETRIES = 3
+BACKOFF_S = 0.25
+PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+# -- errors --------------------------------------------------------------------------------
+
+class NeuralMindError(Exception):
+    """Anything this client raises."""
+
+
+class DaemonNotRunning(NeuralMindError, ConnectionError):
+    """No server answers at the discovered (or given) address."""
+
+
+class NeuralMindAPIError(NeuralMindError):
+    """The server answered with the error envelope."""
+
+    def __init__(self, status: int, code: str, message: str, details: dict | None = None,
+                 request_id: str | None = None, headers: dict[str, str] | None = None):
+        self.status, self.code, self.message = status, code, message
+        self.details = details or {}
+        self.request_id = request_id
+        self.headers = headers or {}
+        super().__init__(f"{message} ({status} {code}, request {request_id})")
+
+
+class ValidationFailed(NeuralMindAPIError):
+    """400 or 422: the request was refused as it stands; ``details["errors"]`` says why."""
+
+
+class Unauthorized(NeuralMindAPIError):
+    """401: no token, or a wrong one."""
+
+
+class Forbidden(NeuralMindAPIError):
+    """403: the token may not do this (or the path is reserved, or the Host is not allowed)."""
+
+
+class NotFound(NeuralMindAPIError):
+    """404: no such project, memory or job (or it is out of the token's reach)."""
+
+
+class Conflict(NeuralMindAPIError):
+    """409 (exists, busy, already finished) or 412 (``If-Match`` no longer matches)."""
+
+
+class RateLimited(NeuralMindAPIError):
+    """429: wait ``retry_after`` seconds."""
+
+    @property
+    def retry_after(self) -> float:
+        value = self.headers.get("retry-after") or self.details.get("retry_after") or 1
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return 1.0
+
+
+class Unavailable(NeuralMindAPIError):
+    """503: try later (or, for ``semantic_unavailable``, use keyword search)."""
+
+
+_BY_STATUS = {400: ValidationFailed, 422: ValidationFailed, 401: Unauthorized, 403: Forbidden,
+              404: NotFound, 409: Conflict, 412: Conflict, 429: RateLimited, 503: Unavailable}
+
+
+def _api_error(status: int, body: bytes, headers: dict[str, str]) -> NeuralMindAPIError:
+    try:
+        err = json.loads(body)["error"]
+        code, message = err.get("code", "http_error"), err.get("message", "")
+        details, request_id = err.get("details") or {}, err.get("request_id")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        code, message, details = "http_error", body[:200].decode(errors="replace"), {}
+        request_id = headers.get("x-request-id")
+    return _BY_STATUS.get(status, NeuralMindAPIError)(status, code, message, details, request_id,
+                                                      headers)
+
+
+# -- response types ------------------------------------------------------------------------
+
+def _build(cls, data: dict[str, Any], **extra):
+    """``cls`` from a response dict: known fields picked, the rest reachable through ``raw``."""
+    values = dict(extra)
+    for f in dataclasses.fields(cls):
+        if f.name == "raw" or f.name in extra:
+            continue
+        if f.name in data:
+            values[f.name] = data[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values[f.name] = None
+    return cls(**values, raw=data)
+
+
+@dataclass(frozen=True)
+class Project:
+    id: str
+    name: str
+    path: str | None = None
+    registered_at: str | None = None
+    alias: bool = False
+    status: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    kind: str
+    status: str
+    project_id: str | None = None
+    progress: dict = field(default_factory=dict)
+    result: Any = None
+    error: dict | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ("queued", "running")
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    title: str
+    rationale: str
+    status: str | None = None
+    effective_status: str | None = None
+    decision_type: str | None = None
+    confidence: float | None = None
+    files_affected: list = field(default_factory=list)
+    tags: list = field(default_factory=list)
+    commit_sha: str | None = None
+    author: str | None = None
+    agent: str | None = None
+    session_id: str | None = None
+    review_by: str | None = None
+    evidence: list = field(default_factory=list)
+    rejected_alternatives: list = field(default_factory=list)
+    dependency_constraints: list = field(default_factory=list)
+    created_at: str | None = None
+    updated_at: str | None = None
+    score: float | None = None
+    possible_duplicates: list = field(default_factory=list)
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    label: str | None = None
+    file_type: str | None = None
+    source_file: str | None = None
+    line: int | None = None
+    score: float | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    total: int = 0
+    l0: int = 0
+    l1: int = 0
+    l2: int = 0
+    l3: int = 0
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    context: str
+    tokens: Tokens
+    project_id: str | None = None
+    question: str | None = None
+    layers_used: list = field(default_factory=list)
+    reduction_ratio: float | None = None
+    search_hits: int | None = None
+    trace: Any = None
+    warning: str | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int | None
+    kind: str
+    at: str | None = None
+    project_id: str | None = None
+    actor: str | None = None
+    request_id: str | None = None
+    data: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing; listing methods iterate every page for you."""
+
+    items: list
+    next_cursor: str | None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def _query_result(data: dict) -> QueryResult:
+    tokens = data.get("tokens") or {}
+    return _build(QueryResult, data, tokens=Tokens(**{f.name: tokens[f.name] for f in
+                                                      dataclasses.fields(Tokens) if f.name in tokens}))
+
+
+# -- discovery -----------------------------------------------------------------------------
+
+def home_dir() -> Path:
+    return Path(os.environ.get("NEURALMIND_HOME") or Path.home() / ".neuralmind").expanduser()
+
+
+def read_discovery(home: Path | None = None) -> dict[str, Any] | None:
+    try:
+        return json.loads((Path(home or home_dir()) / "daemon.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def discover(url: str | None = None, token: str | None = None, home: Path | None = None
+             ) -> tuple[str | None, str | None]:
+    """(url, token): arguments first, then ``NEURALMIND_API_URL``/``NEURALMIND_API_TOKEN``,
+    then the daemon's discovery file, then (token only) ``$NEURALMIND_HOME/token``."""
+    home = Path(home or home_dir())
+    info = read_discovery(home) or {}
+    url = url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
+    token = token or os.environ.get("NEURALMIND_API_TOKEN") or info.get("token")
+    if not token:
+        try:
+            token = (home / "token").read_text().strip() or None
+        except OSError:
+            token = None
+    return (url.rstrip("/") if url else None), token
+
+
+# -- the transport -------------------------------------------------------------------------
+
+class _Response:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+# RemoteDisconnected is a ConnectionResetError; a read timeout is not transient (the server
+# may still be working on a query), so it is not retried.
+_TRANSIENT = (ConnectionError,)
+
+
+class NeuralMindClient:
+    """The /v1 API. ``url``/``token`` default to the environment, then the local daemon."""
+
+    def __init__(self, url: str | None = None, token: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, autostart: bool = False,
+                 home: str | os.PathLike | None = None):
+        self.home = Path(home) if home else home_dir()
+        self._explicit = (url, token)
+        self.url, self.token = discover(url, token, self.home)
+        self.timeout = timeout
+        self._opener = None
+        self.projects = Projects(self)
+        self.jobs = Jobs(self)
+        if autostart and not self._answers():
+            self._start_daemon()
+
+    def __repr__(self) -> str:
+        return f"NeuralMindClient({self.url!r})"
+
+    # -- daemon ------------------------------------------------------------------------
+
+    def _answers(self) -> bool:
+        if not self.url:
+            return False
+        try:
+            self._send("GET", "/v1/health", timeout=2.0)
+            return True
+        except (OSError, NeuralMindError):
+            return False
+
+    def _start_daemon(self) -> None:
+        """``neuralmind daemon start`` (the same command a user types), then re-discover."""
+        import subprocess
+        proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "daemon", "start"],
+                              capture_output=True, text=True,
+                              env={**os.environ, "NEURALMIND_HOME": str(self.home)})
+        if proc.returncode != 0:
+            raise DaemonNotRunning(f"could not start the daemon: {proc.stderr.strip() or proc.stdout.strip()}")
+        self.url, self.token = discover(*self._explicit, self.home)
+        self._opener = None
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, *, body: bytes | None = None,
+              headers: dict[str, str] | None = None, timeout: float | None = None,
+              stream: bool = False):
+        import urllib.error
+        import urllib.request  # here, not at the top: it costs more than the rest of this module
+        if not self.url:
+            raise DaemonNotRunning(
+                f"no NeuralMind daemon found ({self.home / 'daemon.json'} is missing): start one "
+                "with `neuralmind daemon start` (or `neuralmind up`), or set NEURALMIND_API_URL")
+        hdrs = {"Accept": "application/json", "User-Agent": "neuralmind-client/1", **(headers or {})}
+        if self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
+        if body is not None:
+            hdrs.setdefault("Content-Type", "application/json")
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=hdrs)
+        if self._opener is None:  # a loopback daemon is never reached through a proxy
+            local = urllib.parse.urlsplit(self.url).hostname in ("127.0.0.1", "localhost", "::1")
+            self._opener = urllib.request.build_opener(
+                *([urllib.request.ProxyHandler({})] if local else []))
+        try:
+            resp = self._opener.open(req, timeout=timeout or self.timeout)
+        except urllib.error.HTTPError as ex:
+            with ex:
+                raw = ex.read()
+            hdr = {k.lower(): v for k, v in ex.headers.items()}
+            return _Response(ex.code, hdr, raw)
+        except urllib.error.URLError as ex:
+            reason = ex.reason
+            if isinstance(reason, OSError) and not isinstance(reason, TimeoutError):
+                raise reason from None
+            raise
+        hdr = {k.lower(): v for k, v in resp.headers.items()}
+        if stream:
+            return resp
+        with resp:
+            return _Response(resp.status, hdr, resp.read())
+
+    def request(self, method: str, path: str, *, json_body: Any = None,
+                params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+                timeout: float | None = None, idempotent: bool | None = None) -> _Response:
+        """One call; an error envelope raises its ``NeuralMindAPIError`` subclass.
+
+        Idempotent requests (GET, DELETE, and POSTs the caller marks so) are retried with
+        backoff on connection errors and 503; nothing else is, so a write never lands twice."""
+        if params:
+            path += "?" + urllib.parse.urlencode(
+                [(k, v) for k, v in _flat(params)], doseq=False)
+        body = json.dumps(json_body).encode() if json_body is not None else None
+        retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
+        attempts = RETRIES + 1 if retry else 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                resp = self._send(method, path, body=body, headers=headers, timeout=timeout)
+            except _TRANSIENT as ex:
+                if last:
+                    raise DaemonNotRunning(f"cannot reach NeuralMind at {self.url}: {ex}. Is the "
+                                           "daemon running? `neuralmind daemon start`") from ex
+                self._rediscover()
+            else:
+                if resp.status < 400:
+                    return resp
+                if resp.status != 503 or last:
+                    raise _api_error(resp.status, resp.body, resp.headers)
+            time.sleep(BACKOFF_S * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _rediscover(self) -> None:
+        """A restarted daemon may listen on a new port: read the discovery file again."""
+        if not self._explicit[0] and not os.environ.get("NEURALMIND_API_URL"):
+            self.url, self.token = discover(*self._explicit, self.home)
+            self._opener = None
+
+    def _json(self, method: str, path: str, **kw) -> Any:
+        return self.request(method, path, **kw).json()
+
+    def _pages(self, path: str, make: Callable[[dict], Any], params: dict | None = None,
+               limit: int = 200) -> Iterator[Any]:
+        cursor = None
+        while True:
+            page = self._page(path, make, {**(params or {}), "limit": limit, "cursor": cursor})
+            yield from page.items
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    def _page(self, path: str, make: Callable[[dict], Any], params: dict) -> Page:
+        data = self._json("GET", path, params=params)
+        return Page([make(i) for i in data["items"]], data.get("next_cursor"), data)
+
+    # -- top-level verbs ---------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/health")
+
+    def openapi(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/openapi.json")
+
+    def embeddings_status(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/embeddings/status")
+
+    def project(self, path_or_id: str | os.PathLike = ".") -> ProjectHandle:
+        """A handle on a project: a directory is registered (idempotent), an id is looked up."""
+        return ProjectHandle(self, self.projects.resolve(path_or_id))
+
+    def events(self, project: str | None = None, kinds: Iterable[str] = (),
+               last_event_id: int | None = None, timeout: float | None = None) -> EventStream:
+        """Follow ``/v1/events`` (server-sent events) from now, or after ``last_event_id``.
+        ``kinds`` filters (``memory.*`` matches a prefix); ``timeout`` bounds each read
+        (None: wait for ever; the server sends a heartbeat every 15 s)."""
+        query = urllib.parse.urlencode(list(_flat({"project": project, "kind": list(kinds)})))
+        return EventStream(self, "/v1/events" + ("?" + query if query else ""), last_event_id,
+                           timeout)
+
+
+def _flat(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    for key, value in params.items():
+        if value is None:
+            continue
+        for v in value if isinstance(value, (list, tuple, set)) else [value]:
+            yield key, ("true" if v is True else "false" if v is False else str(v))
+
+
+class EventStream:
+    """An open ``/v1/events`` stream: iterate it for :class:`Event`; ``close()`` (or ``with``)
+    to hang up. Connected on creation, so no event after the call is missed; a dropped
+    connection is resumed with ``Last-Event-ID``."""
+
+    def __init__(self, nm: NeuralMindClient, path: str, last_id: int | None,
+                 timeout: float | None):
+        self._nm, self._path, self.last_id, self._timeout = nm, path, last_id, timeout
+        self._resp = None
+        self._events: Iterator[Event] = iter(())
+        self._connect()
+
+    def _connect(self) -> None:
+        headers = {"Accept": "text/event-stream"}
+        if self.last_id is not None:
+            headers["Last-Event-ID"] = str(self.last_id)
+        for attempt in range(RETRIES + 1):
+            try:
+                resp = self._nm._send("GET", self._path, headers=headers, timeout=self._timeout,
+                                      stream=True)
+                break
+            except _TRANSIENT as ex:
+                if attempt == RETRIES:
+                    raise DaemonNotRunning(f"no event stream at {self._nm.url}: {ex}") from ex
+                time.sleep(BACKOFF_S * 2 ** attempt)
+        if isinstance(resp, _Response):
+            raise _api_error(resp.status, resp.body, resp.headers)
+        self._resp = resp
+        self._events = _parse_sse(resp)
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> Event:
+        while True:
+            if self._resp is None:
+                raise StopIteration
+            try:
+                event = next(self._events)
+            except (StopIteration, *_TRANSIENT):
+                self._resp.close()
+                self._connect()
+                continue
+            if event.id is not None:
+                self.last_id = event.id
+            return event
+
+    def close(self) -> None:
+        if self._resp is not None:
+            self._resp.close()
+            self._resp = None
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _parse_sse(lines: Iterable[bytes]) -> Iterator[Event]:
+    fields: dict[str, str] = {}
+    data: list[str] = []
+    for raw in lines:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if not line:
+            if data:
+                payload = json.loads("\n".join(data))
+                eid = fields.get("id")
+                yield _build(Event, {**payload, "id": int(eid) if eid and eid.isdigit() else None,
+                                     "kind": fields.get("event") or payload.get("kind", "message")})
+            fields, data = {}, []
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            else:
+                fields[name] = value
+
+
+# -- resources -----------------------------------------------------------------------------
+
+def _project(data: dict) -> Project:
+    return _build(Project, data)
+
+
+def _job(data: dict) -> Job:
+    return _build(Job, data)
+
+
+def _memory(data: dict) -> Memory:
+    return _build(Memory, data)
+
+
+def _path(*parts: str) -> str:
+    return "/".join(urllib.parse.quote(str(p), safe="") if i else p for i, p in enumerate(parts))
+
+
+class Projects:
+    """``/v1/projects``: register, list, show, remove."""
+
+    def __init__(self, nm: NeuralMindClient):
+        self._nm = nm
+
+    def add(self, path: str | os.PathLike) -> Project:
+        """Register a directory (on the server's file system); registering twice is fine."""
+        real = os.path.abspath(os.path.expanduser(str(path)))
+        return _project(self._nm._json("POST", "/v1/projects", json_body={"path": real},
+                                       idempotent=True))
+
+    def get(self, project_id: str) -> Project:
+        return _project(self._nm._json("GET", _path("/v1/projects", project_id)))
+
+    def list(self) -> Iterator[Project]:
+        return self._nm._pages("/v1/projects", _project)
+
+    def page(self, limit: int = 50, cursor: str | None = None) -> Page:
+        return self._nm._page("/v1/projects", _project, {"limit": limit, "cursor": cursor})
+
+    def remove(self, project_id: str) -> None:
+        self._nm.request("DELETE", _path("/v1/projects", project_id))
+
+    def resolve(self, path_or_id: str | os.PathLike) -> Project:
+        """A directory that exists here is registered; anything else is taken as an id."""
+        text = str(path_or_id)
+        if os.path.isdir(os.path.expanduser(text)):
+            try:
+                return self.add(text)
+            except Forbidden as ex:  # server mode: projects come from its config
+                if ex.code != "registration_disabled" or not PROJECT_ID.match(text):
+                    raise
+        return self.get(text)
+
+
+class Jobs:
+    """``/v1/jobs``: follow long work (builds, maintenance)."""
+
+    def __init__(self, nm: NeuralMindClient):
+        self._nm = nm
+
+    def get(self, job_id: str) -> Job:
+        return _job(self._nm._json("GET", _path("/v1/jobs", job_id)))
+
+    def list(self, project: str | None = None, status: str | None = None) -> Iterator[Job]:
+        return self._nm._pages("/v1/jobs", _job, {"project": project, "status": status})
+
+    def cancel(self, job_id: str) -> Job:
+        return _job(self._nm._json("DELETE", _path("/v1/jobs", job_id)))
+
+    def wait(self, job_id: str, timeout: float = BUILD_TIMEOUT, poll: float = 0.2,
+             on_progress: Callable[[Job], None] | None = None) -> Job:
+        """Poll until the job has finished (done, error or cancelled); ``TimeoutError`` after
+        ``timeout`` seconds. ``on_progress`` sees every poll's job."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get(job_id)
+            if on_progress is not None:
+                on_progress(job)
+            if job.finished:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job.status} after {timeout:.0f} s")
+            time.sleep(poll)
+
+
+class ProjectHandle:
+    """One project: the index verbs (build, query, search, wakeup, stats) and ``memories``."""
+
+    def __init__(self, nm: NeuralMindClient, info: Project):
+        self._nm = nm
+        self.info = info
+        self.id = info.id
+        self.memories = Memories(nm, info.id)
+
+    def __repr__(self) -> str:
+        return f"<project {self.id} {self.info.path or self.info.name}>"
+
+    def _url(self, *parts: str) -> str:
+        return _path("/v1/projects", self.id, *parts)
+
+    def refresh(self) -> Project:
+        self.info = self._nm.projects.get(self.id)
+        return self.info
+
+    def remove(self) -> None:
+        self._nm.projects.remove(self.id)
+
+    def build(self, full: bool = False, wait: bool = True, timeout: float = BUILD_TIMEOUT,
+              on_progress: Callable[[Job], None] | None = None) -> Job:
+        """Start a build; with ``wait`` follow it to the end (a build already running is
+        followed rather than refused)."""
+        try:
+            data = self._nm._json("POST", self._url("build"), json_body={"full": full})
+        except Conflict as ex:
+            running = ex.details.get("job")
+            if not (wait and isinstance(running, dict) and running.get("id")):
+                raise
+            data = {"job": running}
+        job = _job(data.get("job", data))
+        if not wait:
+            return job
+        return self._nm.jobs.wait(job.id, timeout=timeout, on_progress=on_progress)
+
+    def query(self, question: str, query_type: str = "auto", context_budget: int | None = None,
+              trace: bool = False, timeout: float = QUERY_TIMEOUT) -> QueryResult:
+        body = {"question": question, "query_type": query_type, "trace": trace}
+        if context_budget is not None:
+            body["context_budget"] = context_budget
+        return _query_result(self._nm._json("POST", self._url("query"), json_body=body,
+                                            timeout=timeout, idempotent=True))
+
+    def search(self, query: str, n: int = 10, mode: str | None = None,
+               file_type: str | None = None) -> list[SearchHit]:
+        body = {"query": query, "n": n, "mode": mode, "file_type": file_type}
+        data = self._nm._json("POST", self._url("search"), idempotent=True,
+                              json_body={k: v for k, v in body.items() if v is not None})
+        return [_build(SearchHit, hit) for hit in data.get("results", [])]
+
+    def wakeup(self) -> QueryResult:
+        return _query_result(self._nm._json("GET", self._url("wakeup")))
+
+    def stats(self) -> dict[str, Any]:
+        return self._nm._json("GET", self._url("stats"))
+
+
+class Memories:
+    """``/v1/projects/{id}/memories``: decisions with history, mem0's verbs."""
+
+    def __init__(self, nm: NeuralMindClient, project_id: str):
+        self._nm = nm
+        self._base = _path("/v1/projects", project_id, "memories")
+
+    def _url(self, *parts: str) -> str:
+        return _path(self._base, *parts)
+
+    def add(self, title: str, rationale: str, *, duplicates: str | None = None,
+            **fields: Any) -> Memory:
+        """Record a decision; the answer's ``possible_duplicates`` are advisory hints."""
+        return _memory(self._nm._json("POST", self._base, params={"duplicates": duplicates},
+                                      json_body={"title": title, "rationale": rationale, **fields}))
+
+    def get(self, memory_id: str) -> Memory:
+        return _memory(self._nm._json("GET", self._url(memory_id)))
+
+    def list(self, **filters: Any) -> Iterator[Memory]:
+        """Every memory matching the filters (``status``, ``file``, ``tag``, ``type``, ``author``,
+        ``agent``, ``session_id``, ``created_after``/``before``, ``min_confidence``), page by page."""
+        return self._nm._pages(self._base, _memory, filters)
+
+    get_all = list
+
+    def page(self, limit: int = 50, cursor: str | None = None, **filters: Any) -> Page:
+        return self._nm._page(self._base, _memory, {**filters, "limit": limit, "cursor": cursor})
+
+    def search(self, query: str, *, mode: str | None = None, limit: int = 10,
+               **filters: Any) -> list[Memory]:
+        body = {"query": query, "mode": mode, "limit": limit, **filters}
+        data = self._nm._json("POST", self._url("search"), idempotent=True,
+                              json_body={k: v for k, v in body.items() if v is not None})
+        return [_memory(r) for r in data.get("results", [])]
+
+    def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
+        """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""
+        headers = {"If-Match": if_match} if if_match else None
+        return _memory(self._nm._json("PATCH", self._url(memory_id), json_body=changes,
+                                      headers=headers))
+
+    def invalidate(self, memory_id: str, reason: str) -> Memory:
+        return _memory(self._nm._json("POST", self._url(memory_id, "invalidate"),
+                                      json_body={"reason": reason}))
+
+    def restore(self, memory_id: str, commit_sha: str | None = None) -> Memory:
+        body = {"commit_sha": commit_sha} if commit_sha else {}
+        return _memory(self._nm._json("POST", self._url(memory_id, "restore"), json_body=body))
+
+    def delete(self, memory_id: str) -> None:
+        self._nm.request("DELETE", self._url(memory_id))
+
+    def history(self, memory_id: str) -> Iterator[dict[str, Any]]:
+        """The record's events, oldest first: ``{id, at, kind, actor, changes, note}``."""
+        return self._nm._pages(self._url(memory_id, "history"), dict)
+
+    def feedback(self, memory_id: str, helpful: bool, note: str | None = None) -> Memory:
+        body = {"helpful": helpful, **({"note": note} if note else {})}
+        data = self._nm._json("POST", self._url(memory_id, "feedback"), json_body=body)
+        return _memory(data.get("memory", data))
+
+    def batch(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """Creates, patches and deletes in one transaction: all land or none does."""
+        return self._nm._json("POST", self._url("batch"), json_body={"items": items})
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        """Every record with its history, one dict per JSONL line, streamed."""
+        resp = self._nm._send("GET", self._url("export"), stream=True,
+                              headers={"Accept": "application/x-ndjson"})
+        if isinstance(resp, _Response):
+            raise _api_error(resp.status, resp.body, resp.headers)
+
+        def lines():
+            with resp:
+                for line in resp:
+                    if line.strip():
+                        yield json.loads(line)
+        return lines()
+
+    def import_(self, records: Iterable[dict[str, Any]], mode: str = "skip") -> dict[str, Any]:
+        """Load what ``export`` produced; ``mode`` skip keeps existing ids, overwrite replaces."""
+        return self._nm._json("POST", self._url("import"),
+                              json_body={"mode": mode, "records": list(records)})

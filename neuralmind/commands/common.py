@@ -1,0 +1,93 @@
+"""What the client commands share: the common flags, the client, the project they act on,
+and output as a table (default) or JSON (``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from neuralmind.client import NeuralMindClient, ProjectHandle
+
+
+def common_flags() -> argparse.ArgumentParser:
+    """``--json``, ``--url`` and ``--token``, shared by every client command."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parent.add_argument("--url", help="server URL (default $NEURALMIND_API_URL, then the daemon)")
+    parent.add_argument("--token", help="bearer token (default $NEURALMIND_API_TOKEN, then the daemon's)")
+    return parent
+
+
+def project_flags() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
+    parent.add_argument("--project", "-p", metavar="PATH_OR_ID",
+                        help="a directory or a project id (default: the repository around here)")
+    return parent
+
+
+def client(args) -> NeuralMindClient:
+    return NeuralMindClient(url=args.url, token=args.token)
+
+
+def repo_root(start: str | os.PathLike | None = None) -> Path:
+    """The git repository around ``start`` (the current directory), or ``start`` itself."""
+    here = Path(start or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
+def project(args, nm: NeuralMindClient | None = None) -> ProjectHandle:
+    """The project a command acts on: ``--project`` (a directory is registered, idempotently)
+    or the repository around the current directory."""
+    return (nm or client(args)).project(getattr(args, "project", None) or repo_root())
+
+
+def emit(args, data: Any, rows: Sequence[dict] | None = None, columns: Sequence[str] = (),
+         text: str | None = None) -> int:
+    """Print ``data`` as JSON with ``--json``; else ``rows`` as a table, or ``text``."""
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    elif rows is not None:
+        print(table(rows, columns) if rows else "(none)")
+    elif text is not None:
+        print(text)
+    return 0
+
+
+def table(rows: Iterable[dict], columns: Sequence[str], width: int = 60) -> str:
+    """A plain aligned table; long cells are cut with an ellipsis."""
+    cells = [[_cell(row.get(c), width) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _cell(value: Any, width: int) -> str:
+    if value is None:
+        text = "-"
+    elif isinstance(value, float):
+        text = f"{value:.3f}"
+    elif isinstance(value, (list, tuple)):
+        text = ",".join(map(str, value)) or "-"
+    else:
+        text = str(value).replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def fields(record: Any, names: Sequence[str]) -> str:
+    """``name: value`` lines for a detail view."""
+    raw = record.raw if hasattr(record, "raw") else record
+    pad = max(map(len, names))
+    return "\n".join(f"{n.ljust(pad)}  {_cell(raw.get(n), 200)}" for n in names if n in raw)
+
+
+def err(message: str) -> None:
+    print(f"neuralmind: {message}", file=sys.stderr)

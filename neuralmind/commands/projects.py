@@ -1,0 +1,191 @@
+"""``neuralmind up`` and ``neuralmind project …``: register, build, ask — through the daemon."""
+
+from __future__ import annotations
+
+import os
+
+from neuralmind.client import Job, NeuralMindClient, NotFound
+from neuralmind.commands.common import (client, common_flags, emit, err, fields, project,
+                                        project_flags, repo_root)
+from neuralmind.commands.progress import ProgressBar
+
+PROJECT_COLUMNS = ("id", "name", "path", "registered_at")
+HIT_COLUMNS = ("score", "source_file", "line", "label", "file_type")
+
+
+def cmd_add(args) -> int:
+    nm = client(args)
+    p = nm.projects.add(args.path or repo_root())
+    return emit(args, p.raw, text=f"{p.id}  {p.path or p.name}")
+
+
+def cmd_list(args) -> int:
+    rows = [p.raw for p in client(args).projects.list()]
+    return emit(args, rows, rows=rows, columns=PROJECT_COLUMNS)
+
+
+def cmd_show(args) -> int:
+    p = project(args).info
+    return emit(args, p.raw, text=fields(p, ("id", "name", "path", "registered_at", "alias", "status")))
+
+
+def cmd_remove(args) -> int:
+    handle = project(args)
+    handle.remove()
+    return emit(args, {"removed": handle.id},
+                text=f"unregistered {handle.id} (its files and .neuralmind/ are untouched)")
+
+
+def cmd_build(args) -> int:
+    handle = project(args)
+    job = handle.build(full=args.full, wait=not args.no_wait,
+                       on_progress=None if args.json or args.no_wait else ProgressBar())
+    if args.json:
+        return emit(args, job.raw) or _job_exit(job)
+    print(_job_summary(job) if job.finished else f"build job {job.id} {job.status}; "
+          f"follow it with GET /v1/jobs/{job.id}")
+    return _job_exit(job)
+
+
+def cmd_search(args) -> int:
+    hits = project(args).search(args.query, n=args.n, mode=args.mode, file_type=args.file_type)
+    rows = [h.raw for h in hits]
+    return emit(args, rows, rows=rows, columns=HIT_COLUMNS)
+
+
+def cmd_query(args) -> int:
+    result = project(args).query(args.question, query_type=args.type,
+                                 context_budget=args.budget, trace=args.trace)
+    tokens = result.tokens
+    return emit(args, result.raw, text=f"{result.context}\n\n-- {tokens.total} tokens "
+                f"(L0 {tokens.l0}, L1 {tokens.l1}, L2 {tokens.l2}, L3 {tokens.l3}); "
+                f"layers {', '.join(result.layers_used)}; {result.search_hits} hits")
+
+
+def cmd_wakeup(args) -> int:
+    result = project(args).wakeup()
+    warning = f"\n\nwarning: {result.warning}" if result.warning else ""
+    return emit(args, result.raw, text=f"{result.context}{warning}")
+
+
+def cmd_stats(args) -> int:
+    stats = project(args).stats()
+    text = "\n".join(f"{k}: {v}" for k, v in stats.items())
+    return emit(args, stats, text=text)
+
+
+def _job_exit(job: Job) -> int:
+    return 0 if job.status == "done" else 1
+
+
+def _job_summary(job: Job) -> str:
+    if job.status != "done":
+        error = job.error or {}
+        return f"build {job.status}: {error.get('message', '')} [{error.get('code', job.status)}]"
+    result = job.result if isinstance(job.result, dict) else {}
+    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.items()
+                      if isinstance(v, (int, float, str)) and not isinstance(v, bool))
+    return f"build done: {shown}" if shown else "build done"
+
+
+def _incremental_note(job: Job, was_built: bool) -> str:
+    result = job.result if isinstance(job.result, dict) else {}
+    if not was_built and not result.get("incremental"):
+        return "first build: every file was indexed"
+    changed = next((result[k] for k in ("files_changed", "files_parsed", "files_indexed")
+                    if k in result), None)
+    deleted = result.get("files_deleted", result.get("files_removed"))
+    parts = [f"{changed} changed file(s) re-indexed" if changed is not None else None,
+             f"{deleted} deleted" if deleted else None]
+    detail = "; ".join(p for p in parts if p)
+    return "incremental build: only changed files were re-indexed" + (f" ({detail})" if detail else "")
+
+
+def cmd_up(args) -> int:
+    """Start the daemon if needed, register this repository, build it, say what to try next."""
+    from kernel.config import load_settings
+    from neuralmind.commands.server import start_daemon
+    settings = load_settings(args.config)
+    remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
+    nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
+    if not nm._answers():
+        if remote:
+            err(f"no NeuralMind server answers at {nm.url}")
+            return 1
+        try:
+            info, _ = start_daemon(args.config, args.port)
+        except RuntimeError as ex:
+            err(str(ex))
+            return 1
+        print(f"started the daemon at {info['url']} (pid {info['pid']})")
+        nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
+    else:
+        print(f"daemon already running at {nm.url}")
+    root = args.path or repo_root()
+    handle = nm.project(root)
+    print(f"project {handle.id} → {handle.info.path or root}")
+    was_built = _built(handle)
+    try:
+        job = handle.build(wait=True, on_progress=ProgressBar())
+    except NotFound as ex:
+        if ex.code != "not_found":
+            raise
+        print("the index plugin is not enabled on this server: nothing to build")
+        job = None
+    if job is not None:
+        print(_job_summary(job))
+        if job.status != "done":
+            return 1
+        print(_incremental_note(job, was_built))
+    token_at = settings.home / "token"
+    print(f"\nURL:   {nm.url}/v1  (API docs: {nm.url}/v1/docs)")
+    print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
+    print('try:   neuralmind project query "what does this project do?"')
+    print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
+    return 0
+
+
+def _built(handle) -> bool:
+    """Whether the project had an index before this build (from the plugins' status)."""
+    status = handle.info.status or {}
+    index = status.get("index", status)
+    return bool(isinstance(index, dict) and (index.get("built") or index.get("built_at")))
+
+
+def add_commands(sub) -> None:
+    from neuralmind.cli import command_group
+    up = sub.add_parser("up", parents=[common_flags()],
+                        help="start the daemon, register this repository and build it")
+    up.add_argument("path", nargs="?", help="the repository (default: the one around here)")
+    up.add_argument("--config", help="TOML config for the daemon")
+    up.add_argument("--port", type=int, help="the daemon's port when it has to start")
+    up.set_defaults(func=cmd_up)
+
+    group = command_group(sub, "project", "projects: add, list, show, remove, build, ask")
+    common, scoped = common_flags(), project_flags()
+    add = group.add_parser("add", parents=[common], help="register a directory (idempotent)")
+    add.add_argument("path", nargs="?", help="default: the repository around here")
+    add.set_defaults(func=cmd_add)
+    group.add_parser("list", parents=[common], help="the projects you can see").set_defaults(func=cmd_list)
+    group.add_parser("show", parents=[scoped], help="one project").set_defaults(func=cmd_show)
+    group.add_parser("remove", parents=[scoped],
+                     help="unregister (files untouched)").set_defaults(func=cmd_remove)
+    build = group.add_parser("build", parents=[scoped], help="index the code (incremental)")
+    build.add_argument("--full", action="store_true", help="re-index every file")
+    build.add_argument("--no-wait", action="store_true", help="print the job and return")
+    build.set_defaults(func=cmd_build)
+    search = group.add_parser("search", parents=[scoped], help="search the code index")
+    search.add_argument("query")
+    search.add_argument("-n", type=int, default=10, help="results (at most 50)")
+    search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])
+    search.add_argument("--file-type")
+    search.set_defaults(func=cmd_search)
+    query = group.add_parser("query", parents=[scoped], help="token-budgeted context for a question")
+    query.add_argument("question")
+    query.add_argument("--type", default="auto", choices=["auto", "code", "docs"])
+    query.add_argument("--budget", type=int, help="context budget in tokens (default 8000)")
+    query.add_argument("--trace", action="store_true")
+    query.set_defaults(func=cmd_query)
+    group.add_parser("wakeup", parents=[scoped],
+                     help="L0 + L1: what an agent reads first").set_defaults(func=cmd_wakeup)
+    group.add_parser("stats", parents=[scoped], help="index counts").set_defaults(func=cmd_stats)
