@@ -1,0 +1,119 @@
+"""Where the model comes from: [embeddings] model_dir → NEURALMIND_MODEL_DIR → the packaged
+files; the hash in model_id; every way of having no model is Unavailable with the hint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel import embeddings
+from kernel.config import load_settings
+from kernel.embeddings import OnnxEmbedder, default_embedder
+from kernel.errors import Unavailable
+
+PACKAGED_ID = f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
+
+
+def packaged(which: str) -> Path:
+    path = embeddings._package_file(*getattr(embeddings, f"PACKAGED_{which}"))
+    assert path is not None, "the packaged model must be installed for these tests"
+    return path
+
+
+@pytest.fixture(autouse=True)
+def no_env_model(monkeypatch):
+    monkeypatch.delenv("NEURALMIND_MODEL_DIR", raising=False)
+
+
+@pytest.fixture
+def custom_dir(tmp_path) -> Path:
+    """The packaged model with one unknown protobuf field appended: the same network (onnx
+    parsers skip unknown fields) in a file with another hash."""
+    folder = tmp_path / "my-minilm"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(packaged("MODEL").read_bytes() + b"\xc2\x3e\x01x")
+    (folder / "tokenizer.json").symlink_to(packaged("TOKENIZER"))
+    return folder
+
+
+def unavailable(embedder: OnnxEmbedder) -> Unavailable:
+    with pytest.raises(Unavailable) as info:
+        embedder.embed(["anything"])
+    err = info.value
+    assert (err.status, err.code) == (503, "semantic_unavailable")
+    assert "[embeddings] model_dir" in err.message and "NEURALMIND_MODEL_DIR" in err.message
+    status = embedder.status()
+    assert status["loaded"] is False and status["model_id"] is None
+    assert status["error"] == err.message
+    return err
+
+
+def test_the_packaged_model_is_the_default():
+    embedder = OnnxEmbedder()
+    assert embedder.model_id == PACKAGED_ID
+    assert embedder._resolve().model == packaged("MODEL")
+
+
+def test_a_custom_folder_is_named_by_its_hash_and_gives_its_vectors(custom_dir):
+    embedder = OnnxEmbedder(str(custom_dir))
+    digest = embeddings._sha256(custom_dir / "model.onnx")
+    assert embedder.model_id == f"my-minilm@{digest[:8]}" != PACKAGED_ID
+    text = ["vectors of the same network"]
+    np.testing.assert_allclose(embedder.embed(text), OnnxEmbedder().embed(text), atol=1e-6)
+
+
+def test_a_copy_of_the_packaged_model_keeps_its_id(tmp_path):
+    for which, name in (("MODEL", "model.onnx"), ("TOKENIZER", "tokenizer.json")):
+        (tmp_path / name).symlink_to(packaged(which))
+    assert OnnxEmbedder(str(tmp_path)).model_id == PACKAGED_ID
+
+
+def test_the_setting_wins_over_the_environment(custom_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
+    assert OnnxEmbedder(str(custom_dir)).model_id.startswith("my-minilm@")
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
+    err = unavailable(OnnxEmbedder(str(tmp_path / "missing")))
+    assert err.message.startswith(f"no embedding model: [embeddings] model_dir = {tmp_path}")
+
+
+def test_the_environment_wins_over_the_packaged_model(custom_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
+    assert OnnxEmbedder().model_id.startswith("my-minilm@")
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
+    err = unavailable(OnnxEmbedder())  # a named folder never falls back silently
+    assert "NEURALMIND_MODEL_DIR = " in err.message and "lacks model.onnx, tokenizer.json" in err.message
+
+
+def test_a_missing_tokenizer_is_named(custom_dir):
+    (custom_dir / "tokenizer.json").unlink()
+    err = unavailable(OnnxEmbedder(str(custom_dir)))
+    assert "lacks tokenizer.json" in err.message and "model.onnx," not in err.message
+
+
+def test_a_file_that_is_not_a_model_is_unavailable_not_a_crash(custom_dir):
+    (custom_dir / "model.onnx").write_bytes(b"this is not an onnx model")
+    embedder = OnnxEmbedder(str(custom_dir))
+    assert embedder.model_id.startswith("my-minilm@")  # found and hashed, but does not load
+    err = unavailable(embedder)
+    assert "cannot load" in err.message
+    assert unavailable(embedder).message == err.message  # remembered, not retried per call
+
+
+def test_a_packaged_model_with_the_wrong_hash_is_refused(tmp_path, monkeypatch):
+    fake = tmp_path / "site" / embeddings.PACKAGED_MODEL[0]
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    (fake / "model.onnx").write_bytes(packaged("MODEL").read_bytes()[:-1] + b"\x00")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    err = unavailable(OnnxEmbedder())
+    assert "sha256" in err.message and str(fake / "model.onnx") in err.message
+
+
+def test_default_embedder_never_raises_on_a_bad_setting(tmp_path):
+    settings = load_settings(embeddings={"model_dir": str(tmp_path / "nowhere")})
+    embedder = default_embedder(settings)
+    assert os.fspath(tmp_path / "nowhere") in embedder.status()["error"]
+    unavailable(embedder)

