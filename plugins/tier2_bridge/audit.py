@@ -1,0 +1,235 @@
+"""The hash-chained audit trail: ``audit.db`` in the state home, one row per kernel event.
+
+Each record's ``hash`` is ``sha256(prev_hash + canonical JSON of the record)``, the canonical
+form being the record's seven fields (``seq, at, actor, action, project, target, request_id``)
+as JSON with sorted keys, no whitespace, UTF-8, non-ASCII kept as is. The first record's
+``prev_hash`` is 64 zeros. An edit, deletion, insertion or reordering breaks the chain at the
+first record it touches; ``verify`` names that record.
+
+The trail mirrors the kernel's event log: an append copies every kernel event after the last
+one copied (``audit_meta.event_cursor``), inside one ``BEGIN IMMEDIATE`` transaction. So two
+gunicorn workers never fork the chain, records follow the kernel's event order, and an event
+whose append failed (a locked or broken file) is copied by the next append that succeeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
+
+log = logging.getLogger("neuralmind.tier2.audit")
+
+AUDIT_FILE = "audit.db"
+GENESIS = "0" * 64
+RECORD_FIELDS = ("seq", "at", "actor", "action", "project", "target", "request_id")
+COLUMNS = (*RECORD_FIELDS, "prev_hash", "hash")
+CATCH_UP_BATCH = 500  # kernel events copied per append at most, so a backlog never stalls a request
+TARGET_KEYS = ("target", "memory_id", "id", "token_id", "path")
+
+MIGRATIONS = ["""
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY,
+    at TEXT NOT NULL,
+    actor TEXT,
+    action TEXT NOT NULL,
+    project TEXT,
+    target TEXT,
+    request_id TEXT,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_by_actor ON audit (actor, seq);
+CREATE INDEX IF NOT EXISTS audit_by_project ON audit (project, seq);
+CREATE TABLE IF NOT EXISTS audit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+"""]
+
+
+def audit_path(home: Path) -> Path:
+    return Path(home) / AUDIT_FILE
+
+
+# -- the chain ------------------------------------------------------------------------------
+
+def canonical(record: dict[str, Any]) -> bytes:
+    """The record's seven fields as sorted-key, whitespace-free UTF-8 JSON."""
+    return json.dumps({k: record[k] for k in RECORD_FIELDS}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def chain_hash(prev_hash: str, record: dict[str, Any]) -> str:
+    return hashlib.sha256(prev_hash.encode("ascii") + canonical(record)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Break:
+    """Where the chain stops holding: the first broken record and why."""
+
+    seq: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    records: int
+    head_seq: int
+    head_hash: str
+    broken: Break | None = None
+
+
+def verify(rows: Iterable[dict[str, Any]], anchor: tuple[int, str] | None = None) -> Verdict:
+    """Walk records in ``seq`` order. ``anchor`` (a ``(seq, hash)`` saved earlier, e.g. from a
+    previous run) also catches what a chain alone cannot: a cut tail or a rewritten chain."""
+    prev, expected, count = GENESIS, 1, 0
+    for row in rows:
+        seq = row["seq"]
+        if seq != expected:
+            reason = (f"record {expected} is missing (the next record is {seq})" if seq > expected
+                      else f"record {seq} is out of order (expected {expected})")
+            return Verdict(count, expected - 1, prev, Break(expected if seq > expected else seq,
+                                                            reason))
+        if row["prev_hash"] != prev:
+            return Verdict(count, seq - 1, prev, Break(seq, f"prev_hash does not match record "
+                                                            f"{seq - 1}: a record was inserted, "
+                                                            "removed or moved here"))
+        if chain_hash(prev, row) != row["hash"]:
+            return Verdict(count, seq - 1, prev, Break(seq, "hash does not match the record's "
+                                                            "contents: it was edited"))
+        if anchor is not None and seq == anchor[0] and row["hash"] != anchor[1]:
+            return Verdict(count, seq - 1, prev, Break(seq, "hash differs from the anchor: the "
+                                                            "chain was rewritten up to here"))
+        prev, expected, count = row["hash"], expected + 1, count + 1
+    if anchor is not None and anchor[0] >= expected:
+        return Verdict(count, expected - 1, prev,
+                       Break(expected, f"the trail ends at record {expected - 1}, before the "
+                                       f"anchor {anchor[0]}: records were cut from the end"))
+    return Verdict(count, expected - 1, prev)
+
+
+def entry_of(event) -> dict[str, Any]:
+    """The audit record of a kernel event (without ``seq``): the event's kind is the action;
+    the target is what the event names (an ``api.call``'s method, path and status)."""
+    data = event.data if isinstance(event.data, dict) else {}
+    return {"at": event.at, "actor": event.actor, "action": event.kind,
+            "project": event.project_id, "target": _target(event.kind, data),
+            "request_id": event.request_id}
+
+
+def _target(kind: str, data: dict[str, Any]) -> str | None:
+    if kind == "api.call" and data.get("method") and data.get("path"):
+        return " ".join(str(data[k]) for k in ("method", "path", "status") if data.get(k))
+    for key in TARGET_KEYS:
+        value = data.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+            return str(value)
+    return None
+
+
+# -- the store --------------------------------------------------------------------------------
+
+class AuditTrail:
+    """The server's side: appends (from ``track_event``) and filtered pages (admin route).
+
+    The file is opened on first use, never at start-up, so a broken ``audit.db`` costs the
+    audit — logged loudly — and never the server or the request that triggered an event.
+    """
+
+    def __init__(self, db: LazyDatabase, events):
+        self.db = db
+        self._events = events  # the kernel's EventLog: the source the trail copies from
+
+    def record(self, event) -> int:
+        """Copy kernel events up to ``event`` into the chain; never raises. Returns how many
+        records were appended (0 when another worker already copied them, or on failure)."""
+        try:
+            return self._catch_up(event.id)
+        except Exception as ex:  # the audit never fails the request that caused the event
+            log.error("audit: event %s (%s) not yet in %s: %s; the next append retries",
+                      event.id, event.kind, self.db.path, ex)
+            self.db.reconnect()
+            return 0
+
+    def _catch_up(self, upto: int) -> int:
+        with self.db.get().transaction() as conn:
+            row = conn.execute("SELECT value FROM audit_meta WHERE key = 'event_cursor'").fetchone()
+            cursor = int(row[0]) if row else 0
+            if cursor >= upto:
+                return 0
+            pending = [e for e in self._events.after(cursor, CATCH_UP_BATCH) if e.id <= upto]
+            if not pending:
+                return 0
+            head = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            seq, prev = (head[0], head[1]) if head else (0, GENESIS)
+            for event in pending:
+                seq += 1
+                rec = {"seq": seq, **entry_of(event)}
+                digest = chain_hash(prev, rec)
+                conn.execute("INSERT INTO audit (seq, at, actor, action, project, target, "
+                             "request_id, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (*(rec[k] for k in RECORD_FIELDS), prev, digest))
+                prev = digest
+            conn.execute("INSERT INTO audit_meta (key, value) VALUES ('event_cursor', ?) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (str(pending[-1].id),))
+        return len(pending)
+
+    def page(self, *, after: int, limit: int, actor: str | None = None,
+             action: str | None = None, project: str | None = None,
+             since: str | None = None) -> list[dict[str, Any]]:
+        """Records with ``seq > after`` in chain order. ``action`` ending in ``*`` is a prefix."""
+        where, args = ["seq > ?"], [after]
+        for column, value in (("actor", actor), ("project", project)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if action is not None:
+            if action.endswith("*"):
+                where.append("substr(action, 1, ?) = ?")
+                args += [len(action) - 1, action[:-1]]
+            else:
+                where.append("action = ?")
+                args.append(action)
+        if since is not None:
+            where.append("at >= ?")
+            args.append(since)
+        sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
+        try:
+            rows = self.db.get().conn.execute(sql, (*args, limit)).fetchall()
+        except sqlite3.Error as ex:
+            raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
+        return [dict(r) for r in rows]
+
+
+# -- the operator's side: read-only, never creates or migrates the file -----------------------
+
+def read_only(path: Path) -> sqlite3.Connection:
+    if not Path(path).is_file():
+        raise StoreUnavailable(f"no audit trail at {path}")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as ex:
+        raise StoreUnavailable(f"cannot open {path}: {ex}") from ex
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def records(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    """Every record in ``seq`` order, from one consistent snapshot."""
+    try:
+        conn.execute("BEGIN")
+        for row in conn.execute(f"SELECT {', '.join(COLUMNS)} FROM audit ORDER BY seq"):
+            yield dict(row)
+        conn.execute("COMMIT")
+    except sqlite3.Error as ex:
+        raise StoreUnavailable(f"cannot read the audit trail: {ex}") from ex

@@ -1,0 +1,102 @@
+"""``neuralmind audit verify`` and ``neuralmind audit export``: the operator's side.
+
+Both open ``audit.db`` read-only and never create or migrate it, so they can run beside a
+live server (they read one consistent snapshot) or on a copy taken off the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from kernel.config import load_settings
+from plugins.tier2_bridge.audit import audit_path, read_only, records, verify
+from plugins.tier2_bridge.storage import StoreUnavailable
+
+
+def add_commands(subparsers) -> None:
+    from neuralmind.cli import command_group
+    group = command_group(subparsers, "audit", help="tier2: the hash-chained audit trail")
+    check = group.add_parser("verify", help="walk the chain; exit 1 naming the first broken record")
+    _where(check)
+    check.add_argument("--anchor", metavar="SEQ:HASH",
+                       help="a head printed by an earlier verify: also fail when the trail was "
+                            "cut or rewritten up to it")
+    check.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    check.set_defaults(func=cmd_verify)
+    export = group.add_parser("export", help="write every record as JSON lines")
+    _where(export)
+    export.add_argument("--out", help="file to write (0600; default: standard output)")
+    export.set_defaults(func=cmd_export)
+
+
+def _where(parser) -> None:
+    parser.add_argument("--home", help="the state home holding audit.db "
+                                       "(default: $NEURALMIND_HOME, the config's, ~/.neuralmind)")
+    parser.add_argument("--config", help="TOML config to take the home from")
+
+
+def _audit_file(args) -> Path:
+    home = Path(args.home).expanduser() if args.home else load_settings(args.config).home
+    return audit_path(home)
+
+
+def _anchor(text: str | None) -> tuple[int, str] | None:
+    if text is None:
+        return None
+    seq, _, digest = text.partition(":")
+    if not seq.isdigit() or len(digest) != 64:
+        raise ValueError(f"--anchor {text!r}: expected SEQ:HASH as printed by `audit verify`")
+    return int(seq), digest.lower()
+
+
+def cmd_verify(args) -> int:
+    try:
+        anchor = _anchor(args.anchor)
+    except ValueError as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
+        return 2
+    path = _audit_file(args)
+    try:
+        verdict = verify(records(read_only(path)), anchor)
+    except StoreUnavailable as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
+        return 1
+    broken = verdict.broken
+    if args.json:
+        print(json.dumps({"whole": broken is None, "records": verdict.records,
+                          "head_seq": verdict.head_seq, "head_hash": verdict.head_hash,
+                          "broken": {"seq": broken.seq, "reason": broken.reason} if broken else None}))
+    elif broken:
+        print(f"audit trail BROKEN at record {broken.seq}: {broken.reason} "
+              f"({verdict.records} records before it hold; {path})")
+    else:
+        print(f"audit trail whole: {verdict.records} records; head "
+              f"{verdict.head_seq}:{verdict.head_hash} (keep it to pass as --anchor later)")
+    return 1 if broken else 0
+
+
+def cmd_export(args) -> int:
+    try:
+        rows = records(read_only(_audit_file(args)))
+        if args.out:
+            fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                count = _write(rows, out)
+            print(f"exported {count} records to {args.out}", file=sys.stderr)
+        else:
+            _write(rows, sys.stdout)
+    except (StoreUnavailable, OSError) as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write(rows, out) -> int:
+    count = 0
+    for row in rows:
+        out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+        count += 1
+    return count

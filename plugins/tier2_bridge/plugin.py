@@ -1,0 +1,109 @@
+"""Hooks of the tier2 bridge: it consumes the core's hooks and events, and nothing imports it.
+
+``track_event`` copies every kernel event into the hash-chained ``audit.db``; a middleware
+notes which token actors make requests, for the seat check; ``server_settings`` feeds
+``[tier2.self_hosted]`` to server mode. A failure in here is logged and never fails a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+
+from kernel.auth import Permission
+from kernel.plugins import hookimpl
+from plugins.tier2_bridge import audit, seats
+from plugins.tier2_bridge.selfhosted import server_keys
+from plugins.tier2_bridge.storage import LazyDatabase
+
+log = logging.getLogger("neuralmind.tier2")
+
+
+class Bridge:
+    """This process's audit trail and seat watch for one kernel."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        section = kernel.settings.section("tier2", seats.SeatsSection)
+        self.trail = audit.AuditTrail(
+            LazyDatabase(audit.audit_path(kernel.home), audit.MIGRATIONS, kernel.open_database),
+            kernel.events)
+        ledger = seats.SeatLedger(
+            LazyDatabase(kernel.home / seats.SEATS_FILE, seats.MIGRATIONS, kernel.open_database),
+            section.seats_window_days)
+        licence = seats.LicenseFile(seats.license_path(kernel.home, section.license_path))
+        self.seats = seats.SeatWatch(ledger, licence, self._seats_changed)
+
+    def _seats_changed(self, status: seats.SeatStatus) -> None:
+        if status.exceeded:
+            log.warning("tier2 seats: %d token actors in the last %d days exceed the %d seats "
+                        "licensed to %s", status.active_actors, self.seats.ledger.window.days,
+                        status.seats, status.licensee)
+            self.kernel.emit("seats.exceeded", data=status.as_dict())
+        else:
+            log.warning("tier2 seats: back within the %s seats licensed (%d active)",
+                        status.seats, status.active_actors)
+
+
+_bridges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def bridge(kernel) -> Bridge:
+    if kernel not in _bridges:
+        _bridges[kernel] = Bridge(kernel)
+    return _bridges[kernel]
+
+
+class SeatCounter:
+    """Falcon middleware: after each authenticated request, note a token actor as active."""
+
+    def __init__(self, bridge_: Bridge):
+        self.bridge = bridge_
+
+    def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
+        actor = getattr(req.context, "actor", None)
+        if actor is None or actor.kind not in seats.COUNTED_KINDS:
+            return
+        try:
+            self.bridge.seats.seen(actor.id)
+        except Exception:  # seat counting never turns a response into an error
+            log.exception("tier2 seats: could not note actor %s", actor.id)
+
+
+@hookimpl
+def register_permissions(kernel):
+    return [Permission("audit.read", "Read the tier2 hash-chained audit trail", ("admin",)),
+            Permission("seats.read", "See licensed seats against active token actors", ("admin",))]
+
+
+@hookimpl
+def register_middleware(kernel):
+    return [SeatCounter(bridge(kernel))]
+
+
+@hookimpl
+def register_routes(kernel):
+    from plugins.tier2_bridge.resources import AuditResource, SeatsResource
+    b = bridge(kernel)
+    return [("/v1/admin/audit", AuditResource(b)), ("/v1/admin/seats", SeatsResource(b))]
+
+
+@hookimpl
+def startup(kernel):
+    bridge(kernel).seats.license_file.current()  # a missing or bad licence is warned about now
+
+
+@hookimpl
+def track_event(kernel, event):
+    bridge(kernel).trail.record(event)
+
+
+@hookimpl
+def server_settings(config):
+    return server_keys(config)
+
+
+@hookimpl
+def register_commands(kernel, subparsers):
+    from plugins.tier2_bridge.commands import add_commands
+    add_commands(subparsers)

@@ -1,0 +1,212 @@
+"""Seat checks: the licence file, and the distinct token actors seen in the last 30 days.
+
+The core never enforces seats (spec §11, open decision 1): going over logs a warning, emits
+``seats.exceeded`` once per transition (the state is shared by every worker in ``seats.db``)
+and shows in ``GET /v1/admin/seats``. A missing or invalid licence is a warning, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
+
+log = logging.getLogger("neuralmind.tier2.seats")
+
+LICENSE_ENV = "NEURALMIND_LICENSE_PATH"
+LICENSE_FILE = "license.json"
+SEATS_FILE = "seats.db"
+WINDOW_DAYS = 30
+TOUCH_EVERY_S = 300.0  # a worker refreshes an actor's last_seen at most this often
+COUNTED_KINDS = ("token",)  # server-mode tokens; the loopback user is not a seat
+
+MIGRATIONS = ["""
+CREATE TABLE IF NOT EXISTS seen (actor TEXT PRIMARY KEY, last_seen TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS seen_by_time ON seen (last_seen);
+CREATE TABLE IF NOT EXISTS seat_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""]
+
+
+class SeatsSection(BaseModel):
+    """``[tier2]``: where the licence is (``$NEURALMIND_LICENSE_PATH`` wins) and the window."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    license_path: str | None = None
+    seats_window_days: int = Field(WINDOW_DAYS, ge=1, le=3650)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# -- the licence -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class License:
+    """What the licence file says, or why it says nothing (``problem``)."""
+
+    path: Path
+    seats: int | None = None
+    licensee: str | None = None
+    expires: str | None = None
+    problem: str | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.expires is not None and date.fromisoformat(self.expires[:10]) < date.today()
+
+
+def license_path(home: Path, configured: str | None = None) -> Path:
+    return Path(os.environ.get(LICENSE_ENV) or configured or Path(home) / LICENSE_FILE).expanduser()
+
+
+def read_license(path: Path) -> License:
+    """Parse ``{licensee, seats, expires}``; any problem is reported, not raised."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return License(path, problem=f"no licence file at {path} (set {LICENSE_ENV})")
+    except (OSError, UnicodeDecodeError, ValueError) as ex:
+        return License(path, problem=f"licence file {path} is not readable JSON: {ex}")
+    if not isinstance(data, dict):
+        return License(path, problem=f"licence file {path} is not a JSON object")
+    seats, licensee, expires = data.get("seats"), data.get("licensee"), data.get("expires")
+    if isinstance(seats, bool) or not isinstance(seats, int) or seats < 1:
+        return License(path, problem=f"licence file {path}: `seats` must be a whole number ≥ 1")
+    if not isinstance(licensee, str) or not licensee.strip():
+        return License(path, problem=f"licence file {path}: `licensee` must be a non-empty string")
+    if expires is not None:
+        try:
+            date.fromisoformat(str(expires)[:10])
+        except ValueError:
+            return License(path, problem=f"licence file {path}: `expires` must be an ISO date")
+        expires = str(expires)
+    return License(path, seats, licensee.strip(), expires)
+
+
+class LicenseFile:
+    """The licence, re-read when the file changes, so a new licence needs no restart."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._stamp: tuple | None = ()
+        self._license = License(self.path)
+        self._lock = threading.Lock()
+
+    def current(self) -> License:
+        try:
+            st = os.stat(self.path)
+            stamp: tuple | None = (st.st_mtime_ns, st.st_ino, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            with self._lock:
+                self._license = read_license(self.path)
+                self._stamp = stamp
+                warn_about(self._license)
+        return self._license
+
+
+def warn_about(lic: License) -> None:
+    if lic.problem:
+        log.warning("tier2 seats: %s; seat checks are off until a valid licence is in place",
+                    lic.problem)
+    elif lic.expired:
+        log.warning("tier2 seats: the licence for %s expired on %s", lic.licensee, lic.expires)
+
+
+# -- the ledger of actors --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeatStatus:
+    seats: int | None
+    active_actors: int
+    exceeded: bool
+    licensee: str | None
+    expires: str | None
+    license_problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"seats": self.seats, "active_actors": self.active_actors,
+                "exceeded": self.exceeded, "licensee": self.licensee, "expires": self.expires}
+
+
+class SeatLedger:
+    """``seats.db``: when each actor was last seen, and whether seats were last exceeded."""
+
+    def __init__(self, db: LazyDatabase, window_days: int = WINDOW_DAYS):
+        self.db = db
+        self.window = timedelta(days=window_days)
+
+    def _active(self, conn, now: datetime) -> int:
+        return conn.execute("SELECT COUNT(*) FROM seen WHERE last_seen >= ?",
+                            (_iso(now - self.window),)).fetchone()[0]
+
+    def touch(self, actor: str, lic: License, now: datetime | None = None
+              ) -> tuple[SeatStatus, bool]:
+        """Mark ``actor`` seen; returns the status and whether ``exceeded`` just changed
+        (decided inside the write transaction, so exactly one worker sees each change)."""
+        now = now or datetime.now(UTC)
+        with self.db.get().transaction() as conn:
+            conn.execute("INSERT INTO seen (actor, last_seen) VALUES (?, ?) ON CONFLICT (actor) "
+                         "DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+                         (actor, _iso(now)))
+            status = self._status(conn, lic, now)
+            row = conn.execute("SELECT value FROM seat_state WHERE key = 'exceeded'").fetchone()
+            changed = (row[0] == "1" if row else False) != status.exceeded
+            if changed:
+                conn.execute("INSERT INTO seat_state (key, value) VALUES ('exceeded', ?) "
+                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                             ("1" if status.exceeded else "0",))
+        return status, changed
+
+    def status(self, lic: License, now: datetime | None = None) -> SeatStatus:
+        try:
+            return self._status(self.db.get().conn, lic, now or datetime.now(UTC))
+        except sqlite3.Error as ex:
+            raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
+
+    def _status(self, conn, lic: License, now: datetime) -> SeatStatus:
+        active = self._active(conn, now)
+        exceeded = lic.seats is not None and active > lic.seats
+        return SeatStatus(lic.seats, active, exceeded, lic.licensee, lic.expires, lic.problem)
+
+
+class SeatWatch:
+    """Per process: notes token actors as requests arrive, and reports transitions.
+
+    A worker writes an actor's ``last_seen`` at most every ``TOUCH_EVERY_S``, so the
+    per-request cost is a dict lookup; a new actor is written at once, so crossing the
+    seat count is noticed on the first request of the actor that crosses it.
+    """
+
+    def __init__(self, ledger: SeatLedger, license_file: LicenseFile, on_change):
+        self.ledger = ledger
+        self.license_file = license_file
+        self._on_change = on_change
+        self._touched: dict[str, float] = {}
+
+    def seen(self, actor: str) -> None:
+        last = self._touched.get(actor)
+        clock = time.monotonic()
+        if last is not None and clock - last < TOUCH_EVERY_S:
+            return
+        self._touched[actor] = clock
+        status, changed = self.ledger.touch(actor, self.license_file.current())
+        if changed:
+            self._on_change(status)
+
+    def status(self) -> SeatStatus:
+        return self.ledger.status(self.license_file.current())

@@ -1,0 +1,40 @@
+"""``[tier2.self_hosted] bind_address, port``: tier2's self-hosted settings fed to server mode.
+
+The adapter lives here, so no core code reads a tier2 setting: the kernel's
+``server_settings`` hook hands these to ``neuralmind serve``, where the config's own
+``[server]`` keys and the command line's flags still win.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kernel.config import ConfigError
+
+SECTION = ("tier2", "self_hosted")
+
+
+class SelfHosted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bind_address: str | None = Field(None, min_length=1, max_length=255)
+    port: int | None = Field(None, ge=0, le=65535)
+
+
+def self_hosted(config: dict[str, Any]) -> SelfHosted:
+    data: Any = config
+    for part in SECTION:
+        data = data.get(part, {}) if isinstance(data, dict) else {}
+    try:
+        return SelfHosted.model_validate(data or {})
+    except ValidationError as ex:
+        raise ConfigError(f"[{'.'.join(SECTION)}]: {ex}") from None
+
+
+def server_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """``{"host", "port"}`` from the section; keys it leaves unset are not returned."""
+    section = self_hosted(config)
+    keys = {"host": section.bind_address, "port": section.port}
+    return {k: v for k, v in keys.items() if v is not None}
