@@ -1,0 +1,294 @@
+"""Server mode end to end: real gunicorn with 4 workers, tokens made by the CLI, and every
+route of the generated OpenAPI document tried with every role."""
+
+from __future__ import annotations
+
+import http.client
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kernel.auth import ROLES
+from plugins.auth.tokens import TokenFile, iso, now
+from tests.plugins.auth.helpers import bundled_plugins, cli, create_token, events, server_config
+from tests.support import Server, request
+
+LIMITED = """
+limited = { rate = 0.5, burst = 3 }
+[auth.roles]
+limited = ["auth.whoami", "system.read"]
+"""
+
+
+@dataclass
+class Team:
+    server: Server
+    config: Path
+    tokens: dict[str, str]  # role → token reaching every project
+    only_a: dict[str, str]  # role → token reaching project "a" only
+    permissions: dict[str, tuple[str, ...]]  # permission → default roles, as registered
+
+    def token(self, actor: str, role: str, projects: str = "*", *extra: str) -> dict:
+        return create_token(self.server.home, self.config, actor, role, projects, *extra)
+
+
+def registered_permissions(config: Path, plugins: list[str], home: Path) -> dict[str, tuple]:
+    """The permissions and default roles the plugins register, read from a real kernel."""
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    settings = load_settings(config, kernel={"home": str(home)}, embeddings={"warm": False})
+    kernel = Kernel(settings, plugins=plugins, load_entrypoints=False)
+    try:
+        return {name: perm.roles for name, perm in kernel.permissions.items()}
+    finally:
+        kernel.shutdown()
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("team")
+    plugins = bundled_plugins()
+    config = server_config(root, {"a": root / "repo-a", "b": root / "repo-b"}, LIMITED)
+    server = Server(root / "home", config=config, plugins=plugins, workers=4,
+                    env={"HOME": str(root)}).start()
+    cfg = server.home / "config.toml"
+    try:
+        tokens = {r: create_token(server.home, cfg, f"{r}-all", r)["token"] for r in ROLES}
+        only_a = {r: create_token(server.home, cfg, f"{r}-a", r, "a")["token"] for r in ROLES}
+        perms = registered_permissions(cfg, plugins, root / "probe-home")
+        yield Team(server, cfg, tokens, only_a, perms)
+    finally:
+        server.stop()
+
+
+def probe(port: int, method: str, path: str, token: str, body: bool) -> tuple[int, dict]:
+    """One request; an event stream is judged by its status line and headers alone."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {token}"}
+    if body:
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.request(method.upper(), path, body=b"{}" if body else None, headers=headers)
+        r = conn.getresponse()
+        if "event-stream" in (r.getheader("Content-Type") or ""):
+            return r.status, {}
+        raw = r.read()
+        import json
+        return r.status, (json.loads(raw).get("error", {}) if raw and r.status >= 400 else {})
+    finally:
+        conn.close()
+
+
+def operations(doc: dict):
+    """``(method, concrete path, permission, has body)`` for every protected operation."""
+    for template, methods in doc["paths"].items():
+        for method, op in methods.items():
+            if "x-permission" not in op:
+                continue
+            path = template.replace("{project_id}", "a")
+            for param in op.get("parameters", []):
+                if param["in"] == "path" and param["name"] != "project_id":
+                    path = path.replace("{" + param["name"] + "}", "zz-missing")
+            yield method, path, op["x-permission"], "requestBody" in op
+
+
+def test_every_route_allows_and_denies_by_role(team):
+    doc = request(team.server.port, "GET", "/v1/openapi.json").json
+    ops = list(operations(doc))
+    assert {"jobs.cancel", "tokens.manage", "projects.read"} <= {p for _, _, p, _ in ops}
+    seen = []
+    for role in ROLES:
+        for method, path, perm, body in ops:
+            status, err = probe(team.server.port, method, path, team.tokens[role], body)
+            where = f"{role} {method.upper()} {path} ({perm}) → {status} {err}"
+            assert status < 500, where
+            if role in team.permissions[perm]:
+                assert status != 401 and err.get("code") != "forbidden", where
+            else:
+                assert status == 403 and err["code"] == "forbidden", where
+                assert err["details"]["permission"] == perm, where
+            seen.append((role, method, path))
+    assert len(seen) == 3 * len(ops)
+
+
+def test_admin_only_operations(team):
+    for name in ("jobs.cancel", "tokens.manage", "memories.delete"):
+        if name in team.permissions:
+            assert team.permissions[name] == ("admin",), name
+
+
+def test_whoami_lists_exactly_the_role_permissions(team):
+    for role in ROLES:
+        r = team.server.get("/v1/auth/whoami", token=team.tokens[role])
+        assert r.status == 200
+        expected = sorted(p for p, roles in team.permissions.items() if role in roles)
+        assert r.json["permissions"] == expected
+        assert r.json["actor"] == f"{role}-all" and r.json["kind"] == "token"
+
+
+def test_token_for_project_a_gets_404_on_project_b_on_every_route(team):
+    doc = request(team.server.port, "GET", "/v1/openapi.json").json
+    scoped = [(m, p, perm, b) for m, p, perm, b in operations(doc) if p.startswith("/v1/projects/a")]
+    assert scoped
+    for role in ROLES:
+        for method, path, perm, body in scoped:
+            other = path.replace("/v1/projects/a", "/v1/projects/b", 1)
+            status, err = probe(team.server.port, method, other, team.only_a[role], body)
+            assert (status, err.get("code")) == (404, "project_not_found"), (role, method, other)
+            # indistinguishable from a project that does not exist: no existence leak
+            unknown = path.replace("/v1/projects/a", "/v1/projects/nope", 1)
+            status2, err2 = probe(team.server.port, method, unknown, team.only_a[role], body)
+            assert (status2, err2["code"], err2["message"].replace("nope", "b")) == \
+                (status, err["code"], err["message"])
+        listing = team.server.get("/v1/projects", token=team.only_a[role])
+        assert [p["id"] for p in listing.json["items"]] == ["a"]
+        assert team.server.get("/v1/jobs?project=b", token=team.only_a[role]).error["code"] == \
+            "project_not_found"
+
+
+def test_reader_never_sees_project_paths(team):
+    reader = team.server.get("/v1/projects/a", token=team.tokens["reader"]).json
+    builder = team.server.get("/v1/projects/a", token=team.tokens["builder"]).json
+    assert reader["path"] is None
+    assert builder["path"].endswith("repo-a")
+    assert all(p["path"] is None for p in
+               team.server.get("/v1/projects", token=team.tokens["reader"]).json["items"])
+
+
+def test_revoked_token_is_refused_by_every_worker_within_a_second(team):
+    made = team.token("carol", "reader")
+    assert team.server.get("/v1/projects", token=made["token"]).status == 200
+    cli(team.server.home, "token", "revoke", made["id"], config=team.config)
+    revoked_at = time.monotonic()
+    statuses = [team.server.get("/v1/projects", token=made["token"]).status for _ in range(12)]
+    assert statuses == [401] * 12
+    assert time.monotonic() - revoked_at < 1.0
+    assert any(e["data"]["token_id"] == made["id"] for e in events(team.server.home, "token.revoked"))
+
+
+def test_revoke_by_actor_and_list_never_shows_secrets(team):
+    first, second = team.token("dave", "builder"), team.token("dave", "reader", "a")
+    listing = cli(team.server.home, "token", "list", config=team.config).stdout
+    assert first["id"] in listing and second["id"] in listing
+    assert first["token"] not in listing and second["token"] not in listing
+    assert first["token"] not in (team.server.home / "tokens.json").read_text()
+    out = cli(team.server.home, "token", "revoke", "--actor", "dave", config=team.config).stdout
+    assert first["id"] in out and second["id"] in out
+    for made in (first, second):
+        assert team.server.get("/v1/projects", token=made["token"]).status == 401
+
+
+def test_create_prints_the_token_alone_on_the_last_line(team):
+    done = cli(team.server.home, "token", "create", "--actor", "erin", "--role", "reader",
+               "--projects", "a,b", config=team.config)
+    token = done.stdout.strip().splitlines()[-1]
+    assert token.startswith("nm_") and " " not in token
+    assert team.server.get("/v1/auth/whoami", token=token).json["projects"] == ["a", "b"]
+    bad = cli(team.server.home, "token", "create", "--actor", "x", "--role", "root",
+              config=team.config, check=False)
+    assert bad.returncode == 2 and "--role" in bad.stderr
+    bad = cli(team.server.home, "token", "create", "--actor", "x", "--role", "reader",
+              "--projects", "a,zzz", config=team.config, check=False)
+    assert bad.returncode == 2 and "zzz" in bad.stderr
+
+
+def test_expired_and_expiring_tokens(team):
+    tokens = TokenFile(team.server.home / "tokens.json")
+    token, _, _ = tokens.create("frank", "admin", "*", iso(now()) )
+    r = team.server.get("/v1/projects", token=token)
+    assert (r.status, r.error["code"]) == (401, "token_expired")
+    made = team.token("gina", "reader", "*", "--expires", "30d")
+    assert made["expires_at"] and team.server.get("/v1/projects", token=made["token"]).status == 200
+
+
+def test_credentials_only_in_the_header(team):
+    token = team.tokens["admin"]
+    for name in ("token", "access_token", "api_key"):
+        r = team.server.get(f"/v1/projects?{name}={token}", auth=False)
+        assert (r.status, r.error["code"]) == (400, "token_in_query")
+        r = team.server.get(f"/v1/projects?{name}={token}", token=token)
+        assert r.status == 400
+    assert team.server.get("/v1/projects", auth=False).status == 401
+    r = team.server.get("/v1/projects", auth=False, headers={"Authorization": f"Token {token}"})
+    assert r.status == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert not (team.server.home / "token").exists()  # no loopback token in server mode
+
+
+def test_host_check_uses_public_hosts(team):
+    token = team.tokens["reader"]
+    r = team.server.get("/v1/projects", token=token, headers={"Host": "evil.example"})
+    assert (r.status, r.error["code"]) == (403, "host_not_allowed")
+    assert team.server.get("/v1/projects", token=token, headers={"Host": "nm.internal:8765"}).status == 200
+
+
+def test_two_mib_body_is_refused_and_changes_nothing(team):
+    before = events(team.server.home, "api.call")
+    r = team.server.request("POST", "/v1/projects", token=team.tokens["admin"],
+                            body=b"{" + b" " * (2 * 1024 * 1024) + b"}",
+                            headers={"Content-Type": "application/json"})
+    assert (r.status, r.error["code"]) == (413, "payload_too_large")
+    assert events(team.server.home, "api.call") == before
+
+
+def test_a_body_claiming_actor_or_role_is_ignored(team, tmp_path):
+    claim = {"path": str(tmp_path), "actor": "admin-all", "role": "admin", "projects": "*"}
+    r = team.server.post("/v1/projects", claim, token=team.tokens["reader"],
+                         headers={"X-Request-Id": "claim-reader"})
+    assert (r.status, r.error["code"]) == (403, "forbidden")
+    assert "reader-all" in r.error["message"]
+    r = team.server.post("/v1/projects", claim, token=team.tokens["builder"],
+                         headers={"X-Request-Id": "claim-builder"})
+    assert (r.status, r.error["code"]) == (403, "registration_disabled")
+    calls = {e["request_id"]: e for e in events(team.server.home, "api.call")}
+    assert calls["claim-reader"]["actor"] == "reader-all"
+    assert calls["claim-reader"]["data"]["role"] == "reader"
+    assert calls["claim-builder"]["actor"] == "builder-all"
+
+
+def test_api_call_events_record_who_did_what(team):
+    r = team.server.delete("/v1/jobs/nope", token=team.tokens["admin"],
+                           headers={"X-Request-Id": "cancel-1"})
+    assert r.status == 404
+    r = team.server.delete("/v1/projects/a", token=team.tokens["admin"],
+                           headers={"X-Request-Id": "unregister-1"})
+    assert r.status == 403
+    team.server.get("/v1/projects", token=team.tokens["admin"], headers={"X-Request-Id": "read-1"})
+    calls = {e["request_id"]: e for e in events(team.server.home, "api.call")}
+    assert calls["cancel-1"]["data"] == {"permission": "jobs.cancel", "method": "DELETE",
+                                         "path": "/v1/jobs/nope", "status": 404, "role": "admin",
+                                         "token_id": calls["cancel-1"]["data"]["token_id"]}
+    assert calls["cancel-1"]["actor"] == "admin-all" and calls["cancel-1"]["project_id"] is None
+    assert calls["unregister-1"]["project_id"] == "a"
+    assert calls["unregister-1"]["data"]["permission"] == "projects.write"
+    assert "read-1" not in calls  # reads are not api.call events
+
+
+def test_tokens_over_http_are_admin_only_and_revocable(team):
+    made = team.token("hank", "reader")
+    listing = team.server.get("/v1/auth/tokens", token=team.tokens["admin"]).json["items"]
+    assert {"id": made["id"], "actor": "hank"}.items() <= next(
+        t for t in listing if t["id"] == made["id"]).items()
+    assert all("token" not in t for t in listing)
+    assert team.server.get("/v1/auth/tokens", token=team.tokens["builder"]).status == 403
+    assert team.server.delete(f"/v1/auth/tokens/{made['id']}", token=team.tokens["admin"]).status == 204
+    assert team.server.get("/v1/projects", token=made["token"]).status == 401
+    r = team.server.delete(f"/v1/auth/tokens/{made['id']}", token=team.tokens["admin"])
+    assert (r.status, r.error["code"]) == (404, "token_not_found")
+    revoked = [e for e in events(team.server.home, "token.revoked") if e["actor"] == "admin-all"]
+    assert revoked[-1]["data"]["token_actor"] == "hank"
+
+
+def test_rate_limit_is_shared_across_workers(team):
+    limited = team.token("ivan", "limited")["token"]
+    other = team.token("judy", "limited")["token"]
+    statuses = [team.server.get("/v1/auth/whoami", token=limited).status for _ in range(8)]
+    assert statuses[:3] == [200, 200, 200]
+    assert statuses.count(200) == 3  # not 3 per worker: the bucket lives in SQLite
+    r = team.server.get("/v1/auth/whoami", token=limited)
+    assert (r.status, r.error["code"]) == (429, "rate_limited")
+    assert int(r.headers["retry-after"]) >= 1
+    assert r.error["details"]["retry_after"] == int(r.headers["retry-after"])
+    assert team.server.get("/v1/auth/whoami", token=other).status == 200
+    assert team.server.get("/v1/projects", token=limited).status in (403, 429)
