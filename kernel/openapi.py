@@ -44,8 +44,9 @@ class _Schemas:
                                              schema_generator=GenerateJsonSchema)
         self.defs.update(schema.pop("$defs", {}))
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            self.defs[tp.__name__] = schema
-            return {"$ref": REF.format(model=tp.__name__)}
+            name = re.sub(r"[^A-Za-z0-9._-]+", "_", tp.__name__).strip("_")  # Page[Job] → Page_Job
+            self.defs[name] = schema
+            return {"$ref": REF.format(model=name)}
         return schema
 
 

@@ -244,9 +244,9 @@ class EventsResource:
             if event.project_id is None:
                 return True
             if event.project_id not in seen:
-                project = kernel.projects.find(event.project_id)
-                seen[event.project_id] = project is not None and kernel.allowed(
-                    actor, "projects.read", project)
+                # a project removed since keeps no record to check against: global visibility
+                seen[event.project_id] = kernel.allowed(
+                    actor, "projects.read", kernel.projects.find(event.project_id))
             return seen[event.project_id]
 
         resp.content_type = "text/event-stream"

@@ -1,0 +1,98 @@
+"""Server-sent events from the kernel's event table: seen across workers, resumable."""
+
+import http.client
+import json
+import threading
+import time
+
+
+class SSE:
+    """Reads a /v1/events stream on its own connection and collects what arrives."""
+
+    def __init__(self, server, query="", last_event_id=None):
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
+        headers = {"Host": "127.0.0.1", "Authorization": f"Bearer {server.token}"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        self.conn.request("GET", "/v1/events" + query, headers=headers)
+        self.resp = self.conn.getresponse()
+        self.events, self.comments = [], 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        block = {}
+        try:
+            for raw in self.resp:
+                line = raw.decode().rstrip("\n")
+                if line.startswith(":"):
+                    self.comments += 1
+                elif line.startswith("data: "):
+                    block["data"] = json.loads(line[6:])
+                elif line.startswith("id: "):
+                    block["id"] = int(line[4:])
+                elif not line and "data" in block:
+                    self.events.append(block)
+                    block = {}
+        except (OSError, ValueError):
+            pass
+
+    def wait(self, n, timeout=10):
+        deadline = time.monotonic() + timeout
+        while len(self.events) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.events
+
+    def close(self):
+        self.conn.sock.close()
+
+
+def test_events_stream_across_workers_with_filters_and_heartbeats(kserver, tmp_path):
+    stream = SSE(kserver, "?kind=project.*")
+    hello = SSE(kserver, "?kind=hello.slept")
+    time.sleep(0.5)
+    assert stream.resp.status == 200
+    assert stream.resp.getheader("Content-Type").startswith("text/event-stream")
+    ids = []
+    for i in range(6):  # new connections: spread over both workers
+        d = tmp_path / f"e{i}"
+        d.mkdir()
+        ids.append(kserver.register(d))
+    kserver.post("/v1/hello/jobs", {"seconds": 0, "wait": True})
+    got = stream.wait(6)
+    assert [e["data"]["project_id"] for e in got] == ids
+    assert all(e["data"]["kind"] == "project.registered" for e in got)
+    assert all(e["data"]["actor"] == "local" for e in got)
+    assert [e["data"]["kind"] for e in hello.wait(1)] == ["hello.slept"]
+    time.sleep(1.2)
+    assert stream.comments >= 1  # heartbeats every 0.5 s in this server's config
+    stream.close(), hello.close()
+
+
+def test_last_event_id_resumes_after_that_event(kserver, tmp_path):
+    first = SSE(kserver, "?kind=project.registered")
+    time.sleep(0.3)
+    for i in range(3):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        kserver.register(d)
+    events = first.wait(3)
+    first.close()
+    resumed = SSE(kserver, "?kind=project.registered", last_event_id=events[0]["id"])
+    again = resumed.wait(2)
+    resumed.close()
+    assert [e["id"] for e in again[:2]] == [e["id"] for e in events[1:3]]
+
+
+def test_project_filter_and_unknown_project(kserver, tmp_path):
+    a, b = tmp_path / "fa", tmp_path / "fb"
+    a.mkdir(), b.mkdir()
+    pa = kserver.register(a)
+    stream = SSE(kserver, f"?project={pa}&kind=project.*")
+    time.sleep(0.3)
+    kserver.register(b)
+    kserver.delete(f"/v1/projects/{pa}")
+    got = stream.wait(1)
+    stream.close()
+    assert [(e["data"]["kind"], e["data"]["project_id"]) for e in got] == [("project.removed", pa)]
+    assert kserver.get("/v1/events?project=p_nope").error["code"] == "project_not_found"

@@ -1,0 +1,103 @@
+"""Plugins: the third-party example package through entry points, enable/disable, start-up
+errors, and secure-by-default with no authenticating plugin."""
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+from kernel.api import operation
+from kernel.app import Kernel, StartupError
+from kernel.config import load_settings
+from kernel.plugins import PluginError, hookimpl, make_plugin_manager
+from tests.support import ROOT, Server
+
+
+def test_example_plugin_route_is_served_documented_and_guarded(kserver):
+    assert kserver.get("/v1/hello", auth=False).status == 401
+    r = kserver.get("/v1/hello")
+    assert r.status == 200 and r.json["message"] == "hello" and r.json["actor"] == "local"
+    doc = kserver.get("/v1/openapi.json", auth=False).json
+    assert doc["paths"]["/v1/hello"]["get"]["x-permission"] == "hello.read"
+
+
+def test_example_plugin_absent_when_not_enabled(make_server):
+    server = make_server(plugins=["auth"])
+    assert server.get("/v1/hello").status == 404
+    assert "/v1/hello" not in server.get("/v1/openapi.json").json["paths"]
+
+
+def test_plugins_enabled_from_config_file(make_server, tmp_path):
+    server = make_server(plugins=["auth"], config='[kernel]\nplugins = ["auth", "example"]\n')
+    assert server.get("/v1/hello").status == 404  # NEURALMIND_PLUGINS overrides the file
+    server2 = make_server(plugins=None, config='[kernel]\nplugins = ["auth", "example"]\n')
+    assert server2.get("/v1/hello").status == 200
+
+
+def test_no_authenticating_plugin_means_401_everywhere(make_server):
+    server = make_server(plugins=["example"])
+    for path in ("/v1/hello", "/v1/projects", "/v1/jobs"):
+        assert server.get(path, token="anything").status == 401
+    assert server.get("/v1/health", auth=False).status == 200
+    assert server.get("/v1/openapi.json", auth=False).status == 200
+
+
+def test_unknown_plugin_is_a_clear_startup_error(tmp_path):
+    server = Server(tmp_path / "h", plugins=["auth", "nosuch"])
+    with pytest.raises(RuntimeError) as ex:
+        server.start(timeout=30)
+    assert "unknown plugin 'nosuch'" in str(ex.value)
+
+
+def test_broken_plugin_names_itself(tmp_path):
+    pkg = tmp_path / "brokenplug"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('missing thing')\n")
+    with pytest.raises(PluginError, match="failed to load: ImportError: missing thing"):
+        from kernel.plugins import _load
+        sys.path.insert(0, str(tmp_path))
+        try:
+            _load("brokenplug", {"brokenplug": "brokenplug"})
+        finally:
+            sys.path.remove(str(tmp_path))
+
+
+def test_misspelled_hook_fails_check_pending():
+    plugin = types.ModuleType("typo")
+
+    @hookimpl
+    def register_route(kernel):  # missing "s"
+        return []
+
+    plugin.register_route = register_route
+    with pytest.raises(PluginError, match="register_route"):
+        make_plugin_manager([], extra=[plugin], load_entrypoints=False)
+
+
+class _NoOperation:
+    def on_get(self, req, resp):
+        pass
+
+
+class _UnknownPermission:
+    @operation(permission="nothing.here")
+    def on_get(self, req, resp):
+        pass
+
+
+@pytest.mark.parametrize("resource,message", [(_NoOperation, "has no @operation"),
+                                              (_UnknownPermission, "unknown permission")])
+def test_routes_must_declare_a_known_operation(tmp_path, monkeypatch, resource, message):
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path))
+    plugin = types.SimpleNamespace(register_routes=hookimpl(lambda kernel: [("/v1/x", resource())]))
+    with pytest.raises(StartupError, match=message):
+        Kernel(load_settings(), plugins=[], extra_plugins=[plugin], load_entrypoints=False)
+
+
+def test_cli_lists_plugin_failures_without_a_traceback(tmp_path):
+    env = {"NEURALMIND_HOME": str(tmp_path), "NEURALMIND_PLUGINS": "auth,nosuch", "PATH": ""}
+    proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "openapi"], cwd=ROOT,
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "unknown plugin 'nosuch'" in proc.stderr
