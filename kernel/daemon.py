@@ -84,6 +84,8 @@ def status(home: Path) -> dict[str, Any] | None:
 
 def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     """Start ``neuralmind daemon start --foreground …`` detached; wait until it answers."""
+    Path(home).mkdir(parents=True, exist_ok=True)
+    os.chmod(home, 0o700)
     log = open(Path(home) / "daemon.log", "ab")
     before = read_discovery(home)
     proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", *argv], stdin=subprocess.DEVNULL,

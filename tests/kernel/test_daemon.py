@@ -1,0 +1,52 @@
+"""The local daemon: discovery file, loopback-only bind, start/stop/status from the CLI."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+from tests.support import ROOT, free_port, request
+
+
+def run(home, *args, timeout=90):
+    env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
+           "NEURALMIND_EMBEDDINGS_WARM": "0"}
+    return subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_daemon_start_status_stop(tmp_path):
+    home = tmp_path / "nmhome"
+    port = free_port()
+    started = run(home, "daemon", "start", "--port", str(port))
+    try:
+        assert started.returncode == 0, started.stderr
+        info = json.loads((home / "daemon.json").read_text())
+        assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(home / "daemon.json").st_mode) == 0o600
+        assert {"host", "port", "pid", "version", "started_at", "token"} <= set(info)
+        assert info["host"] == "127.0.0.1" and info["port"] == port
+        assert info["token"] == (home / "token").read_text().strip()
+        health = request(port, "GET", "/v1/health")
+        assert health.status == 200 and health.json["uptime_s"] >= 0
+        assert request(port, "GET", "/v1/projects", token=info["token"]).status == 200
+        status = run(home, "daemon", "status", "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["pid"] == info["pid"]
+        again = run(home, "daemon", "start", "--port", str(port))
+        assert "already running" in again.stdout
+    finally:
+        stopped = run(home, "daemon", "stop")
+    assert "stopped" in stopped.stdout
+    assert not (home / "daemon.json").exists()
+    assert run(home, "daemon", "status").returncode == 1
+
+
+def test_daemon_refuses_a_non_loopback_host(tmp_path):
+    r = run(tmp_path, "daemon", "start", "--host", "0.0.0.0", "--foreground")
+    assert r.returncode == 2 and "server mode" in r.stderr and "neuralmind serve" in r.stderr
+
+
+def test_serve_refuses_remote_bind_without_server_mode(tmp_path):
+    r = run(tmp_path, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert r.returncode == 2 and "server mode" in r.stderr

@@ -1,0 +1,68 @@
+"""The storage helper: pragmas, migrations by schema version, concurrent writers."""
+
+import sqlite3
+import threading
+
+import pytest
+
+from kernel.storage import Database, connect, migrate
+
+V1 = "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL);"
+
+
+def v2(conn):
+    conn.execute("ALTER TABLE notes ADD COLUMN tag TEXT")
+    conn.execute("UPDATE notes SET tag = 'old'")
+
+
+def test_pragmas(tmp_path):
+    conn = connect(tmp_path / "a.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_migrates_an_old_version_database_and_is_idempotent(tmp_path):
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(V1 + "INSERT INTO notes (text) VALUES ('kept'); PRAGMA user_version = 1;")
+    old.close()
+    db = Database(path, [V1, v2])
+    assert db.conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert [tuple(r) for r in db.conn.execute("SELECT text, tag FROM notes")] == [("kept", "old")]
+    assert migrate(db.conn, [V1, v2]) == 2  # running again changes nothing
+    assert db.conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 1
+
+
+def test_failed_step_leaves_the_previous_version(tmp_path):
+    def broken(conn):
+        conn.execute("ALTER TABLE notes ADD COLUMN tag TEXT")
+        raise RuntimeError("half-way")
+
+    db = Database(tmp_path / "b.db", [V1])
+    with pytest.raises(RuntimeError):
+        migrate(db.conn, [V1, broken])
+    assert db.conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    cols = [r[1] for r in db.conn.execute("PRAGMA table_info(notes)")]
+    assert cols == ["id", "text"]
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "c.db"
+    Database(path, [V1])
+    errors = []
+
+    def writer(n):
+        db = Database(path, [V1])  # its own connections, like another process
+        try:
+            for i in range(100):
+                with db.transaction() as conn:
+                    conn.execute("INSERT INTO notes (text) VALUES (?)", (f"{n}-{i}",))
+        except Exception as ex:  # surfaced by the assertion below
+            errors.append(ex)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors
+    assert Database(path, [V1]).conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 800
