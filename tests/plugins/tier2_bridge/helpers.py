@@ -1,0 +1,52 @@
+"""Shared pieces of the tier2 tests: the audit CLI as an operator runs it, and the audit
+trail read straight from its SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from tests.plugins.auth.helpers import cli
+
+PLUGINS = ["auth", "tier2_bridge"]
+
+
+def audit_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """``neuralmind audit …`` with tier2_bridge enabled, as an operator would run it."""
+    return cli(home, "audit", *args, check=False, env={"NEURALMIND_PLUGINS": ",".join(PLUGINS)})
+
+
+def verify(home: Path, *args: str) -> tuple[int, dict]:
+    done = audit_cli(home, "verify", "--home", str(home), "--json", *args)
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def audit_rows(home: Path) -> list[dict]:
+    conn = sqlite3.connect(home / "audit.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM audit ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def kernel_events(home: Path) -> list[dict]:
+    conn = sqlite3.connect(home / "kernel.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM events ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def copy_db(src: Path, dst: Path) -> None:
+    """A consistent copy of a live WAL database (the backup API, not a file copy)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    source, target = sqlite3.connect(src), sqlite3.connect(dst)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
