@@ -1,0 +1,79 @@
+"""The background backfill: embeds new and changed records shortly after they are written,
+so writes never wait for the model and searches rarely have anything left to embed.
+
+Debounced (a burst of writes becomes one pass), batched, and one per project across gunicorn
+workers: a lease row in the project's SQLite, renewed between batches, decides who embeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kernel.errors import APIError
+
+log = logging.getLogger("neuralmind.memory")
+
+
+class Backfiller:
+    def __init__(self, searcher, embedder: Callable[[], Any], settings):
+        self.searcher = searcher
+        self._embedder = embedder
+        self.settings = settings
+        self.owner = f"{os.getpid()}-{id(self):x}"
+        self._due: dict[str, tuple[Any, float]] = {}
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def notify(self, store) -> None:
+        """A write happened in ``store``: embed its changes once writes pause."""
+        with self._cond:
+            self._due[str(store.db.path)] = (store, time.monotonic() + self.settings.backfill_delay_s)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memory-backfill",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _next(self) -> Any | None:
+        with self._cond:
+            while not self._stopped:
+                now = time.monotonic()
+                ready = [k for k, (_, at) in self._due.items() if at <= now]
+                if ready:
+                    return self._due.pop(ready[0])[0]
+                wait = min((at for _, at in self._due.values()), default=now + 3600) - now
+                self._cond.wait(timeout=max(wait, 0.01))
+            return None
+
+    def _run(self) -> None:
+        while (store := self._next()) is not None:
+            try:
+                if self.run_once(store) is None:  # another worker is embedding: look again later
+                    self.notify(store)
+            except APIError as ex:  # no model: semantic search says so when asked
+                log.debug("memory backfill skipped: %s", ex.message)
+            except Exception:
+                log.exception("memory backfill failed for %s", store.db.path)
+
+    def run_once(self, store) -> int | None:
+        """Embed what ``store`` is missing; None when another process holds the lease."""
+        lease = self.settings.backfill_lease_s
+        if not store.lease_backfill(self.owner, time.time(), lease):
+            return None
+        try:
+            embedder = self._embedder()
+            return self.searcher.fill(store, embedder, stop=lambda: self._stopped or not
+                                      store.lease_backfill(self.owner, time.time(), lease))
+        finally:
+            store.release_backfill(self.owner)

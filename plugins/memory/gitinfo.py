@@ -1,0 +1,63 @@
+"""What the memory plugin asks of git: HEAD (read from files, no subprocess on the write
+path) and which files changed since a commit (``git diff``, for the maintenance job only)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def git_dir(root: Path) -> Path | None:
+    """The ``.git`` directory of the repository holding ``root`` (worktrees included)."""
+    for folder in (root, *root.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return dot
+        if dot.is_file():
+            text = dot.read_text(errors="replace").strip()
+            if text.startswith("gitdir:"):
+                target = Path(text[7:].strip())
+                return target if target.is_absolute() else (folder / target).resolve()
+    return None
+
+
+def head(root: Path) -> str:
+    """The commit HEAD names, or "" outside a repository (or on an unborn branch)."""
+    gdir = git_dir(root)
+    if gdir is None:
+        return ""
+    try:
+        ref = (gdir / "HEAD").read_text().strip()
+    except OSError:
+        return ""
+    if not ref.startswith("ref:"):
+        return ref
+    name = ref[4:].strip()
+    common = gdir
+    if (gdir / "commondir").is_file():  # a linked worktree keeps refs in the main .git
+        common = (gdir / (gdir / "commondir").read_text().strip()).resolve()
+    for base in (gdir, common):
+        try:
+            return (base / name).read_text().strip()
+        except OSError:
+            continue
+    try:
+        for line in (common / "packed-refs").read_text().splitlines():
+            sha, _, refname = line.partition(" ")
+            if refname.strip() == name:
+                return sha
+    except OSError:
+        pass
+    return ""
+
+
+def changed_since(root: Path, sha: str) -> set[str] | None:
+    """Project-relative paths changed between ``sha`` and HEAD; None when git cannot say."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "diff", "--name-only", "--relative",
+                              f"{sha}..HEAD"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}

@@ -1,0 +1,65 @@
+"""Hooks of the memory plugin: decision records with history and search, per project.
+
+Kept cheap to import (the CLI loads every plugin on each run): the service, pydantic models
+and numpy are imported on first use.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from kernel.auth import Permission
+from kernel.plugins import hookimpl
+
+_services: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def memories(kernel):
+    """This kernel's :class:`~plugins.memory.service.Memories` (one per process)."""
+    service = _services.get(kernel)
+    if service is None:
+        from plugins.memory.models import MemorySettings
+        from plugins.memory.service import Memories
+        service = _services[kernel] = Memories(kernel, kernel.settings.section("memory",
+                                                                               MemorySettings))
+    return service
+
+
+@hookimpl
+def register_permissions(kernel):
+    return [
+        Permission("memories.read", "Read, list, search and export memories",
+                   ("reader", "builder", "admin")),
+        Permission("memories.write", "Create, amend, invalidate, restore, import memories",
+                   ("builder", "admin")),
+        Permission("memories.delete", "Hard-delete memories (their history is kept)", ("admin",)),
+    ]
+
+
+@hookimpl
+def register_routes(kernel):
+    from plugins.memory.resources import routes
+    return routes(memories(kernel))
+
+
+@hookimpl
+def startup(kernel):
+    memories(kernel)  # a bad [memory] section fails start-up, not the first request
+
+
+@hookimpl
+def shutdown(kernel):
+    service = _services.pop(kernel, None)
+    if service is not None:
+        service.close()
+
+
+@hookimpl
+def query_context(kernel, project, question, hits, budget):
+    return memories(kernel).context(project, hits, budget)
+
+
+@hookimpl
+def register_commands(kernel, subparsers):
+    from plugins.memory.commands import add_commands
+    add_commands(subparsers)

@@ -1,0 +1,134 @@
+"""Pure record rules: building a record from a create body, applying a patch with its diff,
+normalising file paths, the effective status, and the content hash vectors are keyed by."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from kernel.errors import ValidationFailed, validation_details
+
+LOC = tuple[str | int, ...]
+
+
+def today() -> str:
+    """Today's date in UTC, the clock review_by is compared with."""
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+def content_sha(rec: dict[str, Any]) -> str:
+    """What the vector embeds: title + rationale. A change here re-embeds."""
+    return hashlib.sha1(f"{rec['title']}\n{rec['rationale']}".encode()).hexdigest()[:16]
+
+
+def effective_status(rec: dict[str, Any], on: str) -> str:
+    if rec["status"] == "ACTIVE" and rec["review_by"] and rec["review_by"] < on:
+        return "STALE"
+    return rec["status"]
+
+
+def view(rec: dict[str, Any], on: str) -> dict[str, Any]:
+    return {**rec, "effective_status": effective_status(rec, on)}
+
+
+def invalid(loc: LOC, msg: str, kind: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": msg, "type": kind}
+
+
+def fail(errors: list[dict[str, Any]], message: str | None = None) -> ValidationFailed:
+    return ValidationFailed(message, details=validation_details(errors))
+
+
+def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[str, Any]]
+                    ) -> list[str]:
+    """Project-relative POSIX paths, in order, without duplicates; a path outside the project
+    is an error at ``loc + (index,)``."""
+    out: list[str] = []
+    base = str(root)
+    for i, raw in enumerate(files):
+        path = raw.replace("\\", "/")
+        candidates = [os.path.normpath(path)] if not os.path.isabs(path) else [
+            os.path.relpath(os.path.normpath(path), base),
+            os.path.relpath(os.path.realpath(path), base)]
+        rel = next((c for c in candidates if c != "." and c != ".." and not c.startswith("../")),
+                   None)
+        if rel is None:
+            errors.append(invalid((*loc, i), f"{raw} is not inside the project", "path_outside_project"))
+            continue
+        rel = Path(rel).as_posix()
+        if rel not in out:
+            out.append(rel)
+    return out
+
+
+def check_review_by(value: dt.date | None, loc: LOC, errors: list[dict[str, Any]]) -> str | None:
+    if value is None:
+        return None
+    if value.isoformat() < today():
+        errors.append(invalid(loc, "review_by is in the past", "date_in_past"))
+    return value.isoformat()
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = ("body",),
+          errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """A new record from a validated create body (``MemoryIn.model_dump()``)."""
+    rec = {
+        "id": body.get("id") or new_id(),
+        "title": body["title"], "rationale": body["rationale"],
+        "commit_sha": head if body.get("commit_sha") is None else body["commit_sha"],
+        "files_affected": normalise_files(root, body.get("files_affected", []),
+                                          (*loc, "files_affected"), errors),
+        "decision_type": body.get("decision_type", "ARCHITECTURE"),
+        "confidence": body.get("confidence", 1.0), "status": body.get("status", "ACTIVE"),
+        "author": body.get("author"), "agent": body.get("agent"),
+        "session_id": body.get("session_id"),
+        "review_by": check_review_by(body.get("review_by"), (*loc, "review_by"), errors),
+        "evidence": body.get("evidence", []),
+        "rejected_alternatives": body.get("rejected_alternatives", []),
+        "dependency_constraints": body.get("dependency_constraints", []),
+        "tags": _unique(body.get("tags", [])),
+        "created_at": now, "updated_at": now,
+    }
+    return rec
+
+
+def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
+            loc: LOC = ("body",), errors: list[dict[str, Any]]
+            ) -> tuple[dict[str, Any], dict[str, list]]:
+    """``(new record, {field: [old, new]})`` for the fields ``patch`` holds (only set ones)."""
+    new = dict(rec)
+    for field in ("rationale", "confidence"):
+        if patch.get(field) is not None:
+            new[field] = patch[field]
+    if "tags" in patch:
+        new["tags"] = _unique(patch["tags"] or [])
+    if "files_affected" in patch:
+        new["files_affected"] = normalise_files(root, patch["files_affected"] or [],
+                                                (*loc, "files_affected"), errors)
+    if "review_by" in patch:
+        new["review_by"] = check_review_by(patch["review_by"], (*loc, "review_by"), errors)
+    if patch.get("evidence_append"):
+        new["evidence"] = rec["evidence"] + patch["evidence_append"]
+    if patch.get("rejected_append"):
+        new["rejected_alternatives"] = rec["rejected_alternatives"] + patch["rejected_append"]
+    changes = {f: [rec[f], new[f]] for f in new if new[f] != rec[f]}
+    if changes:
+        new["updated_at"] = now
+    return new, changes
+
+
+def tokens(text: str) -> int:
+    """The budget's token estimate: one token per four characters, rounded up."""
+    return (len(text) + 3) // 4

@@ -1,0 +1,229 @@
+"""Keyword, semantic and hybrid search over one project's memories.
+
+Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped, words ORed
+with prefix match). Semantic is brute-force cosine over the stored vectors of title +
+rationale, held per process in a :class:`VectorIndex` that reloads when the store's version
+stamp moves (a write in another worker). Hybrid fuses the two legs with the rule the
+``[memory]`` settings name, then multiplies by ``0.5 + 0.5 × confidence`` so feedback moves
+ranking.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.errors import APIError
+from plugins.memory.models import MemorySettings
+
+STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because
+been before being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers herself him himself his how i if in into is it
+its itself just me more most my myself no nor not now of off on once only or other our ours
+ourselves out over own same she should so some such than that the their theirs them themselves
+then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself yourselves""".split())
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def terms(text: str) -> list[str]:
+    """The query's distinct words, lower-cased, stopwords dropped (all kept if all are stopwords)."""
+    words = list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
+    kept = [w for w in words if w not in STOPWORDS]
+    return kept or words
+
+
+def match_expression(words: list[str], column: str | None = None) -> str:
+    expr = " OR ".join(f'"{w}"*' for w in words)
+    return f"{{{column}}} : ({expr})" if column else expr
+
+
+def confidence_factor(confidence: float) -> float:
+    return 0.5 + 0.5 * confidence
+
+
+def _minmax(scores: list[float]) -> list[float]:
+    lo, hi = min(scores), max(scores)
+    return [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+
+
+def fuse(keyword: list[tuple[str, float]], semantic: list[tuple[str, float]],
+         settings: MemorySettings) -> dict[str, float]:
+    """Fused relevance by id, from two best-first legs of ``(id, score)``."""
+    wk, ws = settings.keyword_weight, 1.0 - settings.keyword_weight
+    fused: dict[str, float] = {}
+    if settings.fusion == "rrf":
+        for weight, leg in ((wk, keyword), (ws, semantic)):
+            for rank, (mid, _) in enumerate(leg, start=1):
+                fused[mid] = fused.get(mid, 0.0) + 2 * weight / (settings.rrf_k + rank)
+        return fused
+    for weight, leg in ((wk, keyword), (ws, semantic)):
+        if leg:
+            for (mid, _), norm in zip(leg, _minmax([s for _, s in leg])):
+                fused[mid] = fused.get(mid, 0.0) + weight * norm
+    return fused
+
+
+@dataclass
+class VectorIndex:
+    """One project's vectors of one model in this process, valid for one store version."""
+
+    version: int
+    model_id: str
+    ids: Any  # numpy array of str
+    matrix: Any  # float32 (n, dim)
+    status: Any
+    review_by: Any
+    confidence: Any
+
+    @classmethod
+    def load(cls, store, version: int, model_id: str, dim: int) -> VectorIndex:
+        import numpy as np
+        rows = store.vectors(model_id)
+        matrix = (np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
+                  .reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
+        return cls(version, model_id, np.array([r["memory_id"] for r in rows], dtype=object),
+                   matrix, np.array([r["status"] for r in rows], dtype="U11"),
+                   np.array([r["review_by"] or "" for r in rows], dtype="U10"),
+                   np.array([r["confidence"] for r in rows], dtype=np.float32))
+
+    def mask(self, filters: dict[str, Any], today: str, allowed: set[str] | None):
+        import numpy as np
+        keep = np.ones(len(self.ids), dtype=bool)
+        status = filters.get("status")
+        if status and status != "ALL":
+            overdue = (self.review_by != "") & (self.review_by < today)
+            effective = np.where((self.status == "ACTIVE") & overdue, "STALE", self.status)
+            keep &= effective == status
+        if filters.get("min_confidence") is not None:
+            keep &= self.confidence >= filters["min_confidence"]
+        if allowed is not None:
+            keep &= np.fromiter((i in allowed for i in self.ids), dtype=bool, count=len(self.ids))
+        return keep
+
+
+# Filters the vector index applies itself; any other needs the store's id set.
+INDEX_FILTERS = frozenset({"status", "min_confidence"})
+
+
+class Searcher:
+    """Search for every project of this process; vector indexes are cached per store path."""
+
+    def __init__(self, settings: MemorySettings, embedder: Callable[[], Any]):
+        self.settings = settings
+        self._embedder = embedder
+        self._indexes: dict[str, VectorIndex] = {}
+        self._lock = threading.Lock()
+
+    def pool(self, limit: int) -> int:
+        return max(self.settings.pool_factor * limit, self.settings.pool_min)
+
+    # -- legs ----------------------------------------------------------------------------
+
+    def keyword(self, store, query: str, filters: dict[str, Any], today: str, n: int,
+                column: str | None = None, exclude: str | None = None
+                ) -> list[tuple[dict[str, Any], float]]:
+        words = terms(query)
+        if not words:
+            return []
+        return store.keyword(match_expression(words, column), words, filters, today, n, exclude)
+
+    def fill(self, store, embedder, batch: int | None = None,
+             stop: Callable[[], bool] = lambda: False) -> int:
+        """Embed every record whose vector is missing or stale, ``batch`` at a time."""
+        size = batch or self.settings.backfill_batch
+        done = 0
+        while not stop():
+            todo = store.missing_vectors(embedder.model_id, size)
+            if not todo:
+                break
+            todo.sort(key=lambda t: len(t[1]))  # similar lengths pad less
+            vectors = embedder.embed([text for _, text, _ in todo])
+            rows = [(mid, vectors[i].astype("float32").tobytes(), sha)
+                    for i, (mid, _, sha) in enumerate(todo)]
+            written = store.put_vectors(embedder.model_id, embedder.dim, rows)
+            done += written
+            if written == 0:  # every record changed under us; the next round picks them up
+                break
+        return done
+
+    def index(self, store, embedder) -> VectorIndex:
+        """The current vectors, embedding what is still missing first (in one pass)."""
+        key = str(store.db.path)
+        version = store.version()
+        cached = self._indexes.get(key)
+        if cached and cached.version == version and cached.model_id == embedder.model_id:
+            return cached
+        with self._lock:
+            cached = self._indexes.get(key)
+            version = store.version()
+            if cached and cached.version == version and cached.model_id == embedder.model_id:
+                return cached
+            if self.fill(store, embedder, batch=256):
+                version = store.version()
+            index = VectorIndex.load(store, version, embedder.model_id, embedder.dim)
+            self._indexes[key] = index
+            return index
+
+    def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
+                 ) -> list[tuple[str, float, float]]:
+        """``(id, cosine, confidence)`` best first; raises Unavailable without a model."""
+        import numpy as np
+        embedder = self._embedder()
+        index = self.index(store, embedder)
+        if not len(index.ids):
+            return []
+        qv = embedder.embed([query])[0].astype(np.float32)
+        scores = index.matrix @ qv
+        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
+        allowed = store.filter_ids(extra, today) if extra else None
+        keep = index.mask(filters, today, allowed)
+        candidates = np.flatnonzero(keep)
+        if not len(candidates):
+            return []
+        sub = scores[candidates]
+        k = min(n, len(candidates))
+        top = np.argpartition(-sub, k - 1)[:k]
+        top = top[np.argsort(-sub[top], kind="stable")]
+        return [(index.ids[candidates[i]], float(sub[i]), float(index.confidence[candidates[i]]))
+                for i in top]
+
+    # -- modes ---------------------------------------------------------------------------
+
+    def search(self, store, query: str, mode: str, filters: dict[str, Any], today: str,
+               limit: int) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
+        """``([(record, score)], notice)``, best first."""
+        if mode == "keyword":
+            return self.keyword(store, query, filters, today, limit), None
+        if mode == "semantic":
+            hits = [h for h in self.semantic(store, query, filters, today, limit)
+                    if h[1] >= self.settings.semantic_floor]
+            records = store.get_many([h[0] for h in hits])
+            return [(records[h[0]], h[1]) for h in hits if h[0] in records], None
+        n = self.pool(limit)
+        kw = self.keyword(store, query, filters, today, n)
+        try:
+            sem = self.semantic(store, query, filters, today, n)
+        except APIError as ex:
+            if ex.code != "semantic_unavailable":
+                raise
+            return kw[:limit], f"semantic search is unavailable ({ex.message}); keyword results only"
+        return self.hybrid(store, kw, sem, limit), None
+
+    def hybrid(self, store, kw: list[tuple[dict[str, Any], float]],
+               sem: list[tuple[str, float, float]], limit: int
+               ) -> list[tuple[dict[str, Any], float]]:
+        kw_ids = {rec["id"] for rec, _ in kw}
+        sem = [h for h in sem if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
+        fused = fuse([(rec["id"], s) for rec, s in kw], [(h[0], h[1]) for h in sem], self.settings)
+        confidence = {h[0]: h[2] for h in sem}
+        confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
+        ranked = sorted(fused, key=lambda mid: -fused[mid] * confidence_factor(confidence[mid]))
+        top = ranked[:limit]
+        records = {rec["id"]: rec for rec, _ in kw}
+        records.update(store.get_many([m for m in top if m not in records]))
+        return [(records[m], round(fused[m] * confidence_factor(confidence[m]), 6))
+                for m in top if m in records]
