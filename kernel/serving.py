@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
 import time
 from typing import Any
 
@@ -31,8 +32,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_tls(settings: Settings) -> None:
+    """A certificate and key that go together and load, checked before gunicorn forks, so a
+    typo is one clear line instead of every worker failing its TLS handshake."""
+    server = settings.server
+    if not (server.tls_cert or server.tls_key):
+        return
+    if not (server.tls_cert and server.tls_key):
+        raise BindError("--tls-cert and --tls-key (tls_cert/tls_key) go together; give both")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(server.tls_cert,
+                                                                            server.tls_key)
+    except (OSError, ssl.SSLError) as ex:
+        raise BindError(f"cannot load the TLS certificate {server.tls_cert} with key "
+                        f"{server.tls_key}: {ex}") from None
+
+
 def check_bind(settings: Settings) -> None:
     server = settings.server
+    check_tls(settings)
     if is_loopback(server.host):
         return
     if not settings.server_mode:

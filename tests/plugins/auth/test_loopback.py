@@ -1,0 +1,72 @@
+"""Loopback mode: the per-user token file, `token show` / `token rotate` against a running
+daemon, and no CORS headers unless origins are configured."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+
+import pytest
+
+from tests.plugins.auth.helpers import cli, events
+from tests.support import Server
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    root = tmp_path_factory.mktemp("loop")
+    server = Server(root / "home", plugins=["auth"], daemon=True, env={"HOME": str(root)}).start()
+    yield server
+    server.stop()
+
+
+def test_token_file_is_private_and_in_the_discovery_file(daemon):
+    home, token = daemon.home, daemon.token
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600
+    deadline = time.monotonic() + 10
+    while json.loads((home / "daemon.json").read_text()).get("token") != token:
+        assert time.monotonic() < deadline, "daemon.json never got the token"
+        time.sleep(0.1)
+    assert cli(home, "token", "show").stdout.strip() == token
+
+
+def test_loopback_actor_holds_every_permission(daemon):
+    me = daemon.get("/v1/auth/whoami").json
+    assert (me["actor"], me["kind"], me["projects"]) == ("local", "loopback", None)
+    assert {"jobs.cancel", "tokens.manage", "projects.paths"} <= set(me["permissions"])
+    assert daemon.get("/v1/auth/whoami", token=daemon.token + "x").status == 401
+    assert daemon.get("/v1/auth/whoami", auth=False,
+                      headers={"Authorization": f"Basic {daemon.token}"}).status == 401
+
+
+def test_rotate_takes_effect_in_the_running_server_within_a_second(daemon):
+    old = daemon.token
+    assert daemon.get("/v1/projects", token=old).status == 200
+    new = cli(daemon.home, "token", "rotate").stdout.strip().splitlines()[-1]
+    rotated_at = time.monotonic()
+    assert new != old and daemon.token == new
+    assert [daemon.get("/v1/projects", token=old).status for _ in range(5)] == [401] * 5
+    assert [daemon.get("/v1/projects", token=new).status for _ in range(5)] == [200] * 5
+    assert time.monotonic() - rotated_at < 1.0
+    assert json.loads((daemon.home / "daemon.json").read_text())["token"] == new
+    assert stat.S_IMODE((daemon.home / "token").stat().st_mode) == 0o600
+    assert events(daemon.home, "token.rotated")[-1]["actor"].startswith("cli:")
+
+
+def test_no_cors_headers_by_default(daemon):
+    pre = daemon.request("OPTIONS", "/v1/projects", auth=False, headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "GET",
+        "Access-Control-Request-Headers": "authorization"})
+    assert not any(h.startswith("access-control-") for h in pre.headers)
+    r = daemon.get("/v1/projects", headers={"Origin": "https://evil.example"})
+    assert r.status == 200 and "access-control-allow-origin" not in r.headers
+
+
+def test_mutating_calls_are_recorded_in_loopback_mode_too(daemon, tmp_path):
+    r = daemon.post("/v1/projects", {"path": str(tmp_path)}, headers={"X-Request-Id": "loop-1"})
+    assert r.status == 201
+    call = next(e for e in events(daemon.home, "api.call") if e["request_id"] == "loop-1")
+    assert (call["actor"], call["project_id"]) == ("local", None)
+    assert call["data"]["status"] == 201 and call["data"]["permission"] == "projects.write"
