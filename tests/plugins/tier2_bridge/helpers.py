@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.plugins.auth.helpers import cli
 
 PLUGINS = ["auth", "tier2_bridge"]
+PROJECTS = 96  # the busy server registers this many projects and removes half
 
 
 def audit_cli(home: Path, *args: str) -> subprocess.CompletedProcess:

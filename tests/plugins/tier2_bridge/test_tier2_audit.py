@@ -5,38 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.tier2_bridge.audit import GENESIS, chain_hash
-from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_cli, audit_rows, copy_db, \
+from tests.plugins.tier2_bridge.helpers import PROJECTS, audit_cli, audit_rows, copy_db, \
     kernel_events, verify
-from tests.support import Server
-
-PROJECTS = 96
-
-
-@pytest.fixture(scope="module")
-def busy(tmp_path_factory):
-    """A 4-worker server after concurrent registrations and removals from 16 clients."""
-    root = tmp_path_factory.mktemp("busy")
-    dirs = [root / "repos" / f"r{i:03d}" for i in range(PROJECTS)]
-    for d in dirs:
-        d.mkdir(parents=True)
-    server = Server(root / "home", plugins=PLUGINS, workers=4).start()
-    try:
-        with ThreadPoolExecutor(16) as pool:
-            created = list(pool.map(lambda d: server.post("/v1/projects", {"path": str(d)}), dirs))
-            assert [r.status for r in created] == [201] * PROJECTS
-            gone = list(pool.map(lambda r: server.delete(f"/v1/projects/{r.json['id']}"),
-                                 created[::2]))
-            assert [r.status for r in gone] == [204] * (PROJECTS // 2)
-        yield server
-    finally:
-        server.stop()
 
 
 def test_concurrent_writers_make_one_chain_with_every_event(busy):
