@@ -37,14 +37,19 @@ def command_group(subparsers, name: str, help: str = "") -> argparse._SubParsers
 
 
 def _plugin_commands(sub) -> None:
-    """Sub-commands plugins add (``register_commands``); a config error leaves them out."""
+    """Sub-commands plugins add (``register_commands``). A plugin that fails to load leaves
+    out only its own commands (the server reports it at start-up); a config error, all."""
     from kernel.plugins import PluginError, make_plugin_manager
     try:
         names = load_settings().kernel.plugins
-        pm = make_plugin_manager(names)
-    except (ConfigError, PluginError):
+    except ConfigError:
         return
-    pm.hook.register_commands(kernel=None, subparsers=sub)
+    for name in names:
+        try:
+            pm = make_plugin_manager([name])
+        except PluginError:
+            continue
+        pm.hook.register_commands(kernel=None, subparsers=sub)
 
 
 def main(argv: list[str] | None = None) -> int:

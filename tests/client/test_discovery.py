@@ -1,0 +1,97 @@
+"""How the client finds the server: arguments, then NEURALMIND_API_URL/TOKEN, then the
+daemon's discovery file, then $NEURALMIND_HOME/token; autostart; what happens when nothing
+answers; and why importing the client is free."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from neuralmind.client import DaemonNotRunning, NeuralMindClient, Unauthorized
+from tests.client.conftest import Daemon
+from tests.support import ROOT, free_port
+
+
+def test_discovery_file_gives_url_and_token(daemon, monkeypatch):
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
+    monkeypatch.setenv("NEURALMIND_HOME", str(daemon.home))
+    info = daemon.info
+    assert info["url"] == daemon.url and info["token"] == daemon.token
+    nm = NeuralMindClient()
+    assert (nm.url, nm.token) == (daemon.url, daemon.token)
+    assert nm.projects.page().items is not None
+
+
+def test_token_file_when_discovery_has_none(daemon, tmp_path, monkeypatch):
+    home = tmp_path / "other"
+    home.mkdir()
+    (home / "daemon.json").write_text(json.dumps({"url": daemon.url}))
+    (home / "token").write_text(daemon.token + "\n")
+    nm = NeuralMindClient(home=home)
+    assert nm.token == daemon.token
+    assert nm.health()["status"] == "ok" and nm.projects.page() is not None
+
+
+def test_environment_overrides_discovery(daemon, tmp_path, monkeypatch):
+    home = tmp_path / "stale"
+    home.mkdir()
+    (home / "daemon.json").write_text(json.dumps({"url": f"http://127.0.0.1:{free_port()}",
+                                                  "token": "nm_stale"}))
+    monkeypatch.setenv("NEURALMIND_HOME", str(home))
+    monkeypatch.setenv("NEURALMIND_API_URL", daemon.url + "/")
+    monkeypatch.setenv("NEURALMIND_API_TOKEN", daemon.token)
+    nm = NeuralMindClient()
+    assert (nm.url, nm.token) == (daemon.url, daemon.token)
+    assert list(nm.projects.list()) is not None
+    monkeypatch.setenv("NEURALMIND_API_TOKEN", "nm_wrong")
+    with pytest.raises(Unauthorized):
+        NeuralMindClient().projects.page()
+    explicit = NeuralMindClient(daemon.url, token=daemon.token)  # arguments beat the environment
+    assert explicit.projects.page() is not None
+
+
+def test_no_daemon_is_a_friendly_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    nm = NeuralMindClient(home=tmp_path)
+    with pytest.raises(DaemonNotRunning, match="neuralmind daemon start"):
+        nm.health()
+    dead = NeuralMindClient(f"http://127.0.0.1:{free_port()}", token="x")
+    with pytest.raises(DaemonNotRunning, match="cannot reach"):
+        dead.health()
+
+
+def test_cli_says_how_to_start_a_daemon(tmp_path):
+    d = Daemon(tmp_path)
+    proc = d.run("project", "list")
+    assert proc.returncode == 1
+    assert "neuralmind daemon start" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_autostart_runs_the_daemon(tmp_path, monkeypatch):
+    d = Daemon(tmp_path, plugins=["auth"])
+    for key, value in d.env.items():
+        if key.startswith("NEURALMIND"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    try:
+        nm = NeuralMindClient(autostart=True)
+        assert nm.url == d.url and nm.token == d.token
+        assert nm.health()["status"] == "ok"
+        assert NeuralMindClient(autostart=True).url == d.url  # running: not started twice
+        assert d.info["pid"] == json.loads((d.home / "daemon.json").read_text())["pid"]
+    finally:
+        d.stop()
+    assert not (d.home / "daemon.json").exists()
+
+
+def test_import_pulls_in_no_third_party_package():
+    code = ("import sys, neuralmind.client; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'pydantic', 'falcon', 'pluggy', 'kernel', 'numpy', 'gunicorn'}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

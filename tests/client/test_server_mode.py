@@ -1,0 +1,77 @@
+"""The client against a server-mode server (loopback bind, tokens file, config projects):
+projects by alias, 403 for a reader's write, 429 with retry_after from the rate limit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from neuralmind.client import Forbidden, NeuralMindClient, NotFound, RateLimited
+from tests.support import ROOT, Server
+
+CONFIG = """
+[kernel]
+plugins = ["auth"]
+[server]
+allow_remote = true
+host = "127.0.0.1"
+[auth.rate_limits.builder]
+rate = 0.1
+burst = 2
+[[projects]]
+id = "api"
+path = "{path}"
+"""
+
+
+def _token(home, config, role: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "neuralmind.cli", "token", "create", "--actor",
+                          f"{role}-user", "--role", role, "--json", "--config", str(config)],
+                         cwd=ROOT, env={**server_env(home)}, capture_output=True, text=True,
+                         check=True).stdout
+    return json.loads(out)["token"]
+
+
+def server_env(home) -> dict:
+    import os
+    env = {**os.environ, "NEURALMIND_HOME": str(home)}
+    for key in ("NEURALMIND_CONFIG", "NEURALMIND_PLUGINS", "NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
+        env.pop(key, None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    base = tmp_path_factory.mktemp("team")
+    (base / "api").mkdir()
+    server = Server(base / "home", config=CONFIG.format(path=base / "api"), plugins=["auth"])
+    config = server.home / "config.toml"
+    tokens = {role: _token(server.home, config, role) for role in ("reader", "builder")}
+    with server:
+        yield f"http://127.0.0.1:{server.port}", tokens
+
+
+def test_project_by_alias_and_reader_limits(team):
+    url, tokens = team
+    nm = NeuralMindClient(url, token=tokens["reader"])
+    api = nm.project("api")
+    assert api.id == "api" and api.info.path is None  # a reader never sees paths
+    with pytest.raises(Forbidden):
+        api.remove()
+    with pytest.raises(Forbidden) as info:
+        nm.projects.add(ROOT)
+    assert info.value.code in ("registration_disabled", "forbidden")
+    with pytest.raises(NotFound):
+        nm.project("nope")
+
+
+def test_rate_limit_raises_with_retry_after(team):
+    url, tokens = team
+    nm = NeuralMindClient(url, token=tokens["builder"])
+    with pytest.raises(RateLimited) as info:
+        for _ in range(10):
+            nm.projects.get("api")
+    assert info.value.status == 429 and info.value.retry_after >= 1
