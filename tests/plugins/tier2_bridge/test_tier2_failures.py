@@ -1,0 +1,55 @@
+"""A failure inside tier2_bridge never fails the request that triggered the event: a corrupt
+``audit.db`` or an append that fails costs the audit (logged), and the trail catches up."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_rows, kernel_events, verify
+from tests.support import Server
+
+BOOBY_TRAP = ("CREATE TRIGGER injected_failure BEFORE INSERT ON audit "
+              "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+
+
+def register_many(server, root, names) -> None:
+    for name in names:
+        (root / name).mkdir()
+        r = server.post("/v1/projects", {"path": str(root / name)})
+        assert r.status == 201, r.body
+
+
+def test_a_corrupt_audit_db_costs_the_audit_not_the_server(tmp_path):
+    server = Server(tmp_path / "home", plugins=PLUGINS, workers=2)
+    (server.home / "audit.db").write_bytes(b"this is not a database " * 200)
+    with server.start():
+        register_many(server, tmp_path, ["a", "b", "c"])
+        assert len(server.get("/v1/projects").json["items"]) == 3
+        r = server.get("/v1/admin/audit")
+        assert r.status == 503 and r.error["code"] == "audit_unavailable"
+        assert "tmp" not in r.error["message"]  # no filesystem detail leaks to clients
+        assert "not yet in" in server.output()
+    code, _ = verify(server.home)
+    assert code == 1
+
+
+def test_failed_appends_never_fail_requests_and_are_caught_up(tmp_path):
+    with Server(tmp_path / "home", plugins=PLUGINS, workers=2) as server:
+        register_many(server, tmp_path, ["a", "b"])
+        assert len(audit_rows(server.home)) == 4
+        conn = sqlite3.connect(server.home / "audit.db", isolation_level=None)
+        try:
+            conn.execute(BOOBY_TRAP)
+            register_many(server, tmp_path, ["c", "d", "e"])
+            assert len(audit_rows(server.home)) == 4  # every append failed …
+            assert "injected failure" in server.output()
+            conn.execute("DROP TRIGGER injected_failure")
+        finally:
+            conn.close()
+        register_many(server, tmp_path, ["f"])
+        # … and the first append that works copies everything it missed, in order
+        rows, events = audit_rows(server.home), kernel_events(server.home)
+        assert len(events) == 12
+        assert [(r["action"], r["request_id"]) for r in rows] == \
+            [(e["kind"], e["request_id"]) for e in events]
+        assert verify(server.home)[0] == 0
