@@ -1,0 +1,158 @@
+"""Seat checks in server mode, with tokens made by ``neuralmind token create``: N actors on N
+seats is fine, the N+1th logs a warning and emits ``seats.exceeded`` exactly once across 4
+workers; the licence is re-read when it changes, and a bad one is a warning, never a crash."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from plugins.tier2_bridge.seats import read_license
+from tests.plugins.auth.helpers import create_token, server_config
+from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_rows, kernel_events
+from tests.support import Server
+
+SEATS = 3
+
+
+def ago(days: float) -> str:
+    return (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("seats")
+    licence = root / "license.json"
+    licence.write_text(json.dumps({"licensee": "Acme", "seats": SEATS, "expires": "2099-12-31"}))
+    server = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
+                    plugins=PLUGINS, workers=4, env={"NEURALMIND_LICENSE_PATH": str(licence),
+                                                     "HOME": str(root)})
+    config = server.home / "config.toml"
+    tokens = {actor: create_token(server.home, config, actor, role)["token"]
+              for actor, role in [("admin", "admin"), ("alice", "reader"), ("bob", "builder"),
+                                  ("carol", "reader"), ("dave", "reader")]}
+    server.start()
+    try:
+        yield server, tokens, licence
+    finally:
+        server.stop()
+
+
+def seats(server, tokens) -> dict:
+    r = server.get("/v1/admin/seats", token=tokens["admin"])
+    assert r.status == 200, r.body
+    return r.json
+
+
+def exceeded_events(server) -> list[dict]:
+    return [e for e in kernel_events(server.home) if e["kind"] == "seats.exceeded"]
+
+
+def test_seats_are_counted_at_the_boundary(team):
+    server, tokens, _ = team
+    for actor in ("admin", "alice", "bob"):
+        for _ in range(8):  # enough to reach every worker
+            assert server.get("/v1/projects", token=tokens[actor]).status == 200
+    status = seats(server, tokens)
+    assert status == {"seats": SEATS, "active_actors": SEATS, "exceeded": False,
+                      "licensee": "Acme", "expires": "2099-12-31", "license_error": None,
+                      "window_days": 30}
+    assert exceeded_events(server) == []
+
+    assert server.get("/v1/projects", token=tokens["carol"]).status == 200
+    status = seats(server, tokens)
+    assert (status["active_actors"], status["exceeded"]) == (SEATS + 1, True)
+    for _ in range(8):
+        for actor in ("admin", "alice", "bob", "carol"):
+            assert server.get("/v1/projects", token=tokens[actor]).status == 200
+    events = exceeded_events(server)
+    assert len(events) == 1  # once per transition, not per request or per worker
+    assert json.loads(events[0]["data"]) == {"seats": SEATS, "active_actors": SEATS + 1,
+                                             "exceeded": True, "licensee": "Acme",
+                                             "expires": "2099-12-31"}
+    assert "exceed the 3 seats licensed to Acme" in server.output()
+    assert [r["action"] for r in audit_rows(server.home)].count("seats.exceeded") == 1
+
+
+def test_only_actors_of_the_last_30_days_count(team):
+    server, tokens, _ = team
+    before = seats(server, tokens)["active_actors"]
+    conn = sqlite3.connect(server.home / "seats.db")
+    try:
+        with conn:
+            conn.execute("INSERT INTO seen VALUES ('long-gone', ?)", (ago(30.01),))
+            conn.execute("INSERT INTO seen VALUES ('recent', ?)", (ago(29.99),))
+    finally:
+        conn.close()
+    assert seats(server, tokens)["active_actors"] == before + 1
+
+
+def test_a_changed_licence_is_read_without_a_restart(team):
+    server, tokens, licence = team
+    licence.write_text(json.dumps({"licensee": "Acme Corp", "seats": 50}))
+    status = seats(server, tokens)
+    assert (status["seats"], status["exceeded"], status["licensee"], status["expires"]) == \
+        (50, False, "Acme Corp", None)
+    licence.write_text("{not json")
+    status = seats(server, tokens)
+    assert (status["seats"], status["exceeded"], status["licensee"]) == (None, False, None)
+    assert "not readable JSON" in status["license_error"]
+    licence.unlink()
+    status = seats(server, tokens)
+    assert status["seats"] is None and status["exceeded"] is False
+    assert status["license_error"].startswith("no licence file at")
+    assert "seat checks are off" in server.output()
+
+
+def test_a_broken_seat_ledger_never_fails_a_request(team):
+    server, tokens, _ = team
+    conn = sqlite3.connect(server.home / "seats.db", isolation_level=None)
+    try:
+        conn.execute("CREATE TRIGGER injected BEFORE INSERT ON seen "
+                     "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+        assert server.get("/v1/projects", token=tokens["dave"]).status == 200
+        assert "could not note actor dave" in server.output()
+        assert seats(server, tokens)["active_actors"] >= 4
+    finally:
+        conn.execute("DROP TRIGGER injected")
+        conn.close()
+
+
+def test_the_seat_routes_are_for_admins(team):
+    server, tokens, _ = team
+    for actor in ("alice", "bob"):
+        for path in ("/v1/admin/seats", "/v1/admin/audit"):
+            r = server.get(path, token=tokens[actor])
+            assert r.status == 403 and r.error["code"] == "forbidden"
+    assert server.get("/v1/admin/audit", token=tokens["admin"]).status == 200
+
+
+def test_the_loopback_user_is_not_a_seat(busy):
+    r = busy.get("/v1/admin/seats")
+    assert r.json["active_actors"] == 0 and r.json["exceeded"] is False
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('{"licensee": "A", "seats": 0}', "`seats` must be a whole number"),
+    ('{"licensee": "A", "seats": "3"}', "`seats` must be a whole number"),
+    ('{"licensee": "A", "seats": true}', "`seats` must be a whole number"),
+    ('{"seats": 3}', "`licensee` must be a non-empty string"),
+    ('{"licensee": " ", "seats": 3}', "`licensee` must be a non-empty string"),
+    ('{"licensee": "A", "seats": 3, "expires": "soon"}', "`expires` must be an ISO date"),
+    ('[1, 2]', "not a JSON object"),
+    ('', "not readable JSON"),
+])
+def test_an_invalid_licence_is_a_problem_not_a_crash(tmp_path, content, problem):
+    path = tmp_path / "license.json"
+    path.write_text(content)
+    lic = read_license(path)
+    assert lic.seats is None and problem in lic.problem
+
+
+def test_a_licence_that_is_not_utf8_is_a_problem(tmp_path):
+    path = tmp_path / "license.json"
+    path.write_bytes(b"\xff\xfe{")
+    assert "not readable JSON" in read_license(path).problem
