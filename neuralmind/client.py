@@ -31,6 +31,7 @@ QUERY_TIMEOUT = 120.0
 BUILD_TIMEOUT = 600.0
 RETRIES = 3
 BACKOFF_S = 0.25
+JSONL = "application/x-ndjson"
 PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -364,7 +365,7 @@ class NeuralMindClient:
         with resp:
             return _Response(resp.status, hdr, resp.read())
 
-    def request(self, method: str, path: str, *, json_body: Any = None,
+    def request(self, method: str, path: str, *, json_body: Any = None, data: bytes | None = None,
                 params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
                 timeout: float | None = None, idempotent: bool | None = None) -> _Response:
         """One call; an error envelope raises its ``NeuralMindAPIError`` subclass.
@@ -374,7 +375,7 @@ class NeuralMindClient:
         if params:
             path += "?" + urllib.parse.urlencode(
                 [(k, v) for k, v in _flat(params)], doseq=False)
-        body = json.dumps(json_body).encode() if json_body is not None else None
+        body = json.dumps(json_body).encode() if json_body is not None else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
         attempts = RETRIES + 1 if retry else 1
         for attempt in range(attempts):
@@ -746,7 +747,7 @@ class Memories:
     def export(self) -> Iterator[dict[str, Any]]:
         """Every record with its history, one dict per JSONL line, streamed."""
         resp = self._nm._send("GET", self._url("export"), stream=True,
-                              headers={"Accept": "application/x-ndjson"})
+                              headers={"Accept": JSONL})
         if isinstance(resp, _Response):
             raise _api_error(resp.status, resp.body, resp.headers)
 
@@ -757,7 +758,13 @@ class Memories:
                         yield json.loads(line)
         return lines()
 
-    def import_(self, records: Iterable[dict[str, Any]], mode: str = "skip") -> dict[str, Any]:
-        """Load what ``export`` produced; ``mode`` skip keeps existing ids, overwrite replaces."""
-        return self._nm._json("POST", self._url("import"),
-                              json_body={"mode": mode, "records": list(records)})
+    def import_(self, lines: Iterable[dict[str, Any]] | bytes | str, mode: str = "skip"
+                ) -> dict[str, Any]:
+        """Load what ``export`` produced (its dicts, or the JSONL text), all or nothing;
+        ``mode`` skip keeps records whose id exists, overwrite replaces them."""
+        if isinstance(lines, str):
+            lines = lines.encode()
+        body = lines if isinstance(lines, bytes) else \
+            "".join(json.dumps(line) + "\n" for line in lines).encode()
+        return self._nm._json("POST", self._url("import"), data=body, params={"mode": mode},
+                              headers={"Content-Type": JSONL})

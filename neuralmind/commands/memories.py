@@ -103,10 +103,12 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    source = sys.stdin if args.file == "-" else open(args.file)
-    with source:
-        records = [json.loads(line) for line in source if line.strip()]
-    result = project(args).memories.import_(records, mode=args.mode)
+    if args.file == "-":
+        body = sys.stdin.buffer.read()
+    else:
+        with open(args.file, "rb") as fh:
+            body = fh.read()
+    result = project(args).memories.import_(body, mode=args.mode)
     return emit(args, result, text=", ".join(f"{k} {v}" for k, v in result.items()))
 
 

@@ -28,9 +28,13 @@ class ProgressBar:
         frac = min(1.0, done / total)
         bar = "#" * int(frac * self.WIDTH)
         elapsed = time.monotonic() - self.started
-        eta = "" if job.finished or not done else \
-            f" · ETA {max(0, elapsed / done * (total - done)):.0f}s"
-        return (f"[{bar.ljust(self.WIDTH, '-')}] {done}/{total} files · {nodes} nodes"
+        if job.finished or not done:
+            eta = ""
+        elif done >= total:
+            eta = " · embedding"
+        else:
+            eta = f" · ETA {max(0, elapsed / done * (total - done)):.0f}s"
+        return (f"[{bar.ljust(self.WIDTH, '-')}] {done}/{total} files · {nodes} nodes embedded"
                 f" · {elapsed:.0f}s{eta}")
 
     def __call__(self, job: Job) -> None:

@@ -82,23 +82,22 @@ def _job_summary(job: Job) -> str:
     if job.status != "done":
         error = job.error or {}
         return f"build {job.status}: {error.get('message', '')} [{error.get('code', job.status)}]"
-    result = job.result if isinstance(job.result, dict) else {}
-    shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.items()
-                      if isinstance(v, (int, float, str)) and not isinstance(v, bool))
-    return f"build done: {shown}" if shown else "build done"
+    r = job.result if isinstance(job.result, dict) else {}
+    if "nodes" not in r:
+        return "build done"
+    seconds = r.get("duration_ms", 0) / 1000
+    return (f"indexed {r.get('files')} files, {r['nodes']} nodes, {r.get('edges')} edges "
+            f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
+            f"{r.get('chunks_embedded')} embedded)")
 
 
 def _incremental_note(job: Job, was_built: bool) -> str:
-    result = job.result if isinstance(job.result, dict) else {}
-    if not was_built and not result.get("incremental"):
+    r = job.result if isinstance(job.result, dict) else {}
+    if not was_built:
         return "first build: every file was indexed"
-    changed = next((result[k] for k in ("files_changed", "files_parsed", "files_indexed")
-                    if k in result), None)
-    deleted = result.get("files_deleted", result.get("files_removed"))
-    parts = [f"{changed} changed file(s) re-indexed" if changed is not None else None,
-             f"{deleted} deleted" if deleted else None]
-    detail = "; ".join(p for p in parts if p)
-    return "incremental build: only changed files were re-indexed" + (f" ({detail})" if detail else "")
+    return (f"incremental build: {r.get('files_changed', '?')} of {r.get('files_total', '?')} "
+            f"files changed since the last build, {r.get('files_deleted', 0)} deleted; "
+            "only those were re-indexed")
 
 
 def cmd_up(args) -> int:
@@ -146,10 +145,11 @@ def cmd_up(args) -> int:
 
 
 def _built(handle) -> bool:
-    """Whether the project had an index before this build (from the plugins' status)."""
-    status = handle.info.status or {}
-    index = status.get("index", status)
-    return bool(isinstance(index, dict) and (index.get("built") or index.get("built_at")))
+    """Whether the project had an index before this build."""
+    try:
+        return bool(handle.stats().get("built"))
+    except NotFound:
+        return False
 
 
 def add_commands(sub) -> None:

@@ -1,0 +1,110 @@
+"""The `neuralmind` client commands against the real daemon: tables by default, --json for
+scripts, exit codes 0/1/2, and the project taken from the repository around the cwd."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neuralmind.cli import main
+from tests.client.conftest import git_repo, needs
+
+
+@pytest.fixture
+def cli(daemon, monkeypatch, capsys, tmp_path):
+    """Run ``neuralmind ARGS`` in-process, in the daemon's environment, inside a repository."""
+    for key, value in daemon.env.items():
+        if key.startswith("NEURALMIND"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
+    repo = git_repo(tmp_path / "work", {"app.py": "def main():\n    return 1\n"})
+    (repo / "pkg").mkdir()
+    monkeypatch.chdir(repo / "pkg")  # a sub-directory: the repository is still the project
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as ex:
+            code = ex.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    run.repo = repo
+    return run
+
+
+def test_project_commands(cli):
+    code, out, _ = cli("project", "add", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["path"] == str(cli.repo)
+    code, out, _ = cli("project", "list")
+    assert code == 0 and out.splitlines()[0].split()[:2] == ["ID", "NAME"] and info["id"] in out
+    code, out, _ = cli("project", "show")
+    assert code == 0 and f"id" in out and info["id"] in out
+    code, out, _ = cli("project", "show", "--project", info["id"], "--json")
+    assert json.loads(out)["path"] == str(cli.repo)
+    code, out, _ = cli("project", "remove", "--project", info["id"])
+    assert code == 0 and "unregistered" in out
+
+
+def test_api_error_exits_1_with_code_and_request_id(cli):
+    code, out, err = cli("project", "show", "--project", "p_000000000000")
+    assert code == 1 and out == ""
+    assert "project_not_found" in err and "request " in err and "Traceback" not in err
+
+
+def test_usage_error_exits_2(cli):
+    code, _, err = cli("memory", "feedback", "x")
+    assert code == 2 and "--helpful" in err
+
+
+def test_memory_commands(cli, daemon):
+    needs(daemon, "/v1/projects/{project_id}/memories")
+    code, out, _ = cli("memory", "add", "Use WAL", "-r", "readers never block", "--file",
+                       str(cli.repo / "app.py"), "--tag", "db", "--json")
+    assert code == 0
+    mem = json.loads(out)
+    mid = mem["id"]
+    assert mem["files_affected"] == ["app.py"]
+    code, out, _ = cli("memory", "show", mid)
+    assert code == 0 and "readers never block" in out
+    code, out, _ = cli("memory", "list")
+    assert code == 0 and mid in out and "TITLE" in out.splitlines()[0]
+    code, out, _ = cli("memory", "search", "wal", "--mode", "keyword", "--json")
+    assert [r["id"] for r in json.loads(out)] == [mid]
+    code, out, _ = cli("memory", "edit", mid, "--rationale", "readers and writers coexist",
+                       "--if-match", mem["updated_at"])
+    assert code == 0 and "coexist" in out
+    code, _, err = cli("memory", "edit", mid, "--confidence", "0.5", "--if-match", mem["updated_at"])
+    assert code == 1 and "412" in err
+    assert cli("memory", "invalidate", mid, "--reason", "moved to postgres")[0] == 0
+    code, out, _ = cli("memory", "list", "--status", "INVALIDATED", "--json")
+    assert [m["id"] for m in json.loads(out)] == [mid]
+    assert cli("memory", "restore", mid)[0] == 0
+    code, out, _ = cli("memory", "feedback", mid, "--helpful")
+    assert code == 0 and "confidence" in out
+    code, out, _ = cli("memory", "history", mid, "--json")
+    assert [e["kind"] for e in json.loads(out)] == ["created", "amended", "invalidated",
+                                                    "restored", "feedback"]
+    export = cli.repo / "export.jsonl"
+    assert cli("memory", "export", "-o", str(export))[0] == 0
+    assert json.loads(export.read_text().splitlines()[0])["memory"]["id"] == mid
+    code, out, _ = cli("memory", "delete", mid)
+    assert code == 0 and "deleted" in out
+    code, _, err = cli("memory", "show", mid)
+    assert code == 1 and "memory_not_found" in err
+    code, out, _ = cli("memory", "import", str(export), "--json")
+    assert code == 0 and json.loads(out)["created"] == 1
+    assert cli("memory", "show", mid)[0] == 0
+
+
+def test_cli_as_a_subprocess(daemon, tmp_path):
+    repo = git_repo(tmp_path / "sub", {"x.py": "x = 1\n"})
+    proc = daemon.run("project", "add", "--json", cwd=repo)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["path"] == str(repo)
+    status = daemon.run("daemon", "status", "--json")
+    assert json.loads(status.stdout)["url"] == daemon.url and "token" not in status.stdout

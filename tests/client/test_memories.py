@@ -1,0 +1,104 @@
+"""Every memory verb of the client against a real daemon with the memory plugin, its error
+paths, export → import, and paging through 500 memories."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuralmind.client import Conflict, Memory, NotFound, Page, ValidationFailed
+from tests.client.conftest import git_repo, needs
+
+
+@pytest.fixture(scope="module")
+def repo(daemon, tmp_path_factory):
+    needs(daemon, "/v1/projects/{project_id}/memories")
+    root = git_repo(tmp_path_factory.mktemp("mem") / "repo",
+                    {"store.py": "def save():\n    pass\n", "README.md": "# demo\n"})
+    return daemon.client().project(root)
+
+
+def test_add_get_and_duplicates(repo):
+    first = repo.memories.add("Use SQLite WAL for the store", "Readers never block the writer.",
+                              files_affected=["store.py"], tags=["storage"], decision_type="config")
+    assert isinstance(first, Memory) and first.id
+    assert (first.status, first.decision_type, first.files_affected) == ("ACTIVE", "CONFIG", ["store.py"])
+    assert len(first.commit_sha) == 40  # HEAD of the repository
+    again = repo.memories.add("Use SQLite WAL mode", "Same idea, said twice.", files_affected=["store.py"])
+    assert first.id in [d["id"] for d in again.possible_duplicates]
+    got = repo.memories.get(first.id)
+    assert got.title == first.title and got.raw["effective_status"] == "ACTIVE"
+
+
+def test_errors(repo):
+    made = repo.memories.add("Pin falcon below 5", "Its API changes.", id="pin-falcon")
+    with pytest.raises(Conflict) as dup:
+        repo.memories.add("again", "same id", id="pin-falcon")
+    assert dup.value.status == 409
+    with pytest.raises(ValidationFailed) as bad:
+        repo.memories.add("t", "r", decision_type="NOPE")
+    assert bad.value.status == 422 and bad.value.details["errors"]
+    with pytest.raises(Conflict) as stale:
+        repo.memories.update(made.id, if_match="2000-01-01T00:00:00.000Z", rationale="late")
+    assert stale.value.status == 412
+    with pytest.raises(NotFound) as missing:
+        repo.memories.get("no-such-memory")
+    assert missing.value.code == "memory_not_found"
+
+
+def test_lifecycle_history_and_feedback(repo):
+    m = repo.memories.add("Cache vectors per process", "Workers share nothing in memory.")
+    edited = repo.memories.update(m.id, if_match=m.updated_at, rationale="Workers share SQLite only.",
+                                  tags=["perf"], evidence_append=["bench/memory.py"])
+    assert edited.rationale == "Workers share SQLite only." and edited.evidence == ["bench/memory.py"]
+    assert repo.memories.invalidate(m.id, "superseded").status == "INVALIDATED"
+    assert repo.memories.restore(m.id).status == "ACTIVE"
+    down = repo.memories.feedback(m.id, helpful=False, note="misleading")
+    assert down.confidence < 1.0
+    kinds = [e["kind"] for e in repo.memories.history(m.id)]
+    assert kinds == ["created", "amended", "invalidated", "restored", "feedback"]
+    amended = list(repo.memories.history(m.id))[1]
+    assert amended["changes"]["rationale"] == ["Workers share nothing in memory.",
+                                               "Workers share SQLite only."]
+    repo.memories.delete(m.id)
+    with pytest.raises(NotFound):
+        repo.memories.get(m.id)
+    with pytest.raises(NotFound):
+        repo.memories.delete(m.id)
+
+
+def test_search_and_filters(repo):
+    repo.memories.add("Retry only idempotent requests", "A write must never land twice.",
+                      tags=["client"], decision_type="BUGFIX")
+    hits = repo.memories.search("idempotent retry", mode="keyword")
+    assert hits and hits[0].title == "Retry only idempotent requests" and hits[0].score is not None
+    assert [m.title for m in repo.memories.list(tag="client")] == ["Retry only idempotent requests"]
+    assert all(m.decision_type == "BUGFIX" for m in repo.memories.list(type="BUGFIX"))
+    assert repo.memories.search("zzzqqq nothing like it", mode="keyword") == []
+
+
+def test_export_import_round_trip(repo, daemon, tmp_path):
+    exported = list(repo.memories.export())
+    assert exported and {"memory", "history"} <= set(exported[0])
+    other = daemon.client().project(git_repo(tmp_path / "copy", {"a.py": "x = 1\n"}))
+    result = other.memories.import_(exported)
+    assert result["created"] == len(exported)
+    assert [line["memory"] for line in other.memories.export()] == [l["memory"] for l in exported]
+    assert other.memories.import_(exported)["skipped"] == len(exported)
+
+
+def test_batch_and_paging_through_500(daemon, tmp_path):
+    needs(daemon, "/v1/projects/{project_id}/memories/batch")
+    p = daemon.client().project(git_repo(tmp_path / "many", {"m.py": "pass\n"}))
+    result = p.memories.batch([{"op": "create", "title": f"decision {i}", "rationale": f"why {i}"}
+                               for i in range(500)])
+    assert len(result["items"]) == 500
+    first = p.memories.page(limit=50)
+    assert isinstance(first, Page) and len(first.items) == 50 and first.next_cursor
+    ids = [m.id for m in p.memories.list()]
+    assert len(ids) == 500 == len(set(ids))
+    assert set(ids) == {item["id"] for item in result["items"]}
+    with pytest.raises(ValidationFailed) as bad:  # all or nothing
+        p.memories.batch([{"op": "create", "title": "ok", "rationale": "ok"},
+                          {"op": "create", "title": ""}])
+    assert "1" in str(bad.value.details)
+    assert sum(1 for _ in p.memories.list()) == 500
