@@ -72,10 +72,17 @@ class Operation:
     responses: dict[int, Any] = field(default_factory=dict)
     media_type: str = "application/json"
     include_in_schema: bool = True
+    method: str = ""  # set when the kernel mounts the responder
 
     @property
     def public(self) -> bool:
         return self.permission is None
+
+    @property
+    def mutating(self) -> bool:
+        """Whether the call can change state: not GET/HEAD, and not a ``*.read`` permission
+        (a search sent as POST reads). The audit records only mutating calls."""
+        return self.method not in ("get", "head") and not (self.permission or "").endswith(".read")
 
 
 def operation(*, permission: str | None, body: type[BaseModel] | None = None,

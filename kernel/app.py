@@ -3,6 +3,7 @@ embedder, and builds the Falcon app every plugin's routes are mounted on."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -186,6 +187,7 @@ class Kernel:
                 raise StartupError(f"{where} has no @operation declaration")
             if op.permission is not None and op.permission not in self.permissions:
                 raise StartupError(f"{where} names unknown permission {op.permission!r}")
+            op = dataclasses.replace(op, method=method)
             setattr(bound, f"on_{method}", self._wrap(handler, op))
             op_id = f"{method}_{type(resource).__name__}" + (f"_{suffix}" if suffix else "")
             self.routes.append((uri, method, op, op_id))

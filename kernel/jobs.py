@@ -115,7 +115,16 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
+def accepted(resp: falcon.Response, job: Job) -> JobAccepted:
+    """Answer 202 with ``Location`` for a job that runs on after the response."""
+    resp.status = 202
+    resp.location = f"/v1/jobs/{job.id}"
+    return JobAccepted(job=job)
+
+
 class Jobs:
+    accepted = staticmethod(accepted)
+
     def __init__(self, db):
         self.db = db
 
@@ -228,10 +237,3 @@ def _alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def accepted(resp: falcon.Response, job: Job) -> JobAccepted:
-    """Answer 202 with ``Location`` for a job that runs on after the response."""
-    resp.status = 202
-    resp.location = f"/v1/jobs/{job.id}"
-    return JobAccepted(job=job)

@@ -128,3 +128,36 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
         "components": {"schemas": dict(sorted(schemas.defs.items())),
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The route reference of ``docs/http-api.md``, rendered from the document itself."""
+    by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            by_tag.setdefault(op["tags"][0], []).append((path, method, op))
+    lines = []
+    for tag in sorted(by_tag):
+        lines += [f"### {tag}", ""]
+        for path, method, op in by_tag[tag]:
+            perm = op.get("x-permission") or "public"
+            lines.append(f"#### `{method.upper()} {path}`")
+            lines.append(f"{op['summary']}. Permission: `{perm}`.")
+            params = [p for p in op.get("parameters", []) if p["in"] == "query"]
+            if params:
+                lines.append("Query: " + ", ".join(
+                    f"`{p['name']}`" + ("" if not p["required"] else " (required)") for p in params) + ".")
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            if "$ref" in body.get("schema", {}):
+                lines.append(f"Body: `{body['schema']['$ref'].rsplit('/', 1)[1]}`.")
+            ok = []
+            for status, r in op["responses"].items():
+                if not status.startswith("2"):
+                    continue
+                media = r.get("content", {})
+                schema = next(iter(media.values()), {}).get("schema", {}) if media else {}
+                name = schema.get("$ref", "").rsplit("/", 1)[-1] or next(iter(media), "no body")
+                ok.append(f"{status} `{name}`")
+            lines.append("Success: " + ", ".join(ok) + ".")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
