@@ -1,0 +1,184 @@
+"""One build: walk → compare with the stored file states → parse what changed → embed
+the texts that have no vector yet → write files, nodes, edges and FTS rows in one
+transaction, so a cancelled or failed build leaves the previous index whole.
+
+Vectors are keyed by the hash of the text they embed, so unchanged functions, identical
+texts and renamed files cost no model time; vectors already computed by a cancelled build
+are kept and reused by the next one."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kernel.errors import Unavailable
+from kernel.projects import now_iso
+from plugins.index import chunker, tokens
+from plugins.index.ignore import RuleSet
+from plugins.index.search import fts_text
+from plugins.index.store import FileRow, IndexStore
+from plugins.index.walker import FileEntry, select, walk
+
+BINARY_SNIFF = 8192
+
+
+def git_head(root: str) -> str | None:
+    """The commit HEAD names, read from ``.git`` (no subprocess): loose ref, then packed-refs."""
+    git = os.path.join(root, ".git")
+    try:
+        head = open(os.path.join(git, "HEAD"), encoding="utf-8").read().strip()
+        if not head.startswith("ref: "):
+            return head or None
+        ref = head[5:]
+        try:
+            return open(os.path.join(git, ref), encoding="utf-8").read().strip() or None
+        except OSError:
+            for line in open(os.path.join(git, "packed-refs"), encoding="utf-8"):
+                sha, _, name = line.strip().partition(" ")
+                if name == ref:
+                    return sha
+    except OSError:
+        return None
+    return None
+
+
+def read_text(path: str) -> tuple[bytes, str] | None:
+    """The file's bytes and text, or None for a binary or non-UTF-8 file."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if b"\0" in data[:BINARY_SNIFF]:
+        return None
+    try:
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def file_row(entry: FileEntry, data: bytes, text: str, settings,
+             texts: dict[str, str]) -> FileRow:
+    """A parsed file as rows; its embed texts are added to ``texts`` by hash."""
+    parsed = chunker.parse(entry.path, text)
+    file_type = chunker.file_type_of(parsed.language)
+    rows, seen = [], {}
+    for node in parsed.nodes:
+        key = f"{entry.path}\0{node.kind}\0{node.qualname}"
+        seen[key] = seen.get(key, -1) + 1
+        embed = chunker.embed_text(node.kind, node.qualname, node.text, node.docstring,
+                                   node.whole, settings.embed_chars, node.signature,
+                                   settings.embed_mode)
+        digest = hashlib.sha1(embed.encode()).hexdigest() if embed else None
+        if embed:
+            texts[digest] = embed
+        rows.append({
+            "id": "n_" + hashlib.sha1(f"{key}\0{seen[key]}".encode()).hexdigest()[:16],
+            "path": entry.path, "kind": node.kind, "name": node.name, "qualname": node.qualname,
+            "signature": node.signature, "docstring": node.docstring, "line": node.line,
+            "end_line": node.end_line, "language": parsed.language, "file_type": file_type,
+            "parent": node.parent, "whole": int(node.whole), "text": node.text,
+            "embed_hash": digest,
+            "label": fts_text(f"{node.qualname} {node.signature}"),
+            "body": fts_text(f"{node.docstring}\n{node.text}"),
+        })
+    edges = [(e.src, e.kind, e.target) for e in parsed.edges]
+    return FileRow(entry.path, parsed.language, file_type, entry.size, entry.mtime_ns,
+                   hashlib.sha1(data).hexdigest(), text.count("\n") + 1, tokens.count(text),
+                   rows, edges)
+
+
+class Build:
+    """Runs one build for a project. ``check`` raises to cancel; ``progress`` reports."""
+
+    def __init__(self, kernel, project, store: IndexStore, rules: RuleSet, settings,
+                 check: Callable[[], None] = lambda: None,
+                 progress: Callable[..., None] = lambda **_: None):
+        self.kernel, self.project, self.store, self.rules = kernel, project, store, rules
+        self.settings, self.check, self.progress = settings, check, progress
+
+    def run(self, *, full: bool = False, paths: set[str] | None = None) -> dict[str, Any]:
+        started = time.perf_counter()
+        root = str(self.project.path)
+        if paths is None:
+            entries, gone = walk(root, self.rules, self.check), None
+        else:
+            entries, gone = select(root, self.rules, paths)
+        known = self.store.file_states()
+        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0)
+        changed: list[FileRow] = []
+        touched, seen, skipped, texts = [], set(), 0, {}
+        for done, entry in enumerate(entries, start=1):
+            if done % 100 == 0:
+                self.check()
+                self.progress(files_done=done)
+            old = known.get(entry.path)
+            if not full and old and old[:2] == (entry.size, entry.mtime_ns):
+                seen.add(entry.path)
+                continue
+            content = read_text(os.path.join(root, entry.path))
+            if content is None:
+                skipped += 1
+                continue
+            seen.add(entry.path)
+            data, text = content
+            if not full and old and old[2] == hashlib.sha1(data).hexdigest():
+                touched.append((entry.path, entry.size, entry.mtime_ns))
+                continue
+            changed.append(file_row(entry, data, text, self.settings, texts))
+        self.progress(files_done=len(entries))
+        if gone is None:
+            deleted = [p for p in known if p not in seen]
+        else:
+            deleted = [p for p in known if p in gone or (p in paths and p not in seen)]
+        embedded, reused, model_id = self._embed(texts)
+        head = git_head(root)
+        meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": tokens.NAME}
+        if model_id:
+            meta["model_id"] = model_id
+        self.store.apply(changed, deleted, touched, meta, now_iso())
+        if paths is None:
+            self.store.drop_orphan_vectors()
+        stats = self.store.stats()
+        per = stats["languages"].values()
+        return {
+            "files_total": len(entries), "files_changed": len(changed),
+            "files_deleted": len(deleted), "files_skipped": skipped,
+            "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),
+            "edges": sum(v["edges"] for v in per), "chunks_embedded": embedded,
+            "vectors_reused": reused, "semantic": model_id is not None, "full": full,
+            "built_head": head, "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+
+    def _embed(self, texts: dict[str, str]) -> tuple[int, int, str | None]:
+        """Vectors for every text that has none (new ones, and nodes indexed while no model
+        was available); ``(embedded, reused, model_id)``, model_id None without a model."""
+        try:
+            embedder = self.kernel.embedder
+            model_id = embedder.model_id
+        except Unavailable:
+            return 0, 0, None
+        if self.store.meta().get("model_id", model_id) != model_id:
+            self.store.forget_vectors()  # never mix two models' vectors in one index
+        for row in self.store.unembedded():
+            text = chunker.embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
+                                      bool(row["whole"]), self.settings.embed_chars,
+                                      row["signature"], self.settings.embed_mode)
+            if text:
+                texts[row["embed_hash"]] = text
+        missing = sorted(self.store.missing_vectors(texts), key=lambda h: len(texts[h]))
+        batch, done = self.settings.embed_batch, 0
+        for start in range(0, len(missing), batch):
+            self.check()
+            keys = missing[start:start + batch]
+            try:
+                vectors = embedder.embed([texts[k] for k in keys])
+            except Unavailable:
+                return done, len(texts) - len(missing), None
+            self.store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
+            done += len(keys)
+            self.progress(chunks_embedded=done)
+        return done, len(texts) - len(missing), model_id

@@ -1,0 +1,153 @@
+"""Files → symbol nodes and edges. Nodes are symbols (module, class, function, method,
+Markdown section), not fixed windows, so a search hit names something a reader can open.
+
+Python goes through the standard ``ast``; JavaScript/TypeScript, Go, Rust and Java through
+tree-sitter grammars from their installed wheels; Markdown headings become sections; every
+other text file is one whole-file node.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+LANGUAGES = {
+    ".py": "python", ".pyi": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".rs": "rust", ".java": "java",
+    ".md": "markdown", ".markdown": "markdown",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp",
+    ".rb": "ruby", ".php": "php", ".kt": "kotlin", ".swift": "swift", ".scala": "scala",
+    ".sh": "shell", ".bash": "shell", ".sql": "sql", ".html": "html", ".css": "css",
+    ".rst": "rst", ".txt": "text", ".json": "json", ".yaml": "yaml", ".yml": "yaml",
+    ".toml": "toml", ".ini": "ini", ".cfg": "ini", ".xml": "xml",
+}
+DOCS = {"markdown", "rst", "text"}
+CONFIG = {"json", "yaml", "toml", "ini", "xml"}
+MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
+
+
+@dataclass
+class Node:
+    kind: str  # module | class | function | method | section | file
+    name: str
+    qualname: str
+    line: int
+    end_line: int
+    signature: str = ""
+    docstring: str = ""
+    text: str = ""
+    parent: int | None = None  # index of the enclosing node in the same file
+    whole: bool = False  # the text is the full span, not the residual around child nodes
+
+
+@dataclass
+class Edge:
+    src: int  # index of the node the edge leaves
+    kind: str  # contains | imports | calls | inherits
+    target: str  # the name it points at (resolved by name at query time)
+
+
+@dataclass
+class Parsed:
+    language: str
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+
+    def add(self, node: Node) -> int:
+        self.nodes.append(node)
+        index = len(self.nodes) - 1
+        if node.parent is not None:
+            self.edges.append(Edge(node.parent, "contains", node.qualname))
+        return index
+
+
+def language_of(path: str) -> str:
+    name = os.path.basename(path).lower()
+    if name in ("dockerfile", "makefile"):
+        return name
+    return LANGUAGES.get(os.path.splitext(name)[1], "text")
+
+
+def file_type_of(language: str) -> str:
+    if language in DOCS:
+        return "docs"
+    if language in CONFIG:
+        return "config"
+    return "code"
+
+
+def module_name(path: str) -> str:
+    """``pkg/sub/mod.py`` → ``pkg.sub.mod``; a package's ``__init__`` is the package."""
+    stem = os.path.splitext(path)[0].replace("\\", "/")
+    if stem.endswith("/__init__"):
+        stem = stem[: -len("/__init__")]
+    return stem.replace("/", ".") or path
+
+
+def parse(path: str, source: str) -> Parsed:
+    """Nodes and edges of one file; a file its parser cannot read becomes one whole-file node."""
+    language = language_of(path)
+    parsed = None
+    if language == "python":
+        from plugins.index.parse_python import parse_python
+        parsed = parse_python(source, module_name(path))
+    elif language == "markdown":
+        from plugins.index.parse_markdown import parse_markdown
+        parsed = parse_markdown(source, path)
+    else:
+        from plugins.index import parse_treesitter
+        if language in parse_treesitter.SPECS:
+            parsed = parse_treesitter.parse(language, source, module_name(path))
+    if parsed is None:
+        parsed = Parsed(language)
+        lines = source.count("\n") + 1
+        parsed.add(Node("file", os.path.basename(path), path, 1, lines, whole=True))
+    fill_text(parsed, source.splitlines())
+    return parsed
+
+
+def fill_text(parsed: Parsed, lines: list[str]) -> None:
+    """Each node's text: functions keep their whole span; a module, class or section keeps
+    what its children do not cover, with each child folded to its first line, so the class
+    reads as header + docstring + method signatures and no code is indexed twice."""
+    children: dict[int, list[Node]] = {}
+    for node in parsed.nodes:
+        if node.parent is not None:
+            children.setdefault(node.parent, []).append(node)
+    for index, node in enumerate(parsed.nodes):
+        span = range(node.line - 1, min(node.end_line, len(lines)))
+        node.whole = node.whole or index not in children
+        if node.whole:
+            text = "\n".join(lines[i] for i in span)
+        else:
+            folded: dict[int, int] = {}
+            for child in children[index]:
+                folded[child.line - 1] = child.end_line - 1
+            out, i = [], span.start
+            while i < span.stop:
+                out.append(lines[i])
+                i = folded[i] + 1 if i in folded and folded[i] > i else i + 1
+            text = "\n".join(out)
+        node.text = text[:MAX_NODE_CHARS]
+
+
+def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
+               max_chars: int, signature: str = "", mode: str = "code") -> str | None:
+    """What a node's vector is made of: kind, name and its own code, cut at ``max_chars``.
+
+    The whole function retrieves better than a metadata line (CoSQA dev, docs/index.md); the
+    file path is left out so a renamed file re-embeds nothing. A module without a docstring
+    that has child nodes adds nothing its children do not say, so it gets no vector.
+    ``mode="metadata"`` embeds the signature and docstring instead (faster, weaker; kept
+    to measure the difference).
+    """
+    if kind == "module" and not docstring and not whole:
+        return None
+    if mode == "metadata":
+        return f"{kind} {qualname} {signature} {docstring}".strip()[:max_chars]
+    body = text.strip()
+    if not body:
+        return None
+    return f"{kind} {qualname}\n{body}"[:max_chars]

@@ -1,0 +1,23 @@
+"""CLI commands of the index plugin: ``neuralmind eval code``."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    from neuralmind.cli import command_group
+    parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
+        "code", help="CoSQA code search: MRR@10 and recall@1/5/10 per mode")
+    parser.add_argument("--dataset", required=True, help="folder with code_idx_map.txt and "
+                        "cosqa-retrieval-<split>-500.json")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--embed-chars", type=int, default=None,
+                        help="override [index] embed_chars (what each vector embeds)")
+    parser.add_argument("--workdir", help="keep the throwaway project here (reruns reuse its "
+                        "vectors); default a temporary folder removed afterwards")
+    parser.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    from plugins.index.eval import main
+    return main(args)

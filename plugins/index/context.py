@@ -1,0 +1,190 @@
+"""The L0–L3 context a query answers with, packed into a token budget.
+
+L0 identity (name, README description, languages, size) · L1 summary (the main modules and
+what they hold) · L2 on demand (the hits' enclosing classes, callers, callees, and what other
+plugins add through ``query_context``) · L3 search (the best snippets with file:line).
+Layers are filled in that order, so when the budget runs out L3 is cut first, then L2, then
+L1; L0 is small by construction and always present."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from plugins.index import tokens
+
+L0_MAX = 160
+L1_MAX = 600
+L2_MAX = 1200
+SNIPPET_MAX = 700  # tokens per L3 snippet
+MIN_PIECE = 24  # a cut shorter than this is dropped rather than shown
+HEADERS = {"L0": "## Project", "L1": "## Layout", "L2": "## Related", "L3": "## Search results"}
+
+
+@dataclass
+class Layer:
+    name: str
+    cap: int
+    items: list[str] = field(default_factory=list)
+    sep: str = "\n\n"  # between items
+
+
+def _cut(text: str, max_tokens: int) -> str:
+    """``text`` shortened to at most ``max_tokens`` (the estimate's 4 characters each)."""
+    if tokens.count(text) <= max_tokens:
+        return text
+    return text[: max(0, max_tokens * 4 - 2)].rstrip() + " …"
+
+
+def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[str]]:
+    """Join the layers within ``budget``: whole items while they fit, the first that does not
+    cut to what is left, the rest dropped. Each layer's count includes its header and the
+    blank line after it, so the layer counts add up to the total exactly."""
+    remaining, parts, counts, used = budget, [], {}, []
+    for layer in layers:
+        room = min(layer.cap, remaining)
+        header = HEADERS[layer.name] + "\n"
+        spent, pieces = tokens.count(header), []
+        for item in layer.items:
+            piece = item + layer.sep
+            cost = tokens.count(piece)
+            if spent + cost > room:
+                left = room - spent - 1
+                if left >= MIN_PIECE or (layer.name == "L0" and left > 0):
+                    piece = _cut(item, left) + layer.sep
+                    pieces.append(piece)
+                    spent += tokens.count(piece)
+                break
+            pieces.append(piece)
+            spent += cost
+        if not pieces:
+            counts[layer.name.lower()] = 0
+            continue
+        text = header + "".join(pieces)
+        counts[layer.name.lower()] = tokens.count(text)
+        remaining -= counts[layer.name.lower()]
+        parts.append(text)
+        used.append(layer.name)
+    return "".join(parts).rstrip() + "\n", counts, used
+
+
+# -- L0 and L1, cached per index version --------------------------------------------------
+
+_cache: dict[tuple[str, int], tuple[list[str], list[str]]] = {}
+_lock = threading.Lock()
+
+
+def readme_description(root: str) -> str:
+    """The first prose paragraph of the README (headings, badges and HTML skipped)."""
+    for name in ("README.md", "README.rst", "README.txt", "README", "readme.md"):
+        try:
+            text = open(os.path.join(root, name), encoding="utf-8", errors="replace").read(20_000)
+        except OSError:
+            continue
+        para: list[str] = []
+        for line in text.splitlines():
+            s = line.strip()
+            if not s:
+                if para:
+                    break
+                continue
+            if s.startswith(("#", "![", "[![", "<", "=", "-", "..", ":")):
+                if para:
+                    break
+                continue
+            para.append(s)
+        return " ".join(para)[:300]
+    return ""
+
+
+def identity(project, store) -> list[str]:
+    files = store.files()
+    langs = Counter()
+    for f in files:
+        langs[f["language"]] += f["lines"]
+    size = sum(f["tokens"] for f in files)
+    nodes = sum(v["nodes"] for v in store.stats()["languages"].values())
+    lines = [f"{project.name}: {readme_description(str(project.path)) or 'no README description'}",
+             "Languages: " + ", ".join(f"{lang} ({n:,} lines)" for lang, n in langs.most_common(6)),
+             f"Size: {len(files):,} files, {nodes:,} symbols, ~{size:,} tokens"]
+    return ["\n".join(lines)]
+
+
+def summary(store) -> list[str]:
+    """One line per module, the most imported and largest first: what each one holds."""
+    imported = store.import_counts()
+    rows = store.nodes_by_kind(("module", "class", "function"))
+    modules: dict[str, dict] = {}
+    held: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "module":
+            modules[r["path"]] = r
+        elif "." not in r["qualname"]:
+            held[r["path"]].append(r["qualname"])
+
+    def weight(path: str) -> float:
+        name = modules[path]["qualname"]
+        short = name.rsplit(".", 1)[-1]
+        return imported.get(name, 0) * 3 + imported.get(short, 0) + len(held[path]) / 5
+
+    items = []
+    for path in sorted(modules, key=lambda p: (-weight(p), p)):
+        doc = (modules[path]["docstring"] or "").strip().split("\n")[0][:120]
+        names = held[path][:8]
+        line = f"- {path}" + (f": {doc}" if doc else "")
+        if names:
+            more = len(held[path]) - len(names)
+            line += f" [{', '.join(names)}{f', +{more}' if more > 0 else ''}]"
+        items.append(line)
+    return items
+
+
+def static_layers(project, store, key: str) -> tuple[list[str], list[str]]:
+    version = store.version()
+    cached = _cache.get((key, version))
+    if cached is None:
+        with _lock:
+            cached = _cache[(key, version)] = (identity(project, store), summary(store))
+    return cached
+
+
+# -- L2 and L3 ------------------------------------------------------------------------------
+
+def _where(row) -> str:
+    return f"{row['path']}:{row['line']}"
+
+
+def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
+    """For the top hits: the enclosing class, who calls it, what it calls."""
+    items, seen = [], set()
+    for row in hit_rows[:limit]:
+        parts = []
+        if row["parent"] is not None:
+            parent = store.nodes([row["parent"]]).get(row["parent"])
+            if parent is not None and parent["kind"] == "class":
+                doc = parent["docstring"].split("\n")[0][:160]
+                parts.append(f"in {parent['signature'] or parent['qualname']} ({_where(parent)})"
+                             + (f": {doc}" if doc else ""))
+        callers = [c for c in store.callers(row["name"], 6) if c["nid"] != row["nid"]]
+        if callers:
+            parts.append("called by: " + ", ".join(f"{c['qualname']} ({_where(c)})"
+                                                   for c in callers[:5]))
+        callees = store.defined(store.edges_from(row["nid"], "calls"), 8)
+        if callees:
+            parts.append("calls: " + "; ".join(f"{c['signature'] or c['qualname']} ({_where(c)})"
+                                               for c in callees[:6]))
+        if parts and row["nid"] not in seen:
+            seen.add(row["nid"])
+            items.append(f"{row['qualname']} ({_where(row)})\n  " + "\n  ".join(parts))
+    return items
+
+
+def snippets(hit_rows: list) -> list[str]:
+    out = []
+    for row in hit_rows:
+        lang = row["language"] if row["file_type"] == "code" else ""
+        body = _cut(row["text"], SNIPPET_MAX)
+        out.append(f"### {_where(row)} {row['qualname']} ({row['kind']})\n```{lang}\n{body}\n```")
+    return out

@@ -1,0 +1,110 @@
+"""``neuralmind eval code``: CoSQA code search through the real index.
+
+Each CoSQA function becomes a file of a throwaway project, which is built (walk, parse,
+embed) and searched exactly as the routes do; a hit counts for the file it sits in.
+Prints MRR@10 and recall@1/5/10 per mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MODES = ("keyword", "semantic", "hybrid")
+
+
+def _load(dataset: Path, split: str):
+    corpus = json.loads((dataset / "code_idx_map.txt").read_text())
+    queries = json.loads((dataset / f"cosqa-retrieval-{split}-500.json").read_text())
+    return corpus, [(q["doc"], int(q["retrieval_idx"])) for q in queries]
+
+
+def _write_corpus(root: Path, corpus: dict[str, int]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for code, idx in corpus.items():
+        path = root / f"f{idx}.py"
+        if not path.exists() or path.read_text() != code:
+            path.write_text(code)
+
+
+def score(ranks: list[int | None]) -> dict[str, float]:
+    n = len(ranks) or 1
+    return {"mrr@10": round(sum(1 / r for r in ranks if r and r <= 10) / n, 4),
+            **{f"recall@{k}": round(sum(1 for r in ranks if r and r <= k) / n, 4)
+               for k in (1, 5, 10)}}
+
+
+def main(args) -> int:
+    dataset = Path(args.dataset)
+    try:
+        corpus, queries = _load(dataset, args.split)
+    except (OSError, ValueError, KeyError) as ex:
+        print(f"neuralmind: cannot read the CoSQA set in {dataset}: {ex}", file=sys.stderr)
+        return 2
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="nm-eval-code-"))
+    try:
+        return _evaluate(args, work, corpus, queries)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _evaluate(args, work: Path, corpus, queries) -> int:
+    os.environ["NEURALMIND_EMBEDDINGS_WARM"] = "0"
+    os.environ["NEURALMIND_HOME"] = str(work / "home")
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    from kernel.errors import APIError
+    from plugins.index import plugin, search
+    _write_corpus(work / "cosqa", corpus)
+    kernel = Kernel(load_settings(), plugins=["index"], load_entrypoints=False)
+    service = plugin._service(kernel)
+    if args.embed_chars:
+        service.settings = service.settings.model_copy(update={"embed_chars": args.embed_chars})
+    project, _ = kernel.projects.register(str(work / "cosqa"))
+    started = time.perf_counter()
+    built = service.run_build(project, trigger="eval")
+    build_s = time.perf_counter() - started
+    store, key = service.store(project), service.db_path(project)
+    paths = {row["nid"]: row["path"] for row in store.db.conn.execute("SELECT nid, path FROM nodes")}
+    report = {"dataset": "cosqa", "split": args.split, "queries": len(queries),
+              "corpus": len(corpus), "embed_chars": service.settings.embed_chars,
+              "embed_mode": service.settings.embed_mode,
+              "keyword_weight": service.settings.keyword_weight,
+              "build_s": round(build_s, 2), "chunks_embedded": built["chunks_embedded"],
+              "modes": {}}
+    for mode in MODES:
+        ranks, t0 = [], time.perf_counter()
+        try:
+            for text, gold in queries:
+                ranked, _ = search.search(kernel, store, key, text, 50, mode, None,
+                                          service.settings.keyword_weight)
+                files: list[str] = []
+                for nid, _ in ranked:
+                    if paths[nid] not in files:
+                        files.append(paths[nid])
+                want = f"f{gold}.py"
+                ranks.append(files.index(want) + 1 if want in files else None)
+        except APIError as ex:
+            report["modes"][mode] = {"error": ex.message}
+            continue
+        report["modes"][mode] = {**score(ranks), "ms_per_query": round(
+            (time.perf_counter() - t0) * 1000 / max(1, len(queries)), 2)}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"CoSQA {args.split}: {len(queries)} queries over {len(corpus)} functions; "
+              f"embed {report['embed_mode']} ≤ {report['embed_chars']} chars; build "
+              f"{report['build_s']} s ({report['chunks_embedded']} embedded)")
+        print(f"{'mode':<10}{'MRR@10':>8}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'ms/q':>8}")
+        for mode, m in report["modes"].items():
+            if "error" in m:
+                print(f"{mode:<10} unavailable: {m['error']}")
+            else:
+                print(f"{mode:<10}{m['mrr@10']:>8.3f}{m['recall@1']:>8.3f}{m['recall@5']:>8.3f}"
+                      f"{m['recall@10']:>8.3f}{m['ms_per_query']:>8.2f}")
+    return 0

@@ -1,0 +1,174 @@
+"""What the walker leaves out: protected system rules, the project's own rules (peer 004's
+types), every ``.gitignore`` on the way down, and a file-size cap — each able to say which
+rule matched, so ``POST …/ignore-rules/test`` can explain itself."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import asdict, dataclass
+
+RULE_TYPES = ("path", "folder_name", "file_name", "extension", "pattern", "max_file_size",
+              "hidden_files")
+DEFAULT_MAX_FILE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    type: str
+    value: str
+    enabled: bool = True
+    reason: str = ""
+    protected: bool = False
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    def public(self) -> dict:
+        return asdict(self)
+
+
+def system_rules(max_file_bytes: int) -> list[Rule]:
+    """Never indexed, listed for transparency, never changed through the API."""
+    def rule(rid: str, type_: str, value: str, reason: str) -> Rule:
+        return Rule(f"sys_{rid}", type_, value, True, reason, protected=True)
+    return [
+        rule("git", "folder_name", ".git", "version-control internals"),
+        rule("state", "folder_name", ".neuralmind", "NeuralMind's own state"),
+        rule("env", "file_name", ".env", "secrets"),
+        rule("env_any", "pattern", ".env.*", "secrets"),
+        rule("pem", "extension", ".pem", "keys and certificates"),
+        rule("key", "extension", ".key", "private keys"),
+        rule("p12", "extension", ".p12", "keystores"),
+        rule("ssh", "pattern", "id_rsa*", "SSH keys"),
+        rule("ssh_ed", "pattern", "id_ed25519*", "SSH keys"),
+        rule("ssh_ec", "pattern", "id_ecdsa*", "SSH keys"),
+        rule("node_modules", "folder_name", "node_modules", "installed dependencies"),
+        rule("pycache", "folder_name", "__pycache__", "bytecode"),
+        rule("venv", "folder_name", ".venv", "virtual environments"),
+        rule("size", "max_file_size", str(max_file_bytes), "file-size cap ([index] max_file_bytes)"),
+    ]
+
+
+def normalise_value(type_: str, value: str) -> str:
+    """A rule value in the form the matcher uses; ValueError says what is wrong with it."""
+    value = value.strip()
+    if not value:
+        raise ValueError("value must not be empty")
+    if type_ == "max_file_size":
+        if not value.isdigit() or int(value) <= 0:
+            raise ValueError("max_file_size takes a positive number of bytes")
+        return str(int(value))
+    if type_ == "hidden_files":
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError("hidden_files takes true or false")
+        return "true" if value.lower() in ("true", "1", "yes") else "false"
+    if type_ == "extension":
+        return "." + value.lower().lstrip(".")
+    if type_ in ("folder_name", "file_name") and "/" in value:
+        raise ValueError(f"{type_} is one name, without '/'")
+    if type_ == "path":
+        norm = posixpath.normpath(value.replace("\\", "/")).strip("/")
+        if value.startswith("/") or norm.startswith("..") or norm == ".":
+            raise ValueError("path is relative to the project root and stays inside it")
+        return norm
+    if type_ == "pattern":
+        from pathspec import GitIgnoreSpec
+        try:
+            GitIgnoreSpec.from_lines([value])
+        except Exception as ex:  # pathspec raises several types for a malformed glob
+            raise ValueError(f"not a gitignore-style pattern: {ex}") from None
+    return value
+
+
+class RuleSet:
+    """The enabled rules compiled for fast checks on every path the walker meets."""
+
+    def __init__(self, rules: list[Rule]):
+        from pathspec import GitIgnoreSpec
+        self.rules = [r for r in rules if r.enabled]
+        self._patterns = [(r, GitIgnoreSpec.from_lines([r.value])) for r in self.rules
+                          if r.type == "pattern"]
+        sizes = [r for r in self.rules if r.type == "max_file_size"]
+        self._size = min(sizes, key=lambda r: int(r.value)) if sizes else None
+        self._hidden = next((r for r in self.rules
+                             if r.type == "hidden_files" and r.value == "true"), None)
+
+    def match(self, rel: str, is_dir: bool, size: int | None = None) -> Rule | None:
+        """The first rule that leaves out ``rel`` (a project-relative POSIX path)."""
+        parts = rel.split("/")
+        name = parts[-1]
+        for r in self.rules:
+            t = r.type
+            if t == "path" and (rel == r.value or rel.startswith(r.value + "/")):
+                return r
+            if t == "folder_name" and (name == r.value if is_dir else r.value in parts[:-1]):
+                return r
+            if t == "file_name" and not is_dir and name == r.value:
+                return r
+            if t == "extension" and not is_dir and name.lower().endswith(r.value):
+                return r
+        for r, spec in self._patterns:
+            if spec.match_file(rel + "/" if is_dir else rel):
+                return r
+        if self._hidden and any(p.startswith(".") for p in parts):
+            return self._hidden
+        if self._size and size is not None and not is_dir and size > int(self._size.value):
+            return self._size
+        return None
+
+
+    def match_path(self, rel: str, size: int | None = None, is_dir: bool = False) -> Rule | None:
+        """As ``match``, also when one of the path's parent folders is what is ruled out."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            rule = self.match("/".join(parts[:depth]), True)
+            if rule is not None:
+                return rule
+        return self.match(rel, is_dir, size)
+
+
+class GitIgnores:
+    """Every ``.gitignore`` from the root down, read once per walk; deeper files win, as in git."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self._specs: dict[str, object] = {}
+
+    def _spec(self, dir_rel: str):
+        if dir_rel not in self._specs:
+            path = os.path.join(self.root, dir_rel, ".gitignore")
+            spec = None
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    from pathspec import GitIgnoreSpec
+                    spec = GitIgnoreSpec.from_lines(fh.read().splitlines())
+            except OSError:
+                pass
+            self._specs[dir_rel] = spec
+        return self._specs[dir_rel]
+
+    def match(self, rel: str, is_dir: bool) -> str | None:
+        """The deciding ``.gitignore`` line for ``rel`` if it ignores it, else None."""
+        parts = rel.split("/")
+        verdict = None
+        for depth in range(len(parts)):
+            dir_rel = "/".join(parts[:depth])
+            spec = self._spec(dir_rel)
+            if spec is None:
+                continue
+            sub = "/".join(parts[depth:]) + ("/" if is_dir else "")
+            result = spec.check_file(sub)
+            if result.include is not None:
+                where = f"{dir_rel}/.gitignore" if dir_rel else ".gitignore"
+                verdict = f"{where}: {spec.patterns[result.index].pattern}" if result.include else None
+        return verdict
+
+    def match_with_parents(self, rel: str, is_dir: bool) -> str | None:
+        """As ``match``, also when a parent directory is what is ignored."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            hit = self.match("/".join(parts[:depth]), True)
+            if hit:
+                return hit
+        return self.match(rel, is_dir)

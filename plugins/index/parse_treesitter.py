@@ -1,0 +1,207 @@
+"""JavaScript, TypeScript, Go, Rust and Java through tree-sitter.
+
+Grammars come compiled inside their PyPI wheels (``tree-sitter-python`` & co.); nothing is
+fetched at run time (``tree-sitter-language-pack`` would download them, so it is not used).
+One walker serves every language; a ``Spec`` names each grammar's node types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from plugins.index.chunker import Edge, Node, Parsed
+
+
+@dataclass(frozen=True)
+class Spec:
+    module: str  # the wheel's module, e.g. ``tree_sitter_go``
+    function: str  # its function returning the grammar pointer
+    classes: frozenset[str]  # container node types → class nodes
+    functions: frozenset[str]  # function/method node types
+    imports: frozenset[str]
+    calls: frozenset[str]
+    heritage: frozenset[str] = frozenset()  # children of a class that name its bases
+    comments: frozenset[str] = frozenset({"comment"})
+    declarators: frozenset[str] = frozenset()  # `const f = () => …` holders
+    name_fields: tuple[str, ...] = ("name",)
+    extra: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def _s(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_JS = dict(classes=_s("class_declaration", "class", "abstract_class_declaration",
+                      "interface_declaration"),
+           functions=_s("function_declaration", "generator_function_declaration",
+                        "method_definition", "method_signature", "abstract_method_signature"),
+           imports=_s("import_statement"), calls=_s("call_expression", "new_expression"),
+           heritage=_s("class_heritage", "extends_clause", "implements_clause",
+                       "extends_type_clause"),
+           declarators=_s("variable_declarator"))
+
+SPECS: dict[str, Spec] = {
+    "javascript": Spec("tree_sitter_javascript", "language", **_JS),
+    "typescript": Spec("tree_sitter_typescript", "language_typescript", **_JS),
+    "tsx": Spec("tree_sitter_typescript", "language_tsx", **_JS),
+    "go": Spec("tree_sitter_go", "language", classes=_s("type_spec"),
+               functions=_s("function_declaration", "method_declaration", "method_elem"),
+               imports=_s("import_spec"), calls=_s("call_expression")),
+    "rust": Spec("tree_sitter_rust", "language",
+                 classes=_s("struct_item", "enum_item", "trait_item", "impl_item", "mod_item",
+                            "union_item"),
+                 functions=_s("function_item", "function_signature_item"),
+                 imports=_s("use_declaration"), calls=_s("call_expression", "macro_invocation"),
+                 comments=_s("line_comment", "block_comment"), name_fields=("name", "type")),
+    "java": Spec("tree_sitter_java", "language",
+                 classes=_s("class_declaration", "interface_declaration", "enum_declaration",
+                            "record_declaration", "annotation_type_declaration"),
+                 functions=_s("method_declaration", "constructor_declaration"),
+                 imports=_s("import_declaration"), calls=_s("method_invocation",
+                                                            "object_creation_expression"),
+                 heritage=_s("superclass", "super_interfaces", "extends_interfaces"),
+                 comments=_s("line_comment", "block_comment")),
+}
+_FUNCTION_VALUES = _s("arrow_function", "function_expression", "function", "generator_function")
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+@lru_cache(maxsize=None)
+def parser_for(language: str):
+    """A parser with the grammar from its installed wheel (imported, never downloaded)."""
+    import tree_sitter
+    spec = SPECS[language]
+    grammar = getattr(importlib.import_module(spec.module), spec.function)()
+    return tree_sitter.Parser(tree_sitter.Language(grammar))
+
+
+def _text(node) -> str:
+    return node.text.decode("utf-8", "replace") if node is not None else ""
+
+
+def _name(node, spec: Spec) -> str:
+    for fname in spec.name_fields:
+        child = node.child_by_field_name(fname)
+        if child is not None:
+            return _text(child)
+    return ""
+
+
+def _callee(node) -> str:
+    """The called name: the last identifier of ``f``, ``a.b.f``, ``T::f``, ``new F``."""
+    target = (node.child_by_field_name("function") or node.child_by_field_name("constructor")
+              or node.child_by_field_name("macro") or node.child_by_field_name("name")
+              or node.child_by_field_name("type"))
+    while target is not None and not target.type.endswith("identifier"):
+        nxt = (target.child_by_field_name("property") or target.child_by_field_name("field")
+               or target.child_by_field_name("name"))
+        if nxt is None:
+            named = target.named_children
+            nxt = named[-1] if named else None
+        target = nxt
+    return _text(target).rsplit("::", 1)[-1]
+
+
+def _import(node) -> str:
+    for child in node.named_children:
+        if child.type in ("string", "interpreted_string_literal", "raw_string_literal"):
+            return _text(child).strip("\"'`")
+    text = _text(node).strip().rstrip(";")
+    for word in ("import", "use", "pub", "static"):
+        text = text.removeprefix(word).strip()
+    return text
+
+
+def _doc(node, spec: Spec) -> str:
+    """The comment block right above a declaration, without its markers."""
+    parts, prev, line = [], node.prev_named_sibling, node.start_point[0]
+    while prev is not None and prev.type in spec.comments and prev.end_point[0] >= line - 1:
+        parts.insert(0, _text(prev))
+        line, prev = prev.start_point[0], prev.prev_named_sibling
+    text = "\n".join(parts)
+    text = re.sub(r"^\s*(/\*\*?|\*/|\*|///?!?|//)", "", text, flags=re.M)
+    return text.replace("*/", "").strip()
+
+
+def _signature(node) -> str:
+    body = node.child_by_field_name("body")
+    end = body.start_byte if body is not None else node.end_byte
+    head = node.text[: end - node.start_byte].decode("utf-8", "replace")
+    return " ".join(head.split())[:240]
+
+
+def _receiver(node) -> str:
+    receiver = node.child_by_field_name("receiver")
+    if receiver is None:
+        return ""
+    names = _IDENT.findall(_text(receiver))
+    return names[-1] if names else ""
+
+
+def parse(language: str, source: str, module: str) -> Parsed | None:
+    spec = SPECS[language]
+    try:
+        tree = parser_for(language).parse(source.encode("utf-8", "surrogatepass"))
+    except (ValueError, UnicodeError):
+        return None
+    out = Parsed(language)
+    root = out.add(Node("module", module.rsplit(".", 1)[-1], module, 1,
+                        tree.root_node.end_point[0] + 1))
+    types: dict[str, int] = {}
+
+    def calls_in(node, src: int) -> None:
+        seen: dict[str, None] = {}
+        stack = [node]
+        while stack:
+            cur = stack.pop()
+            if cur.type in spec.calls:
+                name = _callee(cur)
+                if name:
+                    seen.setdefault(name)
+            stack.extend(cur.named_children)
+        out.edges.extend(Edge(src, "calls", n) for n in seen)
+
+    def add(node, kind: str, name: str, parent: int, prefix: str) -> int:
+        return out.add(Node(kind, name, prefix + name, node.start_point[0] + 1,
+                            node.end_point[0] + 1, signature=_signature(node),
+                            docstring=_doc(node, spec), parent=parent))
+
+    def visit(node, parent: int, prefix: str, in_class: bool) -> None:
+        for child in node.named_children:
+            kind = child.type
+            if kind in spec.classes:
+                name = _name(child, spec) or kind
+                idx = add(child, "class", name, parent, prefix)
+                types.setdefault(name, idx)
+                for sub in child.named_children:
+                    if sub.type in spec.heritage:
+                        out.edges.extend(Edge(idx, "inherits", n) for n in _IDENT.findall(_text(sub))
+                                         if n not in ("extends", "implements"))
+                trait = child.child_by_field_name("trait")
+                if trait is not None:
+                    out.edges.append(Edge(idx, "inherits", _text(trait)))
+                body = child.child_by_field_name("body") or child.child_by_field_name("type")
+                visit(body if body is not None else child, idx, prefix + name + ".", True)
+            elif kind in spec.functions:
+                receiver = _receiver(child)
+                method = in_class or bool(receiver) or kind in ("method_elem", "method_signature")
+                owner = types.get(receiver, parent) if receiver else parent
+                idx = add(child, "method" if method else "function", _name(child, spec) or kind,
+                          owner, prefix + (receiver + "." if receiver else ""))
+                calls_in(child, idx)
+            elif kind in spec.declarators and (child.child_by_field_name("value") is not None
+                                               and child.child_by_field_name("value").type
+                                               in _FUNCTION_VALUES):
+                idx = add(child, "method" if in_class else "function", _name(child, spec),
+                          parent, prefix)
+                calls_in(child, idx)
+            elif kind in spec.imports:
+                out.edges.append(Edge(root, "imports", _import(child)))
+            else:
+                visit(child, parent, prefix, in_class)
+
+    visit(tree.root_node, root, "", False)
+    return out

@@ -1,0 +1,144 @@
+"""Keyword (FTS5, porter, identifiers split), semantic (cosine over a per-process matrix
+checked against the index's version stamp) and hybrid search over a project's nodes.
+
+Hybrid is a score blend, not RRF: on code the semantic leg carries most of the signal, and
+a small keyword weight over the union of both legs' candidates lifts exact-name matches
+without pulling the ranking below semantic alone (CoSQA dev figures in docs/index.md)."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+
+from kernel.errors import Unavailable
+
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+STOPWORDS = frozenset("""a an and are as at be but by can do does for from how i if in into is
+it its of on or that the their then there these this to was what when where which who why will
+with you your self""".split())
+CANDIDATES = 100  # per leg, before the blend
+
+
+def _parts(word: str) -> list[str]:
+    return _CAMEL.findall(word)
+
+
+def fts_text(text: str) -> str:
+    """Text for the FTS index: as written, plus the parts of each camelCase identifier
+    (snake_case already splits on ``_`` in unicode61), so ``parseConfigFile`` matches
+    "parse config"."""
+    extra = []
+    for word in set(_WORD.findall(text)):
+        parts = _parts(word)
+        if len(parts) > 1:
+            extra.extend(parts)
+    return f"{text}\n{' '.join(extra)}" if extra else text
+
+
+def fts_query(query: str) -> str | None:
+    """An OR of the query's distinct terms (identifiers split, stopwords dropped)."""
+    terms: dict[str, None] = {}
+    for word in _WORD.findall(query):
+        for part in [word, *_parts(word)]:
+            low = part.lower()
+            if low not in STOPWORDS and len(terms) < 32:
+                terms.setdefault(low)
+    return " OR ".join(f'"{t}"' for t in terms) or None
+
+
+class _Matrix:
+    __slots__ = ("version", "model_id", "nids", "types", "matrix", "row")
+
+    def __init__(self, version, model_id, rows):
+        self.version, self.model_id = version, model_id
+        self.nids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        self.types = np.array([r[1] for r in rows], dtype=object)
+        self.matrix = (np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+                       .reshape(len(rows), -1) if rows else np.zeros((0, 1), np.float32))
+        self.row = {int(n): i for i, n in enumerate(self.nids)}
+
+
+_cache: dict[str, _Matrix] = {}
+_cache_lock = threading.Lock()
+
+
+def _matrix(store, key: str, model_id: str) -> _Matrix:
+    """This process's copy of the project's vectors, reloaded when the index changed."""
+    version = store.version()
+    cached = _cache.get(key)
+    if cached is not None and cached.version == version and cached.model_id == model_id:
+        return cached
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is None or cached.version != version or cached.model_id != model_id:
+            cached = _cache[key] = _Matrix(version, model_id, store.vectors())
+    return cached
+
+
+def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int, float]]:
+    match = fts_query(query)
+    return store.keyword(match, n, file_type) if match else []
+
+
+def _semantic_scores(kernel, store, key: str, query: str):
+    embedder = kernel.embedder  # Unavailable (503 semantic_unavailable) without a model
+    model_id = embedder.model_id
+    vector = embedder.embed([query])[0]
+    mat = _matrix(store, key, model_id)
+    if store.meta().get("model_id") not in (None, model_id):
+        raise Unavailable("the index was embedded with another model; rebuild it",
+                          code="semantic_unavailable")
+    return mat, mat.matrix @ vector if len(mat.nids) else np.zeros(0, np.float32)
+
+
+def _top(scores: np.ndarray, mask: np.ndarray | None, k: int) -> np.ndarray:
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    k = min(k, len(scores))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    idx = np.argpartition(-scores, k - 1)[:k]
+    idx = idx[np.argsort(-scores[idx], kind="stable")]
+    return idx[np.isfinite(scores[idx])]
+
+
+def search(kernel, store, key: str, query: str, n: int, mode: str, file_type: str | None,
+           keyword_weight: float) -> tuple[list[tuple[int, float]], str | None]:
+    """``([(node id, score)], notice)`` best first; notice says why hybrid fell back."""
+    if mode == "keyword":
+        return keyword(store, query, n, file_type), None
+    try:
+        mat, scores = _semantic_scores(kernel, store, key, query)
+    except Unavailable as ex:
+        if mode == "semantic":
+            raise
+        return keyword(store, query, n, file_type), f"keyword results only: {ex.message}"
+    mask = (mat.types == file_type) if file_type else None
+    if mode == "semantic":
+        return [(int(mat.nids[i]), float(scores[i])) for i in _top(scores, mask, n)], None
+    lexical = keyword(store, query, CANDIDATES, file_type)
+    top_kw = max((s for _, s in lexical), default=0.0) or 1.0
+    blended: dict[int, float] = {}
+    for i in _top(scores, mask, CANDIDATES):
+        blended[int(mat.nids[i])] = (1 - keyword_weight) * float(scores[i])
+    for nid, s in lexical:
+        row = mat.row.get(nid)
+        cosine = float(scores[row]) if row is not None else 0.0
+        blended[nid] = (1 - keyword_weight) * cosine + keyword_weight * s / top_kw
+    ranked = sorted(blended.items(), key=lambda kv: -kv[1])[:n]
+    return [(nid, round(score, 6)) for nid, score in ranked], None
+
+
+def hits(store, ranked: list[tuple[int, float]]) -> list[dict]:
+    rows = store.nodes(nid for nid, _ in ranked)
+    out = []
+    for nid, score in ranked:
+        row = rows.get(nid)
+        if row is not None:
+            out.append({"id": row["id"], "label": row["qualname"], "kind": row["kind"],
+                        "file_type": row["file_type"], "source_file": row["path"],
+                        "line": row["line"], "score": round(float(score), 6), "nid": nid})
+    return out

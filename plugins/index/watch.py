@@ -1,0 +1,177 @@
+"""Watch mode: watchdog reports file changes, and after a short quiet period only those
+files are re-indexed. One watcher per project across all workers: it holds the ``watch``
+lock row in the project's index.db, refreshes it with its status every second, and stops
+when any worker sets ``stop_requested`` (or on shutdown)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from kernel.projects import now_iso
+from plugins.index.service import pid_alive
+
+log = logging.getLogger("neuralmind.index.watch")
+TTL_S = 15.0
+TICK_S = 0.2
+BEAT_S = 1.0
+SKIP_DIRS = (".git", ".neuralmind")
+
+
+class _Watcher:
+    def __init__(self, service, project, owner: str, debounce_s: float):
+        self.service, self.project, self.owner = service, project, owner
+        self.store = service.store(project)
+        self.root = os.path.realpath(project.path)
+        self.state_dir = os.path.realpath(project.state_dir)
+        self.debounce_s = debounce_s
+        self.pending: set[str] = set()
+        self.rescan = False
+        self.last_change = 0.0
+        self.state: dict[str, Any] = {"root": self.root, "pid": os.getpid(),
+                                      "started_at": now_iso(), "last_event": None,
+                                      "last_indexed_at": None, "recent_errors": []}
+        self.errors: deque = deque(maxlen=10)
+        self.guard = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"watch-{project.id}", daemon=True)
+        self.observer = None
+
+    # watchdog calls this from its own thread
+    def dispatch(self, event) -> None:
+        paths = [event.src_path, getattr(event, "dest_path", None) or None]
+        for raw in filter(None, paths):
+            raw = os.fsdecode(raw)
+            if raw == self.state_dir or raw.startswith(self.state_dir + os.sep):
+                continue
+            rel = os.path.relpath(raw, self.root).replace(os.sep, "/")
+            if rel.startswith("..") or rel.split("/")[0] in SKIP_DIRS or rel == ".":
+                continue
+            with self.guard:
+                if event.is_directory and event.event_type != "created":
+                    self.rescan = True
+                elif not event.is_directory and event.event_type != "opened":
+                    self.pending.add(rel)
+                else:
+                    continue
+                self.last_change = time.monotonic()
+                self.state["last_event"] = {"type": event.event_type, "path": rel, "at": now_iso()}
+
+    def start(self) -> None:
+        from watchdog.observers import Observer
+        self.observer = Observer()
+        self.observer.schedule(self, self.root, recursive=True)
+        self.observer.start()
+        self.thread.start()
+
+    def _loop(self) -> None:
+        last_beat = 0.0
+        try:
+            while not self.stopping.is_set():
+                now = time.monotonic()
+                if now - last_beat >= BEAT_S:
+                    last_beat = now
+                    if not self._beat():
+                        break
+                if (self.pending or self.rescan) and now - self.last_change >= self.debounce_s:
+                    self._index()
+                self.stopping.wait(TICK_S)
+        finally:
+            self.observer.stop()
+            self.observer.join(5)
+            self.store.release("watch", self.owner)
+
+    def _beat(self) -> bool:
+        """Publish the status; False when a stop was asked for or the lock was lost."""
+        with self.guard:
+            self.state["queued"] = len(self.pending) + (1 if self.rescan else 0)
+            self.state["recent_errors"] = list(self.errors)
+            state = json.dumps(self.state)
+        if not self.store.heartbeat("watch", self.owner, state=state):
+            return False
+        row = self.store.lock("watch")
+        return not (row and row["stop_requested"])
+
+    def _index(self) -> None:
+        owner = "watch-build-" + secrets.token_hex(4)
+        from plugins.index.service import LOCK_TTL_S
+        if self.store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive) is not None:
+            return  # a build is running; it or the next tick picks the changes up
+        with self.guard:
+            paths, rescan = set(self.pending), self.rescan
+            self.pending.clear()
+            self.rescan = False
+        try:
+            self.service.run_build(self.project, paths=None if rescan else paths, trigger="watch")
+            self.state["last_indexed_at"] = now_iso()
+        except Exception as ex:  # keep watching; the error shows in the status
+            log.exception("watch re-index of %s failed", self.project.id)
+            self.errors.append({"at": now_iso(), "error": f"{type(ex).__name__}: {ex}"[:300],
+                                "paths": sorted(paths)[:20]})
+        finally:
+            self.store.release("build", owner)
+
+
+class Watchers:
+    """This process's watchers, and the cross-worker view of any project's watcher."""
+
+    def __init__(self, service):
+        self.service = service
+        self._mine: dict[str, _Watcher] = {}
+        self._lock = threading.Lock()
+
+    def start(self, project, actor) -> dict[str, Any]:
+        with self._lock:
+            mine = self._mine.get(project.id)
+            if mine is None or not mine.thread.is_alive():
+                store = self.service.store(project)
+                owner = f"watch-{os.getpid()}-{secrets.token_hex(4)}"
+                if store.acquire("watch", owner, os.getpid(), TTL_S, pid_alive) is None:
+                    watcher = _Watcher(self.service, project, owner,
+                                       self.service.settings.watch_debounce_s)
+                    watcher.start()
+                    watcher._beat()
+                    self._mine[project.id] = watcher
+        return self.status(project)
+
+    def stop(self, project) -> dict[str, Any]:
+        store = self.service.store(project)
+        store.request_stop("watch")
+        mine = self._mine.pop(project.id, None)
+        if mine is not None:
+            mine.stopping.set()
+            mine.thread.join(10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and self._running(store):
+            time.sleep(0.1)
+        return self.status(project)
+
+    def _running(self, store):
+        row = store.lock("watch")
+        if row is None or time.time() - row["heartbeat"] > TTL_S or not pid_alive(row["pid"]):
+            return None
+        return row
+
+    def status(self, project) -> dict[str, Any]:
+        row = self._running(self.service.store(project))
+        if row is None:
+            return {"project_id": project.id, "running": False}
+        state = json.loads(row["state"] or "{}")
+        return {"project_id": project.id, "running": True, "root": state.get("root"),
+                "pid": row["pid"], "started_at": state.get("started_at"),
+                "queued": state.get("queued", 0), "last_event": state.get("last_event"),
+                "last_indexed_at": state.get("last_indexed_at"),
+                "recent_errors": state.get("recent_errors", [])}
+
+    def shutdown(self) -> None:
+        for watcher in list(self._mine.values()):
+            watcher.stopping.set()
+        for watcher in list(self._mine.values()):
+            watcher.thread.join(10)
+        self._mine.clear()
