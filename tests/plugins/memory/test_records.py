@@ -1,0 +1,198 @@
+"""Records through HTTP: create rules, reads, patch, lifecycle, history, delete, 404s."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tests.plugins.memory.conftest import git
+
+TODAY = dt.datetime.now(dt.UTC).date()
+
+
+def test_create_normalises_and_reads_back(api):
+    (api.dir / "src").mkdir()
+    r = api.server.post(api.base, {
+        "title": "  Use SQLite WAL  ", "rationale": "Writers run concurrently",
+        "files_affected": ["src/./a.py", str(api.dir / "src" / "b.py"), "src/a.py"],
+        "decision_type": "bugfix", "status": "active", "tags": ["db", "db", "wal"],
+        "author": "ana", "agent": "claude", "session_id": "s1", "review_by": str(TODAY)})
+    assert r.status == 201, r.body
+    rec = r.json
+    assert r.headers["location"] == f"{api.base}/{rec['id']}"
+    assert rec["title"] == "Use SQLite WAL"
+    assert rec["files_affected"] == ["src/a.py", "src/b.py"]
+    assert rec["decision_type"] == "BUGFIX" and rec["status"] == "ACTIVE"
+    assert rec["tags"] == ["db", "wal"]
+    assert rec["commit_sha"] == ""  # not a git repository
+    assert rec["effective_status"] == "ACTIVE" and rec["review_by"] == str(TODAY)
+    assert rec["possible_duplicates"] == []
+    got = api.server.get(api.url(rec["id"]))
+    assert got.status == 200
+    assert {k: v for k, v in got.json.items()} == {k: v for k, v in rec.items()
+                                                   if k != "possible_duplicates"}
+    assert got.headers["etag"] == f'"{rec["updated_at"]}"'
+
+
+def test_commit_sha_defaults_to_head_in_a_git_repository(api):
+    git(api.dir, "init", "-q")
+    (api.dir / "f.txt").write_text("x")
+    git(api.dir, "add", "f.txt")
+    git(api.dir, "commit", "-qm", "one")
+    head = git(api.dir, "rev-parse", "HEAD")
+    assert api.create()["commit_sha"] == head
+    assert api.create(commit_sha="abc123")["commit_sha"] == "abc123"
+
+
+def test_create_rejects_bad_input_and_writes_nothing(api):
+    bad = [
+        ({"rationale": "r"}, ["body", "title"]),
+        ({"title": "", "rationale": "r"}, ["body", "title"]),
+        ({"title": "t" * 301, "rationale": "r"}, ["body", "title"]),
+        ({"title": "t", "rationale": "r", "decision_type": "BUG"}, ["body", "decision_type"]),
+        ({"title": "t", "rationale": "r", "status": "DONE"}, ["body", "status"]),
+        ({"title": "t", "rationale": "r", "confidence": 1.5}, ["body", "confidence"]),
+        ({"title": "t", "rationale": "r", "files_affected": ["../outside.py"]},
+         ["body", "files_affected", 0]),
+        ({"title": "t", "rationale": "r", "files_affected": ["ok.py", "/etc/passwd"]},
+         ["body", "files_affected", 1]),
+        ({"title": "t", "rationale": "r", "review_by": str(TODAY - dt.timedelta(days=1))},
+         ["body", "review_by"]),
+        ({"title": "t", "rationale": "r", "id": "bad id!"}, ["body", "id"]),
+    ]
+    for body, loc in bad:
+        r = api.server.post(api.base, body)
+        assert r.status == 422, (body, r.body)
+        assert r.error["code"] == "validation_error"
+        assert loc in [e["loc"] for e in r.error["details"]["errors"]], (body, r.error)
+    assert api.server.get(api.base + "?status=ALL").json["items"] == []
+
+
+def test_client_id_conflict_is_409(api):
+    api.create(id="decision-1")
+    r = api.server.post(api.base, {"id": "decision-1", "title": "t", "rationale": "r"})
+    assert r.status == 409 and r.error["code"] == "conflict"
+
+
+def test_duplicate_hints_share_a_file_and_are_advisory(api):
+    first = api.create(title="Cache parsed templates in memory", files_affected=["tpl.py"])
+    other = api.create(title="Cache parsed templates on disk", files_affected=["other.py"])
+    hinted = api.create(title="Cache parsed templates per request", files_affected=["tpl.py"])
+    assert [d["id"] for d in hinted["possible_duplicates"]] == [first["id"]]
+    assert set(hinted["possible_duplicates"][0]) == {"id", "title", "status", "score"}
+    no_files = api.create(title="Cache parsed templates forever")
+    assert {d["id"] for d in no_files["possible_duplicates"]} == {first["id"], other["id"],
+                                                                   hinted["id"]}
+    r = api.server.post(api.base + "?duplicates=none", {"title": "Cache parsed templates",
+                                                        "rationale": "r"})
+    assert r.status == 201 and r.json["possible_duplicates"] == []
+    r = api.server.post(api.base + "?duplicates=hybrid", {"title": "Cache parsed templates again",
+                                                          "rationale": "r"})
+    assert r.status == 201 and len(r.json["possible_duplicates"]) == 3
+
+
+def test_patch_records_a_diff_and_honours_if_match(api):
+    rec = api.create(tags=["a"], evidence=["e0"])
+    r = api.server.patch(api.url(rec["id"]), {"rationale": "new why", "tags": ["b"],
+                                              "evidence_append": ["e1"], "confidence": 0.7,
+                                              "files_affected": ["x.py"]})
+    assert r.status == 200, r.body
+    new = r.json
+    assert new["evidence"] == ["e0", "e1"] and new["tags"] == ["b"] and new["confidence"] == 0.7
+    assert new["updated_at"] > rec["updated_at"]
+    event = api.history(rec["id"])[-1]
+    assert event["kind"] == "amended" and event["actor"] == "local"
+    assert event["changes"] == {"rationale": ["Because it was measured", "new why"],
+                                "tags": [["a"], ["b"]], "evidence": [["e0"], ["e0", "e1"]],
+                                "confidence": [1.0, 0.7], "files_affected": [[], ["x.py"]]}
+    stale = api.server.patch(api.url(rec["id"]), {"rationale": "lost update"},
+                             headers={"If-Match": f'"{rec["updated_at"]}"'})
+    assert stale.status == 412 and stale.error["code"] == "precondition_failed"
+    ok = api.server.patch(api.url(rec["id"]), {"rejected_append": ["Redis"]},
+                          headers={"If-Match": new["updated_at"]})
+    assert ok.status == 200 and ok.json["rejected_alternatives"] == ["Redis"]
+    assert api.server.get(api.url(rec["id"])).json["rationale"] == "new why"
+    bad = api.server.patch(api.url(rec["id"]), {"review_by": "2001-01-01"})
+    assert bad.status == 422
+    assert len(api.history(rec["id"])) == 3  # created, amended, amended
+
+
+def test_lifecycle_events_and_conflicts(api):
+    rec = api.create()
+    mid = rec["id"]
+    r = api.server.post(api.url(mid, "invalidate"), {"reason": "superseded by ADR-7"})
+    assert r.status == 200 and r.json["status"] == "INVALIDATED"
+    again = api.server.post(api.url(mid, "invalidate"), {"reason": "again"})
+    assert again.status == 409 and again.error["code"] == "invalid_transition"
+    assert api.server.post(api.url(mid, "invalidate"), {}).status == 422
+    r = api.server.post(api.url(mid, "restore"), {"commit_sha": "beef"})
+    assert r.status == 200 and r.json["status"] == "ACTIVE" and r.json["commit_sha"] == "beef"
+    assert api.server.post(api.url(mid, "restore"), {}).status == 409
+    kinds = [(e["kind"], e["changes"].get("status"), e["note"]) for e in api.history(mid)]
+    assert kinds == [("created", None, None),
+                     ("invalidated", ["ACTIVE", "INVALIDATED"], "superseded by ADR-7"),
+                     ("restored", ["INVALIDATED", "ACTIVE"], None)]
+
+
+def test_feedback_moves_confidence_within_bounds(api):
+    mid = api.create(confidence=0.2)["id"]
+    seen = []
+    for _ in range(4):
+        r = api.server.post(api.url(mid, "feedback"), {"helpful": False, "note": "noise"})
+        assert r.status == 200
+        seen.append(r.json["confidence"])
+    assert seen == [0.1, 0.05, 0.05, 0.05]
+    for _ in range(12):
+        up = api.server.post(api.url(mid, "feedback"), {"helpful": True}).json["confidence"]
+    assert up == 1.0
+    events = [e for e in api.history(mid) if e["kind"] == "feedback"]
+    assert len(events) == 16
+    assert events[0]["changes"]["confidence"] == [0.2, 0.1] and events[0]["note"] == "unhelpful: noise"
+    assert events[-1]["note"] == "helpful"
+    assert api.server.post(api.url(mid, "feedback"), {"helpful": "maybe"}).status == 422
+
+
+def test_delete_keeps_history_and_unknown_ids_are_404(api):
+    mid = api.create()["id"]
+    api.server.patch(api.url(mid), {"rationale": "changed"})
+    r = api.server.delete(api.url(mid))
+    assert r.status == 204 and r.body == b""
+    assert api.server.get(api.url(mid)).error["code"] == "memory_not_found"
+    kinds = [e["kind"] for e in api.history(mid)]
+    assert kinds == ["created", "amended", "deleted"]
+    for method, tail, body in [("GET", "", None), ("PATCH", "", {"rationale": "x"}),
+                               ("DELETE", "", None), ("GET", "history", None),
+                               ("POST", "invalidate", {"reason": "x"}), ("POST", "restore", {}),
+                               ("POST", "feedback", {"helpful": True})]:
+        r = api.server.request(method, api.url("nope", tail), json_body=body)
+        assert r.status == 404 and r.error["code"] == "memory_not_found", (method, tail)
+    assert api.server.delete(api.url(mid)).status == 404
+    r = api.server.get(f"/v1/projects/p_000000000000/memories")
+    assert r.status == 404 and r.error["code"] == "project_not_found"
+
+
+def test_history_pages_oldest_first(api):
+    mid = api.create(confidence=0.5)["id"]
+    for _ in range(4):
+        api.server.post(api.url(mid, "feedback"), {"helpful": True})
+    first = api.server.get(api.url(mid, "history") + "?limit=2").json
+    assert [e["kind"] for e in first["items"]] == ["created", "feedback"]
+    second = api.server.get(api.url(mid, "history") + f"?limit=2&cursor={first['next_cursor']}").json
+    third = api.server.get(api.url(mid, "history") + f"?limit=2&cursor={second['next_cursor']}").json
+    assert len(second["items"]) == 2 and len(third["items"]) == 1 and third["next_cursor"] is None
+    ats = [e["at"] for e in first["items"] + second["items"] + third["items"]]
+    assert ats == sorted(ats)
+    assert api.server.get(api.url(mid, "history") + "?cursor=%%%").status == 422
+
+
+def test_writes_emit_kernel_events(api):
+    mid = api.create()["id"]
+    api.server.post(api.url(mid, "feedback"), {"helpful": True})
+    api.server.delete(api.url(mid))
+    import sqlite3
+    conn = sqlite3.connect(api.server.home / "kernel.db")
+    rows = conn.execute("SELECT kind, actor, json_extract(data, '$.id') FROM events "
+                        "WHERE project_id = ? AND kind LIKE 'memory.%' ORDER BY id",
+                        (api.pid,)).fetchall()
+    conn.close()
+    assert rows == [("memory.created", "local", mid), ("memory.feedback", "local", mid),
+                    ("memory.deleted", "local", mid)]
