@@ -7,6 +7,7 @@ Server commands (``serve``, ``daemon``, ``openapi``) run the kernel; ``up``, ``p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from kernel import __version__
@@ -68,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

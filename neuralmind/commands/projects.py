@@ -95,9 +95,8 @@ def _incremental_note(job: Job, was_built: bool) -> str:
     r = job.result if isinstance(job.result, dict) else {}
     if not was_built:
         return "first build: every file was indexed"
-    return (f"incremental build: {r.get('files_changed', '?')} of {r.get('files_total', '?')} "
-            f"files changed since the last build, {r.get('files_deleted', 0)} deleted; "
-            "only those were re-indexed")
+    return (f"incremental build: re-indexed only the {r.get('files_changed', '?')} changed "
+            f"file(s) of {r.get('files_total', '?')} ({r.get('files_deleted', 0)} deleted)")
 
 
 def cmd_up(args) -> int:

@@ -1,0 +1,77 @@
+"""The index verbs of the client (build, search, query, wakeup, stats, jobs) and
+`neuralmind up` on a fresh repository, twice, against a real daemon with the real model."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuralmind.client import Conflict, Job, QueryResult, SearchHit
+from tests.client.conftest import git_repo, needs
+
+FILES = {
+    "calc.py": 'def add(a, b):\n    """Sum two numbers."""\n    return a + b\n\n\n'
+               'class Ledger:\n    def total(self, rows):\n        return sum(add(0, r) for r in rows)\n',
+    "README.md": "# Calc\nA tiny calculator for the tests.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def built(daemon, tmp_path_factory):
+    needs(daemon, "/v1/projects/{project_id}/build")
+    repo = daemon.client().project(git_repo(tmp_path_factory.mktemp("idx") / "calc", FILES))
+    seen: list[Job] = []
+    job = repo.build(on_progress=seen.append)
+    return repo, job, seen
+
+
+def test_build_waits_and_reports_progress(built):
+    repo, job, seen = built
+    assert isinstance(job, Job) and job.status == "done" and job.finished
+    assert job.result["files"] == 2 and job.result["nodes"] >= 4
+    assert seen[-1].status == "done" and "files_total" in seen[-1].progress
+    assert job.progress["files_done"] == job.progress["files_total"] == 2
+
+
+def test_search_query_wakeup_stats(built):
+    repo, _, _ = built
+    hits = repo.search("sum two numbers", n=5)
+    assert hits and isinstance(hits[0], SearchHit)
+    assert (hits[0].source_file, hits[0].label, hits[0].line) == ("calc.py", "add", 1)
+    result = repo.query("how are numbers added?", context_budget=1000)
+    assert isinstance(result, QueryResult) and "def add" in result.context
+    assert 0 < result.tokens.total <= 1000 and "L0" in result.layers_used
+    wake = repo.wakeup()
+    assert "tiny calculator" in wake.context and wake.layers_used == ["L0", "L1"]
+    stats = repo.stats()
+    assert stats["built"] and stats["files"] == 2
+
+
+def test_jobs_get_list_wait_cancel(built, nm):
+    repo, job, _ = built
+    assert nm.jobs.get(job.id).status == "done"
+    assert job.id in [j.id for j in nm.jobs.list(project=repo.id)]
+    assert nm.jobs.wait(job.id).status == "done"
+    with pytest.raises(Conflict) as finished:
+        nm.jobs.cancel(job.id)
+    assert finished.value.code == "job_finished"
+    started = repo.build(wait=False, full=True)
+    assert started.status in ("queued", "running", "done")
+    assert nm.jobs.wait(started.id, timeout=120).status == "done"
+
+
+def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
+    needs(daemon, "/v1/projects/{project_id}/build")
+    repo = git_repo(tmp_path / "fresh", FILES)
+    first = daemon.run("up", cwd=repo)
+    assert first.returncode == 0, first.stderr
+    assert "first build" in first.stdout and "indexed 2 files" in first.stdout
+    assert daemon.url in first.stdout and str(daemon.home / "token") in first.stdout
+    assert "neuralmind project query" in first.stdout
+    assert "files" in first.stderr and "nodes" in first.stderr  # the progress line
+    (repo / "calc.py").write_text(FILES["calc.py"] + "\n\ndef sub(a, b):\n    return a - b\n")
+    second = daemon.run("up", cwd=repo)
+    assert second.returncode == 0, second.stderr
+    assert "daemon already running" in second.stdout
+    assert "incremental build: re-indexed only the 1 changed file(s) of 2" in second.stdout
+    query = daemon.run("project", "query", "subtract two numbers", cwd=repo)
+    assert query.returncode == 0 and "def sub" in query.stdout
