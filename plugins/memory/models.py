@@ -50,7 +50,7 @@ class MemorySettings(BaseModel):
     rrf_k: int = Field(10, ge=1, le=1_000)
     pool_factor: int = Field(4, ge=1, le=50, description="each leg's pool: max(factor × limit, pool_min)")
     pool_min: int = Field(20, ge=1, le=1_000)
-    semantic_floor: float = Field(0.30, ge=-1.0, le=1.0,
+    semantic_floor: float = Field(0.20, ge=-1.0, le=1.0,
                                   description="semantic mode drops results below this cosine")
     hybrid_floor: float = Field(-1.0, ge=-1.0, le=1.0,
                                 description="hybrid drops semantic-only hits below this cosine")

@@ -67,7 +67,7 @@ def test_search_filters_and_compact_view(corpus):
     assert set(r["results"][0]) == {"id", "title", "status", "score", "files_affected"}
     assert ids(api.search("numpy tests parser", mode="keyword", author="bo")) == [others[1]["id"]]
     assert ids(api.search("storage", file=["neuralmind/synapses.py"])) == [wal["id"]]
-    assert ids(api.search("security", tag=["security"], mode="semantic")) == [others[3]["id"]]
+    assert ids(api.search("XSS vulnerability in web pages", tag=["security", "ci"], mode="semantic")) == [others[3]["id"]]
     assert api.search("storage", min_confidence=1.0, status="invalidated")["results"] == []
     r = api.server.post(api.url(tail="search"), {"query": "x", "limit": 26})
     assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", "limit"]

@@ -1,0 +1,159 @@
+"""Batch atomicity, list filters and paging over 500 records, export → import round trip."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from tests.plugins.memory.conftest import Api
+
+TYPES = ["ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG"]
+
+
+@pytest.fixture(scope="module")
+def filled(server, tmp_path_factory):
+    """500 records made by two batches, with known types, tags, files, authors, confidence."""
+    api = Api(server, tmp_path_factory.mktemp("filled"))
+    items = [{"op": "create", "id": f"r{i:03d}", "title": f"Decision {i}",
+              "rationale": f"Reason number {i}", "decision_type": TYPES[i % 6],
+              "tags": [f"t{i % 5}"], "files_affected": [f"src/f{i % 10}.py"],
+              "author": "ana" if i % 2 else "bo", "agent": f"agent{i % 3}",
+              "session_id": f"s{i % 4}", "confidence": round((i % 10) / 10 + 0.05, 2)}
+             for i in range(500)]
+    for part in (items[:250], items[250:]):
+        r = api.server.post(api.url(tail="batch"), {"items": part})
+        assert r.status == 200, r.body
+        assert r.json["items"] == [{"op": "create", "id": it["id"]} for it in part]
+    return api
+
+
+def list_all(api, query: str) -> list[dict]:
+    out, cursor = [], None
+    while True:
+        r = api.server.get(api.base + "?" + query + (f"&cursor={cursor}" if cursor else ""))
+        assert r.status == 200, r.body
+        out += r.json["items"]
+        cursor = r.json["next_cursor"]
+        if cursor is None:
+            return out
+
+
+def test_paging_visits_every_record_once_newest_first(filled):
+    rows = list_all(filled, "limit=37")
+    assert len(rows) == 500 and len({r["id"] for r in rows}) == 500
+    keys = [(r["created_at"], r["id"]) for r in rows]
+    assert keys == sorted(keys, reverse=True)
+    assert len(filled.server.get(filled.base + "?limit=200").json["items"]) == 200
+    assert filled.server.get(filled.base + "?limit=201").status == 422
+    assert filled.server.get(filled.base + "?cursor=bm90LWEtY3Vyc29y").status == 422
+
+
+@pytest.mark.parametrize("query, expect", [
+    ("type=bugfix", lambda i: i % 6 == 4),
+    ("tag=t1&tag=t3", lambda i: i % 5 in (1, 3)),
+    ("file=src/f2.py&file=src/f7.py", lambda i: i % 10 in (2, 7)),
+    ("author=ana&agent=agent0", lambda i: i % 2 == 1 and i % 3 == 0),
+    ("session_id=s2", lambda i: i % 4 == 2),
+    ("min_confidence=0.85", lambda i: i % 10 >= 8),
+    ("type=TEST&tag=t0&min_confidence=0.5", lambda i: i % 6 == 2 and i % 5 == 0 and i % 10 >= 5),
+])
+def test_filters_combine_with_and(filled, query, expect):
+    got = {r["id"] for r in list_all(filled, query + "&limit=200")}
+    assert got == {f"r{i:03d}" for i in range(500) if expect(i)}
+
+
+def test_status_and_date_filters(filled):
+    today = dt.datetime.now(dt.UTC).date()
+    assert len(list_all(filled, f"created_after={today}&created_before={today}&limit=200")) == 500
+    assert list_all(filled, f"created_after={today + dt.timedelta(days=1)}") == []
+    assert list_all(filled, "status=invalidated") == []
+    assert len(list_all(filled, "status=ALL&limit=200")) == 500
+    assert filled.server.get(filled.base + "?status=DONE").status == 422
+    assert filled.server.get(filled.base + "?created_after=yesterday").status == 422
+
+
+def test_batch_is_all_or_nothing(api):
+    keep = api.create(id="keep")
+    r = api.server.post(api.url(tail="batch"), {"items": [
+        {"op": "create", "id": "n1", "title": "ok", "rationale": "ok"},
+        {"op": "patch", "id": "keep", "rationale": "changed"},
+        {"op": "create", "title": "no rationale"},
+        {"op": "patch", "id": "missing", "rationale": "x"},
+        {"op": "delete"},
+        {"op": "create", "id": "keep", "title": "t", "rationale": "r"},
+        {"op": "create", "title": "t", "rationale": "r", "files_affected": ["../x"]},
+    ]})
+    assert r.status == 422, r.body
+    bad = sorted({tuple(e["loc"][:3]) for e in r.error["details"]["errors"]})
+    assert bad == [("body", "items", i) for i in (2, 3, 4, 5, 6)]
+    assert api.server.get(api.url("n1")).status == 404
+    assert api.server.get(api.url("keep")).json["rationale"] == keep["rationale"]
+    r = api.server.post(api.url(tail="batch"), {"items": [{"op": "create", "title": "t",
+                                                            "rationale": "r"}, {"op": "fly"}]})
+    assert r.status == 422 and r.error["details"]["errors"][0]["loc"][:3] == ["body", "items", 1]
+    assert api.server.post(api.url(tail="batch"), {"items": []}).status == 422
+    big = [{"op": "create", "title": "t", "rationale": "r"}] * 1001
+    assert api.server.post(api.url(tail="batch"), {"items": big}).status == 422
+
+
+def test_batch_mixes_ops_with_history(api):
+    api.create(id="old")
+    r = api.server.post(api.url(tail="batch"), {"items": [
+        {"op": "create", "id": "new", "title": "t", "rationale": "r"},
+        {"op": "patch", "id": "new", "tags": ["x"]},
+        {"op": "patch", "id": "old", "evidence_append": ["seen"]},
+        {"op": "delete", "id": "old"}]})
+    assert r.status == 200, r.body
+    assert [i["op"] for i in r.json["items"]] == ["create", "patch", "patch", "delete"]
+    assert api.server.get(api.url("new")).json["tags"] == ["x"]
+    assert [e["kind"] for e in api.history("new")] == ["created", "amended"]
+    assert [e["kind"] for e in api.history("old")] == ["created", "amended", "deleted"]
+
+
+def test_export_import_round_trip_is_identical(server, filled, tmp_path):
+    mid = "r007"
+    filled.server.post(filled.url(mid, "feedback"), {"helpful": False, "note": "meh"})
+    filled.server.post(filled.url("r008", "invalidate"), {"reason": "obsolete"})
+    exported = filled.server.get(filled.url(tail="export"))
+    assert exported.status == 200
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    lines = exported.body.decode().splitlines()
+    assert len(lines) == 500
+    first = json.loads(next(line for line in lines if '"r007"' in line))
+    assert [e["kind"] for e in first["history"]] == ["created", "feedback"]
+
+    target = Api(server, tmp_path)
+    jsonl = {"Content-Type": "application/x-ndjson"}
+    r = server.post(target.url(tail="import"), body=exported.body, headers=jsonl)
+    assert r.status == 200 and r.json == {"created": 500, "overwritten": 0, "skipped": 0}
+    again = server.get(target.url(tail="export"))
+    assert again.body == exported.body
+    assert server.get(target.url("r008")).json["status"] == "INVALIDATED"
+
+    r = server.post(target.url(tail="import"), body=exported.body, headers=jsonl)
+    assert r.json == {"created": 0, "overwritten": 0, "skipped": 500}
+    server.patch(target.url("r001"), {"rationale": "local edit"})
+    r = server.post(target.url(tail="import") + "?mode=overwrite", body=exported.body,
+                    headers=jsonl)
+    assert r.json == {"created": 0, "overwritten": 500, "skipped": 0}
+    assert server.get(target.url("r001")).json["rationale"] == "Reason number 1"
+
+
+def test_import_rejects_bad_input_and_writes_nothing(api):
+    good = json.dumps({"memory": {"id": "i1", "title": "t", "rationale": "r",
+                                  "created_at": "2024-01-01T00:00:00.000Z",
+                                  "updated_at": "2024-01-01T00:00:00.000Z"}, "history": []})
+    bad = json.dumps({"memory": {"id": "i2", "title": "t"}, "history": []})
+    r = api.server.post(api.url(tail="import"), body=f"{good}\n{bad}\nnot json\n".encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 422
+    assert {e["loc"][1] for e in r.error["details"]["errors"]} == {"line 2", "line 3"}
+    assert api.server.get(api.url("i1")).status == 404
+    r = api.server.post(api.url(tail="import"), body=good.encode(),
+                        headers={"Content-Type": "application/json"})
+    assert r.status == 415 and r.error["code"] == "unsupported_media_type"
+    r = api.server.post(api.url(tail="import") + "?mode=merge", body=good.encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 422
