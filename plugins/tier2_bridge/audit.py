@@ -6,10 +6,10 @@ as JSON with sorted keys, no whitespace, UTF-8, non-ASCII kept as is. The first 
 ``prev_hash`` is 64 zeros. An edit, deletion, insertion or reordering breaks the chain at the
 first record it touches; ``verify`` names that record.
 
-The trail mirrors the kernel's event log: an append copies every kernel event after the last
-one copied (``audit_meta.event_cursor``), inside one ``BEGIN IMMEDIATE`` transaction. So two
+The trail mirrors the kernel's event log: a copy appends every kernel event after the last one
+copied (``audit_meta.event_cursor``), inside one ``BEGIN IMMEDIATE`` transaction. So two
 gunicorn workers never fork the chain, records follow the kernel's event order, and an event
-whose append failed (a locked or broken file) is copied by the next append that succeeds.
+whose copy failed (a locked or broken file) is copied by the next copy that succeeds.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ AUDIT_FILE = "audit.db"
 GENESIS = "0" * 64
 RECORD_FIELDS = ("seq", "at", "actor", "action", "project", "target", "request_id")
 COLUMNS = (*RECORD_FIELDS, "prev_hash", "hash")
-CATCH_UP_BATCH = 500  # kernel events copied per append at most, so a backlog never stalls a request
+CATCH_UP_BATCH = 500  # kernel events copied per transaction, so other workers get their turn
+POLL_S = 1.0  # the copier also looks for events nobody signalled (the CLI writes some)
 TARGET_KEYS = ("target", "memory_id", "id", "token_id", "path")
 
 MIGRATIONS = ["""
@@ -139,31 +141,77 @@ def _target(kind: str, data: dict[str, Any]) -> str | None:
 # -- the store --------------------------------------------------------------------------------
 
 class AuditTrail:
-    """The server's side: appends (from ``track_event``) and filtered pages (admin route).
+    """The server's side: a copier thread per process, and filtered pages for the admin route.
 
-    The file is opened on first use, never at start-up, so a broken ``audit.db`` costs the
-    audit — logged loudly — and never the server or the request that triggered an event.
+    ``track_event`` only wakes the copier, so a request never waits on ``audit.db`` and a
+    broken file costs the audit — logged, once per outage — never the server or a request.
+    The kernel's event log is the durable queue: whatever a process did not copy before it
+    died, the next copy in any worker picks up. The copier also polls, so events written
+    without a server (``neuralmind token create``) reach the trail too.
     """
 
-    def __init__(self, db: LazyDatabase, events):
+    def __init__(self, db: LazyDatabase, events, poll_s: float = POLL_S):
         self.db = db
         self._events = events  # the kernel's EventLog: the source the trail copies from
+        self._poll_s = poll_s
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sync_lock = threading.Lock()
+        self._failing = False
 
-    def record(self, event) -> int:
-        """Copy kernel events up to ``event`` into the chain; never raises. Returns how many
-        records were appended (0 when another worker already copied them, or on failure)."""
-        try:
-            return self._catch_up(event.id)
-        except Exception as ex:  # the audit never fails the request that caused the event
-            log.error("audit: event %s (%s) not yet in %s: %s; the next append retries",
-                      event.id, event.kind, self.db.path, ex)
-            self.db.reconnect()
-            return 0
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tier2-audit", daemon=True)
+        self._thread.start()
+
+    def notify(self) -> None:
+        """An event was committed: copy it soon (``track_event``; returns at once)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.sync()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self._poll_s)
+            self._wake.clear()
+            self.sync()
+
+    def sync(self) -> int:
+        """Copy every committed kernel event not yet in the chain; never raises. Returns how
+        many records this call appended (0 when another worker already copied them)."""
+        copied = 0
+        with self._sync_lock:
+            try:
+                upto = self._events.last_id()
+                while (n := self._catch_up(upto)):
+                    copied += n
+            except Exception as ex:  # the audit never fails anything but itself
+                self.db.reconnect()  # the file may be replaced or repaired before the retry
+                if not self._failing:  # once per outage, not once per poll
+                    log.error("audit: events are not reaching %s: %s; retrying every %s s",
+                              self.db.path, ex, self._poll_s)
+                self._failing = True
+                return copied
+        if self._failing:
+            log.warning("audit: %s is being written again; missed events copied", self.db.path)
+            self._failing = False
+        return copied
+
+    def _cursor(self, conn) -> int:
+        row = conn.execute("SELECT value FROM audit_meta WHERE key = 'event_cursor'").fetchone()
+        return int(row[0]) if row else 0
 
     def _catch_up(self, upto: int) -> int:
-        with self.db.get().transaction() as conn:
-            row = conn.execute("SELECT value FROM audit_meta WHERE key = 'event_cursor'").fetchone()
-            cursor = int(row[0]) if row else 0
+        db = self.db.get()
+        if self._cursor(db.conn) >= upto:  # the common case, answered without a write lock
+            return 0
+        with db.transaction() as conn:
+            cursor = self._cursor(conn)  # again: another worker may have copied meanwhile
             if cursor >= upto:
                 return 0
             pending = [e for e in self._events.after(cursor, CATCH_UP_BATCH) if e.id <= upto]

@@ -1,8 +1,8 @@
 """Hooks of the tier2 bridge: it consumes the core's hooks and events, and nothing imports it.
 
-``track_event`` copies every kernel event into the hash-chained ``audit.db``; a middleware
-notes which token actors make requests, for the seat check; ``server_settings`` feeds
-``[tier2.self_hosted]`` to server mode. A failure in here is logged and never fails a request.
+``track_event`` wakes the copier that appends kernel events to the hash-chained ``audit.db``;
+a middleware notes which token actors make requests, for the seat check; ``server_settings``
+feeds ``[tier2.self_hosted]`` to server mode. A failure in here is logged and never fails a request.
 """
 
 from __future__ import annotations
@@ -90,12 +90,19 @@ def register_routes(kernel):
 
 @hookimpl
 def startup(kernel):
-    bridge(kernel).seats.license_file.current()  # a missing or bad licence is warned about now
+    b = bridge(kernel)
+    b.seats.license_file.current()  # a missing or bad licence is warned about now
+    b.trail.start()
+
+
+@hookimpl
+def shutdown(kernel):
+    bridge(kernel).trail.stop()
 
 
 @hookimpl
 def track_event(kernel, event):
-    bridge(kernel).trail.record(event)
+    bridge(kernel).trail.notify()
 
 
 @hookimpl

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.plugins.tier2_bridge.helpers import PLUGINS, PROJECTS
+from tests.plugins.tier2_bridge.helpers import PLUGINS, PROJECTS, settled
 from tests.support import Server
 
 
@@ -25,6 +25,7 @@ def busy(tmp_path_factory):
             gone = list(pool.map(lambda r: server.delete(f"/v1/projects/{r.json['id']}"),
                                  created[::2]))
             assert [r.status for r in gone] == [204] * (PROJECTS // 2)
+        settled(server.home)
         yield server
     finally:
         server.stop()

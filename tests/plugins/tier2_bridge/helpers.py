@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 from tests.plugins.auth.helpers import cli
@@ -31,6 +32,19 @@ def audit_rows(home: Path) -> list[dict]:
         return [dict(r) for r in conn.execute("SELECT * FROM audit ORDER BY seq")]
     finally:
         conn.close()
+
+
+def settled(home: Path, timeout: float = 15) -> list[dict]:
+    """The audit rows once the copier has caught up with the kernel's event log."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            rows = audit_rows(home)
+        except sqlite3.OperationalError:  # not made yet: the copier opens it on first use
+            rows = []
+        if len(rows) == len(kernel_events(home)) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
 
 
 def kernel_events(home: Path) -> list[dict]:

@@ -12,7 +12,7 @@ import pytest
 
 from plugins.tier2_bridge.seats import read_license
 from tests.plugins.auth.helpers import create_token, server_config
-from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_rows, kernel_events
+from tests.plugins.tier2_bridge.helpers import PLUGINS, kernel_events, settled
 from tests.support import Server
 
 SEATS = 3
@@ -74,7 +74,7 @@ def test_seats_are_counted_at_the_boundary(team):
                                              "exceeded": True, "licensee": "Acme",
                                              "expires": "2099-12-31"}
     assert "exceed the 3 seats licensed to Acme" in server.output()
-    assert [r["action"] for r in audit_rows(server.home)].count("seats.exceeded") == 1
+    assert [r["action"] for r in settled(server.home)].count("seats.exceeded") == 1
 
 
 def test_only_actors_of_the_last_30_days_count(team):
