@@ -76,27 +76,30 @@ _cache: dict[tuple[str, int], tuple[list[str], list[str]]] = {}
 _lock = threading.Lock()
 
 
-def readme_description(root: str) -> str:
-    """The first prose paragraph of the README (headings, badges and HTML skipped)."""
+def readme_intro(root: str) -> tuple[str, str]:
+    """The README's title and first prose paragraph (badges, HTML and rules skipped)."""
     for name in ("README.md", "README.rst", "README.txt", "README", "readme.md"):
         try:
             text = open(os.path.join(root, name), encoding="utf-8", errors="replace").read(20_000)
         except OSError:
             continue
-        para: list[str] = []
+        title, para = "", []
         for line in text.splitlines():
             s = line.strip()
             if not s:
                 if para:
                     break
                 continue
+            if s.startswith("#") and not title and not para:
+                title = s.lstrip("#").strip()
+                continue
             if s.startswith(("#", "![", "[![", "<", "=", "-", "..", ":")):
                 if para:
                     break
                 continue
             para.append(s)
-        return " ".join(para)[:300]
-    return ""
+        return title[:80], " ".join(para)[:300]
+    return "", ""
 
 
 def identity(project, store) -> list[str]:
@@ -106,7 +109,9 @@ def identity(project, store) -> list[str]:
         langs[f["language"]] += f["lines"]
     size = sum(f["tokens"] for f in files)
     nodes = sum(v["nodes"] for v in store.stats()["languages"].values())
-    lines = [f"{project.name}: {readme_description(str(project.path)) or 'no README description'}",
+    title, about = readme_intro(str(project.path))
+    name = f"{project.name} ({title})" if title and title != project.name else project.name
+    lines = [f"{name}: {about or 'no README description'}",
              "Languages: " + ", ".join(f"{lang} ({n:,} lines)" for lang, n in langs.most_common(6)),
              f"Size: {len(files):,} files, {nodes:,} symbols, ~{size:,} tokens"]
     return ["\n".join(lines)]

@@ -117,6 +117,9 @@ def _import(node) -> str:
 
 def _doc(node, spec: Spec) -> str:
     """The comment block right above a declaration, without its markers."""
+    while (node.prev_named_sibling is None and node.parent is not None
+           and node.parent.parent is not None and node.parent.start_point[0] == node.start_point[0]):
+        node = node.parent  # `export class …`, `const f = …`: the comment sits above the wrapper
     parts, prev, line = [], node.prev_named_sibling, node.start_point[0]
     while prev is not None and prev.type in spec.comments and prev.end_point[0] >= line - 1:
         parts.insert(0, _text(prev))

@@ -1,0 +1,143 @@
+"""Builds over HTTP on repositories the tests write: what is indexed, what is left out,
+and how the index follows edits, deletes and renames."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from urllib.parse import quote
+
+from tests.plugins.index.conftest import build, wait_for
+
+
+def indexed(server, pid) -> set[str]:
+    stats = server.get(f"/v1/projects/{pid}/stats").json
+    assert stats["built"]
+    paths = set()
+    for rel in ("README.md", "shop/cart.py", "shop/prices.py", "shop/__init__.py",
+                "web/server.js", "web/types.ts", "svc/main.go", "svc/lib.rs", "svc/App.java",
+                "notes.txt", ".gitignore", "web/.gitignore", "web/generated.js", "web/keep.log",
+                "debug.log", "build/out.py", ".env", "logo.png", "big.py", "linked/secret_lib.py",
+                "linked_file.py", "shop/checkout.py", "shop/money.py"):
+        if server.get(f"/v1/projects/{pid}/documents?path={quote(rel)}").status == 200:
+            paths.add(rel)
+    return paths
+
+
+def labels(server, pid, path) -> list[str]:
+    r = server.get(f"/v1/projects/{pid}/documents?path={quote(path)}")
+    assert r.status == 200, r.body
+    return [n["label"] for n in r.json["nodes"]]
+
+
+def test_build_indexes_symbols_and_leaves_out_what_it_must(server, project):
+    pid, root = project
+    assert server.get(f"/v1/projects/{pid}").json["status"]["built"] is False
+    result = build(server, pid)
+    assert result["chunks_embedded"] > 0 and result["semantic"] is True
+    assert indexed(server, pid) == {
+        "README.md", "shop/cart.py", "shop/prices.py", "shop/__init__.py", "web/server.js",
+        "web/types.ts", "svc/main.go", "svc/lib.rs", "svc/App.java", "notes.txt", ".gitignore",
+        "web/.gitignore", "web/keep.log"}  # nested !keep.log re-includes; binary, 10 MB,
+    # symlinks, .env, root *.log, build/ and web/generated.js are out
+    assert labels(server, pid, "shop/cart.py") == ["shop.cart", "Cart", "Cart.add_item",
+                                                    "Cart.total", "compute_sales_tax"]
+    assert set(labels(server, pid, "web/server.js")) >= {"HttpServer", "HttpServer.listen",
+                                                         "sendEmail", "retryFetch"}
+    assert "Greeter.Greet" in labels(server, pid, "svc/main.go")
+    assert "Stack.push" in labels(server, pid, "svc/lib.rs")
+    assert "App.run" in labels(server, pid, "svc/App.java")
+    assert "orderTotal" in labels(server, pid, "web/types.ts")
+    assert labels(server, pid, "README.md") == ["README.md", "Demo shop", "Demo shop > Install"]
+    stats = server.get(f"/v1/projects/{pid}/stats").json
+    assert set(stats["languages"]) >= {"python", "javascript", "typescript", "go", "rust", "java",
+                                       "markdown"}
+    assert {"contains", "imports", "calls", "inherits"} <= set(stats["edge_kinds"])
+    status = server.get(f"/v1/projects/{pid}").json["status"]
+    assert status["built"] is True and status["built_at"] == stats["built_at"]
+
+
+def test_document_detail_and_paths_outside(server, project):
+    pid, root = project
+    build(server, pid)
+    doc = server.get(f"/v1/projects/{pid}/documents?path=shop/cart.py").json
+    assert doc["text"] == (root / "shop/cart.py").read_text() and doc["stale"] is False
+    method = next(n for n in doc["nodes"] if n["label"] == "Cart.add_item")
+    assert (method["signature"], method["line"], method["end_line"]) == (
+        "def add_item(self, sku, qty)", 8, 10)
+    assert method["docstring"] == "Put qty units of sku into the cart."
+    for bad in ("../outside/secret_lib.py", "/etc/passwd", "linked/secret_lib.py", ".env",
+                "nope.py", str(root / "debug.log")):
+        r = server.get(f"/v1/projects/{pid}/documents?path={quote(bad)}")
+        assert r.status == 404 and r.error["code"] == "document_not_found", bad
+    absolute = server.get(f"/v1/projects/{pid}/documents?path={quote(str(root))}/notes.txt")
+    assert absolute.status == 200 and absolute.json["path"] == "notes.txt"
+
+
+def test_edits_deletes_and_renames_are_followed_exactly(server, project):
+    pid, root = project
+    first = build(server, pid)
+    again = build(server, pid)
+    assert (again["files_changed"], again["files_deleted"], again["chunks_embedded"]) == (0, 0, 0)
+
+    cart = root / "shop/cart.py"
+    cart.write_text(cart.read_text().replace("def compute_sales_tax", "def compute_vat"))
+    (root / "notes.txt").unlink()
+    (root / "shop/prices.py").rename(root / "shop/money.py")
+    result = build(server, pid)
+    assert (result["files_changed"], result["files_deleted"]) == (2, 2)
+    # the rename re-embeds nothing: its texts' vectors are reused by hash; the edit re-embeds
+    # only the changed function (and the module text that mentions it)
+    assert result["chunks_embedded"] <= 2
+    assert result["files"] == first["files"] - 1
+    paths = indexed(server, pid)
+    assert "shop/money.py" in paths and "shop/prices.py" not in paths and "notes.txt" not in paths
+    assert "compute_vat" in labels(server, pid, "shop/cart.py")
+    hits = server.post(f"/v1/projects/{pid}/search", {"query": "compute_sales_tax",
+                                                      "mode": "keyword"}).json["results"]
+    assert all(h["label"] != "compute_sales_tax" for h in hits)
+    hits = server.post(f"/v1/projects/{pid}/search", {"query": "round money",
+                                                      "mode": "keyword"}).json["results"]
+    assert hits[0]["source_file"] == "shop/money.py" and hits[0]["label"] == "round_money"
+
+
+def test_a_second_build_is_409_with_the_running_job_and_cancel_stops_it(server, project):
+    pid, root = project
+    for i in range(400):  # enough work that the first build is still running
+        (root / f"gen/m{i}.py").parent.mkdir(exist_ok=True)
+        (root / f"gen/m{i}.py").write_text(f"def generated_{i}(x):\n    '''Doc {i}.'''\n"
+                                           f"    return x * {i} + len(str(x)) - {i}\n")
+    r = server.post(f"/v1/projects/{pid}/build", {})
+    assert r.status == 202 and r.headers["location"].startswith("/v1/jobs/")
+    job_id = r.json["job"]["id"]
+    busy = server.post(f"/v1/projects/{pid}/build", {})
+    assert busy.status == 409 and busy.error["code"] == "index_busy"
+    assert busy.error["details"]["job"]["id"] == job_id
+    assert server.delete(f"/v1/jobs/{job_id}").status == 202
+    job = wait_for(lambda: (j := server.get(f"/v1/jobs/{job_id}").json)["status"]
+                   not in ("queued", "running") and j, timeout=60)
+    assert job["status"] == "cancelled"
+    assert server.get(f"/v1/projects/{pid}/stats").json["built"] is False  # nothing half-written
+    result = build(server, pid)  # the lock was released
+    assert result["files"] >= 400 and result["nodes"] >= 800
+
+
+def test_each_build_emits_index_built(server, project):
+    pid, root = project
+    result = build(server, pid)
+    db = sqlite3.connect(server.home / "kernel.db")
+    rows = db.execute("SELECT data FROM events WHERE kind = 'index.built' AND project_id = ?",
+                      (pid,)).fetchall()
+    db.close()
+    data = json.loads(rows[-1][0])
+    assert data["nodes"] == result["nodes"] and data["duration_ms"] > 0
+    assert data["files_changed"] == result["files_changed"] and data["trigger"] == "api"
+
+
+def test_bad_build_bodies_are_422_and_unknown_projects_404(server, project):
+    pid, _ = project
+    r = server.post(f"/v1/projects/{pid}/build", {"full": "yes please"})
+    assert r.status == 422 and r.error["code"] == "validation_error"
+    assert server.post("/v1/projects/p_nope/build", {}).status == 404
+    r = server.post(f"/v1/projects/{pid}/search", {"query": "x"})
+    assert r.status == 409 and r.error["code"] == "index_not_built"

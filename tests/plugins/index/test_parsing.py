@@ -1,0 +1,80 @@
+"""The chunker on its own: symbols, qualified names, edges per language, and grammars that
+come from the installed wheels (nothing is fetched: there is no network here at all)."""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+
+from plugins.index import chunker, parse_treesitter
+from tests.plugins.index.conftest import FILES
+
+
+def kinds(parsed):
+    return [(n.kind, n.qualname) for n in parsed.nodes]
+
+
+def edges(parsed, kind):
+    return {(parsed.nodes[e.src].qualname, e.target) for e in parsed.edges if e.kind == kind}
+
+
+def test_python_symbols_and_edges():
+    p = chunker.parse("shop/cart.py", FILES["shop/cart.py"])
+    assert kinds(p) == [("module", "shop.cart"), ("class", "Cart"), ("method", "Cart.add_item"),
+                        ("method", "Cart.total"), ("function", "compute_sales_tax")]
+    assert ("shop.cart", "shop.prices") in edges(p, "imports")
+    assert ("Cart.total", "round_money") in edges(p, "calls")
+    assert ("Cart", "object") in edges(p, "inherits")
+    assert ("Cart", "Cart.add_item") in edges(p, "contains")
+    cls = p.nodes[1]
+    assert "def add_item(self, sku, qty):" in cls.text and "self.items[sku]" not in cls.text
+
+
+def test_tree_sitter_languages():
+    js = chunker.parse("web/server.js", FILES["web/server.js"])
+    assert {("class", "HttpServer"), ("method", "HttpServer.listen"), ("function", "sendEmail"),
+            ("function", "retryFetch")} <= set(kinds(js))
+    assert ("HttpServer", "BaseServer") in edges(js, "inherits")
+    assert ("HttpServer.listen", "bindSocket") in edges(js, "calls")
+    assert js.nodes[1].docstring == "Starts the HTTP listener on a port."
+    go = chunker.parse("svc/main.go", FILES["svc/main.go"])
+    assert ("method", "Greeter.Greet") in kinds(go) and ("svc.main", "fmt") in edges(go, "imports")
+    rs = chunker.parse("svc/lib.rs", FILES["svc/lib.rs"])
+    assert ("method", "Stack.push") in kinds(rs)
+    java = chunker.parse("svc/App.java", FILES["svc/App.java"])
+    assert ("method", "App.run") in kinds(java) and ("App", "Base") in edges(java, "inherits")
+    ts = chunker.parse("web/types.ts", FILES["web/types.ts"])
+    assert {("class", "Order"), ("function", "orderTotal")} <= set(kinds(ts))
+
+
+def test_markdown_sections_and_whole_file_fallback():
+    md = chunker.parse("README.md", FILES["README.md"])
+    assert kinds(md) == [("file", "README.md"), ("section", "Demo shop"),
+                         ("section", "Demo shop > Install")]
+    broken = chunker.parse("old.py", "print 'python 2'\n")
+    assert kinds(broken) == [("file", "old.py")] and broken.nodes[0].text == "print 'python 2'"
+    toml = chunker.parse("pyproject.toml", "[a]\nb = 1\n")
+    assert toml.language == "toml" and kinds(toml) == [("file", "pyproject.toml")]
+
+
+def test_grammars_load_from_installed_wheels_never_a_downloader():
+    site = sysconfig.get_paths()["purelib"]
+    for language, spec in parse_treesitter.SPECS.items():
+        parse_treesitter.parser_for(language)
+        module = sys.modules[spec.module]
+        assert module.__file__.startswith(site), module.__file__
+    assert "tree_sitter_language_pack" not in sys.modules
+
+
+def test_embed_text_leaves_out_path_and_trivial_modules():
+    p = chunker.parse("a/b/cart.py", FILES["shop/cart.py"])
+    q = chunker.parse("elsewhere/cart.py", FILES["shop/cart.py"])
+    texts = [chunker.embed_text(n.kind, n.qualname, n.text, n.docstring, n.whole, 512)
+             for n in p.nodes]
+    moved = [chunker.embed_text(n.kind, n.qualname, n.text, n.docstring, n.whole, 512)
+             for n in q.nodes]
+    assert texts[1:] == moved[1:]  # a rename re-embeds no symbol
+    assert texts[4].startswith("function compute_sales_tax\ndef compute_sales_tax(amount, rate):")
+    bare = chunker.parse("m.py", "import os\n\ndef f():\n    pass\n")
+    assert chunker.embed_text(*(lambda n: (n.kind, n.qualname, n.text, n.docstring, n.whole))(
+        bare.nodes[0]), 512) is None

@@ -1,0 +1,127 @@
+"""Search and query on a built repository: modes, budgets, layers, wakeup, stats."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.plugins.index.conftest import build, write_repo
+
+
+@pytest.fixture(scope="module")
+def built(server, tmp_path_factory):
+    base = tmp_path_factory.mktemp("q")
+    root = write_repo(base / "repo", base / "outside")
+    pid = server.register(root)
+    build(server, pid)
+    return pid, root
+
+
+def search(server, pid, **body):
+    r = server.post(f"/v1/projects/{pid}/search", body)
+    assert r.status == 200, r.body
+    return r.json
+
+
+@pytest.mark.parametrize("mode", ["semantic", "hybrid"])
+def test_a_function_is_found_by_a_description_of_what_it_does(server, built, mode):
+    pid, _ = built
+    out = search(server, pid, query="calculate how much tax is due on a purchase", mode=mode, n=3)
+    assert out["results"][0]["label"] == "compute_sales_tax"
+    assert out["results"][0]["source_file"] == "shop/cart.py" and out["results"][0]["line"] == 16
+    out = search(server, pid, query="send an e-mail message to someone", mode=mode, n=3)
+    assert out["results"][0]["label"] == "sendEmail"
+
+
+def test_keyword_splits_identifiers_and_stems(server, built):
+    pid, _ = built
+    out = search(server, pid, query="parse config", mode="keyword")
+    assert out["results"][0]["label"] == "parseConfigFile"
+    out = search(server, pid, query="rounding values", mode="keyword")
+    assert out["results"][0]["label"] == "round_money"
+
+
+def test_file_type_filter_and_result_shape(server, built):
+    pid, _ = built
+    out = search(server, pid, query="install the shop", mode="hybrid", file_type="docs", n=5)
+    assert out["results"] and all(h["file_type"] == "docs" for h in out["results"])
+    assert set(out["results"][0]) == {"id", "label", "kind", "file_type", "source_file", "line",
+                                      "score"}
+    assert out["project_id"] == pid and out["query"] == "install the shop"
+
+
+def test_bad_search_bodies_are_422(server, built):
+    pid, _ = built
+    for body in ({"query": ""}, {"query": "x", "n": 51}, {"query": "x", "mode": "fuzzy"},
+                 {"query": "x", "file_type": "video"}, {"n": 3}):
+        r = server.post(f"/v1/projects/{pid}/search", body)
+        assert r.status == 422 and r.error["code"] == "validation_error", body
+
+
+def test_query_has_all_layers_and_stays_in_the_default_budget(server, built):
+    pid, _ = built
+    r = server.post(f"/v1/projects/{pid}/query", {"question": "how is sales tax computed?",
+                                                  "trace": True})
+    assert r.status == 200, r.body
+    out = r.json
+    assert out["layers_used"] == ["L0", "L1", "L2", "L3"]
+    t = out["tokens"]
+    assert t["total"] == t["l0"] + t["l1"] + t["l2"] + t["l3"] <= 8000
+    assert (len(out["context"]) + 3) // 4 <= t["total"]
+    assert "Demo shop" in out["context"] and "A small shop backend" in out["context"]
+    assert "shop/cart.py:16 compute_sales_tax" in out["context"]
+    assert "called by" in out["context"] or "calls:" in out["context"]
+    assert out["search_hits"] > 0 and out["trace"]["hits"][0]["label"] == "compute_sales_tax"
+    assert out["reduction_ratio"] > 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=256, max_value=3000),
+       question=st.text(min_size=1, max_size=80).filter(lambda s: s.strip()))
+def test_a_query_never_exceeds_its_budget_and_always_has_l0(server, built, budget, question):
+    pid, _ = built
+    r = server.post(f"/v1/projects/{pid}/query", {"question": question,
+                                                  "context_budget": budget})
+    assert r.status == 200, r.body
+    out = r.json
+    assert out["tokens"]["total"] <= budget
+    assert (len(out["context"]) + 3) // 4 <= budget
+    assert out["layers_used"][0] == "L0" and out["tokens"]["l0"] > 0
+
+
+def test_small_budgets_trim_l3_then_l2_then_l1(server, built):
+    pid, _ = built
+    seen = []
+    for budget in (8000, 700, 400, 256):
+        out = server.post(f"/v1/projects/{pid}/query", {"question": "cart total",
+                                                        "context_budget": budget}).json
+        seen.append(out["layers_used"])
+        assert out["tokens"]["total"] <= budget
+    assert seen[0] == ["L0", "L1", "L2", "L3"]
+    for used in seen:  # a layer is only ever dropped after every layer below it
+        order = ["L0", "L1", "L2", "L3"]
+        assert used == order[:len(used)]
+    r = server.post(f"/v1/projects/{pid}/query", {"question": "x", "context_budget": 10})
+    assert r.status == 422
+
+
+def test_wakeup_is_l0_l1_and_warns_when_stale(server, built):
+    pid, root = built
+    out = server.get(f"/v1/projects/{pid}/wakeup").json
+    assert out["layers_used"] == ["L0", "L1"] and out["warning"] is None
+    assert out["tokens"]["l2"] == out["tokens"]["l3"] == 0
+    assert "shop/cart.py" in out["context"]
+    (root / "notes.txt").write_text("changed after the build\n")
+    out = server.get(f"/v1/projects/{pid}/wakeup").json
+    assert "1 indexed file(s) changed" in out["warning"]
+    build(server, pid)
+    assert server.get(f"/v1/projects/{pid}/wakeup").json["warning"] is None
+
+
+def test_stats_shape(server, built):
+    pid, _ = built
+    s = server.get(f"/v1/projects/{pid}/stats").json
+    assert s["files"] == sum(v["files"] for v in s["languages"].values())
+    assert s["nodes"] > s["files"] and s["vectors"] > 0 and s["index_bytes"] > 0
+    assert s["model_id"].startswith("all-MiniLM-L6-v2") and s["token_counter"]

@@ -1,0 +1,99 @@
+"""Ignore rules over HTTP: system rules listed and protected, own rules validated, adding a
+rule takes matching files out of the index, and the test route explains itself."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.plugins.index.conftest import build
+
+
+def doc_status(server, pid, path) -> int:
+    return server.get(f"/v1/projects/{pid}/documents?path={quote(path)}").status
+
+
+def test_rules_crud_and_protection(server, project):
+    pid, root = project
+    items = server.get(f"/v1/projects/{pid}/ignore-rules").json["items"]
+    system = {r["id"]: r for r in items if r["protected"]}
+    assert {"sys_git", "sys_state", "sys_env", "sys_pem", "sys_size"} <= set(system)
+    assert server.patch(f"/v1/projects/{pid}/ignore-rules/sys_git",
+                        {"enabled": False}).error["code"] == "rule_protected"
+    assert server.delete(f"/v1/projects/{pid}/ignore-rules/sys_env").status == 403
+
+    build(server, pid)
+    assert doc_status(server, pid, "svc/main.go") == 200
+    r = server.post(f"/v1/projects/{pid}/ignore-rules",
+                    {"type": "extension", "value": "GO", "reason": "no Go"})
+    assert r.status == 201 and r.json["value"] == ".go" and r.json["files_removed"] == 1
+    rid = r.json["id"]
+    assert r.headers["location"].endswith(f"/ignore-rules/{rid}")
+    assert doc_status(server, pid, "svc/main.go") == 404  # removed at once, file untouched
+    assert (root / "svc/main.go").exists()
+    assert build(server, pid)["files_changed"] == 0  # stays out on the next build
+
+    r = server.patch(f"/v1/projects/{pid}/ignore-rules/{rid}", {"enabled": False})
+    assert r.status == 200 and r.json["enabled"] is False
+    build(server, pid)
+    assert doc_status(server, pid, "svc/main.go") == 200
+    assert server.delete(f"/v1/projects/{pid}/ignore-rules/{rid}").status == 204
+    assert server.delete(f"/v1/projects/{pid}/ignore-rules/{rid}").error["code"] == "rule_not_found"
+
+    r = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": "folder_name", "value": "web"})
+    assert r.json["files_removed"] == 4
+    assert doc_status(server, pid, "web/server.js") == 404
+
+
+def test_each_rule_type(server, project):
+    pid, root = project
+    cases = [("path", "svc", "svc/lib.rs"), ("file_name", "notes.txt", "notes.txt"),
+             ("pattern", "shop/c*.py", "shop/cart.py"), ("max_file_size", "100", "shop/cart.py"),
+             ("hidden_files", "true", ".gitignore")]
+    for type_, value, path in cases:
+        assert server.post(f"/v1/projects/{pid}/ignore-rules/test",
+                           {"path": path}).json["ignored"] is False
+        rid = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": type_, "value": value}).json["id"]
+        out = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": path}).json
+        assert out["ignored"] is True and out["matched_rule"]["id"] == rid, (type_, out)
+        server.delete(f"/v1/projects/{pid}/ignore-rules/{rid}")
+
+
+def test_the_test_route_explains_gitignore_and_system_rules(server, project):
+    pid, root = project
+
+    def explain(path):
+        r = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": path})
+        assert r.status == 200, r.body
+        return r.json
+
+    assert explain("debug.log")["matched_rule"]["value"] == "*.log"
+    assert explain("debug.log")["matched_rule"]["reason"] == ".gitignore"
+    assert explain("web/keep.log")["ignored"] is False  # re-included by web/.gitignore
+    assert explain("web/generated.js")["matched_rule"]["reason"] == "web/.gitignore"
+    assert explain("build/out.py")["matched_rule"]["value"] == "build/"
+    assert explain(".env")["matched_rule"]["id"] == "sys_env"
+    assert explain(".git/config")["matched_rule"]["id"] == "sys_git"
+    assert explain("big.py")["matched_rule"]["id"] == "sys_size"
+    assert explain(str(root / "shop/cart.py")) == {"path": "shop/cart.py", "ignored": False,
+                                                   "matched_rule": None}
+    r = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": "../elsewhere.py"})
+    assert r.status == 422 and r.error["code"] == "validation_error"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.fixed_dictionaries({"type": st.sampled_from(
+    ["path", "folder_name", "file_name", "extension", "pattern", "max_file_size",
+     "hidden_files", "bogus"]), "value": st.text(max_size=40)},
+    optional={"enabled": st.one_of(st.booleans(), st.text(max_size=3)),
+              "reason": st.text(max_size=20)}))
+def test_rule_bodies_never_500(server, project, body):
+    pid, _ = project
+    r = server.post(f"/v1/projects/{pid}/ignore-rules", body)
+    assert r.status in (201, 422), r.body
+    if r.status == 201:
+        assert server.delete(f"/v1/projects/{pid}/ignore-rules/{r.json['id']}").status == 204
+    else:
+        assert r.error["code"] == "validation_error"
