@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from neuralmind.client import DaemonNotRunning, NeuralMindClient, Unauthorized
-from tests.client.conftest import Daemon
+from tests.client.conftest import Daemon, git_repo
 from tests.support import ROOT, free_port
 
 
@@ -72,6 +72,7 @@ def test_cli_says_how_to_start_a_daemon(tmp_path):
 
 
 def test_autostart_runs_the_daemon(tmp_path, monkeypatch):
+    """Also: `up` against a server without the index plugin registers and says so."""
     d = Daemon(tmp_path, plugins=["auth"])
     for key, value in d.env.items():
         if key.startswith("NEURALMIND"):
@@ -83,6 +84,11 @@ def test_autostart_runs_the_daemon(tmp_path, monkeypatch):
         assert nm.health()["status"] == "ok"
         assert NeuralMindClient(autostart=True).url == d.url  # running: not started twice
         assert d.info["pid"] == json.loads((d.home / "daemon.json").read_text())["pid"]
+        repo = git_repo(tmp_path / "plain", {"a.py": "a = 1\n"})
+        up = d.run("up", cwd=repo)
+        assert up.returncode == 0, up.stderr
+        assert "daemon already running" in up.stdout and "index plugin is not enabled" in up.stdout
+        assert [p.path for p in nm.projects.list()] == [str(repo)]
     finally:
         d.stop()
     assert not (d.home / "daemon.json").exists()
