@@ -8,7 +8,6 @@ feeds ``[tier2.self_hosted]`` to server mode. A failure in here is logged and ne
 from __future__ import annotations
 
 import logging
-import weakref
 
 from kernel.auth import Permission
 from kernel.plugins import hookimpl
@@ -45,7 +44,7 @@ class Bridge:
                         status.seats, status.active_actors)
 
 
-_bridges: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_bridges: dict[object, Bridge] = {}  # one per kernel (a process has one; tests make several)
 
 
 def bridge(kernel) -> Bridge:
@@ -97,7 +96,9 @@ def startup(kernel):
 
 @hookimpl
 def shutdown(kernel):
-    bridge(kernel).trail.stop()
+    b = _bridges.pop(kernel, None)
+    if b is not None:
+        b.trail.stop()
 
 
 @hookimpl

@@ -11,15 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.tier2_bridge.audit import GENESIS, chain_hash
-from tests.plugins.tier2_bridge.helpers import PROJECTS, audit_cli, audit_rows, copy_db, \
-    kernel_events, verify
+from tests.plugins.tier2_bridge.helpers import MEMORIES, PROJECTS, audit_cli, audit_rows, \
+    copy_db, kernel_events, verify
 
 
 def test_concurrent_writers_make_one_chain_with_every_event(busy):
     rows = audit_rows(busy.home)
     events = kernel_events(busy.home)
-    # 96 registrations + 48 removals, each with its api.call
-    assert len(events) == 2 * (PROJECTS + PROJECTS // 2)
+    # registrations, memory creates and removals, each with its api.call
+    assert len(events) == 2 * (PROJECTS + MEMORIES + PROJECTS // 2)
     assert [r["seq"] for r in rows] == list(range(1, len(events) + 1))
     assert [(r["action"], r["request_id"], r["actor"], r["project"], r["at"]) for r in rows] == \
         [(e["kind"], e["request_id"], e["actor"], e["project_id"], e["at"]) for e in events]
@@ -32,12 +32,18 @@ def test_concurrent_writers_make_one_chain_with_every_event(busy):
     assert (verdict["records"], verdict["head_hash"]) == (len(rows), rows[-1]["hash"])
 
 
-def test_api_calls_name_method_path_and_status(busy):
-    calls = [r for r in audit_rows(busy.home) if r["action"] == "api.call"]
-    assert len(calls) == PROJECTS + PROJECTS // 2
+def test_records_name_their_target(busy):
+    rows = audit_rows(busy.home)
+    calls = [r for r in rows if r["action"] == "api.call"]
+    assert len(calls) == PROJECTS + MEMORIES + PROJECTS // 2
     assert sum(r["target"] == "POST /v1/projects 201" for r in calls) == PROJECTS
     deletes = [r for r in calls if r["target"].startswith("DELETE /v1/projects/p_")]
     assert len(deletes) == PROJECTS // 2 and all(r["target"].endswith(" 204") for r in deletes)
+    creates = [r for r in rows if r["action"] == "memory.created"]
+    assert len(creates) == MEMORIES and len({r["target"] for r in creates}) == MEMORIES
+    for rec in creates[:5]:
+        r = busy.get(f"/v1/projects/{rec['project']}/memories/{rec['target']}")
+        assert r.status == 200 and r.json["id"] == rec["target"]
 
 
 def test_admin_route_pages_through_the_whole_trail(busy):
@@ -62,7 +68,7 @@ def test_admin_route_filters(busy):
     r = busy.get("/v1/admin/audit?action=project.*&limit=200")
     assert [i["action"] for i in r.json["items"]] == [x["action"] for x in rows
                                                       if x["action"].startswith("project.")]
-    pid = removed[0]["project"]
+    pid = removed[0]["project"]  # a removed project never had memories
     r = busy.get(f"/v1/admin/audit?project={pid}")
     assert [i["action"] for i in r.json["items"]] == ["project.registered", "project.removed",
                                                       "api.call"]  # the DELETE names the project

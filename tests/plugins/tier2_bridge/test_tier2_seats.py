@@ -156,3 +156,11 @@ def test_a_licence_that_is_not_utf8_is_a_problem(tmp_path):
     path = tmp_path / "license.json"
     path.write_bytes(b"\xff\xfe{")
     assert "not readable JSON" in read_license(path).problem
+
+
+def test_token_changes_made_by_the_cli_reach_the_trail(team):
+    server, tokens, _ = team
+    made = create_token(server.home, server.home / "config.toml", "erin", "reader")
+    rows = settled(server.home)  # no request follows: the copier's poll finds the CLI's event
+    created = [r for r in rows if r["action"] == "token.created"]
+    assert [(r["target"], r["actor"].startswith("cli:")) for r in created] == [(made["id"], True)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from plugins.tier2_bridge.audit import chain_hash
-from tests.plugins.tier2_bridge.helpers import audit_cli, audit_rows, copy_db, verify
+from tests.plugins.tier2_bridge.helpers import audit_cli, audit_rows, copy_db, in_process, verify
 
 SHIFT = 1_000_000  # moves seqs out of the way, since seq is the primary key
 
@@ -139,6 +139,6 @@ def test_verify_speaks_plainly(busy, tmp_path):
     done = audit_cli(home, "verify", "--home", str(home))
     assert done.returncode == 1
     assert "BROKEN at record 5" in done.stdout and "edited" in done.stdout
-    assert audit_cli(home, "verify", "--home", str(home), "--anchor", "nonsense").returncode == 2
-    missing = audit_cli(tmp_path, "verify", "--home", str(tmp_path / "nowhere"))
-    assert missing.returncode == 1 and "no audit trail" in missing.stderr
+    assert in_process("audit", "verify", "--home", str(home), "--anchor", "nonsense")[0] == 2
+    code, _, err = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"))
+    assert code == 1 and "no audit trail" in err
