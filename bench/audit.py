@@ -1,6 +1,6 @@
 """Memory-create throughput with the tier2 audit plugin on vs off, same run.
 
-    python bench/audit.py [--seconds 5] [--rounds 3] [--connections 8] [--workers 2]
+    python bench/audit.py [--seconds 4] [--rounds 5] [--connections 8] [--workers 2]
 
 Two real servers (`neuralmind serve`, gunicorn gthread) with the same plugins but for
 ``tier2_bridge``; each gets a project, then wrk POSTs ``/v1/projects/{id}/memories`` against
@@ -70,8 +70,8 @@ def count(db: Path, sql: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
@@ -103,13 +103,16 @@ def main() -> int:
         audited = count(on_home / "audit.db", "SELECT COUNT(*) FROM audit")
         events = count(on_home / "kernel.db", "SELECT COUNT(*) FROM events")
     off, on = statistics.median(rates["off"]), statistics.median(rates["on"])
-    print(f"median creates/s: off {off:.1f}, on {on:.1f}; audit records {audited} "
-          f"of {events} kernel events")
+    # each round's on/off pair ran back to back, so their ratio cancels the drift between
+    # rounds (the memory tables grow, other work on the machine comes and goes)
+    paired = statistics.median(b / a for a, b in zip(rates["off"], rates["on"]))
+    print(f"median creates/s: off {off:.1f}, on {on:.1f} ({on / off:.2f}×); median per-round "
+          f"ratio {paired:.2f}×; audit records {audited} of {events} kernel events")
     print(f"workers {args.workers}, {args.connections} connections, {args.rounds} × "
           f"{args.seconds} s rounds, shared 2-core machine")
-    verdict = "meets" if on >= 0.9 * off else "MISSES"
-    print(f"SUMMARY audit on/off memory-create throughput {on / off:.2f}× "
-          f"({on:.0f} vs {off:.0f}/s) — {verdict} the ≥ 0.9× target")
+    verdict = "meets" if paired >= 0.9 else "MISSES"
+    print(f"SUMMARY audit on/off memory-create throughput {paired:.2f}× (per-round median; "
+          f"{on:.0f} vs {off:.0f}/s) — {verdict} the ≥ 0.9× target")
     return 0
 
 
