@@ -38,8 +38,10 @@ class Daemon:
         self.port = free_port()
         self.plugins = plugins if plugins is not None else available_plugins()
         self.config = base / "neuralmind.toml"
+        # a 1 s heartbeat lets the server notice a closed event stream at once, so
+        # `daemon stop` need not wait out gunicorn's graceful timeout
         self.config.write_text(f'[kernel]\nplugins = {json.dumps(self.plugins)}\n'
-                               f'[server]\nport = {self.port}\n')
+                               f'sse_heartbeat_s = 1\n[server]\nport = {self.port}\n')
         self.env = {**os.environ, "NEURALMIND_HOME": str(self.home),
                     "NEURALMIND_CONFIG": str(self.config), "PYTHONPATH": str(ROOT)}
         for key in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN", "NEURALMIND_PLUGINS"):
