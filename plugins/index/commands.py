@@ -13,9 +13,22 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--embed-chars", type=int, default=None,
                         help="override [index] embed_chars (what each vector embeds)")
+    parser.add_argument("--keyword-weights", type=_weights, help="comma-separated hybrid keyword weights to "
+                        "compare (default: [index] keyword_weight)")
     parser.add_argument("--workdir", help="keep the throwaway project here (reruns reuse its "
                         "vectors); default a temporary folder removed afterwards")
     parser.set_defaults(func=_run)
+
+
+def _weights(text: str) -> list[float]:
+    import argparse
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("comma-separated numbers between 0 and 1") from None
+    if not weights or any(not 0 <= w <= 1 for w in weights):
+        raise argparse.ArgumentTypeError("comma-separated numbers between 0 and 1")
+    return weights
 
 
 def _run(args) -> int:

@@ -14,9 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-MODES = ("keyword", "semantic", "hybrid")
-
-
 def _load(dataset: Path, split: str):
     corpus = json.loads((dataset / "code_idx_map.txt").read_text())
     queries = json.loads((dataset / f"cosqa-retrieval-{split}-500.json").read_text())
@@ -74,15 +71,17 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
     report = {"dataset": "cosqa", "split": args.split, "queries": len(queries),
               "corpus": len(corpus), "embed_chars": service.settings.embed_chars,
               "embed_mode": service.settings.embed_mode,
-              "keyword_weight": service.settings.keyword_weight,
               "build_s": round(build_s, 2), "chunks_embedded": built["chunks_embedded"],
               "modes": {}}
-    for mode in MODES:
+    weights = args.keyword_weights or [service.settings.keyword_weight]
+    runs = [("keyword", 0.0), ("semantic", 0.0)] + [
+        ("hybrid" if len(weights) == 1 else f"hybrid@{w:g}", w) for w in weights]
+    for mode, weight in runs:
         ranks, t0 = [], time.perf_counter()
         try:
             for text, gold in queries:
-                ranked, _ = search.search(kernel, store, key, text, 50, mode, None,
-                                          service.settings.keyword_weight)
+                ranked, _ = search.search(kernel, store, key, text, 50, mode.split("@")[0], None,
+                                          weight)
                 files: list[str] = []
                 for nid, _ in ranked:
                     if paths[nid] not in files:

@@ -1,0 +1,239 @@
+"""Index plugin figures on a real mid-size tree, next to baselines measured in the same run.
+
+The tree is falcon's source from site-packages (copied to a temp folder; no network). On a
+real 1-worker gunicorn server with the packaged model:
+  * cold build (POST /build, wait=true): wall time, files/s, nodes/s, the worker's peak RSS,
+  * the bare embedder on the same texts in this process (same model, same threads): the
+    build's wall time ÷ the bare embedding time shows whether the build is embedding-bound
+    (target: bare ÷ build ≥ 0.8),
+  * a no-change rebuild and a one-file rebuild,
+  * query and search p50 over HTTP (keep-alive, after a warm-up),
+  * with ``--peer /tmp/nm4venv`` (a venv holding PyPI neuralmind==4.22.1): the older
+    NeuralMind's cold build, peak RSS and one-file rebuild on a copy of the same tree.
+The machine is shared with other work: compare ratios within one run.
+
+    python bench/index.py [--tree DIR] [--peer /tmp/nm4venv] [--queries 40] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import Server  # noqa: E402
+
+QUESTIONS = ["how are middleware components called for each request",
+             "where is the request body parsed as JSON", "add a route to the app",
+             "how are cookies set on the response", "error handler for HTTP errors",
+             "websocket connection accept", "parse query string parameters",
+             "CORS headers", "serve static files from a directory", "media type handlers"]
+
+
+class Client:
+    """One keep-alive connection to the server."""
+
+    def __init__(self, port: int, token: str):
+        self.port, self.token = port, token
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Host": f"127.0.0.1:{self.port}", "Authorization": f"Bearer {self.token}",
+                   "Content-Type": "application/json"}
+        self.conn.request(method, path, body=data, headers=headers)
+        r = self.conn.getresponse()
+        return r.status, json.loads(r.read() or b"{}")
+
+
+def default_tree() -> Path:
+    import falcon
+    return Path(falcon.__file__).parent
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyc"))
+    return dst
+
+
+def worker_peak_rss_mib(server: Server) -> float:
+    """VmHWM of the server's processes (gunicorn master's children hold the index work)."""
+    peak = 0
+    for pid in [server.proc.pid, *_children(server.proc.pid)]:
+        try:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+    return peak / 1024
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out += [int(c) for c in open(f"/proc/{pid}/task/{tid}/children").read().split()]
+        except OSError:
+            pass
+    return out + [g for c in out for g in _children(c)]
+
+
+def bare_embedding_s(tree: Path) -> tuple[float, int]:
+    """The same texts the build embeds, through the bare embedder, in this process."""
+    from kernel.embeddings import OnnxEmbedder
+    from plugins.index.build import file_row, read_text
+    from plugins.index.ignore import RuleSet, system_rules
+    from plugins.index.models import IndexSettings
+    from plugins.index.walker import walk
+    settings, texts = IndexSettings(), {}
+    for entry in walk(str(tree), RuleSet(system_rules(settings.max_file_bytes))):
+        content = read_text(str(tree / entry.path))
+        if content:
+            file_row(entry, content[0], content[1], settings, texts)
+    embedder = OnnxEmbedder()
+    embedder.embed(["warm up"])
+    ordered = sorted(texts.values(), key=len)
+    started = time.perf_counter()
+    for i in range(0, len(ordered), settings.embed_batch):
+        embedder.embed(ordered[i:i + settings.embed_batch])
+    return time.perf_counter() - started, len(ordered)
+
+
+def p50_ms(client: Client, path: str, bodies: list[dict], rounds: int) -> float:
+    for body in bodies[:3]:
+        client.call("POST", path, body)
+    times = []
+    for i in range(rounds):
+        started = time.perf_counter()
+        status, out = client.call("POST", path, bodies[i % len(bodies)])
+        times.append((time.perf_counter() - started) * 1000)
+        assert status == 200, out
+    return statistics.median(times)
+
+
+def ours(tree: Path, work: Path, rounds: int) -> dict:
+    server = Server(work / "home", plugins=["auth", "index"], workers=1).start()
+    try:
+        client = Client(server.port, server.token)
+        _, project = client.call("POST", "/v1/projects", {"path": str(tree)})
+        pid = project["id"]
+        build = f"/v1/projects/{pid}/build"
+        started = time.perf_counter()
+        status, out = client.call("POST", build, {"wait": True})
+        cold = time.perf_counter() - started
+        result = out["job"]["result"]
+        rss = worker_peak_rss_mib(server)
+        started = time.perf_counter()
+        client.call("POST", build, {"wait": True})
+        nochange = time.perf_counter() - started
+        target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
+        target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
+        started = time.perf_counter()
+        _, one = client.call("POST", build, {"wait": True})
+        onefile = time.perf_counter() - started
+        search = p50_ms(client, f"/v1/projects/{pid}/search",
+                        [{"query": q, "mode": "hybrid"} for q in QUESTIONS], rounds)
+        query = p50_ms(client, f"/v1/projects/{pid}/query",
+                       [{"question": q} for q in QUESTIONS], rounds)
+        return {"cold_s": cold, "files": result["files"], "nodes": result["nodes"],
+                "chunks_embedded": result["chunks_embedded"], "peak_rss_mib": rss,
+                "nochange_s": nochange, "onefile_s": onefile,
+                "onefile_embedded": one["job"]["result"]["chunks_embedded"],
+                "search_p50_ms": search, "query_p50_ms": query}
+    finally:
+        server.stop()
+
+
+def peer(venv: Path, tree: Path, work: Path) -> dict | None:
+    """The older NeuralMind (its own venv) on a copy of the same tree: CLI build timings."""
+    exe = venv / "bin" / "neuralmind"
+    if not exe.exists():
+        return None
+    from kernel.embeddings import locate_model
+    files = locate_model(None)
+    model_dir = work / "peer-model"
+    model_dir.mkdir(exist_ok=True)
+    for src, name in ((files.model, "model.onnx"), (files.tokenizer, "tokenizer.json")):
+        if not (model_dir / name).exists():
+            os.symlink(src, model_dir / name)
+    env = {**os.environ, "NEURALMIND_ONNX_MODEL_DIR": str(model_dir), "HF_HUB_OFFLINE": "1",
+           "HOME": str(work / "peer-home"), "NEURALMIND_HOME": str(work / "peer-home")}
+
+    def run(*args) -> tuple[float, int]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        started = time.perf_counter()
+        proc = subprocess.run([str(exe), *args], cwd=tree, env=env, capture_output=True, text=True)
+        took = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"peer {' '.join(args)} failed: {proc.stderr[-500:]}")
+        return took, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+    cold, rss = run("build", str(tree))
+    nochange, _ = run("build", str(tree))
+    target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
+    target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
+    onefile, _ = run("build", str(tree))
+    return {"cold_s": cold, "peak_rss_mib": rss / 1024, "nochange_s": nochange,
+            "onefile_s": onefile}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tree", help="source tree to index (default: falcon from site-packages)")
+    parser.add_argument("--peer", help="venv with PyPI neuralmind==4.22.1 for the side-by-side")
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    src = Path(args.tree) if args.tree else default_tree()
+    with tempfile.TemporaryDirectory(prefix="nm-bench-index-") as tmp:
+        work = Path(tmp)
+        bare_s, texts = bare_embedding_s(copy_tree(src, work / "bare"))
+        mine = ours(copy_tree(src, work / "ours"), work, args.queries)
+        theirs = peer(Path(args.peer), copy_tree(src, work / "peer"), work) if args.peer else None
+    mine["bare_embed_s"], mine["bare_texts"] = bare_s, texts
+    mine["embed_bound"] = bare_s / mine["cold_s"]
+    report = {"tree": str(src), "ours": mine, "peer": theirs}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    m = mine
+    print(f"tree: {src} — {m['files']} files, {m['nodes']} nodes, {m['chunks_embedded']} texts embedded")
+    print(f"cold build        {m['cold_s']:7.2f} s   {m['files'] / m['cold_s']:7.1f} files/s "
+          f"{m['nodes'] / m['cold_s']:7.1f} nodes/s   peak RSS {m['peak_rss_mib']:.0f} MiB")
+    print(f"bare embedder     {bare_s:7.2f} s   on the same {texts} texts → build is "
+          f"{m['embed_bound']:.2f}× embedding-bound (target ≥ 0.8)")
+    print(f"no-change rebuild {m['nochange_s']:7.2f} s   one-file rebuild {m['onefile_s']:.2f} s "
+          f"({m['onefile_embedded']} texts re-embedded)")
+    print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms (HTTP, keep-alive)")
+    if theirs:
+        print(f"neuralmind 4.22.1: cold {theirs['cold_s']:.2f} s, peak RSS "
+              f"{theirs['peak_rss_mib']:.0f} MiB, no-change {theirs['nochange_s']:.2f} s, "
+              f"one-file {theirs['onefile_s']:.2f} s")
+        print(f"ratios ours/theirs: cold {m['cold_s'] / theirs['cold_s']:.2f}, RSS "
+              f"{m['peak_rss_mib'] / theirs['peak_rss_mib']:.2f}, one-file "
+              f"{m['onefile_s'] / theirs['onefile_s']:.2f}")
+    summary = (f"SUMMARY index: cold {m['cold_s']:.1f}s ({m['nodes'] / m['cold_s']:.0f} nodes/s, "
+               f"{m['embed_bound']:.2f}x embed-bound), RSS {m['peak_rss_mib']:.0f}MiB, one-file "
+               f"{m['onefile_s']:.2f}s, search p50 {m['search_p50_ms']:.1f}ms, query p50 "
+               f"{m['query_p50_ms']:.1f}ms")
+    if theirs:
+        summary += f"; peer cold {theirs['cold_s']:.1f}s RSS {theirs['peak_rss_mib']:.0f}MiB"
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
