@@ -354,10 +354,9 @@ class NeuralMindClient:
                 raw = ex.read()
             hdr = {k.lower(): v for k, v in ex.headers.items()}
             return _Response(ex.code, hdr, raw)
-        except urllib.error.URLError as ex:
-            reason = ex.reason
-            if isinstance(reason, OSError) and not isinstance(reason, TimeoutError):
-                raise reason from None
+        except urllib.error.URLError as ex:  # refused, reset, timed out: the OSError itself
+            if isinstance(ex.reason, OSError):
+                raise ex.reason from None
             raise
         hdr = {k.lower(): v for k, v in resp.headers.items()}
         if stream:
@@ -373,8 +372,7 @@ class NeuralMindClient:
         Idempotent requests (GET, DELETE, and POSTs the caller marks so) are retried with
         backoff on connection errors and 503; nothing else is, so a write never lands twice."""
         if params:
-            path += "?" + urllib.parse.urlencode(
-                [(k, v) for k, v in _flat(params)], doseq=False)
+            path += "?" + urllib.parse.urlencode(list(_flat(params)))
         body = json.dumps(json_body).encode() if json_body is not None else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
         attempts = RETRIES + 1 if retry else 1
@@ -437,7 +435,8 @@ class NeuralMindClient:
                last_event_id: int | None = None, timeout: float | None = None) -> EventStream:
         """Follow ``/v1/events`` (server-sent events) from now, or after ``last_event_id``.
         ``kinds`` filters (``memory.*`` matches a prefix); ``timeout`` bounds each read
-        (None: wait for ever; the server sends a heartbeat every 15 s)."""
+        (default the client's; the server's heartbeat, every 15 s, keeps a quiet stream alive,
+        so only a dead server makes a read time out)."""
         query = urllib.parse.urlencode(list(_flat({"project": project, "kind": list(kinds)})))
         return EventStream(self, "/v1/events" + ("?" + query if query else ""), last_event_id,
                            timeout)
