@@ -188,7 +188,7 @@ class AuditTrail:
         with self._sync_lock:
             try:
                 upto = self._events.last_id()
-                while (n := self._catch_up(upto)):
+                while (n := self.copy_until(upto)):
                     copied += n
             except Exception as ex:  # the audit never fails anything but itself
                 self.db.reconnect()  # the file may be replaced or repaired before the retry
@@ -206,7 +206,9 @@ class AuditTrail:
         row = conn.execute("SELECT value FROM audit_meta WHERE key = 'event_cursor'").fetchone()
         return int(row[0]) if row else 0
 
-    def _catch_up(self, upto: int) -> int:
+    def copy_until(self, upto: int) -> int:
+        """One transaction: append the kernel events after the cursor, up to event ``upto``
+        and at most ``CATCH_UP_BATCH`` of them. Raises on failure (``sync`` does not)."""
         db = self.db.get()
         if self._cursor(db.conn) >= upto:  # the common case, answered without a write lock
             return 0
@@ -214,7 +216,9 @@ class AuditTrail:
             cursor = self._cursor(conn)  # again: another worker may have copied meanwhile
             if cursor >= upto:
                 return 0
-            pending = [e for e in self._events.after(cursor, CATCH_UP_BATCH) if e.id <= upto]
+            # ids are dense (AUTOINCREMENT under one write lock), so this bounds the read too
+            batch = self._events.after(cursor, min(CATCH_UP_BATCH, upto - cursor))
+            pending = [e for e in batch if e.id <= upto]
             if not pending:
                 return 0
             head = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()

@@ -47,13 +47,17 @@ def verify(home: Path, *args: str) -> tuple[int, dict]:
     return code, json.loads(out) if out.strip() else {}
 
 
-def audit_rows(home: Path) -> list[dict]:
-    conn = sqlite3.connect(home / "audit.db")
+def rows(db: Path, sql: str) -> list[dict]:
+    conn = sqlite3.connect(db)
     conn.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in conn.execute("SELECT * FROM audit ORDER BY seq")]
+        return [dict(r) for r in conn.execute(sql)]
     finally:
         conn.close()
+
+
+def audit_rows(home: Path) -> list[dict]:
+    return rows(home / "audit.db", "SELECT * FROM audit ORDER BY seq")
 
 
 def settled(home: Path, timeout: float = 15) -> list[dict]:
@@ -61,21 +65,16 @@ def settled(home: Path, timeout: float = 15) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            rows = audit_rows(home)
+            found = audit_rows(home)
         except sqlite3.OperationalError:  # not made yet: the copier opens it on first use
-            rows = []
-        if len(rows) == len(kernel_events(home)) or time.monotonic() > deadline:
-            return rows
+            found = []
+        if len(found) == len(kernel_events(home)) or time.monotonic() > deadline:
+            return found
         time.sleep(0.05)
 
 
 def kernel_events(home: Path) -> list[dict]:
-    conn = sqlite3.connect(home / "kernel.db")
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute("SELECT * FROM events ORDER BY id")]
-    finally:
-        conn.close()
+    return rows(home / "kernel.db", "SELECT * FROM events ORDER BY id")
 
 
 def copy_db(src: Path, dst: Path) -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from plugins.tier2_bridge.seats import read_license
+from plugins.tier2_bridge.seats import LICENSE_ENV, license_path, read_license, warn_about
 from tests.plugins.auth.helpers import create_token, server_config
 from tests.plugins.tier2_bridge.helpers import PLUGINS, kernel_events, settled
 from tests.support import Server
@@ -164,3 +164,20 @@ def test_token_changes_made_by_the_cli_reach_the_trail(team):
     rows = settled(server.home)  # no request follows: the copier's poll finds the CLI's event
     created = [r for r in rows if r["action"] == "token.created"]
     assert [(r["target"], r["actor"].startswith("cli:")) for r in created] == [(made["id"], True)]
+
+
+def test_the_licence_is_found_by_env_then_config_then_home(tmp_path, monkeypatch):
+    monkeypatch.delenv(LICENSE_ENV, raising=False)
+    assert license_path(tmp_path) == tmp_path / "license.json"
+    assert license_path(tmp_path, str(tmp_path / "cfg.json")) == tmp_path / "cfg.json"
+    monkeypatch.setenv(LICENSE_ENV, str(tmp_path / "env.json"))
+    assert license_path(tmp_path, str(tmp_path / "cfg.json")) == tmp_path / "env.json"
+
+
+def test_an_expired_licence_is_warned_about_and_still_counts(tmp_path, caplog):
+    path = tmp_path / "license.json"
+    path.write_text('{"licensee": "Acme", "seats": 2, "expires": "2001-01-31"}')
+    lic = read_license(path)
+    assert (lic.seats, lic.problem, lic.expired) == (2, None, True)
+    warn_about(lic)
+    assert "expired on 2001-01-31" in caplog.text
