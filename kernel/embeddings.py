@@ -33,6 +33,9 @@ HINT = ("set [embeddings] model_dir in the config or NEURALMIND_MODEL_DIR to a f
 # 1,024 kept a loaded process near 360 MB at 4 × 256 tokens (docs/performance-embeddings.md).
 BATCH_TOKENS = 1024
 MAX_BATCH = 128
+# After a call this large the arena is handed back (~140 MB at 4 × 256 tokens), so a daemon
+# rests near its loaded size after an index build; single queries keep their small arena.
+SHRINK_ABOVE = 512
 
 
 @runtime_checkable
@@ -191,6 +194,7 @@ class OnnxEmbedder:
                                f"not {self.dim}; {HINT}")
                 raise Unavailable(self._error, code="semantic_unavailable")
             self._inputs = {i.name for i in session.get_inputs()}
+            self._shrink = _shrink_options()
             self._tokenizer = tokenizer
             self._load_ms = round((time.perf_counter() - started) * 1000, 1)
             self._session = session
@@ -205,11 +209,14 @@ class OnnxEmbedder:
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
-        for batch in _batches(order, lengths):
-            out[batch] = self._run([encodings[i] for i in batch], int(lengths[batch].max()))
+        batches = list(_batches(order, lengths))
+        shrink = sum(len(b) * int(lengths[b[-1]]) for b in batches) > SHRINK_ABOVE
+        for n, batch in enumerate(batches, 1):
+            out[batch] = self._run([encodings[i] for i in batch], int(lengths[batch[-1]]),
+                                   shrink and n == len(batches))
         return out
 
-    def _run(self, encodings, width: int) -> np.ndarray:
+    def _run(self, encodings, width: int, shrink: bool) -> np.ndarray:
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, enc in enumerate(encodings):
@@ -220,7 +227,7 @@ class OnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         with self._run_lock:
-            hidden = self._session.run(None, feed)[0]
+            hidden = self._session.run(None, feed, self._shrink if shrink else None)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -257,6 +264,13 @@ def _session(path: Path, threads: int):
     # spinning intra-op threads starve the numpy that follows an embedding (FACTS.md)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _shrink_options():
+    import onnxruntime as ort
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
 
 
 _shared: dict[tuple, OnnxEmbedder] = {}

@@ -127,3 +127,22 @@ def test_the_packaged_model_is_found_without_importing_its_packages():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] [] (1, 384)"
+
+
+def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after():
+    """Batches bounded by tokens keep the peak low; the arena is handed back after the call."""
+    code = ("from kernel.embeddings import OnnxEmbedder\n"
+            "def mb(key):\n"
+            "    return next(int(l.split()[1]) // 1024 for l in open('/proc/self/status')\n"
+            "                if l.startswith(key + ':'))\n"
+            "e = OnnxEmbedder(); e.embed(['warm up']); loaded = mb('VmRSS')\n"
+            "texts = [' '.join(f'w{i}x{j}' for j in range(300)) for i in range(12)]\n"
+            "v = e.embed(texts + [f'short text {i}' for i in range(100)])\n"
+            "print(loaded, mb('VmHWM'), mb('VmRSS'), v.shape[0])\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    loaded, peak, rest, n = map(int, out.stdout.split())
+    assert n == 112
+    assert peak - loaded < 300, (loaded, peak)  # a bare 32 × 256 batch adds ~1.3 GB
+    assert rest - loaded < 60, (loaded, rest)
