@@ -72,7 +72,7 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
 
 # -- L0 and L1, cached per index version --------------------------------------------------
 
-_cache: dict[tuple[str, int], tuple[list[str], list[str]]] = {}
+_cache: dict[str, tuple[int, list[str], list[str]]] = {}  # index path → (version, L0, L1)
 _lock = threading.Lock()
 
 
@@ -148,11 +148,11 @@ def summary(store) -> list[str]:
 
 def static_layers(project, store, key: str) -> tuple[list[str], list[str]]:
     version = store.version()
-    cached = _cache.get((key, version))
-    if cached is None:
+    cached = _cache.get(key)
+    if cached is None or cached[0] != version:
         with _lock:
-            cached = _cache[(key, version)] = (identity(project, store), summary(store))
-    return cached
+            cached = _cache[key] = (version, identity(project, store), summary(store))
+    return cached[1], cached[2]
 
 
 # -- L2 and L3 ------------------------------------------------------------------------------

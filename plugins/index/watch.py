@@ -22,6 +22,8 @@ TTL_S = 15.0
 TICK_S = 0.2
 BEAT_S = 1.0
 SKIP_DIRS = (".git", ".neuralmind")
+# reads ("opened", "closed_no_write") are not changes: the re-index reads files itself
+CHANGES = ("created", "modified", "deleted", "moved", "closed")
 
 
 class _Watcher:
@@ -53,13 +55,14 @@ class _Watcher:
             rel = os.path.relpath(raw, self.root).replace(os.sep, "/")
             if rel.startswith("..") or rel.split("/")[0] in SKIP_DIRS or rel == ".":
                 continue
+            if event.event_type not in CHANGES or (event.is_directory
+                                                    and event.event_type in ("created", "modified")):
+                continue
             with self.guard:
-                if event.is_directory and event.event_type != "created":
+                if event.is_directory:
                     self.rescan = True
-                elif not event.is_directory and event.event_type != "opened":
-                    self.pending.add(rel)
                 else:
-                    continue
+                    self.pending.add(rel)
                 self.last_change = time.monotonic()
                 self.state["last_event"] = {"type": event.event_type, "path": rel, "at": now_iso()}
 
