@@ -8,6 +8,7 @@ rate-limited per actor across workers.
 from __future__ import annotations
 
 import logging
+import weakref
 
 from kernel.auth import Actor, Permission
 from kernel.errors import Unauthorized
@@ -32,14 +33,19 @@ def bearer(request) -> str | None:
     return value.strip()
 
 
-class _State:
-    """This process's credentials checkers, made at start-up."""
+class AuthState:
+    """One kernel's credentials checkers, made at its start-up (a process may hold several
+    kernels: tests, the bench)."""
 
-    loopback: LoopbackToken | None = None
-    tokens: TokenFile | None = None
-    policy: RolePolicy | None = None
-    limiter: RateLimiter | None = None
-    section: AuthSection = AuthSection()
+    def __init__(self, kernel):
+        self.section: AuthSection = auth_section(kernel.settings)
+        self.policy = RolePolicy(kernel.permissions, self.section)
+        self.loopback: LoopbackToken | None = None
+        self.tokens: TokenFile | None = None
+        self.limiter: RateLimiter | None = None
+
+
+_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @hookimpl
@@ -66,19 +72,16 @@ def register_routes(kernel):
 
 @hookimpl
 def startup(kernel):
-    _State.section = auth_section(kernel.settings)
-    _State.policy = RolePolicy(kernel.permissions, _State.section)
+    state = _states[kernel] = AuthState(kernel)
     if kernel.settings.server_mode:
-        _State.loopback = None
-        _State.tokens = TokenFile(tokens_path(kernel.settings))
-        _State.limiter = RateLimiter(kernel)
-        if not _State.tokens.records():
+        state.tokens = TokenFile(tokens_path(kernel.settings))
+        state.limiter = RateLimiter(kernel.home)
+        if not state.tokens.records():
             log.warning("no tokens in %s yet: every request is 401 until `neuralmind token "
-                        "create --actor A --role R` adds one", _State.tokens.path)
+                        "create --actor A --role R` adds one", state.tokens.path)
         return
-    _State.tokens = _State.limiter = None
     token = ensure_token(kernel.home)
-    _State.loopback = LoopbackToken(kernel.home)
+    state.loopback = LoopbackToken(kernel.home)
     from kernel.daemon import update_discovery
     update_discovery(kernel.home, token=token)
 
@@ -90,15 +93,16 @@ def actor_from_request(kernel, request):
         if request.get_header("Authorization"):
             raise Unauthorized("only `Authorization: Bearer <token>` is accepted")
         return None
-    if _State.loopback is not None and _State.loopback.check(token):
+    state = _states[kernel]
+    if state.loopback is not None and state.loopback.check(token):
         return Actor(LOCAL_ACTOR, role="admin", kind="loopback")
-    found = _State.tokens.lookup(token) if _State.tokens is not None else None
+    found = state.tokens.lookup(token) if state.tokens is not None else None
     if found is None:
         raise Unauthorized("invalid token")
     digest, record = found
     if record.expired():
         raise Unauthorized("this token has expired", code="token_expired")
-    _State.limiter.take(record.actor, rate_for(_State.section, record.role))
+    state.limiter.take(record.actor, rate_for(state.section, record.role))
     return Actor(record.actor, role=record.role, projects=record.project_ids, kind="token",
                  extra={"token_id": digest[:SHORT_ID]})
 
@@ -112,7 +116,7 @@ def permission_allowed(kernel, actor, permission, project):
     # a hard False: no other plugin's True can widen a token beyond its projects or role
     if project is not None and actor.projects is not None and project.id not in actor.projects:
         return False
-    return _State.policy.allows(actor.role, permission)
+    return _states[kernel].policy.allows(actor.role, permission)
 
 
 @hookimpl

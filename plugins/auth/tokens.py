@@ -24,6 +24,7 @@ from plugins.auth.loopback import new_token
 
 TOKENS_FILE = "tokens.json"
 SHORT_ID = 8
+SEEN_MAX = 4096
 DURATION = re.compile(r"^(\d+)([dhm])$")
 
 
@@ -101,6 +102,7 @@ class TokenFile:
         self._lock = threading.Lock()
         self._stamp: tuple[int, int, int] | None = None
         self._records: dict[str, TokenRecord] = {}
+        self._seen: dict[str, tuple[str, TokenRecord] | None] = {}  # token → lookup, this version
 
     # -- the server's side: one stat per request -----------------------------------------
 
@@ -114,15 +116,21 @@ class TokenFile:
             with self._lock:
                 if stamp != self._stamp:
                     self._records = _parse(self.path.read_text(), self.path)
+                    self._seen = {}
                     self._stamp = stamp
         return self._records
 
     def lookup(self, token: str) -> tuple[str, TokenRecord] | None:
         """``(hash, record)`` for a presented token. A dict lookup by sha256 leaks nothing
         useful through timing: learning a prefix of a hash does not help find a preimage."""
-        h = digest(token)
-        rec = self.records().get(h)
-        return (h, rec) if rec is not None else None
+        records = self.records()
+        seen = self._seen
+        if token not in seen:
+            if len(seen) >= SEEN_MAX:  # bounded: a flood of wrong tokens cannot grow it
+                seen.clear()
+            h = digest(token)
+            seen[token] = (h, records[h]) if h in records else None
+        return seen[token]
 
     # -- the CLI's side: locked read-modify-write, atomic replace ----------------------------
 
