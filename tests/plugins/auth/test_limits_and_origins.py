@@ -1,0 +1,91 @@
+"""The shared rate limiter across real processes, and origin checking as a property."""
+
+from __future__ import annotations
+
+import multiprocessing
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel.config import ConfigError
+from kernel.errors import RateLimited
+from plugins.auth.cors import check_origin
+from plugins.auth.ratelimit import RateLimiter, lease_size
+from plugins.auth.roles import RateLimit
+
+
+def _spend(home, actor: str, attempts: int, queue) -> None:
+    limiter, granted = RateLimiter(home), 0
+    for _ in range(attempts):
+        try:
+            limiter.take(actor, RateLimit(rate=0.01, burst=40))
+            granted += 1
+        except RateLimited:
+            pass
+    queue.put(granted)
+
+
+def test_processes_share_one_bucket(tmp_path):
+    queue = multiprocessing.get_context("fork").Queue()
+    procs = [multiprocessing.get_context("fork").Process(target=_spend, args=(tmp_path, "amy", 30, queue))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert sum(queue.get() for _ in procs) == 40  # the burst, not 40 per process
+
+
+def test_retry_after_says_when_the_next_request_fits(tmp_path):
+    limiter = RateLimiter(tmp_path)
+    limit = RateLimit(rate=0.25, burst=2)
+    limiter.take("bo", limit)
+    limiter.take("bo", limit)
+    with pytest.raises(RateLimited) as denied:
+        limiter.take("bo", limit)
+    assert denied.value.headers["Retry-After"] == "4"
+    assert denied.value.details == {"retry_after": 4, "rate": 0.25, "burst": 2}
+    limiter.take("cy", limit)  # another actor has its own bucket
+
+
+def test_rate_zero_turns_limiting_off(tmp_path):
+    limiter = RateLimiter(tmp_path)
+    for _ in range(1000):
+        limiter.take("dee", RateLimit(rate=0, burst=1))
+
+
+def test_leases_are_small_for_small_limits():
+    assert lease_size(RateLimit(rate=20, burst=100)) == 2
+    assert lease_size(RateLimit(rate=0.5, burst=3)) == 1
+    assert lease_size(RateLimit(rate=1e6, burst=10**6)) == 64
+
+
+hosts = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]{1,10}){0,3}", fullmatch=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scheme=st.sampled_from(["http", "https"]), host=hosts,
+       port=st.none() | st.integers(1, 65535), tail=st.sampled_from(["", "/", "/x", "?q", "#f"]))
+def test_accepted_origins_are_exactly_scheme_host_port(scheme, host, port, tail):
+    origin = f"{scheme}://{host}" + (f":{port}" if port else "") + tail
+    try:
+        checked = check_origin(origin)
+    except ConfigError:
+        assert tail not in ("", "/")
+        return
+    assert tail in ("", "/")
+    parts = urlsplit(checked)
+    assert (parts.scheme, parts.hostname, parts.port) == (scheme, host, port)
+    assert checked == f"{scheme}://{host}" + (f":{port}" if port else "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_arbitrary_text_is_an_origin_or_a_config_error(text):
+    try:
+        checked = check_origin(text)
+    except ConfigError:
+        return
+    assert "*" not in checked and "@" not in checked and checked.count("/") == 2
