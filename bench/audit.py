@@ -58,7 +58,8 @@ def wrk(url: str, token: str, seconds: int, conns: int) -> tuple[float, int]:
     finally:
         os.unlink(script.name)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), int(non2xx.group(1)) if non2xx else 0
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return rate, int(non2xx.group(1)) if non2xx else 0
 
 
 def count(db: Path, sql: str) -> int:

@@ -66,9 +66,10 @@ def cmd_verify(args) -> int:
         return 1
     broken = verdict.broken
     if args.json:
+        where = {"seq": broken.seq, "reason": broken.reason} if broken else None
         print(json.dumps({"whole": broken is None, "records": verdict.records,
                           "head_seq": verdict.head_seq, "head_hash": verdict.head_hash,
-                          "broken": {"seq": broken.seq, "reason": broken.reason} if broken else None}))
+                          "broken": where}))
     elif broken:
         print(f"audit trail BROKEN at record {broken.seq}: {broken.reason} "
               f"({verdict.records} records before it hold; {path})")

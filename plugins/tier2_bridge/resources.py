@@ -42,7 +42,7 @@ class AuditResource:
                tags=["admin"], summary="The hash-chained audit trail, oldest first")
     def on_get(self, req, resp):
         q = req.context.query
-        self.bridge.trail.sync()  # show every event committed so far, not what the copier has reached
+        self.bridge.trail.sync()  # every event committed so far, not just what the copier reached
         try:
             rows = self.bridge.trail.page(after=_after(q.cursor), limit=q.limit + 1,
                                           actor=q.actor, action=q.action, project=q.project,

@@ -122,7 +122,8 @@ def test_the_trail_refuses_updates_and_deletes(busy, tmp_path):
     copy_db(busy.home / "audit.db", tmp_path / "audit.db")
     conn = sqlite3.connect(tmp_path / "audit.db")
     try:
-        for sql in ("UPDATE audit SET actor = 'x' WHERE seq = 1", "DELETE FROM audit WHERE seq = 1"):
+        for sql in ("UPDATE audit SET actor = 'x' WHERE seq = 1",
+                    "DELETE FROM audit WHERE seq = 1"):
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
                 conn.execute(sql)
     finally:
