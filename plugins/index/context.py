@@ -72,7 +72,7 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
 
 # -- L0 and L1, cached per index version --------------------------------------------------
 
-_cache: dict[str, tuple[int, list[str], list[str]]] = {}  # index path → (version, L0, L1)
+_cache: dict[str, tuple[int, tuple]] = {}  # index path → (version, (L0, L1, project tokens))
 _lock = threading.Lock()
 
 
@@ -146,13 +146,15 @@ def summary(store) -> list[str]:
     return items
 
 
-def static_layers(project, store, key: str) -> tuple[list[str], list[str]]:
+def static_layers(project, store, key: str) -> tuple[list[str], list[str], int]:
+    """L0, L1 and the project's indexed tokens, computed once per index version."""
     version = store.version()
     cached = _cache.get(key)
     if cached is None or cached[0] != version:
         with _lock:
-            cached = _cache[key] = (version, identity(project, store), summary(store))
-    return cached[1], cached[2]
+            size = sum(f["tokens"] for f in store.files())
+            cached = _cache[key] = (version, (identity(project, store), summary(store), size))
+    return cached[1]
 
 
 # -- L2 and L3 ------------------------------------------------------------------------------

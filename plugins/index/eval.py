@@ -60,8 +60,9 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
     _write_corpus(work / "cosqa", corpus)
     kernel = Kernel(load_settings(), plugins=["index"], load_entrypoints=False)
     service = plugin._service(kernel)
-    if args.embed_chars:
-        service.settings = service.settings.model_copy(update={"embed_chars": args.embed_chars})
+    overrides = {"embed_chars": args.embed_chars, "embed_mode": args.embed_mode}
+    service.settings = service.settings.model_copy(
+        update={k: v for k, v in overrides.items() if v})
     project, _ = kernel.projects.register(str(work / "cosqa"))
     started = time.perf_counter()
     built = service.run_build(project, trigger="eval")

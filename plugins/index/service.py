@@ -206,7 +206,7 @@ class IndexService:
         rows = store.nodes(h["nid"] for h in found)
         hit_rows = [rows[h["nid"]] for h in found if h["nid"] in rows]
         searched = time.perf_counter()
-        l0, l1 = context.static_layers(project, store, self.db_path(project))
+        l0, l1, size = context.static_layers(project, store, self.db_path(project))
         l2 = context.neighbourhood(store, hit_rows)
         room = max(0, min(context.L2_MAX, budget - 2 * context.L0_MAX)
                    - sum(tokens.count(i) for i in l2))
@@ -223,7 +223,8 @@ class IndexService:
         total = sum(counts.values())
         out = {"project_id": project.id, "question": question, "context": text,
                "tokens": {"total": total, **counts}, "layers_used": used,
-               "reduction_ratio": self._ratio(store, total), "search_hits": len(found),
+               "reduction_ratio": round(size / total, 2) if total else 0.0,
+               "search_hits": len(found),
                "trace": None}
         if trace:
             out["trace"] = {"mode": "hybrid", "notice": notice, "file_type": file_type,
@@ -233,19 +234,16 @@ class IndexService:
                             "total_ms": round((time.perf_counter() - started) * 1000, 2)}
         return out
 
-    def _ratio(self, store, total: int) -> float:
-        size = sum(f["tokens"] for f in store.files())
-        return round(size / total, 2) if total else 0.0
-
     def wakeup(self, project) -> dict[str, Any]:
         store = self.built_store(project)
-        l0, l1 = context.static_layers(project, store, self.db_path(project))
-        layers = [context.Layer("L0", context.L0_MAX, l0), context.Layer("L1", context.L1_MAX, l1, "\n")]
+        l0, l1, size = context.static_layers(project, store, self.db_path(project))
+        layers = [context.Layer("L0", context.L0_MAX, l0),
+                  context.Layer("L1", context.L1_MAX, l1, "\n")]
         text, counts, used = context.pack(layers, context.L0_MAX + context.L1_MAX)
         counts.update(l2=0, l3=0)
         total = sum(counts.values())
         return {"project_id": project.id, "context": text, "tokens": {"total": total, **counts},
-                "layers_used": used, "reduction_ratio": self._ratio(store, total),
+                "layers_used": used, "reduction_ratio": round(size / total, 2) if total else 0.0,
                 "warning": self.staleness(project, store)}
 
     def staleness(self, project, store) -> str | None:
