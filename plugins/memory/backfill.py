@@ -26,6 +26,7 @@ class Backfiller:
         self.settings = settings
         self.owner = f"{os.getpid()}-{id(self):x}"
         self._due: dict[str, tuple[Any, float]] = {}
+        self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -33,7 +34,9 @@ class Backfiller:
     def notify(self, store) -> None:
         """A write happened in ``store``: embed its changes once writes pause."""
         with self._cond:
-            self._due[str(store.db.path)] = (store, time.monotonic() + self.settings.backfill_delay_s)
+            key, now = str(store.db.path), time.monotonic()
+            self._last_write[key] = now
+            self._due[key] = (store, now + self.settings.backfill_delay_s)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="memory-backfill",
                                                 daemon=True)
@@ -71,9 +74,17 @@ class Backfiller:
         lease = self.settings.backfill_lease_s
         if not store.lease_backfill(self.owner, time.time(), lease):
             return None
+        key = str(store.db.path)
+
+        def stop() -> bool:
+            if self._stopped:
+                return True
+            if time.monotonic() - self._last_write.get(key, 0.0) < self.settings.backfill_delay_s:
+                self.notify(store)  # writes resumed: yield the CPU to them, finish later
+                return True
+            return not store.lease_backfill(self.owner, time.time(), lease)
+
         try:
-            embedder = self._embedder()
-            return self.searcher.fill(store, embedder, stop=lambda: self._stopped or not
-                                      store.lease_backfill(self.owner, time.time(), lease))
+            return self.searcher.fill(store, self._embedder(), stop=stop)
         finally:
             store.release_backfill(self.owner)
