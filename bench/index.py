@@ -21,8 +21,8 @@ import argparse
 import http.client
 import json
 import os
-import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,6 +40,11 @@ QUESTIONS = ["how are middleware components called for each request",
              "how are cookies set on the response", "error handler for HTTP errors",
              "websocket connection accept", "parse query string parameters",
              "CORS headers", "serve static files from a directory", "media type handlers"]
+
+
+MAXRSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], "
+          "stdout=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN)"
+          ".ru_maxrss); sys.exit(r.returncode)")
 
 
 class Client:
@@ -157,7 +162,7 @@ def ours(tree: Path, work: Path, rounds: int) -> dict:
         server.stop()
 
 
-def peer(venv: Path, tree: Path, work: Path) -> dict | None:
+def peer(venv: Path, tree: Path, work: Path, rounds: int) -> dict | None:
     """The older NeuralMind (its own venv) on a copy of the same tree: CLI build timings."""
     exe = venv / "bin" / "neuralmind"
     if not exe.exists():
@@ -173,21 +178,66 @@ def peer(venv: Path, tree: Path, work: Path) -> dict | None:
            "HOME": str(work / "peer-home"), "NEURALMIND_HOME": str(work / "peer-home")}
 
     def run(*args) -> tuple[float, int]:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        """Wall time and peak RSS (KiB) of one peer command, measured by a fresh parent so
+        this process's other children (our server) do not count."""
         started = time.perf_counter()
-        proc = subprocess.run([str(exe), *args], cwd=tree, env=env, capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", MAXRSS, str(exe), *args], cwd=tree, env=env,
+                              capture_output=True, text=True)
         took = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"peer {' '.join(args)} failed: {proc.stderr[-500:]}")
-        return took, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+        return took, int(proc.stdout.strip().splitlines()[-1])
 
     cold, rss = run("build", str(tree))
     nochange, _ = run("build", str(tree))
     target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
     target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
     onefile, _ = run("build", str(tree))
-    return {"cold_s": cold, "peak_rss_mib": rss / 1024, "nochange_s": nochange,
-            "onefile_s": onefile}
+    out = {"cold_s": cold, "peak_rss_mib": rss / 1024, "nochange_s": nochange,
+           "onefile_s": onefile}
+    out.update(peer_daemon(venv, tree, env, rounds))
+    return out
+
+
+def peer_daemon(venv: Path, tree: Path, env: dict, rounds: int) -> dict:
+    """The older daemon's /query and /search p50 (its server closes each connection)."""
+    from tests.support import free_port
+    port = free_port()
+    proc = subprocess.Popen([str(venv / "bin" / "neuralmind-daemon"), "--port", str(port),
+                             "--no-auth"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def post(route: str, body: dict) -> float:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            started = time.perf_counter()
+            conn.request("POST", route, json.dumps(body), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            conn.close()
+            if r.status != 200:
+                raise RuntimeError(f"peer {route}: HTTP {r.status}")
+            return (time.perf_counter() - started) * 1000
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = post("/query", {"project": str(tree), "question": QUESTIONS[0]})
+                break
+            except (OSError, RuntimeError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        result = {"first_query_ms": first}
+        for route, key in (("/search", "query"), ("/query", "question")):
+            for q in QUESTIONS[:3]:
+                post(route, {"project": str(tree), key: q})
+            result[f"{route[1:]}_p50_ms"] = statistics.median(
+                post(route, {"project": str(tree), key: QUESTIONS[i % len(QUESTIONS)]})
+                for i in range(rounds))
+        return result
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(15)
 
 
 def main() -> int:
@@ -202,7 +252,8 @@ def main() -> int:
         work = Path(tmp)
         bare_s, texts = bare_embedding_s(copy_tree(src, work / "bare"))
         mine = ours(copy_tree(src, work / "ours"), work, args.queries)
-        theirs = peer(Path(args.peer), copy_tree(src, work / "peer"), work) if args.peer else None
+        theirs = (peer(Path(args.peer), copy_tree(src, work / "peer"), work, args.queries)
+                  if args.peer else None)
     mine["bare_embed_s"], mine["bare_texts"] = bare_s, texts
     mine["embed_bound"] = bare_s / mine["cold_s"]
     report = {"tree": str(src), "ours": mine, "peer": theirs}
@@ -219,12 +270,14 @@ def main() -> int:
           f"({m['onefile_embedded']} texts re-embedded)")
     print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms (HTTP, keep-alive)")
     if theirs:
-        print(f"neuralmind 4.22.1: cold {theirs['cold_s']:.2f} s, peak RSS "
-              f"{theirs['peak_rss_mib']:.0f} MiB, no-change {theirs['nochange_s']:.2f} s, "
-              f"one-file {theirs['onefile_s']:.2f} s")
-        print(f"ratios ours/theirs: cold {m['cold_s'] / theirs['cold_s']:.2f}, RSS "
-              f"{m['peak_rss_mib'] / theirs['peak_rss_mib']:.2f}, one-file "
-              f"{m['onefile_s'] / theirs['onefile_s']:.2f}")
+        t = theirs
+        print(f"neuralmind 4.22.1: cold {t['cold_s']:.2f} s, peak RSS {t['peak_rss_mib']:.0f} MiB, "
+              f"no-change {t['nochange_s']:.2f} s, one-file {t['onefile_s']:.2f} s, daemon "
+              f"search p50 {t['search_p50_ms']:.1f} ms, query p50 {t['query_p50_ms']:.1f} ms "
+              f"(first query {t['first_query_ms']:.0f} ms)")
+        print("ratios ours ÷ theirs: " + ", ".join(
+            f"{k} {m[k] / t[k]:.2f}" for k in ("cold_s", "peak_rss_mib", "nochange_s", "onefile_s",
+                                              "search_p50_ms", "query_p50_ms")))
     summary = (f"SUMMARY index: cold {m['cold_s']:.1f}s ({m['nodes'] / m['cold_s']:.0f} nodes/s, "
                f"{m['embed_bound']:.2f}x embed-bound), RSS {m['peak_rss_mib']:.0f}MiB, one-file "
                f"{m['onefile_s']:.2f}s, search p50 {m['search_p50_ms']:.1f}ms, query p50 "
