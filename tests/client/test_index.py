@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from neuralmind.client import Conflict, Job, QueryResult, SearchHit
@@ -75,3 +77,21 @@ def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
     assert "incremental build: re-indexed only the 1 changed file(s) of 2" in second.stdout
     query = daemon.run("project", "query", "subtract two numbers", cwd=repo)
     assert query.returncode == 0 and "def sub" in query.stdout
+
+
+def test_project_index_commands(daemon, built):
+    repo, _, _ = built
+    path = repo.info.path
+    build = daemon.run("project", "build", "--json", "--project", path)
+    assert build.returncode == 0 and json.loads(build.stdout)["status"] == "done"
+    search = daemon.run("project", "search", "sum two numbers", "-n", "3", "--project", repo.id)
+    assert search.returncode == 0 and search.stdout.splitlines()[0].split()[:2] == ["SCORE", "SOURCE_FILE"]
+    assert "calc.py" in search.stdout
+    wake = daemon.run("project", "wakeup", "--json", "--project", repo.id)
+    assert json.loads(wake.stdout)["layers_used"] == ["L0", "L1"]
+    stats = daemon.run("project", "stats", "--project", repo.id)
+    assert stats.returncode == 0 and "nodes:" in stats.stdout
+    started = daemon.run("project", "build", "--no-wait", "--json", "--project", repo.id)
+    job = json.loads(started.stdout)
+    assert job["kind"] == "build" and job["id"]
+    repo._nm.jobs.wait(job["id"], timeout=120)

@@ -4,6 +4,8 @@ paths, export → import, and paging through 500 memories."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from neuralmind.client import Conflict, Memory, NotFound, Page, ValidationFailed
 from tests.client.conftest import git_repo, needs
@@ -102,3 +104,19 @@ def test_batch_and_paging_through_500(daemon, tmp_path):
                           {"op": "create", "title": ""}])
     assert "1" in str(bad.value.details)
     assert sum(1 for _ in p.memories.list()) == 500
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(title=st.text(min_size=1, max_size=80).filter(lambda t: t.strip()),
+       rationale=st.text(min_size=1, max_size=300).filter(lambda t: t.strip()),
+       mid=st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,20}\Z"))
+def test_any_text_and_id_round_trip(repo, title, rationale, mid):
+    """Unicode bodies and every id the server allows survive JSON and URL quoting."""
+    try:
+        made = repo.memories.add(title, rationale, id=f"h-{mid}")
+    except Conflict:  # hypothesis may draw the same id twice
+        made = repo.memories.get(f"h-{mid}")
+    else:
+        assert (made.title, made.rationale) == (title.strip(), rationale.strip())
+    assert repo.memories.get(made.id).id == made.id == f"h-{mid}"
+    assert [e["kind"] for e in repo.memories.history(made.id)][0] == "created"
