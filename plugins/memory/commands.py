@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 
 def add_commands(subparsers) -> None:
     from neuralmind.cli import command_group
@@ -16,15 +18,10 @@ def add_commands(subparsers) -> None:
                    "(default: a folder under the system temp dir named after the dataset)")
     p.add_argument("--fusion", action="append", default=[], metavar="RULE",
                    help="extra hybrid variants to compare, e.g. rrf:10, blend:0.3 (repeatable)")
-    p.add_argument("--limit-queries", type=int, default=None, help=argparse_suppress())
+    p.add_argument("--limit-queries", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--config", help="TOML config ([memory] and [embeddings] sections)")
     p.set_defaults(func=run_eval)
-
-
-def argparse_suppress():
-    import argparse
-    return argparse.SUPPRESS
 
 
 def run_eval(args) -> int:

@@ -166,7 +166,7 @@ def test_delete_keeps_history_and_unknown_ids_are_404(api):
         r = api.server.request(method, api.url("nope", tail), json_body=body)
         assert r.status == 404 and r.error["code"] == "memory_not_found", (method, tail)
     assert api.server.delete(api.url(mid)).status == 404
-    r = api.server.get(f"/v1/projects/p_000000000000/memories")
+    r = api.server.get("/v1/projects/p_000000000000/memories")
     assert r.status == 404 and r.error["code"] == "project_not_found"
 
 

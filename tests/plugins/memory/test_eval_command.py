@@ -1,0 +1,63 @@
+"""``neuralmind eval memory`` on a tiny BEIR folder and a tiny LoCoMo file, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.support import ROOT
+
+
+def run(*args: str, home) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,memory"}
+    env.pop("NEURALMIND_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "memory", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_beir_layout_scores_every_mode(tmp_path):
+    data = tmp_path / "tiny"
+    (data / "qrels").mkdir(parents=True)
+    docs = {"d1": ("Aspirin and heart attacks", "Daily aspirin lowers the risk of infarction."),
+            "d2": ("Vitamin D and bones", "Vitamin D supplements strengthen bone density."),
+            "d3": ("Coffee and sleep", "Caffeine late in the day delays sleep onset.")}
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": t, "text": x}) + "\n"
+                                               for k, (t, x) in docs.items()))
+    queries = {"q1": "aspirin reduces heart attack risk", "q2": "caffeine hurts sleeping"}
+    (data / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
+                                                for k, v in queries.items()))
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
+    done = run("--dataset", str(data), "--split", "test", "--work", str(tmp_path / "w"),
+               "--fusion", "rrf:60", "--json", home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["queries"] == 2
+    for mode in ("keyword", "semantic", "hybrid", "hybrid[rrf:60]"):
+        assert result[mode]["recall@1"] == 1.0 and result[mode]["ndcg@10"] == 1.0, mode
+    again = run("--dataset", str(data), "--split", "test", "--work", str(tmp_path / "w"),
+                "--mode", "keyword", home=tmp_path / "home")
+    assert again.returncode == 0 and "recall@10" in again.stdout
+    bad = run("--dataset", str(data), "--mode", "fuzzy", home=tmp_path / "home")
+    assert bad.returncode == 2
+
+
+def test_locomo_layout_uses_categories_and_skips_category_5(tmp_path):
+    conv = {"sample_id": "c1", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1 May 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Rex."},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "I started learning violin."}]},
+        "qa": [{"question": "What is the name of Ann's dog?", "evidence": ["D1:1"], "category": 1},
+               {"question": "Which instrument does Bo play?", "evidence": ["D1:2"], "category": 4},
+               {"question": "What did Bo say about Mars?", "evidence": [], "category": 5}]}
+    data = tmp_path / "loco"
+    data.mkdir()
+    (data / "dev.json").write_text(json.dumps([conv]))
+    done = run("--dataset", str(data), "--mode", "keyword,hybrid", "--json",
+               "--work", str(tmp_path / "w"), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["queries"] == 2
+    assert set(result["by_kind"]["hybrid"]) == {"category 1", "category 4"}
+    assert result["hybrid"]["recall@10"] == 1.0
