@@ -79,6 +79,7 @@ def test_search_and_filters(repo):
 
 
 def test_export_import_round_trip(repo, daemon, tmp_path):
+    repo.memories.add("Export as JSONL", "One record per line streams.", tags=["io"])
     exported = list(repo.memories.export())
     assert exported and {"memory", "history"} <= set(exported[0])
     other = daemon.client().project(git_repo(tmp_path / "copy", {"a.py": "x = 1\n"}))
