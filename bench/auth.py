@@ -1,14 +1,16 @@
 """Cost of authentication: requests/s of an authenticated GET vs the same route with auth
 disabled, measured in one run with wrk against real gunicorn (2 workers × 4 threads).
 
-    python bench/auth.py [--seconds 8] [--rounds 2]
+    python bench/auth.py [--seconds 3] [--rounds 6]      # BENCH_THREADS=1 for sync-like workers
 
-Three servers take turns on ``GET /v1/projects/a``:
+Four servers take turns on ``GET /v1/projects/a`` (rotating order each round):
   open      — no auth plugin; a bench-only plugin hands every request an admin actor
-  token     — server mode: sha256 token lookup + the shared rate limiter (mmap + flock)
+  token     — server mode: token lookup (sha256, cached per token) + the shared rate limiter
+  token0    — server mode with rate limiting off (rate 0): the limiter's share of the cost
   loopback  — loopback mode: constant-time compare with the token file (no rate limit)
-Each round runs the three back to back in a rotating order; the ratios are the medians of the
-per-round ratios, because the machine is shared with other work and its load drifts.
+Reported per mode: wrk req/s (median and best round), server CPU µs per request (from /proc,
+the figure least moved by other load), and µs per request through the WSGI app in-process
+(best of interleaved batches). The machine is shared with other work: compare ratios.
 """
 
 from __future__ import annotations
@@ -61,16 +63,21 @@ def serve(mode: str) -> None:
     Server(gunicorn_options(load_settings())).run()
 
 
-def start(mode: str, root: Path, port: int) -> subprocess.Popen:
-    home = root / f"home-{mode}"
-    config = root / f"{mode}.toml"
+def write_config(path: Path, mode: str, home: Path, port: int) -> None:
     server_mode = mode.startswith("token")
     rate = 0 if mode == "token0" else 1000000
-    config.write_text(
+    threads = os.environ.get("BENCH_THREADS", 4)
+    path.write_text(
         f"[kernel]\nplugins = [\"auth\"]\nhome = \"{home}\"\n"
-        f"[server]\nport = {port}\nworkers = 2\nthreads = {os.environ.get('BENCH_THREADS', 4)}\nallow_remote = {str(server_mode).lower()}\n"
+        f"[server]\nport = {port}\nworkers = 2\nthreads = {threads}\n"
+        f"allow_remote = {str(server_mode).lower()}\n"
         f"[auth.rate_limits]\ndefault = {{ rate = {rate}, burst = 1000000 }}\n"
-        f"[[projects]]\nid = \"a\"\npath = \"{root / 'repo'}\"\n")
+        f"[[projects]]\nid = \"a\"\npath = \"{path.parent / 'repo'}\"\n")
+
+
+def start(mode: str, root: Path, port: int) -> subprocess.Popen:
+    config = root / f"{mode}.toml"
+    write_config(config, mode, root / f"home-{mode}", port)
     env = {**os.environ, "NEURALMIND_CONFIG": str(config),
            "NEURALMIND_EMBEDDINGS_WARM": "0"}
     env.pop("NEURALMIND_PLUGINS", None)
@@ -129,6 +136,66 @@ def wrk(port: int, token: str, seconds: int, pgid: int) -> tuple[float, float, s
     return rps, cpu / total * 1e6, p99
 
 
+def in_process(root: Path, batches: int = 15, calls: int = 400) -> tuple[dict, dict]:
+    """µs per request through the WSGI app in this process (no sockets): the best of many
+    interleaved batches, the figure least moved by other load on the machine."""
+    import io
+
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    from plugins.auth.tokens import TokenFile, tokens_path
+    apps, kernels = {}, {}
+    for mode in ("open", "token", "token0", "loopback"):
+        config = root / f"inproc-{mode}.toml"
+        write_config(config, mode, root / f"inproc-home-{mode}", port=0)
+        settings = load_settings(config, embeddings={"warm": False})
+        if mode == "open":
+            kernel = Kernel(settings, plugins=[], extra_plugins=[OpenDoor()], load_entrypoints=False)
+            token = "unused"
+        else:
+            kernel = Kernel(settings, plugins=["auth"], load_entrypoints=False)
+            token = (TokenFile(tokens_path(settings)).create("bench", "reader", "*")[0]
+                     if mode != "loopback" else (settings.home / "token").read_text().strip())
+        apps[mode] = (kernel.app, token)
+        kernels[mode] = kernel
+
+    def status(line, headers, exc_info=None):
+        status.line = line
+
+    best = {m: float("inf") for m in apps}
+    hooks: dict[str, float] = {}
+    for _ in range(batches):
+        for mode, (app, token) in apps.items():
+            env = {"REQUEST_METHOD": "GET", "PATH_INFO": ROUTE, "QUERY_STRING": "",
+                   "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "HTTP_HOST": "127.0.0.1",
+                   "HTTP_AUTHORIZATION": f"Bearer {token}", "wsgi.url_scheme": "http",
+                   "wsgi.errors": sys.stderr, "SERVER_PROTOCOL": "HTTP/1.1"}
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                b"".join(app({**env, "wsgi.input": io.BytesIO()}, status))
+            best[mode] = min(best[mode], (time.perf_counter() - t0) / calls * 1e6)
+            assert status.line.startswith("200"), (mode, status.line)
+            hooks[mode] = min(hooks.get(mode, float("inf")), hook_cost(kernels[mode], env, calls))
+    return best, hooks
+
+
+def hook_cost(kernel, env: dict, calls: int) -> float:
+    """µs for what auth adds to a request: resolving the actor (token, rate limit) and the
+    two permission checks the route makes (projects.read, projects.paths)."""
+    import io
+
+    import falcon
+    req = falcon.Request({**env, "wsgi.input": io.BytesIO()})
+    project = kernel.projects.get("a")
+    hook = kernel.pm.hook
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        actor = hook.actor_from_request(kernel=kernel, request=req)
+        kernel.allowed(actor, "projects.read", project)
+        kernel.allowed(actor, "projects.paths", project)
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve")
@@ -160,22 +227,32 @@ def main() -> None:
             for proc in procs.values():
                 os.killpg(proc.pid, 15)
                 proc.wait(20)
+        inproc, hooks = in_process(root)
     rps = {m: statistics.median(r[0] for r in results[m]) for m in modes}
+    best = {m: max(r[0] for r in results[m]) for m in modes}
     cpu = {m: statistics.median(r[1] for r in results[m]) for m in modes}
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (2 cores, shared with other work)")
     for mode in modes:
-        runs = ", ".join(f"{r:.0f}/s" for r, _, _ in results[mode])
-        print(f"{mode:9} {rps[mode]:6.0f} req/s median  {cpu[mode]:6.0f} µs server CPU/request"
-              f"  p99 {results[mode][-1][2]:>8}  (rounds: {runs})")
+        runs = ", ".join(f"{r:.0f}" for r, _, _ in results[mode])
+        print(f"{mode:9} wrk {rps[mode]:6.0f} req/s median, {best[mode]:6.0f} best  "
+              f"{cpu[mode]:5.0f} µs server CPU/req  p99 {results[mode][-1][2]:>8}  "
+              f"in-process {inproc[mode]:6.1f} µs/req, auth hooks {hooks[mode]:5.1f} µs  (rounds: {runs})")
     ratio = {m: statistics.median(results[m][i][0] / results["open"][i][0]
                                   for i in range(args.rounds)) for m in modes}
-    capacity = {m: cpu["open"] / cpu[m] for m in modes}
     for mode in modes[1:]:
-        print(f"{mode:9} vs open: req/s ratio {ratio[mode]:.2f} (median of rounds), "
-              f"CPU capacity ratio {capacity[mode]:.2f}  (target ≥ 0.9)")
-    print(f"SUMMARY auth GET {ROUTE} vs auth disabled: server-mode token + rate limit "
-          f"{ratio['token']:.2f}× req/s, {capacity['token']:.2f}× by CPU; loopback "
-          f"{ratio['loopback']:.2f}× / {capacity['loopback']:.2f}×  (wrk -t2 -c16, 2 workers × "
-          f"{os.environ.get('BENCH_THREADS', 4)} threads, shared 2-core machine)")
+        print(f"{mode:9} vs open: req/s median-of-rounds {ratio[mode]:.2f}, best {best[mode] / best['open']:.2f}"
+              f", CPU {cpu['open'] / cpu[mode]:.2f}, in-process {inproc['open'] / inproc[mode]:.2f}"
+              "  (target ≥ 0.9)")
+    added = {m: hooks[m] - hooks["open"] for m in modes}
+    print(f"auth adds {added['token']:.1f} µs/request (token + limiter), {added['token0']:.1f} "
+          f"(token, no limiter), {added['loopback']:.1f} (loopback) to a route costing "
+          f"{inproc['open']:.0f} µs in-process → {inproc['open'] / (inproc['open'] + added['token']):.2f}×"
+          f" / {inproc['open'] / (inproc['open'] + added['loopback']):.2f}×")
+    print(f"SUMMARY auth GET {ROUTE} vs auth disabled: token + rate limit adds "
+          f"{added['token']:.1f} µs/req → {inproc['open'] / (inproc['open'] + added['token']):.2f}× "
+          f"in-process, {cpu['open'] / cpu['token']:.2f}× by server CPU/req, wrk req/s "
+          f"{ratio['token']:.2f}× median-of-rounds (load avg {os.getloadavg()[0]:.0f} on 2 cores: "
+          f"req/s is noisy); loopback adds {added['loopback']:.1f} µs/req")
 
 if __name__ == "__main__":
     main()

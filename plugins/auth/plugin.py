@@ -8,6 +8,7 @@ rate-limited per actor across workers.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 
 from kernel.auth import Actor, Permission
@@ -17,8 +18,8 @@ from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
 from plugins.auth.ratelimit import RateLimiter
-from plugins.auth.roles import AuthSection, RolePolicy, auth_section, rate_for
-from plugins.auth.tokens import SHORT_ID, TokenFile, tokens_path
+from plugins.auth.roles import AuthSection, RateLimit, RolePolicy, auth_section, rate_for
+from plugins.auth.tokens import SEEN_MAX, SHORT_ID, TokenFile, TokenRecord, tokens_path
 
 log = logging.getLogger("neuralmind.auth")
 
@@ -43,6 +44,19 @@ class AuthState:
         self.loopback: LoopbackToken | None = None
         self.tokens: TokenFile | None = None
         self.limiter: RateLimiter | None = None
+        # token hash → (record, actor, expiry epoch, limit): built once per version of a token
+        self.actors: dict[str, tuple[TokenRecord, Actor, float, RateLimit]] = {}
+
+    def token_actor(self, digest: str, record: TokenRecord) -> tuple[Actor, float, RateLimit]:
+        cached = self.actors.get(digest)
+        if cached is None or cached[0] is not record:  # new, or the file changed
+            if len(self.actors) >= SEEN_MAX:
+                self.actors.clear()
+            actor = Actor(record.actor, role=record.role, projects=record.project_ids,
+                          kind="token", extra={"token_id": digest[:SHORT_ID]})
+            cached = self.actors[digest] = (record, actor, record.expires_ts,
+                                            rate_for(self.section, record.role))
+        return cached[1:]
 
 
 _states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -99,12 +113,11 @@ def actor_from_request(kernel, request):
     found = state.tokens.lookup(token) if state.tokens is not None else None
     if found is None:
         raise Unauthorized("invalid token")
-    digest, record = found
-    if record.expired():
+    actor, expires, limit = state.token_actor(*found)
+    if time.time() >= expires:
         raise Unauthorized("this token has expired", code="token_expired")
-    state.limiter.take(record.actor, rate_for(state.section, record.role))
-    return Actor(record.actor, role=record.role, projects=record.project_ids, kind="token",
-                 extra={"token_id": digest[:SHORT_ID]})
+    state.limiter.take(actor.id, limit)
+    return actor
 
 
 @hookimpl

@@ -71,10 +71,15 @@ class TokenRecord:
     created_at: str
     expires_at: str | None = None
 
-    def expired(self, at: datetime | None = None) -> bool:
+    @property
+    def expires_ts(self) -> float:
+        """Expiry as epoch seconds (infinity for none), for a cheap per-request comparison."""
         if self.expires_at is None:
-            return False
-        return datetime.fromisoformat(self.expires_at.replace("Z", "+00:00")) <= (at or now())
+            return float("inf")
+        return datetime.fromisoformat(self.expires_at.replace("Z", "+00:00")).timestamp()
+
+    def expired(self) -> bool:
+        return now().timestamp() >= self.expires_ts
 
     @property
     def project_ids(self) -> tuple[str, ...] | None:
