@@ -31,12 +31,21 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support import Server  # noqa: E402
 
-WORDS = [f"{a}{b}" for a in ("lo", "ka", "mi", "tor", "sel", "pra", "dun", "vek", "qui", "zan",
-                             "bel", "cor", "fen", "gil", "hus", "jor")
-         for b in ("ta", "ron", "mis", "lek", "dor", "pan", "sul", "vin", "gar", "tex",
-                   "bo", "cy", "dra", "fu", "gon", "hal", "is", "jat", "kel", "lum")]
+SYLLABLES = ("lo", "ka", "mi", "tor", "sel", "pra", "dun", "vek", "qui", "zan", "bel", "cor",
+             "fen", "gil", "hus", "jor", "ta", "ron", "mis", "lek", "dor", "pan", "sul", "vin",
+             "gar", "tex", "bo", "cy", "dra", "fu")
+# ~28k pseudo-words drawn with a Zipf-like skew, so a few words are common and most are rare,
+# as in real text (a tiny vocabulary would make every query word a stop-word-like term).
+WORDS = [a + b for a in SYLLABLES for b in SYLLABLES] + \
+        [a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES]
 TECH = ("cache", "parser", "sqlite", "index", "retry", "token", "worker", "queue", "schema",
         "logging", "timeout", "vector", "thread", "config", "render", "client")
+
+
+def word(rng: random.Random) -> str:
+    if rng.random() < 0.15:
+        return rng.choice(TECH)
+    return WORDS[int(len(WORDS) ** rng.random()) - 1]  # P(rank r) ∝ 1/r
 
 
 class Client:
@@ -65,8 +74,7 @@ class Client:
 
 
 def sentence(rng: random.Random, n: int) -> str:
-    words = [rng.choice(WORDS) if rng.random() < 0.7 else rng.choice(TECH) for _ in range(n)]
-    return " ".join(words)
+    return " ".join(word(rng) for _ in range(n))
 
 
 def record(rng: random.Random, i: int) -> dict:

@@ -36,12 +36,17 @@ class Backfiller:
         with self._cond:
             key, now = str(store.db.path), time.monotonic()
             self._last_write[key] = now
+            idle = not self._due
             self._due[key] = (store, now + self.settings.backfill_delay_s)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="memory-backfill",
                                                 daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif idle:
+                # Only wake a thread that waits for nothing: waking it on every write hands it
+                # the GIL each time (a 5 ms switch interval per create); a thread already
+                # waiting for a due time finds the later time when it wakes and sleeps again.
+                self._cond.notify()
 
     def stop(self) -> None:
         with self._cond:

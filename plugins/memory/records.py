@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from typing import Any
 from kernel.errors import ValidationFailed, validation_details
 
 LOC = tuple[str | int, ...]
+# A relative path with no empty, "." or ".." segment and no backslash needs no normalising.
+SIMPLE = re.compile(r"(?!\.{1,2}(?:/|$))[^/\\]+(?:/(?!\.{1,2}(?:/|$))[^/\\]+)*")
 
 
 def today() -> str:
@@ -54,6 +57,10 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
     out: list[str] = []
     base = str(root)
     for i, raw in enumerate(files):
+        if SIMPLE.fullmatch(raw):  # the common case: already relative and clean
+            if raw not in out:
+                out.append(raw)
+            continue
         path = raw.replace("\\", "/")
         candidates = [os.path.normpath(path)] if not os.path.isabs(path) else [
             os.path.relpath(os.path.normpath(path), base),
@@ -63,7 +70,6 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
         if rel is None:
             errors.append(invalid((*loc, i), f"{raw} is not inside the project", "path_outside_project"))
             continue
-        rel = Path(rel).as_posix()
         if rel not in out:
             out.append(rel)
     return out

@@ -7,6 +7,7 @@ that it must reload. Records go in and come out as plain dicts; lists are JSON t
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import sqlite3
@@ -117,6 +118,14 @@ MIGRATIONS = [_schema_v1]
 EFFECTIVE = ("CASE WHEN m.status = 'ACTIVE' AND m.review_by IS NOT NULL AND m.review_by < :today "
              "THEN 'STALE' ELSE m.status END")
 COLUMNS = ", ".join(f"m.{f}" for f in FIELDS)
+INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
+          f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})")
+EVENT = ("INSERT OR IGNORE INTO memory_events (id, memory_id, at, kind, actor, changes, note) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
+def _json(value: list) -> str:
+    return json.dumps(value) if value else "[]"
 
 
 def new_event_id() -> str:
@@ -146,22 +155,27 @@ class MemoryStore:
     # -- writes (each one transaction: change + event + stamp) ------------------------------
 
     @staticmethod
-    def _insert(conn, rec: dict[str, Any], content_sha: str) -> None:
-        values = [json.dumps(rec[f]) if f in LIST_FIELDS else rec[f] for f in FIELDS]
-        conn.execute(f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
-                     f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})", (*values, content_sha))
-        if rec["files_affected"]:
+    def _row(rec: dict[str, Any], content_sha: str) -> tuple:
+        return (*(_json(rec[f]) if f in LIST_FIELDS else rec[f] for f in FIELDS), content_sha)
+
+    @classmethod
+    def _insert_many(cls, conn, recs: list[tuple[dict[str, Any], str]]) -> None:
+        conn.executemany(INSERT, [cls._row(rec, sha) for rec, sha in recs])
+        files = [(p, rec["id"]) for rec, _ in recs for p in rec["files_affected"]]
+        if files:
             conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) VALUES (?, ?)",
-                             [(p, rec["id"]) for p in rec["files_affected"]])
+                             files)
+
+    @classmethod
+    def _insert(cls, conn, rec: dict[str, Any], content_sha: str) -> None:
+        cls._insert_many(conn, [(rec, content_sha)])
 
     @staticmethod
     def _event(conn, memory_id: str, at: str, kind: str, actor: str | None,
                changes: dict | None = None, note: str | None = None,
                event_id: str | None = None) -> None:
-        conn.execute("INSERT OR IGNORE INTO memory_events (id, memory_id, at, kind, actor, changes, "
-                     "note) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (event_id or new_event_id(), memory_id, at, kind, actor,
-                      json.dumps(changes or {}, default=str), note))
+        conn.execute(EVENT, (event_id or new_event_id(), memory_id, at, kind, actor,
+                             json.dumps(changes, default=str) if changes else "{}", note))
 
     @staticmethod
     def _bump(conn) -> None:
@@ -230,10 +244,15 @@ class MemoryStore:
                     at: str, actor: str | None) -> None:
         """``[(op, record, content_sha, changes)]`` in one transaction (all or nothing)."""
         with self.db.transaction() as conn:
-            for op, rec, sha, changes in ops:
-                if op == "create":
-                    self._insert(conn, rec, sha)
-                    self._event(conn, rec["id"], at, "created", actor)
+            for i, (op, rec, sha, changes) in enumerate(ops):
+                if op == "create" and (i == 0 or ops[i - 1][0] != "create"):
+                    run = [(r, s) for _, r, s, _ in itertools.takewhile(
+                        lambda o: o[0] == "create", ops[i:])]
+                    self._insert_many(conn, run)  # a run of creates: two executemany calls
+                    conn.executemany(EVENT, [(new_event_id(), r["id"], at, "created", actor,
+                                              "{}", None) for r, _ in run])
+                elif op == "create":
+                    continue
                 elif op == "patch":
                     self._update(conn, rec, sha, kind="amended", actor=actor, changes=changes)
                 else:
