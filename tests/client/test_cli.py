@@ -44,7 +44,7 @@ def test_project_commands(cli):
     code, out, _ = cli("project", "list")
     assert code == 0 and out.splitlines()[0].split()[:2] == ["ID", "NAME"] and info["id"] in out
     code, out, _ = cli("project", "show")
-    assert code == 0 and f"id" in out and info["id"] in out
+    assert code == 0 and "id" in out and info["id"] in out
     code, out, _ = cli("project", "show", "--project", info["id"], "--json")
     assert json.loads(out)["path"] == str(cli.repo)
     code, out, _ = cli("project", "remove", "--project", info["id"])
