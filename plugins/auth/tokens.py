@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from kernel.daemon import write_private
 from plugins.auth.loopback import new_token
+
+log = logging.getLogger("neuralmind.auth")
 
 TOKENS_FILE = "tokens.json"
 SHORT_ID = 8
@@ -120,7 +123,12 @@ class TokenFile:
         if stamp != self._stamp:
             with self._lock:
                 if stamp != self._stamp:
-                    self._records = _parse(self.path.read_text(), self.path)
+                    try:
+                        self._records = _parse(self.path.read_text(), self.path)
+                    except (TokenFileError, OSError) as ex:
+                        # fail closed: a broken hand edit must not keep a revoked token alive
+                        log.error("%s; refusing every token until it is fixed", ex)
+                        self._records = {}
                     self._seen = {}
                     self._stamp = stamp
         return self._records

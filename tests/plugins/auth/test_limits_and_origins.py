@@ -89,3 +89,12 @@ def test_arbitrary_text_is_an_origin_or_a_config_error(text):
     except ConfigError:
         return
     assert "*" not in checked and "@" not in checked and checked.count("/") == 2
+
+
+def test_a_broken_tokens_file_fails_closed(tmp_path):
+    from plugins.auth.tokens import TokenFile
+    tokens = TokenFile(tmp_path / "tokens.json")
+    token, digest, _ = tokens.create("eve", "reader", "*")
+    assert tokens.lookup(token)[0] == digest
+    (tmp_path / "tokens.json").write_text('{"tokens": {"%s": {"actor": "eve", "bogus": 1}}}' % digest)
+    assert tokens.lookup(token) is None
