@@ -31,7 +31,7 @@ class KernelSection(_Section):
     home: str | None = None
     state_dir: str | None = None  # per-project state outside the repositories
     max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
-    sse_heartbeat_s: float = Field(15.0, gt=0)
+    sse_heartbeat_s: float = Field(5.0, gt=0)
 
 
 class ServerSection(_Section):

@@ -90,14 +90,17 @@ def test_delete_unregisters_and_leaves_files(kserver, tmp_path):
 
 
 def test_server_mode_uses_config_aliases_only(make_server, tmp_path):
+    from tests.plugins.auth.helpers import create_token
     repo = tmp_path / "api"
     repo.mkdir()
     cfg = (f'[server]\nallow_remote = true\n[kernel]\nstate_dir = "{tmp_path / "state"}"\n'
            f'[[projects]]\nid = "api"\npath = "{repo}"\n')
     server = make_server(config=cfg)
-    r = server.post("/v1/projects", {"path": str(tmp_path)})
+    token = create_token(server.home, server.home / "config.toml", "alice", "admin")["token"]
+    r = server.post("/v1/projects", {"path": str(tmp_path)}, token=token)
     assert r.status == 403 and r.error["code"] == "registration_disabled"
-    items = server.get("/v1/projects").json["items"]
+    items = server.get("/v1/projects", token=token).json["items"]
     assert [p["id"] for p in items] == ["api"]
-    assert server.get("/v1/projects/api").json["alias"] is True
-    assert server.get("/v1/projects/p_000000000000").error["code"] == "project_not_found"
+    assert server.get("/v1/projects/api", token=token).json["alias"] is True
+    missing = server.get("/v1/projects/p_000000000000", token=token)
+    assert missing.error["code"] == "project_not_found"
