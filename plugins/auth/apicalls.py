@@ -1,5 +1,8 @@
 """The ``api.call`` event: one per authenticated mutating request, allowed or not.
 
+Mutating is the operation's own word (``Operation.mutating``): a write method whose permission
+is not a ``*.read`` one, so a search or query sent as POST is a read and leaves no event.
+
 Denied attempts (403, 404 for a project out of reach) are recorded too, because those are
 what an audit most needs to see; requests refused before the actor is known (401, 429, a
 bad Host) are not, so an unauthenticated flood cannot fill the event log.
@@ -13,9 +16,6 @@ import falcon
 
 log = logging.getLogger("neuralmind.auth")
 
-MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
 class ApiCalls:
     """Falcon middleware: after the handler (and its write) finished, emit ``api.call``."""
 
@@ -26,7 +26,7 @@ class ApiCalls:
                          req_succeeded: bool) -> None:
         ctx = req.context
         op, actor = getattr(ctx, "operation", None), getattr(ctx, "actor", None)
-        if req.method not in MUTATING or op is None or actor is None:
+        if op is None or actor is None or not op.mutating:
             return
         try:
             self.kernel.emit("api.call", project=getattr(ctx, "project", None), actor=actor,
