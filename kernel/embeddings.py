@@ -206,7 +206,9 @@ class OnnxEmbedder:
         if not texts:
             return out
         self.load()
-        encodings = self._tokenizer.encode_batch(list(texts))
+        # a lone surrogate (valid in JSON's \ud800, not in UTF-8) would make tokenizers raise
+        encodings = self._tokenizer.encode_batch(
+            [t.encode("utf-8", "replace").decode("utf-8") for t in texts])
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
         batches = list(_batches(order, lengths))

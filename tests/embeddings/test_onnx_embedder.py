@@ -7,6 +7,8 @@ import sys
 import threading
 
 import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import pytest
 
 from kernel import embeddings
@@ -148,3 +150,17 @@ def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after():
     assert n == 112
     assert peak - loaded < 300, (loaded, peak)  # a bare 32 × 256 batch adds ~1.3 GB
     assert rest - loaded < 60, (loaded, rest)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.characters(exclude_categories=()), max_size=300), max_size=6))
+def test_any_unicode_text_gives_unit_vectors(embedder, texts):
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), 384) and vectors.dtype == np.float32
+    if texts:
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_lone_surrogate_is_embedded_like_its_replacement(embedder):
+    odd, plain = embedder.embed(["caf\ud800 menu", "caf? menu"])
+    np.testing.assert_allclose(odd, plain, atol=1e-6)
