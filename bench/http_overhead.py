@@ -1,6 +1,6 @@
 """Requests/s through our kernel vs a bare Falcon app, same gunicorn settings, same run.
 
-    python bench/http_overhead.py [--seconds 8] [--connections 16]
+    python bench/http_overhead.py [--seconds 5] [--rounds 3] [--connections 16]
 
 Measures GET /v1/health and a pydantic-validated 1 KiB POST (with the loopback token on the
 kernel side) with wrk when it is installed (apt-get install wrk), else a Python load loop.
@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,44 +76,56 @@ def python_load(port: int, path: str, seconds: int, headers: dict[str, str], bod
     return n / seconds
 
 
-def measure(app: str, seconds: int, conns: int, worker_class: str) -> dict[str, float]:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as home:
-        proc = start(app, port, home, worker_class)
-        try:
-            token = (Path(home) / "token").read_text().strip() if app == "kernel" else "x"
-            auth = {"Authorization": f"Bearer {token}"}
-            assert request(port, "POST", "/v1/bench/echo", body=BODY.encode(), token=token,
-                           headers={"Content-Type": "application/json"}).status == 200
-            url = f"http://127.0.0.1:{port}"
-            if shutil.which("wrk"):
-                get = wrk(url + "/v1/health", seconds, conns, {}, None)
-                post = wrk(url + "/v1/bench/echo", seconds, conns, auth, BODY)
-            else:
-                get = python_load(port, "/v1/health", seconds, {}, None)
-                post = python_load(port, "/v1/bench/echo", seconds, auth, BODY)
-            return {"get": get, "post": post}
-        finally:
-            proc.terminate()
-            proc.wait()
+class Target:
+    """One running app with what a request to it needs."""
+
+    def __init__(self, app: str, worker_class: str):
+        self.app, self.port = app, free_port()
+        self.home = tempfile.TemporaryDirectory()
+        self.proc = start(app, self.port, self.home.name, worker_class)
+        token = (Path(self.home.name) / "token").read_text().strip() if app == "kernel" else "x"
+        self.auth = {"Authorization": f"Bearer {token}"}
+        assert request(self.port, "POST", "/v1/bench/echo", body=BODY.encode(), token=token,
+                       headers={"Content-Type": "application/json"}).status == 200
+
+    def rate(self, what: str, seconds: int, conns: int) -> float:
+        path, headers, body = (("/v1/health", {}, None) if what == "get"
+                               else ("/v1/bench/echo", self.auth, BODY))
+        if shutil.which("wrk"):
+            return wrk(f"http://127.0.0.1:{self.port}{path}", seconds, conns, headers, body)
+        return python_load(self.port, path, seconds, headers, body)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+        self.home.cleanup()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=16)
     args = ap.parse_args()
     tool = "wrk -t2 -c%d" % args.connections if shutil.which("wrk") else "python loop, 1 connection"
-    print(f"load: {tool}, {args.seconds} s per figure; gunicorn -w 2 --threads 4")
+    print(f"load: {tool}, {args.seconds} s per figure, {args.rounds} alternating rounds (median); "
+          "gunicorn -w 2 --threads 4; kernel POST carries the loopback token")
     ratios = []
     for worker_class in ("sync", "gthread"):
-        bare = measure("bare", args.seconds, args.connections, worker_class)
-        ours = measure("kernel", args.seconds, args.connections, worker_class)
-        for what, label in (("get", "GET /v1/health"), ("post", "POST 1 KiB validated")):
-            ratio = ours[what] / bare[what]
-            ratios.append(ratio)
-            print(f"{worker_class:8} {label:22} bare {bare[what]:9.0f} req/s   kernel "
-                  f"{ours[what]:9.0f} req/s   ratio {ratio:.2f}")
+        bare, ours = Target("bare", worker_class), Target("kernel", worker_class)
+        try:
+            for what, label in (("get", "GET /v1/health"), ("post", "POST 1 KiB validated")):
+                b, k = [], []
+                for _ in range(args.rounds):
+                    b.append(bare.rate(what, args.seconds, args.connections))
+                    k.append(ours.rate(what, args.seconds, args.connections))
+                b_med, k_med = statistics.median(b), statistics.median(k)
+                ratio = k_med / b_med
+                ratios.append(ratio)
+                print(f"{worker_class:8} {label:22} bare {b_med:9.0f} req/s   kernel "
+                      f"{k_med:9.0f} req/s   ratio {ratio:.2f}")
+        finally:
+            bare.close(), ours.close()
     print(f"summary: kernel/bare min ratio {min(ratios):.2f} (target ≥ 0.80)")
 
 
