@@ -22,30 +22,32 @@ def wait_loaded(server, timeout: float = 60) -> dict:
 
 
 def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_server):
-    server = make_server(workers=2, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
+    server = make_server(daemon=True, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
     assert server.request("GET", "/v1/health", auth=False).status == 200
     status = wait_loaded(server)  # no request asked for an embedding: the warm-up did it
     assert status["model_id"] == f"all-MiniLM-L6-v2-int8@{PACKAGED_SHA256[:8]}"
     assert status["dim"] == 384 and status["load_ms"] > 0 and status.get("error") is None
-    assert status["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores ÷ workers
+    assert status["threads"] == len(os.sched_getaffinity(0))  # one worker: all the cores
     assert server.request("GET", "/v1/embeddings/status", auth=False).status == 401
 
 
 def test_without_warm_up_the_model_stays_unloaded(make_server):
-    server = make_server(config="[embeddings]\nthreads = 3\n")
+    server = make_server(workers=2)
     time.sleep(1)
     status = server.get("/v1/embeddings/status").json
     assert status["loaded"] is False and status["load_ms"] is None
-    assert status["model_id"].startswith("all-MiniLM-L6-v2-int8@") and status["threads"] == 3
+    assert status["model_id"].startswith("all-MiniLM-L6-v2-int8@")
+    assert status["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores ÷ workers
 
 
 def test_no_model_is_reported_and_nothing_else_breaks(make_server, tmp_path):
     missing = tmp_path / "no-model-here"
     server = make_server(env={"NEURALMIND_MODEL_DIR": str(missing),
-                              "NEURALMIND_EMBEDDINGS_WARM": "1"})
+                              "NEURALMIND_EMBEDDINGS_WARM": "1"},
+                         config="[embeddings]\nthreads = 3\n")
     r = server.get("/v1/embeddings/status")
     assert r.status == 200
-    assert r.json["model_id"] is None and r.json["loaded"] is False
+    assert r.json["model_id"] is None and r.json["loaded"] is False and r.json["threads"] == 3
     assert str(missing) in r.json["error"] and "[embeddings] model_dir" in r.json["error"]
     assert server.request("GET", "/v1/health", auth=False).status == 200
     assert server.get("/v1/projects").status == 200
