@@ -188,7 +188,8 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
         for text, kind, gold in col.queries:
             counts[kind] = counts.get(kind, 0) + 1
             t0 = time.perf_counter()
-            kw = searcher.keyword(store, text, everything, today, searcher.pool(limit))
+            kw = searcher.keyword(store, text, everything, today, searcher.pool(limit),
+                                  full=False)
             t1 = time.perf_counter()
             sem = (searcher.semantic(store, text, everything, today, searcher.pool(limit))
                    if embedder is not None else [])

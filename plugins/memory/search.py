@@ -124,12 +124,13 @@ class Searcher:
     # -- legs ----------------------------------------------------------------------------
 
     def keyword(self, store, query: str, filters: dict[str, Any], today: str, n: int,
-                column: str | None = None, exclude: str | None = None
+                column: str | None = None, exclude: str | None = None, full: bool = True
                 ) -> list[tuple[dict[str, Any], float]]:
         words = terms(query)
         if not words:
             return []
-        return store.keyword(match_expression(words, column), words, filters, today, n, exclude)
+        return store.keyword(match_expression(words, column), words, filters, today, n, exclude,
+                             full)
 
     def fill(self, store, embedder, batch: int | None = None,
              stop: Callable[[], bool] = lambda: False) -> int:
@@ -204,13 +205,15 @@ class Searcher:
             records = store.get_many([h[0] for h in hits])
             return [(records[h[0]], h[1]) for h in hits if h[0] in records], None
         n = self.pool(limit)
-        kw = self.keyword(store, query, filters, today, n)
+        kw = self.keyword(store, query, filters, today, n, full=False)
         try:
             sem = self.semantic(store, query, filters, today, n)
         except APIError as ex:
             if ex.code != "semantic_unavailable":
                 raise
-            return kw[:limit], f"semantic search is unavailable ({ex.message}); keyword results only"
+            records = store.get_many([rec["id"] for rec, _ in kw[:limit]])
+            return ([(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records],
+                    f"semantic search is unavailable ({ex.message}); keyword results only")
         return self.hybrid(store, kw, sem, limit), None
 
     def hybrid(self, store, kw: list[tuple[dict[str, Any], float]],
@@ -223,7 +226,6 @@ class Searcher:
         confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
         ranked = sorted(fused, key=lambda mid: -fused[mid] * confidence_factor(confidence[mid]))
         top = ranked[:limit]
-        records = {rec["id"]: rec for rec, _ in kw}
-        records.update(store.get_many([m for m in top if m not in records]))
+        records = store.get_many(top)
         return [(records[m], round(fused[m] * confidence_factor(confidence[m]), 6))
                 for m in top if m in records]

@@ -346,9 +346,12 @@ class MemoryStore:
         return {r[0] for r in self.db.conn.execute(sql, args)}
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, exclude: str | None = None) -> list[tuple[dict[str, Any], float]]:
+                limit: int, exclude: str | None = None, full: bool = True
+                ) -> list[tuple[dict[str, Any], float]]:
         """Records matching an FTS5 expression, best first, scored ``-bm25``; without FTS5 a
-        LIKE scan ranked by how many of ``words`` each record contains."""
+        LIKE scan ranked by how many of ``words`` each record contains. ``full=False`` returns
+        only ``{id, confidence}`` per hit (a fusion pool needs no more)."""
+        columns = COLUMNS if full else "m.id, m.confidence"
         where, args = self._where(filters, today)
         if exclude:
             where.append("m.id != :exclude")
@@ -357,7 +360,7 @@ class MemoryStore:
         extra = "".join(f" AND {w}" for w in where)
         if self.fts:
             args["match"] = match
-            sql = (f"SELECT {COLUMNS}, -bm25(memories_fts) AS score FROM memories_fts "
+            sql = (f"SELECT {columns}, -bm25(memories_fts) AS score FROM memories_fts "
                    f"JOIN memories m ON m.rowid = memories_fts.rowid "
                    f"WHERE memories_fts MATCH :match{extra} ORDER BY bm25(memories_fts) LIMIT :limit")
         else:
@@ -368,12 +371,14 @@ class MemoryStore:
                             f"LIKE :w{i})")
             if not hits:
                 return []
-            sql = (f"SELECT {COLUMNS}, ({' + '.join(hits)}) AS score FROM memories m "
+            sql = (f"SELECT {columns}, ({' + '.join(hits)}) AS score FROM memories m "
                    f"WHERE score > 0{extra} ORDER BY score DESC, m.created_at DESC LIMIT :limit")
         try:
             rows = self.db.conn.execute(sql, args).fetchall()
         except sqlite3.OperationalError:  # an FTS expression SQLite refuses matches nothing
             return []
+        if not full:
+            return [({"id": r["id"], "confidence": r["confidence"]}, float(r["score"])) for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
