@@ -5,7 +5,7 @@ from __future__ import annotations
 from kernel.api import operation
 from kernel.jobs import JobAccepted, accepted
 from plugins.index.models import (BuildIn, DocumentOut, DocumentQuery, QueryIn, QueryOut,
-                                  RuleCreated, RuleIn, RuleOut, RulePatch, RulesOut, RuleTestIn,
+                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn,
                                   RuleTestOut, SearchIn, SearchOut, StatsOut, WakeupOut,
                                   WatchStatus)
 from plugins.index.walker import explain
