@@ -155,18 +155,18 @@ def score(ranked: list[str], gold: set[str]) -> dict[str, float]:
 
 
 def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
-    """``rrf:K``, ``blend:W`` (keyword weight), ``pool:N`` (pool_min), ``floor:C`` (hybrid floor)."""
+    """``rrf:K``, ``blend:W`` (keyword weight), ``floor:C`` (hybrid floor); the legs' pools are
+    the base settings' (variants re-fuse the same two legs)."""
     kind, _, value = spec.partition(":")
     make = {"rrf": lambda v: {"fusion": "rrf", "rrf_k": int(v or 60)},
             "blend": lambda v: {"fusion": "blend", "keyword_weight": float(v or 0.5)},
-            "pool": lambda v: {"pool_min": int(v or 20)},
             "floor": lambda v: {"hybrid_floor": float(v or 0.3)}}.get(kind)
     try:
         updates = make(value) if make else None
     except ValueError:
         updates = None
     if updates is None:
-        raise SystemExit(f"neuralmind: unknown fusion variant {spec!r} (rrf:K, blend:W, pool:N, floor:C)")
+        raise SystemExit(f"neuralmind: unknown fusion variant {spec!r} (rrf:K, blend:W, floor:C)")
     return f"hybrid[{spec}]", MemorySettings(**{**base.model_dump(), **updates})
 
 
