@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.errors import APIError
@@ -78,6 +78,7 @@ class VectorIndex:
     status: Any
     review_by: Any
     confidence: Any
+    _masks: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, store, version: int, model_id: str, dim: int) -> VectorIndex:
@@ -90,14 +91,23 @@ class VectorIndex:
                    np.array([r["review_by"] or "" for r in rows], dtype="U10"),
                    np.array([r["confidence"] for r in rows], dtype=np.float32))
 
+    def status_mask(self, status: str, today: str):
+        """Rows whose effective status is ``status``; cached, as the index lives one version."""
+        key = (status, today)
+        cached = self._masks.get(key)
+        if cached is None:
+            import numpy as np
+            overdue = (self.review_by != "") & (self.review_by < today)
+            effective = np.where((self.status == "ACTIVE") & overdue, "STALE", self.status)
+            cached = self._masks[key] = effective == status
+        return cached
+
     def mask(self, filters: dict[str, Any], today: str, allowed: set[str] | None):
         import numpy as np
         keep = np.ones(len(self.ids), dtype=bool)
         status = filters.get("status")
         if status and status != "ALL":
-            overdue = (self.review_by != "") & (self.review_by < today)
-            effective = np.where((self.status == "ACTIVE") & overdue, "STALE", self.status)
-            keep &= effective == status
+            keep &= self.status_mask(status, today)
         if filters.get("min_confidence") is not None:
             keep &= self.confidence >= filters["min_confidence"]
         if allowed is not None:
