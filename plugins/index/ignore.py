@@ -28,26 +28,28 @@ class Rule:
         return asdict(self)
 
 
+_SYSTEM = (  # (id, type, value, reason)
+    ("git", "folder_name", ".git", "version-control internals"),
+    ("state", "folder_name", ".neuralmind", "NeuralMind's own state"),
+    ("node_modules", "folder_name", "node_modules", "installed dependencies"),
+    ("pycache", "folder_name", "__pycache__", "bytecode"),
+    ("venv", "folder_name", ".venv", "virtual environments"),
+    ("env", "file_name", ".env", "secrets"),
+    ("env_any", "pattern", ".env.*", "secrets"),
+    ("pem", "extension", ".pem", "keys and certificates"),
+    ("key", "extension", ".key", "private keys"),
+    ("p12", "extension", ".p12", "keystores"),
+    ("ssh", "pattern", "id_rsa*", "SSH keys"),
+    ("ssh_ed", "pattern", "id_ed25519*", "SSH keys"),
+    ("ssh_ec", "pattern", "id_ecdsa*", "SSH keys"),
+)
+
+
 def system_rules(max_file_bytes: int) -> list[Rule]:
     """Never indexed, listed for transparency, never changed through the API."""
-    def rule(rid: str, type_: str, value: str, reason: str) -> Rule:
-        return Rule(f"sys_{rid}", type_, value, True, reason, protected=True)
-    return [
-        rule("git", "folder_name", ".git", "version-control internals"),
-        rule("state", "folder_name", ".neuralmind", "NeuralMind's own state"),
-        rule("env", "file_name", ".env", "secrets"),
-        rule("env_any", "pattern", ".env.*", "secrets"),
-        rule("pem", "extension", ".pem", "keys and certificates"),
-        rule("key", "extension", ".key", "private keys"),
-        rule("p12", "extension", ".p12", "keystores"),
-        rule("ssh", "pattern", "id_rsa*", "SSH keys"),
-        rule("ssh_ed", "pattern", "id_ed25519*", "SSH keys"),
-        rule("ssh_ec", "pattern", "id_ecdsa*", "SSH keys"),
-        rule("node_modules", "folder_name", "node_modules", "installed dependencies"),
-        rule("pycache", "folder_name", "__pycache__", "bytecode"),
-        rule("venv", "folder_name", ".venv", "virtual environments"),
-        rule("size", "max_file_size", str(max_file_bytes), "file-size cap ([index] max_file_bytes)"),
-    ]
+    size = ("size", "max_file_size", str(max_file_bytes), "file-size cap ([index] max_file_bytes)")
+    return [Rule(f"sys_{rid}", type_, value, True, reason, protected=True)
+            for rid, type_, value, reason in (*_SYSTEM, size)]
 
 
 def normalise_value(type_: str, value: str) -> str:
