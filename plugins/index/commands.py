@@ -15,8 +15,9 @@ def register(subparsers) -> None:
                         help="override [index] embed_chars (what each vector embeds)")
     parser.add_argument("--embed-mode", choices=["code", "metadata"],
                         help="override [index] embed_mode")
-    parser.add_argument("--keyword-weights", type=_weights, help="comma-separated hybrid keyword weights to "
-                        "compare (default: [index] keyword_weight)")
+    parser.add_argument("--keyword-weights", type=_weights,
+                        help="comma-separated hybrid keyword weights to compare "
+                             "(default: [index] keyword_weight)")
     parser.add_argument("--workdir", help="keep the throwaway project here (reruns reuse its "
                         "vectors); default a temporary folder removed afterwards")
     parser.set_defaults(func=_run)

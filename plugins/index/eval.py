@@ -68,7 +68,7 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
     built = service.run_build(project, trigger="eval")
     build_s = time.perf_counter() - started
     store, key = service.store(project), service.db_path(project)
-    paths = {row["nid"]: row["path"] for row in store.db.conn.execute("SELECT nid, path FROM nodes")}
+    paths = store.node_paths()
     report = {"dataset": "cosqa", "split": args.split, "queries": len(queries),
               "corpus": len(corpus), "embed_chars": service.settings.embed_chars,
               "embed_mode": service.settings.embed_mode,

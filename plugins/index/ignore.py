@@ -163,7 +163,8 @@ class GitIgnores:
             result = spec.check_file(sub)
             if result.include is not None:
                 where = f"{dir_rel}/.gitignore" if dir_rel else ".gitignore"
-                verdict = f"{where}: {spec.patterns[result.index].pattern}" if result.include else None
+                pattern = spec.patterns[result.index].pattern
+                verdict = f"{where}: {pattern}" if result.include else None
         return verdict
 
     def match_with_parents(self, rel: str, is_dir: bool) -> str | None:

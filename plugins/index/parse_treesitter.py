@@ -117,9 +117,11 @@ def _import(node) -> str:
 
 def _doc(node, spec: Spec) -> str:
     """The comment block right above a declaration, without its markers."""
+    # `export class …`, `const f = …`: the comment sits above the wrapper
     while (node.prev_named_sibling is None and node.parent is not None
-           and node.parent.parent is not None and node.parent.start_point[0] == node.start_point[0]):
-        node = node.parent  # `export class …`, `const f = …`: the comment sits above the wrapper
+           and node.parent.parent is not None
+           and node.parent.start_point[0] == node.start_point[0]):
+        node = node.parent
     parts, prev, line = [], node.prev_named_sibling, node.start_point[0]
     while prev is not None and prev.type in spec.comments and prev.end_point[0] >= line - 1:
         parts.insert(0, _text(prev))
@@ -181,7 +183,8 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                 types.setdefault(name, idx)
                 for sub in child.named_children:
                     if sub.type in spec.heritage:
-                        out.edges.extend(Edge(idx, "inherits", n) for n in _IDENT.findall(_text(sub))
+                        out.edges.extend(Edge(idx, "inherits", n)
+                                         for n in _IDENT.findall(_text(sub))
                                          if n not in ("extends", "implements"))
                 trait = child.child_by_field_name("trait")
                 if trait is not None:

@@ -216,7 +216,8 @@ class IndexService:
                                                       budget=room):
             for piece in part or ():
                 l2.append(f"{piece.get('title', '')}\n{piece.get('text', '')}".strip())
-        layers = [context.Layer("L0", context.L0_MAX, l0), context.Layer("L1", context.L1_MAX, l1, "\n"),
+        layers = [context.Layer("L0", context.L0_MAX, l0),
+                  context.Layer("L1", context.L1_MAX, l1, "\n"),
                   context.Layer("L2", context.L2_MAX, l2),
                   context.Layer("L3", budget, context.snippets(hit_rows))]
         text, counts, used = context.pack(layers, budget)
@@ -284,7 +285,8 @@ class IndexService:
 
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)
-        missing = NotFound(f"{raw} is not an indexed file of {project.id}", code="document_not_found")
+        missing = NotFound(f"{raw} is not an indexed file of {project.id}",
+                           code="document_not_found")
         try:
             rel = self.relative(project, raw)
         except ValidationFailed:

@@ -177,9 +177,12 @@ class IndexStore:
         nids = list(nids)
         if not nids:
             return {}
-        rows = self.db.conn.execute(f"SELECT * FROM nodes WHERE nid IN ({','.join('?' * len(nids))})",
-                                    nids).fetchall()
+        marks = ",".join("?" * len(nids))
+        rows = self.db.conn.execute(f"SELECT * FROM nodes WHERE nid IN ({marks})", nids).fetchall()
         return {r["nid"]: r for r in rows}
+
+    def node_paths(self) -> dict[int, str]:
+        return {r[0]: r[1] for r in self.db.conn.execute("SELECT nid, path FROM nodes")}
 
     def nodes_by_kind(self, kinds: Iterable[str]) -> list:
         kinds = list(kinds)
@@ -254,8 +257,9 @@ class IndexStore:
 
     def drop_orphan_vectors(self) -> int:
         with self.db.transaction() as conn:
-            return conn.execute("DELETE FROM vectors WHERE hash NOT IN "
-                                "(SELECT embed_hash FROM nodes WHERE embed_hash IS NOT NULL)").rowcount
+            return conn.execute(
+                "DELETE FROM vectors WHERE hash NOT IN "
+                "(SELECT embed_hash FROM nodes WHERE embed_hash IS NOT NULL)").rowcount
 
     def vectors(self, file_type: str | None = None) -> list[tuple[int, str, bytes]]:
         return [(r[0], r[1], r[2]) for r in self.db.conn.execute(
@@ -294,7 +298,8 @@ class IndexStore:
         with self.db.transaction() as conn:
             conn.execute("INSERT INTO rules (id, type, value, enabled, reason, created_at, "
                          "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                         "type = excluded.type, value = excluded.value, enabled = excluded.enabled, "
+                         "type = excluded.type, value = excluded.value, "
+                         "enabled = excluded.enabled, "
                          "reason = excluded.reason, updated_at = excluded.updated_at",
                          (rid, type_, value, int(enabled), reason, now, now))
 

@@ -45,7 +45,8 @@ def walk(root: str, rules: RuleSet, check=lambda: None) -> list[FileEntry]:
                 if rules.match(rel, True) is None and gitignores.match(rel, True) is None:
                     stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
-                if rules.match(rel, False, st.st_size) is None and gitignores.match(rel, False) is None:
+                if (rules.match(rel, False, st.st_size) is None
+                        and gitignores.match(rel, False) is None):
                     found.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
     found.sort(key=lambda f: f.path)
     return found

@@ -55,8 +55,8 @@ class _Watcher:
             rel = os.path.relpath(raw, self.root).replace(os.sep, "/")
             if rel.startswith("..") or rel.split("/")[0] in SKIP_DIRS or rel == ".":
                 continue
-            if event.event_type not in CHANGES or (event.is_directory
-                                                    and event.event_type in ("created", "modified")):
+            dir_noise = event.is_directory and event.event_type in ("created", "modified")
+            if event.event_type not in CHANGES or dir_noise:
                 continue
             with self.guard:
                 if event.is_directory:
