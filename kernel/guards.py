@@ -3,8 +3,8 @@ body-size cap on Content-Length, and refusal of credentials in the query string.
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 
 import falcon
 
@@ -33,7 +33,7 @@ class Guards:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         rid = req.get_header("X-Request-Id")
         if not rid or not REQUEST_ID.fullmatch(rid):
-            rid = uuid.uuid4().hex
+            rid = os.urandom(16).hex()
         req.context.request_id = rid
         resp.set_header("X-Request-Id", rid)
         resp.set_header("NeuralMind-API-Version", "1")

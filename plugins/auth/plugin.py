@@ -24,6 +24,7 @@ from plugins.auth.tokens import SEEN_MAX, SHORT_ID, TokenFile, TokenRecord, toke
 log = logging.getLogger("neuralmind.auth")
 
 LOCAL_ACTOR = "local"
+LOCAL = Actor(LOCAL_ACTOR, role="admin", kind="loopback")  # the one loopback caller, made once
 
 
 def bearer(request) -> str | None:
@@ -109,7 +110,7 @@ def actor_from_request(kernel, request):
         return None
     state = _states[kernel]
     if state.loopback is not None and state.loopback.check(token):
-        return Actor(LOCAL_ACTOR, role="admin", kind="loopback")
+        return LOCAL
     found = state.tokens.lookup(token) if state.tokens is not None else None
     if found is None:
         raise Unauthorized("invalid token")
