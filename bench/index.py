@@ -9,8 +9,10 @@ real 1-worker gunicorn server with the packaged model:
   * a no-change rebuild and a one-file rebuild,
   * query and search p50 over HTTP (keep-alive, after a warm-up),
   * with ``--peer /tmp/nm4venv`` (a venv holding PyPI neuralmind==4.22.1): the older
-    NeuralMind's cold build, peak RSS and one-file rebuild on a copy of the same tree.
-The machine is shared with other work: compare ratios within one run.
+    NeuralMind's cold build (wall and CPU), peak RSS, rebuilds on a copy of the same tree,
+    and its daemon's /search and /query, timed request by request alternating with ours.
+The machine is shared with other work: compare ratios within one run; CPU seconds are the
+load-independent figure for builds.
 
     python bench/index.py [--tree DIR] [--peer /tmp/nm4venv] [--queries 40] [--json]
 """
@@ -43,8 +45,8 @@ QUESTIONS = ["how are middleware components called for each request",
 
 
 MAXRSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], "
-          "stdout=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN)"
-          ".ru_maxrss); sys.exit(r.returncode)")
+          "stdout=subprocess.DEVNULL); u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+          "print(u.ru_maxrss, u.ru_utime + u.ru_stime); sys.exit(r.returncode)")
 
 
 class Client:
@@ -58,9 +60,17 @@ class Client:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Host": f"127.0.0.1:{self.port}", "Authorization": f"Bearer {self.token}",
                    "Content-Type": "application/json"}
-        self.conn.request(method, path, body=data, headers=headers)
-        r = self.conn.getresponse()
-        return r.status, json.loads(r.read() or b"{}")
+        for attempt in (0, 1):  # the server drops a connection left idle (keep-alive timeout)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                return r.status, json.loads(r.read() or b"{}")
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
 
 def default_tree() -> Path:
@@ -109,7 +119,7 @@ def _children(pid: int) -> list[int]:
     return out + [g for c in out for g in _children(c)]
 
 
-def bare_embedding_s(tree: Path) -> tuple[float, int]:
+def bare_embedding_s(tree: Path) -> tuple[float, float, int]:
     """The same texts the build embeds, through the bare embedder, in this process."""
     from kernel.embeddings import OnnxEmbedder
     from plugins.index.build import file_row, read_text
@@ -130,127 +140,123 @@ def bare_embedding_s(tree: Path) -> tuple[float, int]:
     return time.perf_counter() - started, time.process_time() - cpu, len(ordered)
 
 
-def p50_ms(client: Client, path: str, bodies: list[dict], rounds: int) -> float:
-    for body in bodies[:3]:
-        client.call("POST", path, body)
-    times = []
-    for i in range(rounds):
-        started = time.perf_counter()
-        status, out = client.call("POST", path, bodies[i % len(bodies)])
-        times.append((time.perf_counter() - started) * 1000)
-        assert status == 200, out
-    return statistics.median(times)
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
 
 
-def ours(tree: Path, work: Path, rounds: int) -> dict:
-    server = Server(work / "home", plugins=["auth", "index"], workers=1).start()
-    try:
-        client = Client(server.port, server.token)
-        _, project = client.call("POST", "/v1/projects", {"path": str(tree)})
-        pid = project["id"]
-        build = f"/v1/projects/{pid}/build"
-        cpu, started = server_cpu_s(server), time.perf_counter()
-        status, out = client.call("POST", build, {"wait": True})
-        cold, cold_cpu = time.perf_counter() - started, server_cpu_s(server) - cpu
-        result = out["job"]["result"]
-        rss = worker_peak_rss_mib(server)
-        started = time.perf_counter()
-        client.call("POST", build, {"wait": True})
-        nochange = time.perf_counter() - started
-        target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
-        target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
-        started = time.perf_counter()
-        _, one = client.call("POST", build, {"wait": True})
-        onefile = time.perf_counter() - started
-        search = p50_ms(client, f"/v1/projects/{pid}/search",
-                        [{"query": q, "mode": "hybrid"} for q in QUESTIONS], rounds)
-        query = p50_ms(client, f"/v1/projects/{pid}/query",
-                       [{"question": q} for q in QUESTIONS], rounds)
-        return {"cold_s": cold, "cold_cpu_s": cold_cpu, "files": result["files"], "nodes": result["nodes"],
-                "chunks_embedded": result["chunks_embedded"], "peak_rss_mib": rss,
-                "nochange_s": nochange, "onefile_s": onefile,
-                "onefile_embedded": one["job"]["result"]["chunks_embedded"],
-                "search_p50_ms": search, "query_p50_ms": query}
-    finally:
-        server.stop()
+def build_ours(server: Server, client: Client, tree: Path) -> dict:
+    _, project = client.call("POST", "/v1/projects", {"path": str(tree)})
+    build = f"/v1/projects/{project['id']}/build"
+    cpu, started = server_cpu_s(server), time.perf_counter()
+    _, out = client.call("POST", build, {"wait": True})
+    cold, cold_cpu = time.perf_counter() - started, server_cpu_s(server) - cpu
+    result = out["job"]["result"]
+    rss = worker_peak_rss_mib(server)
+    nochange = timed(lambda: client.call("POST", build, {"wait": True})) / 1000
+    touch_one(tree)
+    one: dict = {}
+    onefile = timed(lambda: one.update(client.call("POST", build, {"wait": True})[1])) / 1000
+    return {"pid": project["id"], "cold_s": cold, "cold_cpu_s": cold_cpu,
+            "files": result["files"], "nodes": result["nodes"],
+            "chunks_embedded": result["chunks_embedded"], "peak_rss_mib": rss,
+            "nochange_s": nochange, "onefile_s": onefile,
+            "onefile_embedded": one["job"]["result"]["chunks_embedded"]}
 
 
-def peer(venv: Path, tree: Path, work: Path, rounds: int) -> dict | None:
-    """The older NeuralMind (its own venv) on a copy of the same tree: CLI build timings."""
-    exe = venv / "bin" / "neuralmind"
-    if not exe.exists():
-        return None
-    from kernel.embeddings import locate_model
-    files = locate_model(None)
-    model_dir = work / "peer-model"
-    model_dir.mkdir(exist_ok=True)
-    for src, name in ((files.model, "model.onnx"), (files.tokenizer, "tokenizer.json")):
-        if not (model_dir / name).exists():
+def touch_one(tree: Path) -> None:
+    target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
+    target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
+
+
+class Peer:
+    """The older NeuralMind (its own venv) on a copy of the same tree: CLI builds, daemon."""
+
+    def __init__(self, venv: Path, tree: Path, work: Path):
+        from kernel.embeddings import locate_model
+        self.venv, self.tree, self.proc, self.port = venv, tree, None, None
+        files = locate_model(None)
+        model_dir = work / "peer-model"
+        model_dir.mkdir(exist_ok=True)
+        for src, name in ((files.model, "model.onnx"), (files.tokenizer, "tokenizer.json")):
             os.symlink(src, model_dir / name)
-    env = {**os.environ, "NEURALMIND_ONNX_MODEL_DIR": str(model_dir), "HF_HUB_OFFLINE": "1",
-           "HOME": str(work / "peer-home"), "NEURALMIND_HOME": str(work / "peer-home")}
+        self.env = {**os.environ, "NEURALMIND_ONNX_MODEL_DIR": str(model_dir),
+                    "HF_HUB_OFFLINE": "1", "HOME": str(work / "peer-home"),
+                    "NEURALMIND_HOME": str(work / "peer-home")}
 
-    def run(*args) -> tuple[float, int]:
-        """Wall time and peak RSS (KiB) of one peer command, measured by a fresh parent so
+    def run(self, *args) -> tuple[float, int, float]:
+        """Wall s, peak RSS KiB and CPU s of one CLI command, measured by a fresh parent so
         this process's other children (our server) do not count."""
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", MAXRSS, str(exe), *args], cwd=tree, env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-c", MAXRSS, str(self.venv / "bin" / "neuralmind"),
+                               *args], cwd=self.tree, env=self.env, capture_output=True, text=True)
         took = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"peer {' '.join(args)} failed: {proc.stderr[-500:]}")
-        return took, int(proc.stdout.strip().splitlines()[-1])
+        rss, cpu = proc.stdout.strip().splitlines()[-1].split()
+        return took, int(rss), float(cpu)
 
-    cold, rss = run("build", str(tree))
-    nochange, _ = run("build", str(tree))
-    target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
-    target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
-    onefile, _ = run("build", str(tree))
-    out = {"cold_s": cold, "peak_rss_mib": rss / 1024, "nochange_s": nochange,
-           "onefile_s": onefile}
-    out.update(peer_daemon(venv, tree, env, rounds))
-    return out
+    def builds(self) -> dict:
+        cold, rss, cpu = self.run("build", str(self.tree))
+        nochange = self.run("build", str(self.tree))[0]
+        touch_one(self.tree)
+        onefile = self.run("build", str(self.tree))[0]
+        return {"cold_s": cold, "cold_cpu_s": cpu, "peak_rss_mib": rss / 1024,
+                "nochange_s": nochange, "onefile_s": onefile}
 
-
-def peer_daemon(venv: Path, tree: Path, env: dict, rounds: int) -> dict:
-    """The older daemon's /query and /search p50 (its server closes each connection)."""
-    from tests.support import free_port
-    port = free_port()
-    proc = subprocess.Popen([str(venv / "bin" / "neuralmind-daemon"), "--port", str(port),
-                             "--no-auth"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        def post(route: str, body: dict) -> float:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-            started = time.perf_counter()
-            conn.request("POST", route, json.dumps(body), {"Content-Type": "application/json"})
-            r = conn.getresponse()
-            r.read()
-            conn.close()
-            if r.status != 200:
-                raise RuntimeError(f"peer {route}: HTTP {r.status}")
-            return (time.perf_counter() - started) * 1000
-
+    def start_daemon(self) -> float:
+        """Start the daemon; the first /query's time (it loads lazily)."""
+        from tests.support import free_port
+        self.port = free_port()
+        self.proc = subprocess.Popen([str(self.venv / "bin" / "neuralmind-daemon"), "--port",
+                                      str(self.port), "--no-auth"], env=self.env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
         deadline = time.monotonic() + 60
         while True:
             try:
-                first = post("/query", {"project": str(tree), "question": QUESTIONS[0]})
-                break
+                return timed(lambda: self.post("/query", {"question": QUESTIONS[0]}))
             except (OSError, RuntimeError):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.3)
-        result = {"first_query_ms": first}
-        for route, key in (("/search", "query"), ("/query", "question")):
-            for q in QUESTIONS[:3]:
-                post(route, {"project": str(tree), key: q})
-            result[f"{route[1:]}_p50_ms"] = statistics.median(
-                post(route, {"project": str(tree), key: QUESTIONS[i % len(QUESTIONS)]})
-                for i in range(rounds))
-        return result
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
+
+    def post(self, route: str, body: dict) -> None:
+        """One request on a fresh connection (the peer's server closes each one)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        conn.request("POST", route, json.dumps({"project": str(self.tree), **body}),
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        if r.status != 200:
+            raise RuntimeError(f"peer {route}: HTTP {r.status}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(15)
+
+
+def interleaved_p50(client: Client, pid: str, peer: Peer | None, rounds: int) -> dict:
+    """Search and query p50, ours and the peer's request by request, so both see the same
+    load on this shared machine."""
+    calls = {
+        "search": lambda q: client.call("POST", f"/v1/projects/{pid}/search",
+                                        {"query": q, "mode": "hybrid"}),
+        "query": lambda q: client.call("POST", f"/v1/projects/{pid}/query", {"question": q}),
+    }
+    if peer is not None:
+        calls["peer_search"] = lambda q: peer.post("/search", {"query": q})
+        calls["peer_query"] = lambda q: peer.post("/query", {"question": q})
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(rounds + 3):
+        for name, call in calls.items():
+            took = timed(lambda: call(QUESTIONS[i % len(QUESTIONS)]))
+            if i >= 3:  # the first three are warm-up
+                times[name].append(took)
+    return {f"{name}_p50_ms": statistics.median(t) for name, t in times.items()}
 
 
 def main() -> int:
@@ -264,40 +270,60 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nm-bench-index-") as tmp:
         work = Path(tmp)
         bare_s, bare_cpu, texts = bare_embedding_s(copy_tree(src, work / "bare"))
-        mine = ours(copy_tree(src, work / "ours"), work, args.queries)
-        theirs = (peer(Path(args.peer), copy_tree(src, work / "peer"), work, args.queries)
-                  if args.peer else None)
-    mine.update(bare_embed_s=bare_s, bare_embed_cpu_s=bare_cpu, bare_texts=texts,
+        server = Server(work / "home", plugins=["auth", "index"], workers=1).start()
+        peer = (Peer(Path(args.peer), copy_tree(src, work / "peer"), work)
+                if args.peer and (Path(args.peer) / "bin" / "neuralmind").exists() else None)
+        try:
+            client = Client(server.port, server.token)
+            mine = build_ours(server, client, copy_tree(src, work / "ours"))
+            theirs = peer.builds() if peer else None
+            if peer:
+                theirs["first_query_ms"] = peer.start_daemon()
+            p50 = interleaved_p50(client, mine["pid"], peer, args.queries)
+        finally:
+            server.stop()
+            if peer:
+                peer.stop()
+    mine.update(search_p50_ms=p50["search_p50_ms"], query_p50_ms=p50["query_p50_ms"],
+                bare_embed_s=bare_s, bare_embed_cpu_s=bare_cpu, bare_texts=texts,
                 embed_bound=bare_s / mine["cold_s"], embed_bound_cpu=bare_cpu / mine["cold_cpu_s"])
+    if theirs:
+        theirs.update(search_p50_ms=p50["peer_search_p50_ms"], query_p50_ms=p50["peer_query_p50_ms"])
     report = {"tree": str(src), "ours": mine, "peer": theirs}
     if args.json:
         print(json.dumps(report))
         return 0
     m = mine
     print(f"tree: {src} — {m['files']} files, {m['nodes']} nodes, {m['chunks_embedded']} texts embedded")
-    print(f"cold build        {m['cold_s']:7.2f} s   {m['files'] / m['cold_s']:7.1f} files/s "
+    print(f"cold build        {m['cold_s']:7.2f} s ({m['cold_cpu_s']:.1f} s CPU) "
+          f"{m['files'] / m['cold_s']:7.1f} files/s "
           f"{m['nodes'] / m['cold_s']:7.1f} nodes/s   peak RSS {m['peak_rss_mib']:.0f} MiB")
     print(f"bare embedder     {bare_s:7.2f} s   on the same {texts} texts → bare ÷ build "
           f"{m['embed_bound']:.2f} wall, {m['embed_bound_cpu']:.2f} CPU ({bare_cpu:.1f} s ÷ "
           f"{m['cold_cpu_s']:.1f} s) (target ≥ 0.8)")
     print(f"no-change rebuild {m['nochange_s']:7.2f} s   one-file rebuild {m['onefile_s']:.2f} s "
           f"({m['onefile_embedded']} texts re-embedded)")
-    print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms (HTTP, keep-alive)")
+    print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms "
+          "(HTTP, keep-alive; interleaved with the peer's requests)")
     if theirs:
         t = theirs
-        print(f"neuralmind 4.22.1: cold {t['cold_s']:.2f} s, peak RSS {t['peak_rss_mib']:.0f} MiB, "
+        print(f"neuralmind 4.22.1: cold {t['cold_s']:.2f} s ({t['cold_cpu_s']:.1f} s CPU), "
+              f"peak RSS {t['peak_rss_mib']:.0f} MiB, "
               f"no-change {t['nochange_s']:.2f} s, one-file {t['onefile_s']:.2f} s, daemon "
               f"search p50 {t['search_p50_ms']:.1f} ms, query p50 {t['query_p50_ms']:.1f} ms "
               f"(first query {t['first_query_ms']:.0f} ms)")
         print("ratios ours ÷ theirs: " + ", ".join(
-            f"{k} {m[k] / t[k]:.2f}" for k in ("cold_s", "peak_rss_mib", "nochange_s", "onefile_s",
-                                              "search_p50_ms", "query_p50_ms")))
+            f"{k} {m[k] / t[k]:.2f}" for k in ("cold_s", "cold_cpu_s", "peak_rss_mib",
+                                              "nochange_s", "onefile_s", "search_p50_ms",
+                                              "query_p50_ms")))
     summary = (f"SUMMARY index: cold {m['cold_s']:.1f}s ({m['nodes'] / m['cold_s']:.0f} nodes/s, "
                f"bare/build {m['embed_bound']:.2f} wall {m['embed_bound_cpu']:.2f} CPU), RSS {m['peak_rss_mib']:.0f}MiB, one-file "
                f"{m['onefile_s']:.2f}s, search p50 {m['search_p50_ms']:.1f}ms, query p50 "
                f"{m['query_p50_ms']:.1f}ms")
     if theirs:
-        summary += f"; peer cold {theirs['cold_s']:.1f}s RSS {theirs['peak_rss_mib']:.0f}MiB"
+        summary += (f"; peer cold {theirs['cold_s']:.1f}s ({theirs['cold_cpu_s']:.0f}s CPU) RSS "
+                    f"{theirs['peak_rss_mib']:.0f}MiB search p50 {theirs['search_p50_ms']:.1f}ms "
+                    f"query p50 {theirs['query_p50_ms']:.1f}ms")
     print(summary)
     return 0
 
