@@ -134,13 +134,13 @@ class Searcher:
     # -- legs ----------------------------------------------------------------------------
 
     def keyword(self, store, query: str, filters: dict[str, Any], today: str, n: int,
-                column: str | None = None, exclude: str | None = None, full: bool = True
-                ) -> list[tuple[dict[str, Any], float]]:
+                column: str | None = None, exclude: str | None = None, full: bool = True,
+                pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         words = terms(query)
         if not words:
             return []
         return store.keyword(match_expression(words, column), words, filters, today, n, exclude,
-                             full)
+                             full, pool)
 
     def fill(self, store, embedder, batch: int | None = None,
              stop: Callable[[], bool] = lambda: False) -> int:

@@ -101,8 +101,9 @@ class Memories:
             hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters,
                                            records.today(), 4)
         else:
+            # the write path stays cheap: rank the 50 best title matches, then filter
             hits = self.searcher.keyword(store, rec["title"], filters, records.today(), 4,
-                                         column="title", exclude=rec["id"])
+                                         column="title", exclude=rec["id"], pool=50)
         return [{"id": r["id"], "title": r["title"], "status": r["status"], "score": round(s, 6)}
                 for r, s in hits if r["id"] != rec["id"]][:3]
 

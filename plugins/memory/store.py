@@ -346,11 +346,12 @@ class MemoryStore:
         return {r[0] for r in self.db.conn.execute(sql, args)}
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, exclude: str | None = None, full: bool = True
-                ) -> list[tuple[dict[str, Any], float]]:
+                limit: int, exclude: str | None = None, full: bool = True,
+                pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """Records matching an FTS5 expression, best first, scored ``-bm25``; without FTS5 a
         LIKE scan ranked by how many of ``words`` each record contains. ``full=False`` returns
-        only ``{id, confidence}`` per hit (a fusion pool needs no more)."""
+        only ``{id, confidence}`` per hit (a fusion pool needs no more). ``pool`` ranks only
+        the best ``pool`` matches before the filters apply: cheap and approximate, for hints."""
         columns = COLUMNS if full else "m.id, m.confidence"
         where, args = self._where(filters, today)
         if exclude:
@@ -358,7 +359,13 @@ class MemoryStore:
             args["exclude"] = exclude
         args["limit"] = limit
         extra = "".join(f" AND {w}" for w in where)
-        if self.fts:
+        if self.fts and pool:
+            args.update(match=match, pool=pool)
+            sql = (f"WITH top AS (SELECT rowid, bm25(memories_fts) AS r FROM memories_fts "
+                   f"WHERE memories_fts MATCH :match ORDER BY r LIMIT :pool) "
+                   f"SELECT {columns}, -top.r AS score FROM top JOIN memories m ON m.rowid = top.rowid"
+                   f" WHERE 1{extra} ORDER BY top.r LIMIT :limit")
+        elif self.fts:
             args["match"] = match
             sql = (f"SELECT {columns}, -bm25(memories_fts) AS score FROM memories_fts "
                    f"JOIN memories m ON m.rowid = memories_fts.rowid "
