@@ -32,7 +32,8 @@ BODY = json.dumps({"title": "Use SQLite WAL", "rationale": "x" * 960, "tags": ["
 def start(app: str, port: int, home: str, worker_class: str) -> subprocess.Popen:
     env = {**os.environ, "BENCH_APP": app, "NEURALMIND_HOME": home, "NEURALMIND_PLUGINS": "auth",
            "NEURALMIND_EMBEDDINGS_WARM": "0", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "gunicorn", "-w", "2", "-k", worker_class, "--threads", "4",
+    threads = "4" if worker_class == "gthread" else "1"  # gunicorn makes sync + threads gthread
+    cmd = [sys.executable, "-m", "gunicorn", "-w", "2", "-k", worker_class, "--threads", threads,
            "-b", f"127.0.0.1:{port}", "--log-level", "warning", "bench.http_apps:application"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
@@ -119,7 +120,7 @@ def main() -> None:
     args = ap.parse_args()
     tool = "wrk -t2 -c%d" % args.connections if shutil.which("wrk") else "python loop, 1 connection"
     print(f"load: {tool}, {args.seconds} s per figure, {args.rounds} alternating rounds (median); "
-          "gunicorn -w 2 --threads 4; kernel POST carries the loopback token")
+          "gunicorn -w 2 (sync, or gthread with 4 threads); kernel POST carries the loopback token")
     ratios = []
     for worker_class in ("sync", "gthread"):
         bare, ours = Target("bare", worker_class), Target("kernel", worker_class)

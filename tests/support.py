@@ -146,7 +146,7 @@ class Server:
         self.log.close()
 
     def __enter__(self) -> Server:
-        return self.start()
+        return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()

@@ -27,7 +27,8 @@ def new_token() -> str:
 
 
 def ensure_token(home: Path) -> str:
-    """The token, created on first use."""
+    """The token, created on first use. The file appears whole or not at all (written aside,
+    then hard-linked into place), so a worker starting beside another never reads it empty."""
     path = token_path(home)
     try:
         token = path.read_text().strip()
@@ -36,12 +37,16 @@ def ensure_token(home: Path) -> str:
     except FileNotFoundError:
         pass
     token = new_token()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another worker made it first
-        return path.read_text().strip()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(token + "\n")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:  # another worker made it first: theirs is the token
+        token = path.read_text().strip()
+    finally:
+        os.unlink(tmp)
     return token
 
 
@@ -54,30 +59,29 @@ def rotate(home: Path) -> str:
 class LoopbackToken:
     """Checks a bearer token against the file, in constant time, reloading on change."""
 
+    RECHECK_S = 0.25  # rotation reaches a running server well within a second
+
     def __init__(self, home: Path):
         self.path = token_path(home)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._token = b""
         self._checked = float("-inf")
 
-    RECHECK_S = 0.25  # rotation reaches a running server well within a second
-
     def current(self) -> bytes:
-        now = time.monotonic()
-        if now - self._checked < self.RECHECK_S:
+        if time.monotonic() - self._checked < self.RECHECK_S:
             return self._token
-        self._checked = now
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self._token, self._stamp = b"", None
-            return b""
-        stamp = (st.st_mtime_ns, st.st_ino)
-        if stamp != self._stamp:
-            with self._lock:
-                self._token = self.path.read_text().strip().encode()
-                self._stamp = stamp
+        with self._lock:  # one thread refreshes; the others wait for its answer
+            if time.monotonic() - self._checked >= self.RECHECK_S:
+                try:
+                    st = os.stat(self.path)
+                    stamp = (st.st_mtime_ns, st.st_ino, st.st_size)
+                    if stamp != self._stamp:
+                        self._token = self.path.read_text().strip().encode()
+                        self._stamp = stamp
+                except FileNotFoundError:
+                    self._token, self._stamp = b"", None
+                self._checked = time.monotonic()
         return self._token
 
     def check(self, presented: str) -> bool:

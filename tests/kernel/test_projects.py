@@ -104,3 +104,16 @@ def test_server_mode_uses_config_aliases_only(make_server, tmp_path):
     assert server.get("/v1/projects/api", token=token).json["alias"] is True
     missing = server.get("/v1/projects/p_000000000000", token=token)
     assert missing.error["code"] == "project_not_found"
+
+
+def test_state_dir_keeps_plugin_state_out_of_the_repository(make_server, tmp_path):
+    repo, state = tmp_path / "ro-repo", tmp_path / "state"
+    repo.mkdir()
+    (repo / "a.py").write_text("def f():\n    return 1\n")
+    server = make_server(plugins=["auth", "memory"], config=f'[kernel]\nstate_dir = "{state}"\n')
+    pid = server.register(repo)
+    r = server.post(f"/v1/projects/{pid}/memories", {"title": "Keep state outside",
+                                                      "rationale": "repositories may be read-only"})
+    assert r.status == 201
+    assert (state / pid / "memory.db").is_file()
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py"]

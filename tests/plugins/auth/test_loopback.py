@@ -70,3 +70,23 @@ def test_mutating_calls_are_recorded_in_loopback_mode_too(daemon, tmp_path):
     call = next(e for e in events(daemon.home, "api.call") if e["request_id"] == "loop-1")
     assert (call["actor"], call["project_id"]) == ("local", None)
     assert call["data"]["status"] == 201 and call["data"]["permission"] == "projects.write"
+
+
+def test_first_requests_to_fresh_workers_all_authenticate(tmp_path):
+    """Two new gthread workers, hit at once by many threads on their first requests: every
+    one is accepted (the token file appears whole, and one thread refreshes it for all)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support import request
+
+    for attempt in range(3):
+        server = Server(tmp_path / f"h{attempt}", plugins=["auth"], workers=2).start()
+        try:
+            token = server.token
+            with ThreadPoolExecutor(16) as pool:
+                statuses = list(pool.map(
+                    lambda _: request(server.port, "GET", "/v1/projects", token=token).status,
+                    range(64)))
+            assert statuses == [200] * 64
+        finally:
+            server.stop()

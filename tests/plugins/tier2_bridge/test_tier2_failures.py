@@ -30,7 +30,7 @@ def wait_for(server, text: str, timeout: float = 10) -> None:
 def test_a_corrupt_audit_db_costs_the_audit_not_the_server(tmp_path):
     server = Server(tmp_path / "home", plugins=PLUGINS, workers=2)
     (server.home / "audit.db").write_bytes(b"this is not a database " * 200)
-    with server.start():
+    with server:
         register_many(server, tmp_path, ["a", "b", "c"])
         assert len(server.get("/v1/projects").json["items"]) == 3
         r = server.get("/v1/admin/audit")
