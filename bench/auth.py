@@ -95,7 +95,7 @@ def start(mode: str, root: Path, port: int) -> subprocess.Popen:
 
 
 def token_for(mode: str, root: Path) -> str:
-    home, config = root / f"home-{mode}", root / f"{mode}.toml"
+    config = root / f"{mode}.toml"  # its [kernel] home names the server's state home
     env = {**os.environ, "NEURALMIND_PLUGINS": "auth"}
     if mode == "open":
         return "unused"

@@ -16,6 +16,7 @@ import falcon
 from pydantic import Field
 
 from kernel.api import Model
+from kernel.daemon import pid_alive
 from kernel.errors import APIError, Conflict, NotFound
 from kernel.projects import now_iso
 
@@ -216,7 +217,7 @@ class Jobs:
         """Jobs left queued/running by a process that no longer exists end as ``interrupted``."""
         rows = self.db.conn.execute(
             "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running')").fetchall()
-        dead = [r["id"] for r in rows if not _alive(r["pid"])]
+        dead = [r["id"] for r in rows if not pid_alive(r["pid"])]
         if dead:
             error = json.dumps({"code": "interrupted",
                                 "message": "the server process running this job stopped"})
@@ -225,15 +226,3 @@ class Jobs:
                                  "WHERE id = ? AND status IN ('queued', 'running')",
                                  [(error, now_iso(), jid) for jid in dead])
         return len(dead)
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

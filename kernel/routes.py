@@ -9,7 +9,6 @@ import os
 import time
 from typing import Any, Literal
 
-import falcon
 from pydantic import Field
 
 from kernel import __version__

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = ["auth", "memory", "index"]  # the default plugins, as a fresh install runs them
 
 
 def free_port() -> int:

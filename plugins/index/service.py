@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from kernel.errors import Conflict, Forbidden, NotFound, ValidationFailed, validation_details
+from kernel.daemon import pid_alive
 from kernel.projects import now_iso
 from plugins.index import context, search, tokens
 from plugins.index.build import Build
@@ -19,16 +20,6 @@ from plugins.index.store import MIGRATIONS, IndexStore
 
 LOCK_TTL_S = 120.0  # a build lock not refreshed for this long belongs to a dead build
 HEARTBEAT_S = 2.0
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _invalid(field: str, msg: str, kind: str = "value_error") -> ValidationFailed:

@@ -4,7 +4,6 @@ with `neuralmind daemon stop`. One daemon per module keeps the directory fast.""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -13,19 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, free_port
+from tests.support import BUNDLED, ROOT, free_port
 
-
-def available_plugins() -> list[str]:
-    """auth, and whichever of memory/index have landed in this tree (they land in parallel)."""
-    names = ["auth"]
-    for name in ("memory", "index"):
-        try:
-            importlib.import_module(f"plugins.{name}.plugin")
-        except ImportError:
-            continue
-        names.append(name)
-    return names
 
 
 class Daemon:
@@ -36,7 +24,7 @@ class Daemon:
         self.home = base / "home"
         self.home.mkdir(parents=True)
         self.port = free_port()
-        self.plugins = plugins if plugins is not None else available_plugins()
+        self.plugins = plugins if plugins is not None else list(BUNDLED)
         self.config = base / "neuralmind.toml"
         # a 1 s heartbeat lets the server notice a closed event stream at once, so
         # `daemon stop` need not wait out gunicorn's graceful timeout

@@ -2,6 +2,7 @@
 
 import http.client
 import json
+import socket
 import threading
 import time
 
@@ -44,7 +45,11 @@ class SSE:
         return self.events
 
     def close(self):
-        self.conn.sock.close()
+        # shutdown, not just close: the reader thread's recv holds the socket open otherwise,
+        # and the server would keep a thread streaming to it
+        self.conn.sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
+        self.conn.close()
 
 
 def test_events_stream_across_workers_with_filters_and_heartbeats(kserver, tmp_path):

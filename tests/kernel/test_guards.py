@@ -6,7 +6,7 @@ import socket
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.support import request
+
 
 
 def assert_envelope(r, status, code=None):
@@ -83,7 +83,12 @@ def test_chunked_body_over_cap_refused_without_reading_it_all(kserver):
             sock.sendall(b"0\r\n\r\n")
         except OSError:
             pass  # the server may answer and close before we finish: that is the point
-        reply = sock.recv(65536).decode(errors="replace")
+        reply = ""
+        while '"payload_too_large"' not in reply:  # the body may follow the head separately
+            chunk = sock.recv(65536).decode(errors="replace")
+            if not chunk:
+                break
+            reply += chunk
     assert reply.startswith("HTTP/1.1 413"), reply[:200]
     assert '"payload_too_large"' in reply
 

@@ -3,7 +3,6 @@ and the kernel's event table read straight from its SQLite file."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sqlite3
@@ -13,18 +12,6 @@ from pathlib import Path
 
 from tests.support import ROOT
 
-
-def bundled_plugins() -> list[str]:
-    """``auth`` plus the bundled plugins that import today (others land while this is written),
-    so the route matrix covers every route that exists."""
-    names = ["auth"]
-    for name in ("memory", "index"):
-        try:
-            importlib.import_module(f"plugins.{name}.plugin")
-        except Exception:
-            continue
-        names.append(name)
-    return names
 
 
 def cli(home: Path, *args: str, config: Path | None = None, check: bool = True,

@@ -15,8 +15,8 @@ import pytest
 import trustme
 import yaml
 
-from tests.plugins.auth.helpers import bundled_plugins, create_token
-from tests.support import ROOT, free_port, request
+from tests.plugins.auth.helpers import create_token
+from tests.support import BUNDLED, ROOT, free_port, request
 
 
 def dockerfile() -> dict[str, list[str]]:
@@ -44,7 +44,7 @@ class Container:
 
     def __init__(self, root: Path, port: int):
         self.root, self.port = root, port
-        self.env = {**os.environ, "NEURALMIND_PLUGINS": ",".join(bundled_plugins()),
+        self.env = {**os.environ, "NEURALMIND_PLUGINS": ",".join(list(BUNDLED)),
                     "NEURALMIND_EMBEDDINGS_WARM": "0", "HOME": str(root)}
         self.env.pop("NEURALMIND_CONFIG", None)
         self.proc: subprocess.Popen | None = None

@@ -12,8 +12,8 @@ import pytest
 
 from kernel.auth import ROLES
 from plugins.auth.tokens import TokenFile, iso, now
-from tests.plugins.auth.helpers import bundled_plugins, cli, create_token, events, server_config
-from tests.support import Server, request
+from tests.plugins.auth.helpers import cli, create_token, events, server_config
+from tests.support import BUNDLED, Server, request
 
 LIMITED = """
 limited = { rate = 0.5, burst = 3 }
@@ -49,7 +49,7 @@ def registered_permissions(config: Path, plugins: list[str], home: Path) -> dict
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("team")
-    plugins = bundled_plugins()
+    plugins = list(BUNDLED)
     config = server_config(root, {"a": root / "repo-a", "b": root / "repo-b"}, LIMITED)
     server = Server(root / "home", config=config, plugins=plugins, workers=4,
                     env={"HOME": str(root)}).start()
