@@ -156,7 +156,7 @@ class Validator:
 
     def write(self, resp: falcon.Response, result: Any) -> None:
         if isinstance(result, BaseModel):
-            data = result.model_dump_json().encode()
+            data = result.__pydantic_serializer__.to_json(result)  # bytes, no str round trip
         elif self.response_adapter is not None:
             data = self.response_adapter.dump_json(self.response_adapter.validate_python(result))
         else:

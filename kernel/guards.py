@@ -40,7 +40,7 @@ class Guards:
         if host_name(req.get_header("Host") or "") not in self.allowed_hosts:
             raise Forbidden("the Host header is not one this server answers to",
                             code="host_not_allowed")
-        if TOKEN_PARAMS.intersection(name.lower() for name in req.params):
+        if req.query_string and TOKEN_PARAMS.intersection(name.lower() for name in req.params):
             raise BadRequest("credentials are accepted only in the Authorization header; "
                              "this token was not used — rotate it if it was logged",
                              code="token_in_query")
