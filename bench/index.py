@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import Server  # noqa: E402
+from tests.support import KeepAlive, Server  # noqa: E402
 
 QUESTIONS = ["how are middleware components called for each request",
              "where is the request body parsed as JSON", "add a route to the app",
@@ -48,29 +48,6 @@ MAXRSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], "
           "stdout=subprocess.DEVNULL); u = resource.getrusage(resource.RUSAGE_CHILDREN); "
           "print(u.ru_maxrss, u.ru_utime + u.ru_stime); sys.exit(r.returncode)")
 
-
-class Client:
-    """One keep-alive connection to the server."""
-
-    def __init__(self, port: int, token: str):
-        self.port, self.token = port, token
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-
-    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Host": f"127.0.0.1:{self.port}", "Authorization": f"Bearer {self.token}",
-                   "Content-Type": "application/json"}
-        for attempt in (0, 1):  # the server drops a connection left idle (keep-alive timeout)
-            try:
-                self.conn.request(method, path, body=data, headers=headers)
-                r = self.conn.getresponse()
-                return r.status, json.loads(r.read() or b"{}")
-            except (http.client.HTTPException, OSError):
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
 
 
 def default_tree() -> Path:
@@ -146,18 +123,18 @@ def timed(call) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def build_ours(server: Server, client: Client, tree: Path) -> dict:
-    _, project = client.call("POST", "/v1/projects", {"path": str(tree)})
+def build_ours(server: Server, client: KeepAlive, tree: Path) -> dict:
+    project = json.loads(client.call("POST", "/v1/projects", {"path": str(tree)})[1])
     build = f"/v1/projects/{project['id']}/build"
     cpu, started = server_cpu_s(server), time.perf_counter()
-    _, out = client.call("POST", build, {"wait": True})
+    out = json.loads(client.call("POST", build, {"wait": True})[1])
     cold, cold_cpu = time.perf_counter() - started, server_cpu_s(server) - cpu
     result = out["job"]["result"]
     rss = worker_peak_rss_mib(server)
     nochange = timed(lambda: client.call("POST", build, {"wait": True})) / 1000
     touch_one(tree)
     one: dict = {}
-    onefile = timed(lambda: one.update(client.call("POST", build, {"wait": True})[1])) / 1000
+    onefile = timed(lambda: one.update(json.loads(client.call("POST", build, {"wait": True})[1]))) / 1000
     return {"pid": project["id"], "cold_s": cold, "cold_cpu_s": cold_cpu,
             "files": result["files"], "nodes": result["nodes"],
             "chunks_embedded": result["chunks_embedded"], "peak_rss_mib": rss,
@@ -239,7 +216,7 @@ class Peer:
             self.proc.wait(15)
 
 
-def interleaved_p50(client: Client, pid: str, peer: Peer | None, rounds: int) -> dict:
+def interleaved_p50(client: KeepAlive, pid: str, peer: Peer | None, rounds: int) -> dict:
     """Search and query p50, ours and the peer's request by request, so both see the same
     load on this shared machine."""
     calls = {
@@ -274,7 +251,7 @@ def main() -> int:
         peer = (Peer(Path(args.peer), copy_tree(src, work / "peer"), work)
                 if args.peer and (Path(args.peer) / "bin" / "neuralmind").exists() else None)
         try:
-            client = Client(server.port, server.token)
+            client = KeepAlive(server.port, server.token, timeout=600)
             mine = build_ours(server, client, copy_tree(src, work / "ours"))
             theirs = peer.builds() if peer else None
             if peer:

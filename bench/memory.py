@@ -16,7 +16,6 @@ The machine is shared with other work: compare ratios, not absolute figures.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import random
 import statistics
@@ -29,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import Server  # noqa: E402
+from tests.support import KeepAlive, Server  # noqa: E402
 
 SYLLABLES = ("lo", "ka", "mi", "tor", "sel", "pra", "dun", "vek", "qui", "zan", "bel", "cor",
              "fen", "gil", "hus", "jor", "ta", "ron", "mis", "lek", "dor", "pan", "sul", "vin",
@@ -48,30 +47,6 @@ def word(rng: random.Random) -> str:
     return WORDS[int(len(WORDS) ** rng.random()) - 1]  # P(rank r) ∝ 1/r
 
 
-class Client:
-    """One keep-alive connection."""
-
-    def __init__(self, port: int, token: str):
-        self.port, self.token = port, token
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def call(self, method: str, path: str, body=None) -> tuple[int, bytes]:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Host": f"127.0.0.1:{self.port}", "Authorization": f"Bearer {self.token}"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            try:
-                self.conn.request(method, path, body=data, headers=headers)
-                r = self.conn.getresponse()
-                return r.status, r.read()
-            except (http.client.HTTPException, OSError):
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-                if attempt:
-                    raise
-        raise AssertionError
-
 
 def sentence(rng: random.Random, n: int) -> str:
     return " ".join(word(rng) for _ in range(n))
@@ -87,7 +62,7 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def fill_batches(client: Client, base: str, rng: random.Random, n: int) -> float:
+def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int) -> float:
     started = time.perf_counter()
     for start in range(0, n, 1000):
         items = [{"op": "create", **record(rng, i)} for i in range(start, min(n, start + 1000))]
@@ -100,7 +75,7 @@ def singles(port: int, token: str, base: str, total: int, threads: int = 8) -> f
     per = total // threads
 
     def run(t: int) -> None:
-        rng, client = random.Random(1000 + t), Client(port, token)
+        rng, client = random.Random(1000 + t), KeepAlive(port, token)
         for i in range(per):
             status, body = client.call("POST", base, record(rng, 10_000_000 + t * per + i))
             assert status == 201, body[:300]
@@ -129,7 +104,7 @@ def wait_embedded(db: Path, model_id: str, timeout: float = 600) -> float:
     raise RuntimeError("backfill did not finish")
 
 
-def search_latency(client: Client, base: str, queries: list[str], mode: str) -> list[float]:
+def search_latency(client: KeepAlive, base: str, queries: list[str], mode: str) -> list[float]:
     out = []
     for q in queries:
         t0 = time.perf_counter()
@@ -176,7 +151,7 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder) -> di
     project.mkdir()
     pid = srv.register(project)
     base = f"/v1/projects/{pid}/memories"
-    client = Client(srv.port, srv.token)
+    client = KeepAlive(srv.port, srv.token)
     rng = random.Random(n)
     scratch = tmp / f"singles-{n}"
     scratch.mkdir()

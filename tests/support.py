@@ -62,6 +62,31 @@ def request(port: int, method: str, path: str, *, json_body: Any = None, body: b
         conn.close()
 
 
+class KeepAlive:
+    """One keep-alive connection, as an agent's client holds it (the benches use it)."""
+
+    def __init__(self, port: int, token: str, timeout: float = 120):
+        self.port, self.token, self.timeout = port, token, timeout
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Host": f"127.0.0.1:{self.port}", "Authorization": f"Bearer {self.token}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        for attempt in (0, 1):  # the server drops a connection left idle (keep-alive timeout)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                return r.status, r.read()
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
 class Server:
     """``neuralmind serve`` (or ``daemon start --foreground``) as a child process."""
 
