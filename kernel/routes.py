@@ -13,7 +13,7 @@ from pydantic import Field
 
 from kernel import __version__
 from kernel.api import JSON, Model, Page, PageQuery, decode_cursor, encode_cursor, operation
-from kernel.errors import APIError, NotFound
+from kernel.errors import NotFound
 from kernel.jobs import Job
 
 DOCS_PAGE = """<!doctype html>
@@ -72,10 +72,7 @@ class EmbeddingsStatusResource:
     @operation(permission="system.read", response=EmbeddingsStatus, tags=["system"],
                summary="The shared embedder: model, dimension, whether it is loaded")
     def on_get(self, req, resp):
-        try:
-            embedder = self.kernel.embedder
-        except APIError as ex:
-            return EmbeddingsStatus(model_id=None, dim=None, loaded=False, error=ex.message)
+        embedder = self.kernel.embedder  # never raises: a missing model shows in status()
         status = getattr(embedder, "status", None)
         if callable(status):
             return EmbeddingsStatus(**status())
