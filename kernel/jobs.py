@@ -132,17 +132,32 @@ class Jobs:
     def submit(self, kind: str, work: Work, *, project_id: str | None = None,
                actor: str | None = None, wait: bool = False) -> Job:
         """Record a job and run ``work(ctx)``: inline when ``wait``, else in a thread."""
+        return self.start(self.create(kind, project_id=project_id, actor=actor), work, wait=wait)
+
+    def create(self, kind: str, *, project_id: str | None = None, actor: str | None = None) -> str:
+        """Record a queued job and return its id, for work that must name its job before it
+        starts (a lock that says which job holds it); then :meth:`start` or :meth:`discard`."""
         jid = secrets.token_hex(8)
         with self.db.transaction() as conn:
             conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid) "
                          "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
                          (jid, kind, project_id, actor, now_iso(), os.getpid()))
+        return jid
+
+    def start(self, jid: str, work: Work, *, wait: bool = False) -> Job:
+        """Run ``work(ctx)`` for a created job: inline when ``wait``, else in a thread."""
         if wait:
             self._run(jid, work)
         else:
-            threading.Thread(target=self._run, args=(jid, work), name=f"job-{kind}-{jid}",
+            threading.Thread(target=self._run, args=(jid, work), name=f"job-{jid}",
                              daemon=True).start()
         return self.get(jid)
+
+    def discard(self, jid: str) -> None:
+        """Forget a created job that never started."""
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM jobs WHERE id = ? AND status = 'queued' AND started_at IS NULL",
+                         (jid,))
 
     def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None) -> None:
         with self.db.transaction() as conn:

@@ -135,14 +135,17 @@ class IndexService:
         """Submit the build job, or 409 ``index_busy`` with the job already running."""
         store = self.store(project)
         owner = "build-" + secrets.token_hex(6)
-        holder = store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive)
+        # the job exists before the lock names it, so a build refused as busy always finds
+        # the running build's job
+        jid = self.kernel.jobs.create("build", project_id=project.id, actor=actor.id)
+        holder = store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive, job_id=jid)
         if holder is not None:
+            self.kernel.jobs.discard(jid)
             job = self.kernel.jobs.find(holder["job_id"]) if holder["job_id"] else None
             raise Conflict(f"a build of {project.id} is already running", code="index_busy",
                            details={"job": job.model_dump() if job else None})
 
         def work(ctx):
-            store.heartbeat("build", owner, job_id=ctx.id)
             beat = [time.monotonic()]
 
             def progress(**fields):
@@ -158,8 +161,7 @@ class IndexService:
                 store.release("build", owner)
 
         try:
-            return self.kernel.jobs.submit("build", work, project_id=project.id, actor=actor.id,
-                                           wait=wait)
+            return self.kernel.jobs.start(jid, work, wait=wait)
         except BaseException:
             store.release("build", owner)
             raise

@@ -81,3 +81,19 @@ def test_job_of_a_killed_worker_is_marked_interrupted(make_server):
     job = server.get(f"/v1/jobs/{jid}").json
     assert job["status"] == "error" and job["error"]["code"] == "interrupted"
     assert server.get("/v1/hello").json["pid"] != worker
+
+
+def test_created_job_can_be_discarded_until_it_starts(tmp_path):
+    """create → discard leaves nothing; create → start runs it, and discard no longer applies."""
+    from kernel import jobs, storage
+    from kernel.app import _kernel_migrations
+
+    registry = jobs.Jobs(storage.Database(tmp_path / "kernel.db", _kernel_migrations()))
+    dropped = registry.create("build", project_id="p_1", actor="a")
+    assert registry.get(dropped).status == "queued"
+    registry.discard(dropped)
+    assert registry.find(dropped) is None
+    kept = registry.create("build", project_id="p_1", actor="a")
+    done = registry.start(kept, lambda ctx: {"ok": True}, wait=True)
+    registry.discard(kept)
+    assert done.status == "done" and registry.get(kept).result == {"ok": True}
