@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,10 +25,24 @@ def connect(path: str | Path) -> sqlite3.Connection:
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _use_wal(conn)
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (it stays so). The switch needs the file to itself and does not
+    wait on the busy timeout, so processes opening a new file together retry it here."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as ex:
+            if "locked" not in str(ex) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:

@@ -1,5 +1,6 @@
 """The storage helper: pragmas, migrations by schema version, concurrent writers."""
 
+import multiprocessing
 import sqlite3
 import threading
 
@@ -66,3 +67,30 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     [t.join() for t in threads]
     assert not errors
     assert Database(path, [V1]).conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 800
+
+
+def _boot(path, barrier, failures):
+    barrier.wait()
+    try:
+        Database(path, [V1])
+    except Exception as ex:  # reported to the parent, which asserts on it
+        failures.put(repr(ex))
+
+
+def test_many_first_connections_to_a_new_file_at_once(tmp_path):
+    """Processes booting together on a database nobody has opened yet, as gunicorn workers
+    do: every one connects and migrates (switching a file to WAL does not wait on the busy
+    timeout by itself)."""
+    ctx = multiprocessing.get_context("fork")
+    failures = ctx.Queue()
+    for n in range(10):
+        barrier = ctx.Barrier(6)
+        procs = [ctx.Process(target=_boot, args=(tmp_path / f"fresh{n}.db", barrier, failures))
+                 for _ in range(6)]
+        [p.start() for p in procs]
+        [p.join(30) for p in procs]
+        assert [p.exitcode for p in procs] == [0] * 6
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    assert found == []
