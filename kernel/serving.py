@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import ssl
 import time
 from typing import Any
@@ -75,6 +76,9 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "timeout": 120,
         "graceful_timeout": 10,
         "keepalive": 5,
+        # the workers' heartbeat file is touched on every loop turn: keep it in memory
+        "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
+        "reuse_port": spread_connections(server.host, server.port, workers),
         "accesslog": None,
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
@@ -82,9 +86,26 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
     }
     if server.tls_cert and server.tls_key:
         opts.update(certfile=server.tls_cert, keyfile=server.tls_key)
-    if daemon:
-        opts["when_ready"] = _announce(settings)
+    opts["when_ready"] = _announce(settings, daemon)
     return opts
+
+
+def spread_connections(host: str, port: int, workers: int) -> bool:
+    """Whether each worker listens on its own ``SO_REUSEPORT`` socket, so the kernel spreads
+    connections over the workers: on one shared socket, one gthread worker can take every
+    keep-alive connection of a burst and leave the others idle. The port must be free now —
+    a second server would otherwise share it silently — so it is bound once without the
+    flag first."""
+    if workers < 2 or port == 0 or not hasattr(socket, "SO_REUSEPORT"):
+        return False
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as ex:
+            raise BindError(f"cannot listen on {host}:{port}: {ex.strerror}") from None
+    return True
 
 
 def _post_fork(server, worker) -> None:
@@ -98,14 +119,22 @@ def _worker_exit(server, worker) -> None:
         wsgi.kernel.shutdown()
 
 
-def _announce(settings: Settings):
+def _announce(settings: Settings, daemon: bool):
+    """Say where the server listens (with ``reuse_port`` the workers bind, and gunicorn's own
+    line names no address); the daemon also writes its discovery file."""
     def when_ready(server) -> None:
-        host, port = server.LISTENERS[0].sock.getsockname()[:2]
-        write_discovery(settings.home, {
-            "host": "127.0.0.1" if host in ("0.0.0.0", "127.0.0.1") else host,
-            "port": port, "pid": server.pid, "version": __version__,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "url": f"http://127.0.0.1:{port}"})
+        if server.LISTENERS:
+            host, port = server.LISTENERS[0].sock.getsockname()[:2]
+        else:
+            host, port = settings.server.host, settings.server.port
+        scheme = "https" if settings.server.tls_cert else "http"
+        server.log.info("neuralmind %s listening at %s://%s:%s", __version__, scheme, host, port)
+        if daemon:
+            write_discovery(settings.home, {
+                "host": "127.0.0.1" if host in ("0.0.0.0", "127.0.0.1") else host,
+                "port": port, "pid": server.pid, "version": __version__,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "url": f"http://127.0.0.1:{port}"})
     return when_ready
 
 

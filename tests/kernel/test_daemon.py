@@ -50,3 +50,15 @@ def test_daemon_refuses_a_non_loopback_host(tmp_path):
 def test_serve_refuses_remote_bind_without_server_mode(tmp_path):
     r = run(tmp_path, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
     assert r.returncode == 2 and "server mode" in r.stderr
+
+
+def test_serve_refuses_a_port_another_server_listens_on(tmp_path):
+    """Workers bind their own SO_REUSEPORT sockets; a port already in use is refused up front
+    instead of being shared with whatever listens there."""
+    import socket
+    port = free_port()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", port))
+        other.listen()
+        r = run(tmp_path, "serve", "--port", str(port), "--workers", "2")
+    assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr

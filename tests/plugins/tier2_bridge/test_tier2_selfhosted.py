@@ -30,7 +30,7 @@ def test_the_self_hosted_port_is_where_serve_listens(tmp_path):
     with serve_with(tmp_path / "home", config, port) as server:
         r = server.get("/v1/admin/seats")  # tier2's own route: the plugin is on
         assert r.status == 200 and "active_actors" in r.json
-        assert f"Listening at: http://127.0.0.1:{port}" in server.output()
+        assert f"listening at http://127.0.0.1:{port}" in server.output()
 
 
 def test_the_configs_server_section_wins(tmp_path):
