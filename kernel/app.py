@@ -19,7 +19,7 @@ from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import Settings, load_settings
 from kernel.errors import Forbidden, NotFound, Unauthorized
-from kernel.events import Event, EventLog
+from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.plugins import make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
@@ -67,11 +67,12 @@ class Kernel:
 
     def emit(self, kind: str, *, project: Project | str | None = None,
              actor: Actor | str | None = None, data: dict[str, Any] | None = None,
-             request_id: str | None = None) -> Event:
-        """Record an event after a write has committed, then fan it out to ``track_event``."""
+             request_id: str | None = None) -> None:
+        """Record an event after a write has committed, then fan it out to ``track_event``.
+        Inside a request, the request's events are recorded together when it ends."""
         pid = project.id if isinstance(project, Project) else project
         who = actor.id if isinstance(actor, Actor) else actor
-        return self.events.append(kind, pid, who, data, request_id)
+        self.events.append(kind, pid, who, data, request_id)
 
     def allowed(self, actor: Actor | None, permission: str, project: Project | None = None) -> bool:
         if actor is None:
@@ -159,7 +160,8 @@ class Kernel:
         return frozenset(hosts)
 
     def _build_app(self) -> falcon.App:
-        middleware = [Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes)]
+        middleware = [HeldEvents(self.events),
+                      Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes)]
         for batch in self.pm.hook.register_middleware(kernel=self):
             middleware.extend(batch or ())
         app = falcon.App(middleware=middleware)

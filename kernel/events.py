@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,22 +54,42 @@ def _event(row) -> Event:
                  row["request_id"], json.loads(row["data"]))
 
 
+INSERT = ("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
+          "VALUES (?, ?, ?, ?, ?, ?)")
+
+
 class EventLog:
     def __init__(self, db, fan_out: Callable[[Event], None]):
         self.db = db
         self._fan_out = fan_out
+        self._held = threading.local()
 
     def append(self, kind: str, project_id: str | None, actor: str | None,
-               data: dict[str, Any] | None, request_id: str | None) -> Event:
-        at = now_iso()
-        payload = json.dumps(data or {}, default=str)
+               data: dict[str, Any] | None, request_id: str | None) -> None:
+        """Record an event now, or, while this thread holds them, when it releases them."""
+        row = (now_iso(), kind, project_id, actor, request_id, json.dumps(data or {}, default=str))
+        held = getattr(self._held, "rows", None)
+        if held is not None:
+            held.append(row)
+        else:
+            self._write([row])
+
+    def hold(self) -> None:
+        """Keep this thread's events until :meth:`release`: a request's write and its
+        ``api.call`` then cost one commit, not two."""
+        self._held.rows = []
+
+    def release(self) -> None:
+        rows, self._held.rows = getattr(self._held, "rows", None), None
+        if rows:
+            self._write(rows)
+
+    def _write(self, rows: list[tuple]) -> None:
         with self.db.transaction() as conn:
-            cur = conn.execute("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
-                               "VALUES (?, ?, ?, ?, ?, ?)",
-                               (at, kind, project_id, actor, request_id, payload))
-        event = Event(cur.lastrowid, at, kind, project_id, actor, request_id, json.loads(payload))
-        self._fan_out(event)
-        return event
+            ids = [conn.execute(INSERT, row).lastrowid for row in rows]
+        for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
+            self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,
+                                json.loads(payload)))
 
     def last_id(self) -> int:
         return self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
@@ -97,3 +118,21 @@ class EventLog:
                 yield b": keepalive\n\n"
             if not batch:
                 time.sleep(POLL_S)
+
+
+class HeldEvents:
+    """Falcon middleware, the kernel's outermost: the events of a request are written together
+    after every other middleware's ``process_response`` (``api.call`` included)."""
+
+    def __init__(self, events: EventLog):
+        self.events = events
+
+    def process_request(self, req, resp) -> None:
+        self.events.hold()
+
+    def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
+        try:
+            self.events.release()
+        except Exception:  # the response is decided and its write committed; never a 500 now
+            log.exception("could not record the events of request %s",
+                          getattr(req.context, "request_id", "?"))
