@@ -3,6 +3,8 @@ path) and which files changed since a commit (``git diff``, for the maintenance 
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -10,14 +12,17 @@ from pathlib import Path
 def git_dir(root: Path) -> Path | None:
     """The ``.git`` directory of the repository holding ``root`` (worktrees included)."""
     for folder in (root, *root.parents):
-        dot = folder / ".git"
-        if dot.is_dir():
-            return dot
-        if dot.is_file():
-            text = dot.read_text(errors="replace").strip()
-            if text.startswith("gitdir:"):
-                target = Path(text[7:].strip())
-                return target if target.is_absolute() else (folder / target).resolve()
+        dot = os.path.join(folder, ".git")
+        try:
+            mode = os.stat(dot).st_mode
+        except OSError:
+            continue
+        if stat.S_ISDIR(mode):
+            return Path(dot)
+        text = Path(dot).read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text[7:].strip())
+            return target if target.is_absolute() else (folder / target).resolve()
     return None
 
 
