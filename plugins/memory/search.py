@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,9 @@ def terms(text: str) -> list[str]:
     return kept or words
 
 
-def match_expression(words: list[str], column: str | None = None) -> str:
-    expr = " OR ".join(f'"{w}"*' for w in words)
+def match_expression(words: list[str], column: str | None = None, prefix: bool = True) -> str:
+    star = "*" if prefix else ""
+    expr = " OR ".join(f'"{w}"{star}' for w in words)
     return f"{{{column}}} : ({expr})" if column else expr
 
 
@@ -115,6 +117,13 @@ class VectorIndex:
         return keep
 
 
+# Keyword pruning (see Searcher.keyword and Searcher.similar_titles).
+CORPUS_STOPWORD_SHARE = 0.5
+HINT_WORD_SHARE = 0.02
+PRUNE_MIN_RECORDS = 500
+
+LEG_THREADS = 4  # keyword legs running beside embeddings, per process
+
 # Filters the vector index applies itself; any other needs the store's id set.
 INDEX_FILTERS = frozenset({"status", "min_confidence"})
 
@@ -127,6 +136,18 @@ class Searcher:
         self._embedder = embedder
         self._indexes: dict[str, VectorIndex] = {}
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _legs(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(LEG_THREADS, thread_name_prefix="memory-keyword")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -134,13 +155,36 @@ class Searcher:
     # -- legs ----------------------------------------------------------------------------
 
     def keyword(self, store, query: str, filters: dict[str, Any], today: str, n: int,
-                column: str | None = None, exclude: str | None = None, full: bool = True,
-                pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
-        words = terms(query)
+                full: bool = True) -> list[tuple[dict[str, Any], float]]:
+        """The keyword leg: the query's words less those in over half the records, which
+        bm25 weighs at ~0 (log((N − n + ½)/(n + ½)) ≤ 0, clamped) but which cost the most to
+        score — a corpus's own stopwords."""
+        words = self.informative(store, terms(query), CORPUS_STOPWORD_SHARE)
         if not words:
             return []
-        return store.keyword(match_expression(words, column), words, filters, today, n, exclude,
-                             full, pool)
+        return store.keyword(match_expression(words), words, filters, today, n, full=full)
+
+    def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
+                       exclude: str) -> list[tuple[dict[str, Any], float]]:
+        """Records whose titles share ``title``'s rare words: duplicate hints on the write
+        path, where scoring a common word's whole posting list would cost more than the
+        write. The rare words are what a duplicate shares; the 50 best title matches are
+        ranked before the filters apply."""
+        words = self.informative(store, terms(title), HINT_WORD_SHARE)
+        if not words:
+            return []
+        return store.keyword(match_expression(words, "title", prefix=False), words, filters,
+                             today, n, exclude, pool=50)
+
+    def informative(self, store, words: list[str], max_share: float) -> list[str]:
+        """``words`` held by at most ``max_share`` of the records (at least the rarest one);
+        all of them in a store too small for the cost to matter."""
+        total = store.size_estimate() if words else 0
+        if total < PRUNE_MIN_RECORDS:
+            return words
+        counts = store.doc_counts(words, total)
+        kept = [w for w in words if counts[w] <= max_share * total]
+        return kept or [min(words, key=counts.__getitem__)]
 
     def fill(self, store, embedder, batch: int | None = None,
              stop: Callable[[], bool] = lambda: False) -> int:
@@ -215,16 +259,19 @@ class Searcher:
             records = store.get_many([h[0] for h in hits])
             return [(records[h[0]], h[1]) for h in hits if h[0] in records], None
         n = self.pool(limit)
-        kw = self.keyword(store, query, filters, today, n, full=False)
+        # The keyword leg runs beside the query's embedding: SQLite and onnxruntime both
+        # release the GIL, so hybrid costs about its slower leg instead of their sum.
+        keyword = self._legs().submit(self.keyword, store, query, filters, today, n, False)
         try:
             sem = self.semantic(store, query, filters, today, n)
         except APIError as ex:
+            kw = keyword.result()
             if ex.code != "semantic_unavailable":
                 raise
             records = store.get_many([rec["id"] for rec, _ in kw[:limit]])
             return ([(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records],
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, kw, sem, limit), None
+        return self.hybrid(store, keyword.result(), sem, limit), None
 
     def hybrid(self, store, kw: list[tuple[dict[str, Any], float]],
                sem: list[tuple[str, float, float]], limit: int

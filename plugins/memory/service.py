@@ -57,6 +57,7 @@ class Memories:
 
     def close(self) -> None:
         self.backfill.stop()
+        self.searcher.close()
 
     def _emit(self, kind: str, project, actor, request_id, **data) -> None:
         self.kernel.emit(f"memory.{kind}", project=project, actor=actor, data=data,
@@ -101,9 +102,8 @@ class Memories:
             hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters,
                                            records.today(), 4)
         else:
-            # the write path stays cheap: rank the 50 best title matches, then filter
-            hits = self.searcher.keyword(store, rec["title"], filters, records.today(), 4,
-                                         column="title", exclude=rec["id"], pool=50)
+            hits = self.searcher.similar_titles(store, rec["title"], filters, records.today(),
+                                                4, exclude=rec["id"])
         return [{"id": r["id"], "title": r["title"], "status": r["status"], "score": round(s, 6)}
                 for r, s in hits if r["id"] != rec["id"]][:3]
 

@@ -11,6 +11,7 @@ import itertools
 import json
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -112,7 +113,18 @@ def _split(script: str) -> Iterator[str]:
             buf = ""
 
 
-MIGRATIONS = [_schema_v1]
+def _fts_automerge(conn: sqlite3.Connection) -> None:
+    """Merge FTS5 segments two at a time (the default waits for four): every create commits
+    its own small segment, and each keyword query probes every segment for every word — on
+    10k records fewer segments made a duplicate hint ~15% cheaper and a create no dearer."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone():
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 2)")
+
+
+MIGRATIONS = [_schema_v1, _fts_automerge]
+
+COUNTS_TTL_S = 60.0  # how long a process trusts its per-word record counts
+COUNTS_MAX = 50_000  # words remembered before the counts start over
 
 # The effective status in SQL: an ACTIVE record whose review_by has passed reads as STALE.
 EFFECTIVE = ("CASE WHEN m.status = 'ACTIVE' AND m.review_by IS NOT NULL AND m.review_by < :today "
@@ -151,6 +163,9 @@ class MemoryStore:
         self.db = db
         self.fts = db.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'"
                                    ).fetchone() is not None
+        self._counts: dict[str, int] = {}
+        self._counts_total = 0
+        self._counts_at = float("-inf")
 
     # -- writes (each one transaction: change + event + stamp) ------------------------------
 
@@ -387,6 +402,32 @@ class MemoryStore:
         if not full:
             return [({"id": r["id"], "confidence": r["confidence"]}, float(r["score"])) for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
+
+    def size_estimate(self) -> int:
+        """How many records, from the highest rowid: cheap, and never below the truth."""
+        return self.db.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0]
+
+    def doc_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: records holding it}``, FTS5's tokenizer and stemmer deciding what
+        "holding" means. Kept per process until ``COUNTS_TTL_S`` passes or the store (of
+        ``total`` records now) grows or shrinks by a quarter: they only choose which words a
+        keyword query keeps, and counting a common word walks its whole posting list."""
+        if not self.fts:
+            return {w: 0 for w in words}
+        now = time.monotonic()
+        if (now - self._counts_at > COUNTS_TTL_S or len(self._counts) > COUNTS_MAX
+                or abs(total - self._counts_total) > self._counts_total / 4):
+            self._counts, self._counts_total, self._counts_at = {}, total, now
+        counts = self._counts
+        for w in words:
+            if w not in counts:
+                try:
+                    counts[w] = self.db.conn.execute(
+                        "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                        (f'"{w}"',)).fetchone()[0]
+                except sqlite3.OperationalError:  # a word the tokenizer makes nothing of
+                    counts[w] = 0
+        return {w: counts[w] for w in words}
 
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
         rows = self.db.conn.execute(

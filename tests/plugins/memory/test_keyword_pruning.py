@@ -1,0 +1,63 @@
+"""Keyword queries drop the words that cost the most and say the least: in the search leg,
+words in over half the records (bm25 weighs them ~0); in duplicate hints, all but the title's
+rare words. Real SQLite file with FTS5, no server needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel.storage import Database
+from plugins.memory import records
+from plugins.memory.models import MemorySettings
+from plugins.memory.search import PRUNE_MIN_RECORDS, Searcher
+from plugins.memory.store import MIGRATIONS, MemoryStore
+
+NOW = "2026-01-01T00:00:00.000Z"
+EVERYTHING = {"status": "ALL"}
+
+
+def fill(store: MemoryStore, root, items: list[tuple[str, str, str]]) -> None:
+    for mid, title, rationale in items:
+        rec = records.build({"id": mid, "title": title, "rationale": rationale}, root=root,
+                            now=NOW, head="", errors=[])
+        assert store.create(rec, records.content_sha(rec), "t")
+
+
+@pytest.fixture
+def big(tmp_path):
+    """PRUNE_MIN_RECORDS + 100 records that all say "service"; one about signing keys."""
+    store = MemoryStore(Database(tmp_path / "memory.db", MIGRATIONS))
+    fill(store, tmp_path, [(f"m{i}", f"service note {i}", f"the service keeps record {i}")
+                           for i in range(PRUNE_MIN_RECORDS + 100)])
+    fill(store, tmp_path, [("keys", "rotate the service signing keys weekly",
+                            "the service signs tokens")])
+    return store
+
+
+def test_words_in_over_half_the_records_leave_the_keyword_leg(big):
+    searcher = Searcher(MemorySettings(), lambda: None)
+    assert searcher.informative(big, ["service", "signing"], 0.5) == ["signing"]
+    hits = searcher.keyword(big, "service signing", EVERYTHING, records.today(), 10)
+    assert [r["id"] for r, _ in hits] == ["keys"]  # not 600 ties on "service"
+    # a query made only of common words keeps its rarest one and still finds records
+    assert len(searcher.keyword(big, "service", EVERYTHING, records.today(), 10)) == 10
+
+
+def test_duplicate_hints_match_the_titles_rare_words(big):
+    searcher = Searcher(MemorySettings(), lambda: None)
+    hits = searcher.similar_titles(big, "Rotate signing keys daily", EVERYTHING,
+                                   records.today(), 4, exclude="new")
+    assert [r["id"] for r, _ in hits] == ["keys"]
+    assert searcher.similar_titles(big, "service", EVERYTHING, records.today(), 4,
+                                   exclude="new")  # only common words: the rarest is kept
+
+
+def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big):
+    searcher = Searcher(MemorySettings(), lambda: None)
+    total = big.size_estimate()
+    assert total == PRUNE_MIN_RECORDS + 101
+    assert big.doc_counts(["service", "signing", "zzz"], total) == {
+        "service": total, "signing": 1, "zzz": 0}
+    small = MemoryStore(Database(tmp_path / "small.db", MIGRATIONS))
+    fill(small, tmp_path, [(f"s{i}", "service note", "the service") for i in range(20)])
+    assert searcher.informative(small, ["service", "note"], 0.5) == ["service", "note"]
