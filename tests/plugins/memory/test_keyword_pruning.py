@@ -9,10 +9,11 @@ import pytest
 from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
-from plugins.memory.search import PRUNE_MIN_RECORDS, Searcher
+from plugins.memory.search import CORPUS_STOPWORD_MIN_RECORDS, HINT_MIN_RECORDS, Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
 
 NOW = "2026-01-01T00:00:00.000Z"
+N = max(CORPUS_STOPWORD_MIN_RECORDS, HINT_MIN_RECORDS) + 100
 EVERYTHING = {"status": "ALL"}
 
 
@@ -23,12 +24,13 @@ def fill(store: MemoryStore, root, items: list[tuple[str, str, str]]) -> None:
         assert store.create(rec, records.content_sha(rec), "t")
 
 
-@pytest.fixture
-def big(tmp_path):
-    """PRUNE_MIN_RECORDS + 100 records that all say "service"; one about signing keys."""
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """Enough records that all say "service" for both prunings; one about signing keys."""
+    tmp_path = tmp_path_factory.mktemp("big")
     store = MemoryStore(Database(tmp_path / "memory.db", MIGRATIONS))
     fill(store, tmp_path, [(f"m{i}", f"service note {i}", f"the service keeps record {i}")
-                           for i in range(PRUNE_MIN_RECORDS + 100)])
+                           for i in range(N)])
     fill(store, tmp_path, [("keys", "rotate the service signing keys weekly",
                             "the service signs tokens")])
     return store
@@ -36,7 +38,7 @@ def big(tmp_path):
 
 def test_words_in_over_half_the_records_leave_the_keyword_leg(big):
     searcher = Searcher(MemorySettings(), lambda: None)
-    assert searcher.informative(big, ["service", "signing"], 0.5) == ["signing"]
+    assert searcher.informative(big, ["service", "signing"], 0.5, N) == ["signing"]
     hits = searcher.keyword(big, "service signing", EVERYTHING, records.today(), 10)
     assert [r["id"] for r, _ in hits] == ["keys"]  # not 600 ties on "service"
     # a query made only of common words keeps its rarest one and still finds records
@@ -55,9 +57,9 @@ def test_duplicate_hints_match_the_titles_rare_words(big):
 def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big):
     searcher = Searcher(MemorySettings(), lambda: None)
     total = big.size_estimate()
-    assert total == PRUNE_MIN_RECORDS + 101
+    assert total == N + 1
     assert big.doc_counts(["service", "signing", "zzz"], total) == {
         "service": total, "signing": 1, "zzz": 0}
     small = MemoryStore(Database(tmp_path / "small.db", MIGRATIONS))
     fill(small, tmp_path, [(f"s{i}", "service note", "the service") for i in range(20)])
-    assert searcher.informative(small, ["service", "note"], 0.5) == ["service", "note"]
+    assert searcher.informative(small, ["service", "note"], 0.5, 21) == ["service", "note"]
