@@ -3,14 +3,20 @@
 For each size (default 1,000 and 10,000 memories) in a fresh project on a real 2-worker
 gunicorn server with the packaged model:
   * batch-create throughput (1,000 items per request) filling the project,
-  * single-create throughput (2,000 creates from 8 client threads, keep-alive connections,
-    into a second project),
+  * single-create throughput into a second project: wrk (8 keep-alive connections, a fresh
+    random record per request, ``bench/memory_create.lua``) when wrk is installed, and 2,000
+    creates from 8 Python client threads (which spend ~0.3 ms of the two cores per request),
   * search p50/p95 per mode (keyword, semantic, hybrid; one client, keep-alive),
   * the raw cost, in this process on the same SQLite file: one query embedding + numpy
-    top-k over the project's vectors + one FTS5 bm25 query, and the ratio HTTP ÷ raw.
+    top-k over the project's vectors + one FTS5 bm25 query, and the ratio HTTP ÷ raw;
+    for writes, the store alone on a fresh file: one create + read-back per transaction,
+    and 1,000 creates per transaction (SQLite + FTS5 + history rows).
+Sizes above ``--embed-up-to`` (default 20,000) get random unit vectors written through the
+store instead of waiting for the backfill (it embeds ~60 such records/s here): their search
+latencies are real, their semantic results are not.
 The machine is shared with other work: compare ratios, not absolute figures.
 
-    python bench/memory.py [--sizes 1000,10000] [--queries 200] [--json]
+    python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -89,6 +97,66 @@ def singles(port: int, token: str, base: str, total: int, threads: int = 8) -> f
     return per * threads / (time.perf_counter() - started)
 
 
+def singles_wrk(port: int, token: str, base: str, seconds: int = 5) -> tuple[float, int] | None:
+    """``(creates/s, answers other than 201)`` from wrk, or None without wrk."""
+    if shutil.which("wrk") is None:
+        return None
+    out = subprocess.run(["wrk", "-t2", "-c8", f"-d{seconds}s", "-s",
+                          str(ROOT / "bench" / "memory_create.lua"),
+                          "-H", f"Authorization: Bearer {token}",
+                          "-H", "Content-Type: application/json",
+                          f"http://127.0.0.1:{port}{base}"],
+                         capture_output=True, text=True, check=True).stdout
+    rate = float(next(line for line in out.splitlines() if line.startswith("Requests/sec"))
+                 .split()[1])
+    bad = int(next(line for line in out.splitlines() if line.startswith("non201")).split()[1])
+    return rate, bad
+
+
+def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]:
+    """The store alone on a fresh file: creates/s one per transaction (with the read-back
+    and the duplicate hint a create does) and 1,000 per transaction."""
+    from kernel.storage import Database
+    from plugins.memory import records
+    from plugins.memory.models import MemoryIn, MemorySettings
+    from plugins.memory.search import Searcher
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=tmp, now=
+                           "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
+    ops = [("create", rec, records.content_sha(rec), {}) for rec in built]
+    single = MemoryStore(Database(tmp / "raw-single.db", MIGRATIONS))
+    searcher = Searcher(MemorySettings(), lambda: None)
+    started = time.perf_counter()
+    for _, rec, sha, _ in ops:
+        single.create(rec, sha, "bench")
+        single.get(rec["id"])
+        searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
+                                "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+    single_rate = n / (time.perf_counter() - started)
+    batch = MemoryStore(Database(tmp / "raw-batch.db", MIGRATIONS))
+    started = time.perf_counter()
+    for i in range(0, n, 1000):
+        batch.apply_batch(ops[i:i + 1000], "2026-01-01T00:00:00.000Z", "bench")
+    return {"single_creates_per_s": round(single_rate),
+            "batch_creates_per_s": round(n / (time.perf_counter() - started))}
+
+
+def random_vectors(db: Path, model_id: str, dim: int) -> None:
+    """Random unit vectors for every record (through the store, so the version moves)."""
+    import numpy as np
+
+    from kernel.storage import Database
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    store = MemoryStore(Database(db, MIGRATIONS))
+    rows = store.db.conn.execute("SELECT id, content_sha FROM memories").fetchall()
+    vectors = np.random.default_rng(0).standard_normal((len(rows), dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for i in range(0, len(rows), 5000):
+        store.put_vectors(model_id, dim, [(r[0], vectors[i + k].tobytes(), r[1])
+                                          for k, r in enumerate(rows[i:i + 5000])])
+    store.db.close()
+
+
 def wait_embedded(db: Path, model_id: str, timeout: float = 600) -> float:
     import sqlite3
     started = time.perf_counter()
@@ -146,22 +214,25 @@ def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
             "total_ms": med(embed_ms) + med(topk_ms) + med(fts_ms)}
 
 
-def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder) -> dict:
+def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
+             embed_up_to: int) -> dict:
+    """Fill, wait for the vectors, time searches, then time single creates into a second
+    project; the previous size's single creates are embedded first, so no backfill runs
+    while anything is timed."""
+    embed_wait = sum(wait_embedded(p / ".neuralmind" / "memory.db", embedder.model_id)
+                     for p in tmp.glob("singles-*"))
     project = tmp / f"proj-{n}"
     project.mkdir()
     pid = srv.register(project)
     base = f"/v1/projects/{pid}/memories"
     client = KeepAlive(srv.port, srv.token)
     rng = random.Random(n)
-    scratch = tmp / f"singles-{n}"
-    scratch.mkdir()
-    single_rate = singles(srv.port, srv.token, f"/v1/projects/{srv.register(scratch)}/memories",
-                          2000)
     batch_rate = fill_batches(client, base, rng, n)
-    embed_wait = sum(wait_embedded(p / ".neuralmind" / "memory.db", embedder.model_id)
-                     for p in (project, scratch))
+    if n > embed_up_to:
+        random_vectors(project / ".neuralmind" / "memory.db", embedder.model_id, embedder.dim)
+    embed_wait += wait_embedded(project / ".neuralmind" / "memory.db", embedder.model_id)
     out = {"memories": n, "batch_creates_per_s": round(batch_rate),
-           "single_creates_per_s": round(single_rate), "backfill_wait_s": round(embed_wait, 1)}
+           "random_vectors": n > embed_up_to, "backfill_wait_s": round(embed_wait, 1)}
     for mode in ("keyword", "semantic", "hybrid"):
         search_latency(client, base, queries[:10], mode)  # warm both workers' caches
         ms = search_latency(client, base, queries, mode)
@@ -169,6 +240,13 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder) -> di
     raw = raw_cost(project / ".neuralmind" / "memory.db", embedder, queries)
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
+    scratch = tmp / f"singles-{n}"
+    scratch.mkdir()
+    singles_base = f"/v1/projects/{srv.register(scratch)}/memories"
+    wrk_rate = singles_wrk(srv.port, srv.token, singles_base)
+    out["single_creates_per_s"] = round(singles(srv.port, srv.token, singles_base, 2000))
+    out["single_creates_wrk_per_s"] = round(wrk_rate[0]) if wrk_rate else None
+    out["wrk_non_201"] = wrk_rate[1] if wrk_rate else None
     return out
 
 
@@ -176,6 +254,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--embed-up-to", type=int, default=20_000,
+                    help="larger sizes get random vectors instead of waiting for the backfill")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from kernel.config import load_settings
@@ -185,17 +265,25 @@ def main() -> int:
     queries = [sentence(rng, rng.randint(3, 6)) for _ in range(args.queries)]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        raw_w = raw_writes(Path(tmp), random.Random(3))
+        if not args.json:
+            print(f"raw store writes (no HTTP): {raw_w['single_creates_per_s']}/s one per "
+                  f"transaction with read-back and duplicate hint, {raw_w['batch_creates_per_s']}/s "
+                  f"1,000 per transaction")
         srv = Server(Path(tmp) / "home", plugins=["auth", "memory"], workers=2,
                      env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
         srv.start()
         try:
             for n in (int(s) for s in args.sizes.split(",")):
-                res = run_size(srv, Path(tmp), n, queries, embedder)
+                res = run_size(srv, Path(tmp), n, queries, embedder, args.embed_up_to)
+                res["raw_writes"] = raw_w
                 results.append(res)
                 if not args.json:
                     print(f"{n:>7} memories: batch {res['batch_creates_per_s']:>6}/s, single "
-                          f"{res['single_creates_per_s']:>5}/s (8 threads), backfill wait "
-                          f"{res['backfill_wait_s']} s")
+                          f"{res['single_creates_wrk_per_s']}/s (wrk, 8 connections; "
+                          f"{res['wrk_non_201']} not 201), {res['single_creates_per_s']}/s "
+                          f"(8 Python threads), backfill wait {res['backfill_wait_s']} s"
+                          + (" (random vectors)" if res["random_vectors"] else ""))
                     for mode in ("keyword", "semantic", "hybrid"):
                         print(f"         {mode:<8} p50 {res[mode]['p50_ms']:>7.2f} ms  "
                               f"p95 {res[mode]['p95_ms']:>7.2f} ms")
@@ -210,7 +298,8 @@ def main() -> int:
     last = results[-1]
     print(f"memory bench: {last['memories']} memories — hybrid p50 {last['hybrid']['p50_ms']} ms "
           f"({last['hybrid_over_raw']}× raw {last['raw']['total_ms']} ms), single creates "
-          f"{last['single_creates_per_s']}/s, batch creates {last['batch_creates_per_s']}/s")
+          f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s (Python), "
+          f"batch creates {last['batch_creates_per_s']}/s")
     return 0
 
 
