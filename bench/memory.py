@@ -183,13 +183,16 @@ def search_latency(client: KeepAlive, base: str, queries: list[str], mode: str) 
 
 
 def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
-    """The same work without HTTP: embed the query, numpy top-k, one FTS5 bm25 query."""
+    """The same work without HTTP, one leg after the other: embed the query, numpy top-k,
+    the keyword leg's FTS5 bm25 query (its words chosen as the server chooses them)."""
     import numpy as np
 
     from kernel.storage import Database
-    from plugins.memory.search import match_expression, terms
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.search import Searcher
     from plugins.memory.store import MIGRATIONS, MemoryStore
     store = MemoryStore(Database(db, MIGRATIONS))
+    searcher = Searcher(MemorySettings(), lambda: embedder)
     rows = store.vectors(embedder.model_id)
     matrix = np.frombuffer(b"".join(r["vector"] for r in rows), np.float32).reshape(len(rows), -1)
     embed_ms, topk_ms, fts_ms = [], [], []
@@ -201,9 +204,7 @@ def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
         top = np.argpartition(-scores, 40)[:40]
         top[np.argsort(-scores[top])]
         t2 = time.perf_counter()
-        store.db.conn.execute("SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE "
-                              "memories_fts MATCH ? ORDER BY bm25(memories_fts) LIMIT 40",
-                              (match_expression(terms(q)),)).fetchall()
+        searcher.keyword(store, q, {"status": "ACTIVE"}, "2000-01-01", 40, full=False)
         t3 = time.perf_counter()
         embed_ms.append((t1 - t0) * 1000)
         topk_ms.append((t2 - t1) * 1000)

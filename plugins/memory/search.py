@@ -159,9 +159,9 @@ class Searcher:
 
     def keyword(self, store, query: str, filters: dict[str, Any], today: str, n: int,
                 full: bool = True) -> list[tuple[dict[str, Any], float]]:
-        """The keyword leg: the query's words less those in over half the records, which
-        bm25 weighs at ~0 (log((N − n + ½)/(n + ½)) ≤ 0, clamped) but which cost the most to
-        score — a corpus's own stopwords."""
+        """The keyword leg. From 5,000 records on, without the words held by over half of
+        them: bm25 weighs those at ~0 (log((N − n + ½)/(n + ½)) ≤ 0, clamped) but they cost
+        the most to score — the corpus's own stopwords."""
         words = self.informative(store, terms(query), CORPUS_STOPWORD_SHARE,
                                  CORPUS_STOPWORD_MIN_RECORDS)
         if not words:
