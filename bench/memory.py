@@ -275,6 +275,10 @@ def main() -> int:
                      env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
         srv.start()
         try:
+            warm = Path(tmp) / "singles-warmup"  # first requests open files and import code
+            warm.mkdir()
+            fill_batches(KeepAlive(srv.port, srv.token),
+                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
             for n in (int(s) for s in args.sizes.split(",")):
                 res = run_size(srv, Path(tmp), n, queries, embedder, args.embed_up_to)
                 res["raw_writes"] = raw_w
