@@ -2,9 +2,11 @@
 the texts that have no vector yet → write files, nodes, edges and FTS rows in one
 transaction, so a cancelled or failed build leaves the previous index whole.
 
-Vectors are keyed by the hash of the text they embed, so unchanged functions, identical
-texts and renamed files cost no model time; vectors already computed by a cancelled build
-are kept and reused by the next one."""
+Embedding overlaps parsing: each ``embed_batch`` of new texts goes to a background thread
+while the next files are parsed (the model releases the GIL, so parsing costs the build
+little wall time). Vectors are keyed by the hash of the text they embed, so unchanged
+functions, identical texts and renamed files cost no model time; vectors already computed by
+a cancelled build are kept and reused by the next one."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kernel.errors import Unavailable
@@ -111,30 +114,35 @@ class Build:
         self.progress(files_total=len(entries), files_done=0, chunks_embedded=0)
         changed: list[FileRow] = []
         touched, seen, skipped, texts = [], set(), 0, {}
-        for done, entry in enumerate(entries, start=1):
-            if done % 100 == 0:
-                self.check()
-                self.progress(files_done=done)
-            old = known.get(entry.path)
-            if not full and old and old[:2] == (entry.size, entry.mtime_ns):
+        with _Embedding(self) as embedding:
+            for done, entry in enumerate(entries, start=1):
+                if done % 100 == 0:
+                    self.check()
+                    self.progress(files_done=done)
+                old = known.get(entry.path)
+                if not full and old and old[:2] == (entry.size, entry.mtime_ns):
+                    seen.add(entry.path)
+                    continue
+                content = read_text(os.path.join(root, entry.path))
+                if content is None:
+                    skipped += 1
+                    continue
                 seen.add(entry.path)
-                continue
-            content = read_text(os.path.join(root, entry.path))
-            if content is None:
-                skipped += 1
-                continue
-            seen.add(entry.path)
-            data, text = content
-            if not full and old and old[2] == hashlib.sha1(data).hexdigest():
-                touched.append((entry.path, entry.size, entry.mtime_ns))
-                continue
-            changed.append(file_row(entry, data, text, self.settings, texts))
-        self.progress(files_done=len(entries))
-        if gone is None:
-            deleted = [p for p in known if p not in seen]
-        else:
-            deleted = [p for p in known if p in gone or (p in paths and p not in seen)]
-        embedded, reused, model_id = self._embed(texts)
+                data, text = content
+                if not full and old and old[2] == hashlib.sha1(data).hexdigest():
+                    touched.append((entry.path, entry.size, entry.mtime_ns))
+                    continue
+                changed.append(file_row(entry, data, text, self.settings, texts))
+                if len(texts) >= self.settings.embed_batch:
+                    embedding.submit(texts)
+                    texts = {}
+            self.progress(files_done=len(entries))
+            if gone is None:
+                deleted = [p for p in known if p not in seen]
+            else:
+                deleted = [p for p in known if p in gone or (p in paths and p not in seen)]
+            embedding.submit({**texts, **self._unembedded()})
+            embedded, reused, model_id = embedding.result()
         head = git_head(root)
         meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": tokens.NAME}
         if model_id:
@@ -153,32 +161,68 @@ class Build:
             "built_head": head, "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
 
-    def _embed(self, texts: dict[str, str]) -> tuple[int, int, str | None]:
-        """Vectors for every text that has none (new ones, and nodes indexed while no model
-        was available); ``(embedded, reused, model_id)``, model_id None without a model."""
-        try:
-            embedder = self.kernel.embedder
-            model_id = embedder.model_id
-        except Unavailable:
-            return 0, 0, None
-        if self.store.meta().get("model_id", model_id) != model_id:
-            self.store.forget_vectors()  # never mix two models' vectors in one index
+    def _unembedded(self) -> dict[str, str]:
+        """Texts of nodes indexed while no model was available, by hash."""
+        out = {}
         for row in self.store.unembedded():
             text = chunker.embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
                                       bool(row["whole"]), self.settings.embed_chars,
                                       row["signature"], self.settings.embed_mode)
             if text:
-                texts[row["embed_hash"]] = text
-        missing = sorted(self.store.missing_vectors(texts), key=lambda h: len(texts[h]))
-        batch, done = self.settings.embed_batch, 0
+                out[row["embed_hash"]] = text
+        return out
+
+
+class _Embedding:
+    """A build's vectors, made on one background thread in the order texts are submitted
+    (so a text submitted twice is embedded once), while the build goes on parsing. Leaving the
+    block waits for the thread; a cancelled or failed build drops what was not started."""
+
+    def __init__(self, build: Build):
+        self.build, self.sent = build, set()
+        self.embedded = self.reused = 0
+        try:
+            self.embedder = build.kernel.embedder
+            self.model_id = self.embedder.model_id
+        except Unavailable:
+            self.embedder = self.model_id = None
+        if self.model_id and build.store.meta().get("model_id", self.model_id) != self.model_id:
+            build.store.forget_vectors()  # never mix two models' vectors in one index
+        self.pool = ThreadPoolExecutor(1, "index-embed")
+        self.pending = []
+
+    def __enter__(self) -> _Embedding:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, texts: dict[str, str]) -> None:
+        fresh = {h: t for h, t in texts.items() if h not in self.sent}
+        self.sent.update(fresh)
+        if fresh:
+            self.pending.append(self.pool.submit(self._embed, fresh))
+
+    def result(self) -> tuple[int, int, str | None]:
+        """``(embedded, reused, model_id)``; model_id None without a model."""
+        for future in self.pending:
+            future.result()
+        return self.embedded, self.reused, self.model_id
+
+    def _embed(self, texts: dict[str, str]) -> None:
+        if self.model_id is None:
+            return
+        missing = sorted(self.build.store.missing_vectors(texts), key=lambda h: len(texts[h]))
+        self.reused += len(texts) - len(missing)
+        batch = self.build.settings.embed_batch
         for start in range(0, len(missing), batch):
-            self.check()
+            self.build.check()
             keys = missing[start:start + batch]
             try:
-                vectors = embedder.embed([texts[k] for k in keys])
+                vectors = self.embedder.embed([texts[k] for k in keys])
             except Unavailable:
-                return done, len(texts) - len(missing), None
-            self.store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
-            done += len(keys)
-            self.progress(chunks_embedded=done)
-        return done, len(texts) - len(missing), model_id
+                self.model_id = None
+                return
+            self.build.store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
+            self.embedded += len(keys)
+            self.build.progress(chunks_embedded=self.embedded)
