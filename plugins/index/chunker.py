@@ -9,6 +9,7 @@ other text file is one whole-file node.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 LANGUAGES = {
@@ -26,6 +27,8 @@ LANGUAGES = {
 DOCS = {"markdown", "rst", "text"}
 CONFIG = {"json", "yaml", "toml", "ini", "xml"}
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
+# the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
+LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
 
 
 @dataclass
@@ -139,7 +142,8 @@ def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
 
     The whole function retrieves better than a metadata line (CoSQA dev, docs/index.md); the
     file path is left out so a renamed file re-embeds nothing. A module without a docstring
-    that has child nodes adds nothing its children do not say, so it gets no vector.
+    that has child nodes adds nothing its children do not say, so it gets no vector; a
+    module's opening comment block is left out.
     ``mode="metadata"`` embeds the signature and docstring instead (faster, weaker; kept
     to measure the difference).
     """
@@ -148,6 +152,8 @@ def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
     if mode == "metadata":
         return f"{kind} {qualname} {signature} {docstring}".strip()[:max_chars]
     body = text.strip()
+    if kind == "module":  # a licence header would fill the cut and say nothing of the module
+        body = LEADING_COMMENTS.sub("", body)
     if not body:
         return None
     return f"{kind} {qualname}\n{body}"[:max_chars]

@@ -18,7 +18,7 @@ class IndexSettings(Model):
     """``[index]`` in the config."""
 
     max_file_bytes: int = Field(1_000_000, gt=0, description="files above this are not indexed")
-    embed_chars: int = Field(512, ge=64, le=4096,
+    embed_chars: int = Field(320, ge=64, le=4096,
                              description="characters of a node's code its vector is made of")
     embed_mode: Literal["code", "metadata"] = Field(
         "code", description="code: kind, name and the node's code; metadata: kind, name, "

@@ -78,3 +78,15 @@ def test_embed_text_leaves_out_path_and_trivial_modules():
     bare = chunker.parse("m.py", "import os\n\ndef f():\n    pass\n")
     assert chunker.embed_text(*(lambda n: (n.kind, n.qualname, n.text, n.docstring, n.whole))(
         bare.nodes[0]), 512) is None
+
+
+def test_a_module_vector_leaves_out_the_opening_comment_block():
+    header = "#!/usr/bin/env python\n# Copyright 2024 Somebody\n#\n# Licensed under the MIT.\n\n"
+    module = chunker.parse("pkg/m.py", header + '"""Read and write invoices."""\nimport os\n')
+    text = chunker.embed_text(*(lambda n: (n.kind, n.qualname, n.text, n.docstring, n.whole))(
+        module.nodes[0]), 512)
+    assert text == 'module pkg.m\n"""Read and write invoices."""\nimport os'
+    java = chunker.embed_text("module", "App", "/* Licence\n * text */\n// more\nclass App {}",
+                              "", True, 512)
+    assert java == "module App\nclass App {}"
+    assert chunker.embed_text("module", "m", "# only a licence\n", "", True, 512) is None
