@@ -218,7 +218,8 @@ class Peer:
 
 def interleaved_p50(client: KeepAlive, pid: str, peer: Peer | None, rounds: int) -> dict:
     """Search and query p50, ours and the peer's request by request, so both see the same
-    load on this shared machine."""
+    load on this shared machine. The order rotates each round: the peer's onnxruntime threads
+    spin after a run, which slows whichever request comes right after it."""
     calls = {
         "search": lambda q: client.call("POST", f"/v1/projects/{pid}/search",
                                         {"query": q, "mode": "hybrid"}),
@@ -228,8 +229,10 @@ def interleaved_p50(client: KeepAlive, pid: str, peer: Peer | None, rounds: int)
         calls["peer_search"] = lambda q: peer.post("/search", {"query": q})
         calls["peer_query"] = lambda q: peer.post("/query", {"question": q})
     times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
     for i in range(rounds + 3):
-        for name, call in calls.items():
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            call = calls[name]
             took = timed(lambda: call(QUESTIONS[i % len(QUESTIONS)]))
             if i >= 3:  # the first three are warm-up
                 times[name].append(took)
