@@ -218,8 +218,8 @@ class Peer:
 
 def interleaved_p50(client: KeepAlive, pid: str, peer: Peer | None, rounds: int) -> dict:
     """Search and query p50, ours and the peer's request by request, so both see the same
-    load on this shared machine. The order rotates each round: the peer's onnxruntime threads
-    spin after a run, which slows whichever request comes right after it."""
+    load on this shared machine. The order rotates each round, so neither side's requests
+    always follow the other's (the peer lets onnxruntime's threads spin after a run)."""
     calls = {
         "search": lambda q: client.call("POST", f"/v1/projects/{pid}/search",
                                         {"query": q, "mode": "hybrid"}),
