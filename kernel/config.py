@@ -10,7 +10,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -52,6 +52,9 @@ class EmbeddingsSection(_Section):
     model_dir: str | None = None
     threads: int | None = Field(None, ge=1, le=64)
     warm: bool = True  # load the model in the background after start-up
+    # "int8": matrix products in int8 (derived once from the model, kernel/int8model.py);
+    # "float": the model file as it is. Vectors of the two differ slightly (another model_id).
+    compute: Literal["int8", "float"] = "int8"
 
 
 class ProjectAlias(_Section):

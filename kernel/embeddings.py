@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kernel import int8model
 from kernel.errors import Unavailable
 
 PACKAGED_NAME = "all-MiniLM-L6-v2-int8"
@@ -58,6 +59,7 @@ class ModelFiles:
     model: Path
     tokenizer: Path
     model_id: str
+    digest: str  # the model file's sha256
 
 
 def _package_file(package: str, relative: str) -> Path | None:
@@ -95,7 +97,7 @@ def locate_model(model_dir: str | None) -> ModelFiles:
                               f"{HINT}", code="semantic_unavailable")
         digest = _sha256(model)
         name = PACKAGED_NAME if digest == PACKAGED_SHA256 else root.resolve().name
-        return ModelFiles(model, tokenizer, f"{name}@{digest[:8]}")
+        return ModelFiles(model, tokenizer, f"{name}@{digest[:8]}", digest)
     model, tokenizer = _package_file(*PACKAGED_MODEL), _package_file(*PACKAGED_TOKENIZER)
     if model is None or tokenizer is None:
         raise Unavailable(f"no embedding model: the packaged model is not installed; {HINT}",
@@ -105,7 +107,7 @@ def locate_model(model_dir: str | None) -> ModelFiles:
         raise Unavailable(f"no embedding model: {model} has sha256 {digest[:12]}…, expected "
                           f"{PACKAGED_SHA256[:12]}… (a damaged install?); {HINT}",
                           code="semantic_unavailable")
-    return ModelFiles(model, tokenizer, f"{PACKAGED_NAME}@{digest[:8]}")
+    return ModelFiles(model, tokenizer, f"{PACKAGED_NAME}@{digest[:8]}", digest)
 
 
 def default_threads(configured: int | None) -> int:
@@ -134,9 +136,12 @@ class OnnxEmbedder:
     dim = 384
     max_tokens = 256
 
-    def __init__(self, model_dir: str | None = None, threads: int | None = None):
+    def __init__(self, model_dir: str | None = None, threads: int | None = None,
+                 compute: str = "int8", cache_dir: Path | None = None):
         self._model_dir = model_dir
         self.threads = default_threads(threads)
+        self.compute = compute  # "int8": kernel.int8model's derivation; "float": the file as is
+        self._cache_dir = cache_dir
         self._files: ModelFiles | None = None
         self._error: str | None = None  # why no model can load; fix it and restart
         self._session = None
@@ -163,7 +168,12 @@ class OnnxEmbedder:
 
     @property
     def model_id(self) -> str:
-        return self._resolve().model_id
+        """The file's id, marked when computed in int8: its vectors differ slightly."""
+        model_id = self._resolve().model_id
+        if self.compute == "float":
+            return model_id
+        name, _, digest = model_id.rpartition("@")
+        return f"{name}+{int8model.RECIPE}@{digest}"
 
     @property
     def loaded(self) -> bool:
@@ -172,7 +182,7 @@ class OnnxEmbedder:
     def status(self) -> dict[str, Any]:
         """What ``GET /v1/embeddings/status`` shows; never raises."""
         out: dict[str, Any] = {"dim": self.dim, "loaded": self.loaded, "load_ms": self._load_ms,
-                               "threads": self.threads}
+                               "threads": self.threads, "compute": self.compute}
         try:
             out["model_id"] = self.model_id
         except Unavailable as ex:
@@ -192,10 +202,14 @@ class OnnxEmbedder:
             started = time.perf_counter()
             try:
                 tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
-                session = _session(files.model)
+                model = (files.model if self.compute == "float" else
+                         int8model.derive(files.model, files.digest, self._cache_dir))
+                session = _session(model)
             except Exception as ex:  # a corrupt file is "no model", not a crash
+                hint = HINT if self.compute == "float" else (
+                    HINT + '; or compute as the file does: [embeddings] compute = "float"')
                 self._error = (f"no embedding model: cannot load {files.model.parent}: "
-                               f"{type(ex).__name__}: {ex}; {HINT}")
+                               f"{type(ex).__name__}: {ex}; {hint}")
                 raise Unavailable(self._error, code="semantic_unavailable") from None
             width = session.get_outputs()[0].shape[-1]
             if width != self.dim:
@@ -220,7 +234,9 @@ class OnnxEmbedder:
             [t.encode("utf-8", "replace").decode("utf-8") for t in texts])
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(lengths, kind="stable")
-        batches = list(_batches(order, lengths))
+        # int8 compute scales a run's activations by the run's largest value, so a text's
+        # vector would depend on its neighbours: one text per run keeps it its own
+        batches = list(_batches(order, lengths, 1 if self.compute == "int8" else MAX_BATCH))
 
         def run(batch, shrink=False):
             out[batch] = self._run([encodings[i] for i in batch], int(lengths[batch[-1]]),
@@ -263,13 +279,13 @@ class OnnxEmbedder:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def _batches(order: np.ndarray, lengths: np.ndarray):
-    """Runs of ``order`` (indices sorted by length) whose padded size stays within
-    BATCH_TOKENS: short texts go many at a time, long ones a few."""
+def _batches(order: np.ndarray, lengths: np.ndarray, max_batch: int):
+    """Runs of ``order`` (indices sorted by length) of at most ``max_batch`` texts whose
+    padded size stays within BATCH_TOKENS: short texts go many at a time, long ones a few."""
     start = 0
     while start < len(order):
         end = start + 1
-        while (end < len(order) and end - start < MAX_BATCH
+        while (end < len(order) and end - start < max_batch
                and (end - start + 1) * lengths[order[end]] <= BATCH_TOKENS):
             end += 1
         yield order[start:end]
@@ -311,8 +327,9 @@ def default_embedder(settings) -> Embedder:
     nothing: a missing model shows on first use (503 ``semantic_unavailable``) and in status."""
     section = settings.embeddings
     key = (section.model_dir, os.environ.get("NEURALMIND_MODEL_DIR"),
-           default_threads(section.threads))
+           default_threads(section.threads), section.compute, settings.home)
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = OnnxEmbedder(section.model_dir, section.threads)
+            _shared[key] = OnnxEmbedder(section.model_dir, section.threads, section.compute,
+                                        Path(settings.home) / "models")
         return _shared[key]

@@ -13,8 +13,9 @@ from kernel import embeddings
 from kernel.config import load_settings
 from kernel.embeddings import OnnxEmbedder, default_embedder
 from kernel.errors import Unavailable
+from kernel.int8model import RECIPE
 
-PACKAGED_ID = f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
+PACKAGED_ID = f"all-MiniLM-L6-v2-int8+{RECIPE}@{embeddings.PACKAGED_SHA256[:8]}"
 
 
 def packaged(which: str) -> Path:
@@ -60,7 +61,7 @@ def test_the_packaged_model_is_the_default():
 def test_a_custom_folder_is_named_by_its_hash_and_gives_its_vectors(custom_dir):
     embedder = OnnxEmbedder(str(custom_dir))
     digest = embeddings._sha256(custom_dir / "model.onnx")
-    assert embedder.model_id == f"my-minilm@{digest[:8]}" != PACKAGED_ID
+    assert embedder.model_id == f"my-minilm+{RECIPE}@{digest[:8]}" != PACKAGED_ID
     text = ["vectors of the same network"]
     np.testing.assert_allclose(embedder.embed(text), OnnxEmbedder().embed(text), atol=1e-6)
 
@@ -73,7 +74,7 @@ def test_a_copy_of_the_packaged_model_keeps_its_id(tmp_path):
 
 def test_the_setting_wins_over_the_environment(custom_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
-    assert OnnxEmbedder(str(custom_dir)).model_id.startswith("my-minilm@")
+    assert OnnxEmbedder(str(custom_dir)).model_id.startswith("my-minilm+")
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
     err = unavailable(OnnxEmbedder(str(tmp_path / "missing")))
     assert err.message.startswith(f"no embedding model: [embeddings] model_dir = {tmp_path}")
@@ -81,7 +82,7 @@ def test_the_setting_wins_over_the_environment(custom_dir, tmp_path, monkeypatch
 
 def test_the_environment_wins_over_the_packaged_model(custom_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
-    assert OnnxEmbedder().model_id.startswith("my-minilm@")
+    assert OnnxEmbedder().model_id.startswith("my-minilm+")
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
     err = unavailable(OnnxEmbedder())  # a named folder never falls back silently
     assert "NEURALMIND_MODEL_DIR = " in err.message and "lacks model.onnx, tokenizer.json" in err.message
@@ -96,7 +97,7 @@ def test_a_missing_tokenizer_is_named(custom_dir):
 def test_a_file_that_is_not_a_model_is_unavailable_not_a_crash(custom_dir):
     (custom_dir / "model.onnx").write_bytes(b"this is not an onnx model")
     embedder = OnnxEmbedder(str(custom_dir))
-    assert embedder.model_id.startswith("my-minilm@")  # found and hashed, but does not load
+    assert embedder.model_id.startswith("my-minilm+")  # found and hashed, but does not load
     err = unavailable(embedder)
     assert "cannot load" in err.message
     assert unavailable(embedder).message == err.message  # remembered, not retried per call
@@ -117,3 +118,25 @@ def test_default_embedder_never_raises_on_a_bad_setting(tmp_path):
     embedder = default_embedder(settings)
     assert os.fspath(tmp_path / "nowhere") in embedder.status()["error"]
     unavailable(embedder)
+
+
+def test_float_compute_runs_the_file_as_it_is_under_its_own_id(tmp_path):
+    """``[embeddings] compute = "float"``: no derived model, the file's own id, vectors close
+    to the int8-compute ones but never mixed with them (the ids differ)."""
+    exact = OnnxEmbedder(compute="float", cache_dir=tmp_path)
+    assert exact.model_id == f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
+    texts = ["rotate the signing keys weekly", "def parse(body): return json.loads(body)"]
+    cosine = (exact.embed(texts) * OnnxEmbedder(cache_dir=tmp_path).embed(texts)).sum(axis=1)
+    assert np.all(cosine > 0.98) and exact.model_id != PACKAGED_ID
+    assert list(tmp_path.iterdir()) == [tmp_path / f"{embeddings.PACKAGED_SHA256[:16]}-{RECIPE}.onnx"]
+
+
+def test_the_int8_model_is_derived_once_into_the_cache(tmp_path):
+    first = OnnxEmbedder(cache_dir=tmp_path / "models")
+    vectors = first.embed(["cached"])
+    derived = tmp_path / "models" / f"{embeddings.PACKAGED_SHA256[:16]}-{RECIPE}.onnx"
+    stamp = derived.stat().st_mtime_ns
+    second = OnnxEmbedder(cache_dir=tmp_path / "models")
+    np.testing.assert_allclose(second.embed(["cached"]), vectors, atol=1e-6)
+    assert derived.stat().st_mtime_ns == stamp  # read, not derived again
+    assert second.status()["load_ms"] < first.status()["load_ms"]

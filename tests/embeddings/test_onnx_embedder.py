@@ -32,7 +32,7 @@ def test_shape_dtype_and_unit_norms(embedder):
     assert vectors.shape == (len(TEXTS), 384) and vectors.dtype == np.float32
     assert np.all(np.isfinite(vectors))
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert embedder.model_id == f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
+    assert embedder.model_id == f"all-MiniLM-L6-v2-int8+dq8-v1@{embeddings.PACKAGED_SHA256[:8]}"
     assert (embedder.dim, embedder.max_tokens) == (384, 256)
 
 
@@ -49,7 +49,9 @@ def test_a_paraphrase_scores_above_an_unrelated_text(embedder):
     assert c @ d > a @ c and c @ d > b @ d
 
 
-def test_batch_and_single_give_the_same_vectors_in_input_order(embedder):
+@pytest.mark.parametrize("compute", ["int8", "float"])
+def test_batch_and_single_give_the_same_vectors_in_input_order(compute, tmp_path):
+    embedder = OnnxEmbedder(compute=compute, cache_dir=tmp_path)
     batch = embedder.embed(TEXTS)
     singles = np.vstack([embedder.embed([t]) for t in TEXTS])
     np.testing.assert_allclose(batch, singles, atol=1e-5)
@@ -133,13 +135,15 @@ def test_a_long_call_runs_its_batches_side_by_side_within_the_threads_bound():
 def test_batches_are_bounded_by_padded_tokens():
     lengths = np.array([3] * 500 + [40] * 100 + [256] * 8 + [7] * 50)
     order = np.argsort(lengths, kind="stable")
-    batches = list(embeddings._batches(order, lengths))
+    batches = list(embeddings._batches(order, lengths, embeddings.MAX_BATCH))
     assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
     for batch in batches:
         assert len(batch) * lengths[batch].max() <= embeddings.BATCH_TOKENS
         assert len(batch) <= embeddings.MAX_BATCH
     assert max(len(b) for b in batches) == embeddings.MAX_BATCH  # short texts go many at once
     assert len(batches[-1]) == embeddings.BATCH_TOKENS // 256
+    # int8 compute runs one text at a time (a run's activations share one scale)
+    assert all(len(b) == 1 for b in embeddings._batches(order, lengths, 1))
 
 
 def test_one_embedder_per_process_and_settings(embedder):

@@ -25,7 +25,7 @@ def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_s
     server = make_server(daemon=True, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
     assert server.request("GET", "/v1/health", auth=False).status == 200
     status = wait_loaded(server)  # no request asked for an embedding: the warm-up did it
-    assert status["model_id"] == f"all-MiniLM-L6-v2-int8@{PACKAGED_SHA256[:8]}"
+    assert status["model_id"] == f"all-MiniLM-L6-v2-int8+dq8-v1@{PACKAGED_SHA256[:8]}"
     assert status["dim"] == 384 and status["load_ms"] > 0 and status.get("error") is None
     assert status["threads"] == len(os.sched_getaffinity(0))  # one worker: all the cores
     assert server.request("GET", "/v1/embeddings/status", auth=False).status == 401
@@ -36,7 +36,7 @@ def test_without_warm_up_the_model_stays_unloaded(make_server):
     time.sleep(1)
     status = server.get("/v1/embeddings/status").json
     assert status["loaded"] is False and status["load_ms"] is None
-    assert status["model_id"].startswith("all-MiniLM-L6-v2-int8@")
+    assert status["model_id"].startswith("all-MiniLM-L6-v2-int8+dq8-v1@")
     assert status["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores ÷ workers
 
 
