@@ -3,7 +3,7 @@
 For each size (default 1,000 and 10,000 memories) in a fresh project on a real 2-worker
 gunicorn server with the packaged model:
   * batch-create throughput (1,000 items per request) filling the project,
-  * single-create throughput into a second project: wrk (8 keep-alive connections, a fresh
+  * single-create throughput into the filled project: wrk (8 keep-alive connections, a fresh
     random record per request, ``bench/memory_create.lua``) when wrk is installed, and 2,000
     creates from 8 Python client threads (which spend ~0.3 ms of the two cores per request),
   * search p50/p95 per mode (keyword, semantic, hybrid; one client, keep-alive),
@@ -217,11 +217,11 @@ def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
 
 def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
              embed_up_to: int) -> dict:
-    """Fill, wait for the vectors, time searches, then time single creates into a second
-    project; the previous size's single creates are embedded first, so no backfill runs
-    while anything is timed."""
+    """Fill, wait for the vectors, time searches, then time single creates into the same
+    project; the previous projects' creates are embedded first, so no backfill runs while
+    anything is timed."""
     embed_wait = sum(wait_embedded(p / ".neuralmind" / "memory.db", embedder.model_id)
-                     for p in tmp.glob("singles-*"))
+                     for p in tmp.iterdir() if (p / ".neuralmind" / "memory.db").exists())
     project = tmp / f"proj-{n}"
     project.mkdir()
     pid = srv.register(project)
@@ -241,11 +241,8 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
     raw = raw_cost(project / ".neuralmind" / "memory.db", embedder, queries)
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
-    scratch = tmp / f"singles-{n}"
-    scratch.mkdir()
-    singles_base = f"/v1/projects/{srv.register(scratch)}/memories"
-    wrk_rate = singles_wrk(srv.port, srv.token, singles_base)
-    out["single_creates_per_s"] = round(singles(srv.port, srv.token, singles_base, 2000))
+    wrk_rate = singles_wrk(srv.port, srv.token, base)
+    out["single_creates_per_s"] = round(singles(srv.port, srv.token, base, 2000))
     out["single_creates_wrk_per_s"] = round(wrk_rate[0]) if wrk_rate else None
     out["wrk_non_201"] = wrk_rate[1] if wrk_rate else None
     return out
@@ -275,7 +272,7 @@ def main() -> int:
                      env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
         srv.start()
         try:
-            warm = Path(tmp) / "singles-warmup"  # first requests open files and import code
+            warm = Path(tmp) / "warm-up"  # first requests open files and import code
             warm.mkdir()
             fill_batches(KeepAlive(srv.port, srv.token),
                          f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
