@@ -62,6 +62,7 @@ class EmbeddingsStatus(Model):
     loaded: bool
     load_ms: float | None = None
     threads: int | None = None
+    compute: str | None = Field(None, description='"int8" or "float" (docs/embeddings.md)')
     error: str | None = Field(None, description="Why no model could be loaded, with the settings to fix it")
 
 

@@ -27,6 +27,10 @@ def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_s
     status = wait_loaded(server)  # no request asked for an embedding: the warm-up did it
     assert status["model_id"] == f"all-MiniLM-L6-v2-int8+dq8-v1@{PACKAGED_SHA256[:8]}"
     assert status["dim"] == 384 and status["load_ms"] > 0 and status.get("error") is None
+    assert status["compute"] == "int8"
+    # the int8 form was derived once into the home's model cache
+    assert [p.name for p in (server.home / "models").iterdir()] == [
+        f"{PACKAGED_SHA256[:16]}-dq8-v1.onnx"]
     assert status["threads"] == len(os.sched_getaffinity(0))  # one worker: all the cores
     assert server.request("GET", "/v1/embeddings/status", auth=False).status == 401
 
@@ -59,7 +63,7 @@ def test_a_plugin_embedder_replaces_the_model(make_server, tmp_path):
     server = make_server(plugins=["auth", "fake_embedder"], env=env)
     status = server.get("/v1/embeddings/status").json
     assert status == {"model_id": "fake-for-test@42", "dim": 384, "loaded": True,
-                      "load_ms": 0.0, "threads": 1, "error": None}
+                      "load_ms": 0.0, "threads": 1, "compute": None, "error": None}
 
 
 def test_the_fake_embedder_is_deterministic_and_normalised():
