@@ -24,7 +24,7 @@ class IndexSettings(Model):
         "code", description="code: kind, name and the node's code; metadata: kind, name, "
                             "signature and docstring only (the older NeuralMind's choice)")
     embed_batch: int = Field(256, ge=1, le=4096, description="texts handed to the embedder at once")
-    keyword_weight: float = Field(0.02, ge=0, le=1, description="hybrid: weight of the keyword leg")
+    keyword_weight: float = Field(0.03, ge=0, le=1, description="hybrid: weight of the keyword leg")
     default_budget: int = Field(8000, ge=256, le=200_000)
     watch_debounce_s: float = Field(0.5, ge=0.05, le=30)
 
