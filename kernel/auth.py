@@ -38,5 +38,7 @@ KERNEL_PERMISSIONS = (
     Permission("jobs.read", "See jobs", ROLES),
     Permission("jobs.cancel", "Ask a running job to stop", ("admin",)),
     Permission("events.read", "Follow the event stream", ROLES),
+    Permission("events.global", "See events of no project (token changes, job cancels, seats) "
+               "and of removed projects", ("admin",)),
     Permission("system.read", "See server status (embedder, plugins)", ROLES),
 )

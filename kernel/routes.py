@@ -232,6 +232,9 @@ class EventsResource:
         exact = {k for k in q.kind if not k.endswith("*")}
         prefixes = tuple(k[:-1] for k in q.kind if k.endswith("*"))
         seen: dict[str, bool] = {}
+        # events of no project (token changes, cancels) and of removed projects name actors,
+        # roles and other projects: only for those who may see past project boundaries
+        everything = kernel.allowed(actor, "events.global")
 
         def keep(event) -> bool:
             if q.kind and event.kind not in exact and not event.kind.startswith(prefixes or ("\0",)):
@@ -239,11 +242,11 @@ class EventsResource:
             if q.project is not None and event.project_id != q.project:
                 return False
             if event.project_id is None:
-                return True
+                return everything
             if event.project_id not in seen:
-                # a project removed since keeps no record to check against: global visibility
-                seen[event.project_id] = kernel.allowed(
-                    actor, "projects.read", kernel.projects.find(event.project_id))
+                project = kernel.projects.find(event.project_id)
+                seen[event.project_id] = everything if project is None else kernel.allowed(
+                    actor, "projects.read", project)
             return seen[event.project_id]
 
         resp.content_type = "text/event-stream"

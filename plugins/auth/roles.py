@@ -5,7 +5,7 @@ can replace a role's list, or define a new role, in ``[auth.roles]``:
 
     [auth.roles]
     reader = ["projects.read", "memories.read", "jobs.read"]   # replaces the default list
-    auditor = ["events.read", "system.read"]                    # a role of its own
+    auditor = ["events.read", "events.global", "system.read"]   # a role of its own
 """
 
 from __future__ import annotations

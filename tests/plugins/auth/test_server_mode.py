@@ -19,6 +19,7 @@ LIMITED = """
 limited = { rate = 0.5, burst = 3 }
 [auth.roles]
 limited = ["auth.whoami", "system.read"]
+auditor = ["events.read", "events.global", "system.read"]
 """
 
 
@@ -292,3 +293,44 @@ def test_rate_limit_is_shared_across_workers(team):
     assert r.error["details"]["retry_after"] == int(r.headers["retry-after"])
     assert team.server.get("/v1/auth/whoami", token=other).status == 200
     assert team.server.get("/v1/projects", token=limited).status in (403, 429)
+
+
+def replay_events(port: int, token: str, seconds: float = 2.0) -> list[dict]:
+    """Every event the token may see, replayed from the start of the log (Last-Event-ID 0)."""
+    import json
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=seconds)
+    conn.request("GET", "/v1/events", headers={"Host": f"127.0.0.1:{port}", "Last-Event-ID": "0",
+                                               "Authorization": f"Bearer {token}"})
+    r = conn.getresponse()
+    assert r.status == 200
+    seen = []
+    try:
+        for raw in r:
+            if raw.startswith(b"data: "):
+                seen.append(json.loads(raw[6:]))
+    except (TimeoutError, OSError):
+        pass
+    finally:
+        conn.close()
+    return seen
+
+
+def test_events_of_no_project_are_for_admins_and_auditors(team):
+    """Token changes name actors, roles and other projects: a reader of project "a" sees the
+    events of "a", never those of no project; an admin sees both, an auditor the global ones."""
+    made = team.token("kim", "reader", "a")
+    assert team.server.delete(f"/v1/auth/tokens/{made['id']}",
+                              token=team.tokens["admin"]).status == 204  # token.revoked
+    r = team.server.post("/v1/projects/a/memories", {"title": "events", "rationale": "seen"},
+                         token=team.tokens["builder"])
+    assert r.status == 201  # memory.created in project a
+    auditor = team.token("olga", "auditor")["token"]
+    reader = replay_events(team.server.port, team.only_a["reader"])
+    assert {e["kind"] for e in reader} >= {"memory.created"}
+    assert all(e["project_id"] == "a" for e in reader)
+    admin = {e["kind"] for e in replay_events(team.server.port, team.tokens["admin"])}
+    assert {"token.revoked", "memory.created"} <= admin
+    # the auditor role (events.read, events.global) reads no project: global events only
+    audited = replay_events(team.server.port, auditor)
+    assert "token.revoked" in {e["kind"] for e in audited}
+    assert all(e["project_id"] is None for e in audited)
