@@ -19,6 +19,9 @@ from pathlib import Path
 
 BUSY_TIMEOUT_MS = 10_000
 
+Migration = str | Callable[[sqlite3.Connection], None]
+
+
 class WriteLock:
     """One writer at a time on a SQLite file: a lock for this process's threads, then
     ``flock`` on a side file for other processes, polled with pauses that start at 50 µs.
