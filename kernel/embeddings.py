@@ -200,15 +200,16 @@ class OnnxEmbedder:
             if self._session is not None:
                 return
             started = time.perf_counter()
+            model = files.model
             try:
                 tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
-                model = (files.model if self.compute == "float" else
-                         int8model.derive(files.model, files.digest, self._cache_dir))
+                if self.compute == "int8":
+                    model = int8model.derive(files.model, files.digest, self._cache_dir)
                 session = _session(model)
             except Exception as ex:  # a corrupt file is "no model", not a crash
                 hint = HINT if self.compute == "float" else (
                     HINT + '; or compute as the file does: [embeddings] compute = "float"')
-                self._error = (f"no embedding model: cannot load {files.model.parent}: "
+                self._error = (f"no embedding model: cannot load {model}: "
                                f"{type(ex).__name__}: {ex}; {hint}")
                 raise Unavailable(self._error, code="semantic_unavailable") from None
             width = session.get_outputs()[0].shape[-1]

@@ -140,3 +140,13 @@ def test_the_int8_model_is_derived_once_into_the_cache(tmp_path):
     np.testing.assert_allclose(second.embed(["cached"]), vectors, atol=1e-6)
     assert derived.stat().st_mtime_ns == stamp  # read, not derived again
     assert second.status()["load_ms"] < first.status()["load_ms"]
+
+
+def test_a_damaged_cached_int8_model_is_named_and_derived_again_once_deleted(tmp_path):
+    cached = tmp_path / f"{embeddings.PACKAGED_SHA256[:16]}-{RECIPE}.onnx"
+    cached.write_bytes(b"not a model")
+    err = unavailable(OnnxEmbedder(cache_dir=tmp_path))
+    assert f"cannot load {cached}" in err.message and 'compute = "float"' in err.message
+    cached.unlink()
+    assert OnnxEmbedder(cache_dir=tmp_path).embed(["derived again"]).shape == (1, 384)
+    assert cached.stat().st_size > 1_000_000
