@@ -46,6 +46,11 @@ def invalid(loc: LOC, msg: str, kind: str) -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
 
 
+def located(ex, loc: LOC) -> list[dict[str, Any]]:
+    """A pydantic ``ValidationError``'s errors, placed under ``loc`` (a batch item, a line)."""
+    return [{**e, "loc": (*loc, *e["loc"])} for e in ex.errors(include_url=False)]
+
+
 def fail(errors: list[dict[str, Any]], message: str | None = None) -> ValidationFailed:
     return ValidationFailed(message, details=validation_details(errors))
 

@@ -242,7 +242,7 @@ class Memories:
                 try:
                     body_i = MemoryIn.model_validate(fields)
                 except ValidationError as ex:
-                    errors.extend({**e, "loc": (*loc, *e["loc"])} for e in ex.errors(include_url=False))
+                    errors.extend(records.located(ex, loc))
                     continue
                 rec = records.build(body_i.model_dump(), root=project.path, now=now, head=head,
                                     loc=loc, errors=errors)
@@ -260,7 +260,7 @@ class Memories:
                 try:
                     patch = MemoryPatch.model_validate(fields)
                 except ValidationError as ex:
-                    errors.extend({**e, "loc": (*loc, *e["loc"])} for e in ex.errors(include_url=False))
+                    errors.extend(records.located(ex, loc))
                     continue
                 rec, changes = records.patched(working[item.id], patch.model_dump(exclude_unset=True),
                                                root=project.path, now=now, loc=loc, errors=errors)
@@ -294,8 +294,7 @@ class Memories:
             try:
                 parsed = ExportLine.model_validate_json(line)
             except ValidationError as ex:
-                errors.extend({**e, "loc": ("body", f"line {n}", *e["loc"])}
-                              for e in ex.errors(include_url=False))
+                errors.extend(records.located(ex, ("body", f"line {n}")))
                 continue
             rec = parsed.memory.model_dump(mode="json")
             lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history]))
