@@ -8,9 +8,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
 
@@ -25,6 +25,7 @@ from kernel.plugins import make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
 
 log = logging.getLogger("neuralmind.kernel")
+T = TypeVar("T")
 
 
 class StartupError(Exception):
@@ -52,6 +53,8 @@ class Kernel:
         self.routes: list[tuple[str, str, Operation, str]] = []
         self._embedder = None
         self._embedder_lock = threading.Lock()
+        self._states: dict[str, Any] = {}
+        self._states_lock = threading.RLock()
         self._openapi: dict[str, Any] | None = None
         self.app = self._build_app()
         self.jobs.mark_interrupted()
@@ -64,6 +67,24 @@ class Kernel:
     def open_database(self, path: str | Path, migrations) -> storage.Database:
         """A plugin store's SQLite file, migrated, with the kernel's pragmas."""
         return storage.Database(path, migrations)
+
+    def state(self, owner: str, factory: Callable[[], T] | None = None) -> T | None:
+        """What plugin ``owner`` keeps for this kernel (services, stores, threads), made by
+        ``factory()`` on first use; None when nothing is kept and no factory is given.
+        State lives on the kernel, so two kernels in one process (tests, the bench) never
+        share a plugin's services."""
+        found = self._states.get(owner)
+        if found is None and factory is not None:
+            with self._states_lock:  # re-entrant: a factory may ask for another plugin's state
+                found = self._states.get(owner)
+                if found is None:
+                    found = self._states[owner] = factory()
+        return found
+
+    def drop_state(self, owner: str) -> Any:
+        """Forget ``owner``'s state (at shutdown) and return it, or None."""
+        with self._states_lock:
+            return self._states.pop(owner, None)
 
     def emit(self, kind: str, *, project: Project | str | None = None,
              actor: Actor | str | None = None, data: dict[str, Any] | None = None,

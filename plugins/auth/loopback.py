@@ -1,7 +1,7 @@
 """Loopback mode: one per-user token in ``$NEURALMIND_HOME/token`` (0600 in a 0700 dir).
 
-The file is re-read when it changes, so ``neuralmind token rotate`` takes effect in a
-running server at the next request, with no restart.
+The file is re-read when it changes (checked at most every 250 ms), so ``neuralmind token
+rotate`` takes effect in a running server within a second, with no restart.
 """
 
 from __future__ import annotations

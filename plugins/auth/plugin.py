@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 
 from kernel.auth import Actor, Permission
 from kernel.errors import Unauthorized
@@ -60,7 +59,8 @@ class AuthState:
         return cached[1:]
 
 
-_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def _state(kernel) -> AuthState:
+    return kernel.state("auth", lambda: AuthState(kernel))
 
 
 @hookimpl
@@ -87,7 +87,7 @@ def register_routes(kernel):
 
 @hookimpl
 def startup(kernel):
-    state = _states[kernel] = AuthState(kernel)
+    state = _state(kernel)
     if kernel.settings.server_mode:
         state.tokens = TokenFile(tokens_path(kernel.settings))
         state.limiter = RateLimiter(kernel.home)
@@ -108,7 +108,7 @@ def actor_from_request(kernel, request):
         if request.get_header("Authorization"):
             raise Unauthorized("only `Authorization: Bearer <token>` is accepted")
         return None
-    state = _states[kernel]
+    state = _state(kernel)
     if state.loopback is not None and state.loopback.check(token):
         return LOCAL
     found = state.tokens.lookup(token) if state.tokens is not None else None
@@ -130,7 +130,7 @@ def permission_allowed(kernel, actor, permission, project):
     # a hard False: no other plugin's True can widen a token beyond its projects or role
     if project is not None and actor.projects is not None and project.id not in actor.projects:
         return False
-    return _states[kernel].policy.allows(actor.role, permission)
+    return _state(kernel).policy.allows(actor.role, permission)
 
 
 @hookimpl

@@ -8,18 +8,22 @@ from kernel.plugins import hookimpl
 
 
 class _State:
-    service = None
-    watchers = None
+    """One kernel's index service and its watchers."""
 
-
-def _service(kernel):
-    if _State.service is None:
+    def __init__(self, kernel):
         from plugins.index.models import IndexSettings
         from plugins.index.service import IndexService
         from plugins.index.watch import Watchers
-        _State.service = IndexService(kernel, kernel.settings.section("index", IndexSettings))
-        _State.watchers = Watchers(_State.service)
-    return _State.service
+        self.service = IndexService(kernel, kernel.settings.section("index", IndexSettings))
+        self.watchers = Watchers(self.service)
+
+
+def _state(kernel) -> _State:
+    return kernel.state("index", lambda: _State(kernel))
+
+
+def _service(kernel):
+    return _state(kernel).service
 
 
 @hookimpl
@@ -33,8 +37,8 @@ def register_permissions(kernel):
 @hookimpl
 def register_routes(kernel):
     from plugins.index.resources import routes
-    service = _service(kernel)
-    return routes(kernel, service, _State.watchers)
+    state = _state(kernel)
+    return routes(kernel, state.service, state.watchers)
 
 
 @hookimpl
@@ -44,8 +48,9 @@ def describe_project(kernel, project):
 
 @hookimpl
 def shutdown(kernel):
-    if _State.watchers is not None:
-        _State.watchers.shutdown()
+    state = kernel.drop_state("index")
+    if state is not None:
+        state.watchers.shutdown()
 
 
 @hookimpl

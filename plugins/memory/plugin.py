@@ -6,23 +6,19 @@ and numpy are imported on first use.
 
 from __future__ import annotations
 
-import weakref
-
 from kernel.auth import Permission
 from kernel.plugins import hookimpl
 
-_services: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def _make(kernel):
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.service import Memories
+    return Memories(kernel, kernel.settings.section("memory", MemorySettings))
 
 
 def memories(kernel):
-    """This kernel's :class:`~plugins.memory.service.Memories` (one per process)."""
-    service = _services.get(kernel)
-    if service is None:
-        from plugins.memory.models import MemorySettings
-        from plugins.memory.service import Memories
-        service = _services[kernel] = Memories(kernel, kernel.settings.section("memory",
-                                                                               MemorySettings))
-    return service
+    """This kernel's :class:`~plugins.memory.service.Memories`."""
+    return kernel.state("memory", lambda: _make(kernel))
 
 
 @hookimpl
@@ -49,7 +45,7 @@ def startup(kernel):
 
 @hookimpl
 def shutdown(kernel):
-    service = _services.pop(kernel, None)
+    service = kernel.drop_state("memory")
     if service is not None:
         service.close()
 

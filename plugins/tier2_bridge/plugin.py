@@ -44,13 +44,8 @@ class Bridge:
                         status.seats, status.active_actors)
 
 
-_bridges: dict[object, Bridge] = {}  # one per kernel (a process has one; tests make several)
-
-
 def bridge(kernel) -> Bridge:
-    if kernel not in _bridges:
-        _bridges[kernel] = Bridge(kernel)
-    return _bridges[kernel]
+    return kernel.state("tier2_bridge", lambda: Bridge(kernel))
 
 
 class SeatCounter:
@@ -96,7 +91,7 @@ def startup(kernel):
 
 @hookimpl
 def shutdown(kernel):
-    b = _bridges.pop(kernel, None)
+    b = kernel.drop_state("tier2_bridge")
     if b is not None:
         b.trail.stop()
 
