@@ -9,7 +9,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 import falcon
@@ -204,9 +204,12 @@ class Jobs:
             "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
         return _job(row) if row else None
 
-    def list(self, *, project_id: str | None, status: str | None, limit: int,
-             after: list | None) -> list[Job]:
-        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+    def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
+             limit: int, after: list | None) -> list[Job]:
+        """Newest first: jobs of no project, and jobs of the ``visible`` projects."""
+        marks = ",".join("?" * len(visible))
+        sql, args = f"SELECT * FROM jobs WHERE (project_id IS NULL OR project_id IN ({marks}))", \
+            list(visible)
         if project_id:
             sql += " AND project_id = ?"
             args.append(project_id)

@@ -191,14 +191,10 @@ class JobsResource:
         q = req.context.query
         if q.project is not None:
             self.kernel.authorize(req.context.actor, "projects.read", self.kernel.projects.get(q.project))
-        rows = self.kernel.jobs.list(project_id=q.project, status=q.status, limit=q.limit + 1,
-                                     after=decode_cursor(q.cursor))
-        items = []
-        for job in rows:
-            try:
-                items.append(self._visible(req, job))
-            except NotFound:
-                continue
+        visible = [p.id for p in self.kernel.projects.all()
+                   if self.kernel.allowed(req.context.actor, "projects.read", p)]
+        items = self.kernel.jobs.list(visible=visible, project_id=q.project, status=q.status,
+                                      limit=q.limit + 1, after=decode_cursor(q.cursor))
         more = len(items) > q.limit
         items = items[: q.limit]
         cursor = encode_cursor([items[-1].created_at, items[-1].id]) if more else None

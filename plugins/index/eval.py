@@ -7,7 +7,6 @@ Prints MRR@10 and recall@1/5/10 per mode."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -51,14 +50,13 @@ def main(args) -> int:
 
 
 def _evaluate(args, work: Path, corpus, queries) -> int:
-    os.environ["NEURALMIND_EMBEDDINGS_WARM"] = "0"
-    os.environ["NEURALMIND_HOME"] = str(work / "home")
     from kernel.app import Kernel
     from kernel.config import load_settings
     from kernel.errors import APIError
     from plugins.index import plugin, search
     _write_corpus(work / "cosqa", corpus)
-    kernel = Kernel(load_settings(), plugins=["index"], load_entrypoints=False)
+    settings = load_settings(kernel={"home": str(work / "home")}, embeddings={"warm": False})
+    kernel = Kernel(settings, plugins=["index"], load_entrypoints=False)
     service = plugin._service(kernel)
     overrides = {"embed_chars": args.embed_chars, "embed_mode": args.embed_mode}
     service.settings = service.settings.model_copy(

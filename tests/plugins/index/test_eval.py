@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
-from tests.support import ROOT
+from neuralmind.cli import main
 
 FUNCTIONS = [
     "def reverse_string(s):\n    return s[::-1]\n",
@@ -20,25 +18,21 @@ QUERIES = [("python reverse a string", 0), ("load json from a file", 1),
            ("check whether a number is prime", 2), ("convert temperature to fahrenheit", 4)]
 
 
-def test_eval_code_reports_every_mode(tmp_path):
+def test_eval_code_reports_every_mode(tmp_path, capsys):
     data = tmp_path / "cosqa"
     data.mkdir()
     (data / "code_idx_map.txt").write_text(json.dumps({c: i for i, c in enumerate(FUNCTIONS)}))
     (data / "cosqa-retrieval-dev-500.json").write_text(json.dumps(
         [{"doc": q, "retrieval_idx": i} for q, i in QUERIES]))
-    env = {**os.environ, "NEURALMIND_HOME": str(tmp_path / "home")}
-    env.pop("NEURALMIND_CONFIG", None)
-    proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "code", "--dataset",
-                           str(data), "--json", "--keyword-weights", "0,0.1"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
+    before = dict(os.environ)
+    assert main(["eval", "code", "--dataset", str(data), "--json", "--workdir",
+                 str(tmp_path / "work"), "--keyword-weights", "0,0.1"]) == 0
+    assert dict(os.environ) == before  # the eval's home and settings stay its own
+    report = json.loads(capsys.readouterr().out)
     assert (report["queries"], report["corpus"], report["chunks_embedded"]) == (4, 5, 5)
     assert set(report["modes"]) == {"keyword", "semantic", "hybrid@0", "hybrid@0.1"}
     assert report["modes"]["semantic"]["mrr@10"] == 1.0
     assert report["modes"]["hybrid@0.1"]["recall@1"] == 1.0
     assert 0 < report["modes"]["keyword"]["recall@10"] <= 1
-    bad = subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "code", "--dataset",
-                          str(tmp_path / "missing")], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert bad.returncode == 2 and "cannot read the CoSQA set" in bad.stderr
+    assert main(["eval", "code", "--dataset", str(tmp_path / "missing")]) == 2
+    assert "cannot read the CoSQA set" in capsys.readouterr().err
