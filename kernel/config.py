@@ -22,11 +22,14 @@ class ConfigError(Exception):
     """A config file or environment value the server cannot start with."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ConfigSection(BaseModel):
+    """The base of every config section, the kernel's and each plugin's: a key the model does
+    not know is a start-up error naming it (a typo never passes silently)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
-class KernelSection(_Section):
+class KernelSection(ConfigSection):
     plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
     home: str | None = None
     state_dir: str | None = None  # per-project state outside the repositories
@@ -34,7 +37,7 @@ class KernelSection(_Section):
     sse_heartbeat_s: float = Field(5.0, gt=0)
 
 
-class ServerSection(_Section):
+class ServerSection(ConfigSection):
     allow_remote: bool = False
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
@@ -48,7 +51,7 @@ class ServerSection(_Section):
     allow_origins: list[str] = Field(default_factory=list)
 
 
-class EmbeddingsSection(_Section):
+class EmbeddingsSection(ConfigSection):
     model_dir: str | None = None
     threads: int | None = Field(None, ge=1, le=64)
     warm: bool = True  # load the model in the background after start-up
@@ -57,7 +60,7 @@ class EmbeddingsSection(_Section):
     compute: Literal["int8", "float"] = "int8"
 
 
-class ProjectAlias(_Section):
+class ProjectAlias(ConfigSection):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
     path: str
 
@@ -67,8 +70,13 @@ class ProjectAlias(_Section):
         return os.path.expanduser(v)
 
 
-class Settings(_Section):
-    """The whole configuration; unknown sections stay available to plugins through ``raw``."""
+class Settings(BaseModel):
+    """The whole configuration; plugins' sections stay available to them through ``raw``.
+
+    Precedence, the same for every setting: the command line's flags, then ``NEURALMIND_*``
+    environment variables, then the config file, then the defaults."""
+
+    model_config = ConfigDict(extra="ignore")
 
     kernel: KernelSection = Field(default_factory=KernelSection)
     server: ServerSection = Field(default_factory=ServerSection)
@@ -80,8 +88,7 @@ class Settings(_Section):
     @property
     def home(self) -> Path:
         """The state home: kernel.db, the token, daemon.json, audit.db."""
-        return Path(self.kernel.home or os.environ.get("NEURALMIND_HOME")
-                    or Path.home() / ".neuralmind").expanduser()
+        return Path(self.kernel.home or Path.home() / ".neuralmind").expanduser()
 
     @property
     def server_mode(self) -> bool:
@@ -111,6 +118,8 @@ def _env_overrides(data: dict[str, Any]) -> None:
         kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
     if env.get("NEURALMIND_EMBEDDINGS_WARM"):
         data.setdefault("embeddings", {})["warm"] = env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false")
+    if env.get("NEURALMIND_MODEL_DIR"):
+        data.setdefault("embeddings", {})["model_dir"] = env["NEURALMIND_MODEL_DIR"]
     if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers
         server = json.loads(env["NEURALMIND_SERVER_OVERRIDES"])
         data.setdefault("server", {}).update({k: v for k, v in server.items() if v is not None})

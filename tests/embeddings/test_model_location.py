@@ -1,4 +1,4 @@
-"""Where the model comes from: [embeddings] model_dir → NEURALMIND_MODEL_DIR → the packaged
+"""Where the model comes from: NEURALMIND_MODEL_DIR → [embeddings] model_dir → the packaged
 files; the hash in model_id; every way of having no model is Unavailable with the hint."""
 
 from __future__ import annotations
@@ -72,20 +72,21 @@ def test_a_copy_of_the_packaged_model_keeps_its_id(tmp_path):
     assert OnnxEmbedder(str(tmp_path)).model_id == PACKAGED_ID
 
 
-def test_the_setting_wins_over_the_environment(custom_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
-    assert OnnxEmbedder(str(custom_dir)).model_id.startswith("my-minilm+")
+def test_the_environment_wins_over_the_config_file(custom_dir, tmp_path, monkeypatch):
+    config = tmp_path / "config.toml"
+    config.write_text(f'[embeddings]\nmodel_dir = "{tmp_path / "missing"}"\n')
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
-    err = unavailable(OnnxEmbedder(str(tmp_path / "missing")))
-    assert err.message.startswith(f"no embedding model: [embeddings] model_dir = {tmp_path}")
+    model_dir = load_settings(config).embeddings.model_dir
+    assert model_dir == str(custom_dir)
+    assert OnnxEmbedder(model_dir).model_id.startswith("my-minilm+")
 
 
 def test_the_environment_wins_over_the_packaged_model(custom_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(custom_dir))
-    assert OnnxEmbedder().model_id.startswith("my-minilm+")
+    assert OnnxEmbedder(load_settings().embeddings.model_dir).model_id.startswith("my-minilm+")
     monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(tmp_path / "missing"))
-    err = unavailable(OnnxEmbedder())  # a named folder never falls back silently
-    assert "NEURALMIND_MODEL_DIR = " in err.message and "lacks model.onnx, tokenizer.json" in err.message
+    err = unavailable(OnnxEmbedder(load_settings().embeddings.model_dir))
+    assert "NEURALMIND_MODEL_DIR" in err.message and "lacks model.onnx, tokenizer.json" in err.message
 
 
 def test_a_missing_tokenizer_is_named(custom_dir):

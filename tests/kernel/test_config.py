@@ -43,3 +43,39 @@ def test_bad_files_and_values_are_config_errors(tmp_path):
     bad.write_text('[[projects]]\nid = "Bad Id"\npath = "/x"\n')
     with pytest.raises(ConfigError, match="projects"):
         load_settings(bad)
+
+
+@pytest.mark.parametrize("section, key", [
+    ("kernel", "plugin"), ("server", "prot"), ("embeddings", "modeldir"), ("index", "embed_char"),
+    ("auth", "role"), ("memory", "keyword_weigth"), ("tier2", "seat_window_days"),
+    ("tier2.self_hosted", "bind")])
+def test_an_unknown_key_in_any_section_stops_start_up_naming_it(tmp_path, section, key):
+    from kernel.app import Kernel
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f"[{section}]\n{key} = 1\n")
+    settings = None
+    with pytest.raises(ConfigError) as ex:
+        settings = load_settings(cfg, kernel={"home": str(tmp_path / "home")},
+                                 embeddings={"warm": False})
+        Kernel(settings, plugins=["auth", "memory", "index", "tier2_bridge"],
+               load_entrypoints=False).shutdown()
+    assert key in str(ex.value) and "xtra" in str(ex.value), str(ex.value)
+    assert section.split(".")[0] in str(ex.value)
+
+
+def test_the_environment_wins_over_the_file_for_every_setting(monkeypatch, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[kernel]\nhome = "{tmp_path / "file-home"}"\nplugins = ["auth"]\n'
+                   f'state_dir = "{tmp_path / "file-state"}"\n'
+                   f'[embeddings]\nmodel_dir = "{tmp_path / "file-model"}"\nwarm = true\n')
+    for name, value in (("NEURALMIND_HOME", "env-home"), ("NEURALMIND_STATE_DIR", "env-state"),
+                        ("NEURALMIND_MODEL_DIR", "env-model")):
+        monkeypatch.setenv(name, str(tmp_path / value))
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "memory")
+    monkeypatch.setenv("NEURALMIND_EMBEDDINGS_WARM", "0")
+    s = load_settings(cfg)
+    assert s.home == tmp_path / "env-home" and s.kernel.plugins == ["memory"]
+    assert s.kernel.state_dir == str(tmp_path / "env-state")
+    assert s.embeddings.model_dir == str(tmp_path / "env-model") and s.embeddings.warm is False
+    # and a flag (an override the CLI passes) wins over both
+    assert load_settings(cfg, kernel={"home": str(tmp_path / "flag")}).home == tmp_path / "flag"
