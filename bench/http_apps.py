@@ -7,7 +7,8 @@ import os
 import falcon
 from pydantic import BaseModel
 
-from kernel.api import Model, operation
+from kernel.api import operation
+from kernel.models import Model
 from kernel.plugins import hookimpl
 
 

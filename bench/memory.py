@@ -125,7 +125,7 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
                            "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
     ops = [("create", rec, records.content_sha(rec), {}) for rec in built]
     single = MemoryStore(Database(tmp / "raw-single.db", MIGRATIONS))
-    searcher = Searcher(MemorySettings(), lambda: None)
+    searcher = Searcher(MemorySettings(), kernel=None)
     started = time.perf_counter()
     for _, rec, sha, _ in ops:
         single.create(rec, sha, "bench")
@@ -192,7 +192,7 @@ def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
     from plugins.memory.search import Searcher
     from plugins.memory.store import MIGRATIONS, MemoryStore
     store = MemoryStore(Database(db, MIGRATIONS))
-    searcher = Searcher(MemorySettings(), lambda: embedder)
+    searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
     rows = store.vectors(embedder.model_id)
     matrix = np.frombuffer(b"".join(r["vector"] for r in rows), np.float32).reshape(len(rows), -1)
     embed_ms, topk_ms, fts_ms = [], [], []

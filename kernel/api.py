@@ -7,57 +7,22 @@ generate the OpenAPI document. Handlers never parse JSON or build error bodies.
 
 from __future__ import annotations
 
-import base64
 import json
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import falcon
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from kernel.errors import InvalidJSON, PayloadTooLarge, UnsupportedMediaType, ValidationFailed, \
-    validation_details
+from kernel.errors import (InvalidJSON, PayloadTooLarge, UnsupportedMediaType, ValidationFailed,
+                           validation_details)
+from kernel.jobs import Job, JobAccepted
 
 JSON = "application/json; charset=utf-8"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head")
-T = TypeVar("T")
-
-
-class Model(BaseModel):
-    """Base for request and response models: unknown request fields are ignored (spec P6)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
-class Page(Model, Generic[T]):
-    """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next."""
-
-    items: list[T]
-    next_cursor: str | None = None
-
-
-class PageQuery(Model):
-    limit: int = Field(50, ge=1, le=200, description="Items per page (at most 200)")
-    cursor: str | None = Field(None, description="Opaque cursor from the previous page")
-
-
-def encode_cursor(state: Any) -> str:
-    return base64.urlsafe_b64encode(json.dumps(state, separators=(",", ":")).encode()).decode()
-
-
-def decode_cursor(cursor: str | None) -> Any:
-    """The state inside a cursor; a cursor we did not make is a 422, not a crash."""
-    if cursor is None:
-        return None
-    try:
-        return json.loads(base64.urlsafe_b64decode(cursor.encode() + b"=" * (-len(cursor) % 4)))
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationFailed("invalid cursor", details=validation_details(
-            [{"loc": ("query", "cursor"), "msg": "not a cursor this server made",
-              "type": "cursor_invalid"}])) from None
 
 
 @dataclass(frozen=True)
@@ -178,3 +143,14 @@ def read_body(req: falcon.Request, cap: int) -> bytes:
     if len(raw) > cap:
         raise PayloadTooLarge(details={"max_bytes": cap})
     return raw
+
+
+def answer_job(resp: falcon.Response, job: Job, wait: bool) -> JobAccepted:
+    """A job's answer: 200 with the finished job when the caller waited for it, else 202 with
+    ``Location`` to poll (``/v1/jobs/{id}``)."""
+    if wait:
+        resp.status = 200
+    else:
+        resp.status = 202
+        resp.location = f"/v1/jobs/{job.id}"
+    return JobAccepted(job=job)

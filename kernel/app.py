@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import Settings, load_settings
-from kernel.errors import Forbidden, NotFound, Unauthorized
+from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.plugins import make_plugin_manager
@@ -26,6 +27,7 @@ from kernel.projects import Project, ProjectRegistry
 
 log = logging.getLogger("neuralmind.kernel")
 T = TypeVar("T")
+SIDE_THREADS = 4  # work running beside a request's own thread (Kernel.beside), per process
 
 
 class StartupError(Exception):
@@ -55,6 +57,7 @@ class Kernel:
         self._embedder_lock = threading.Lock()
         self._states: dict[str, Any] = {}
         self._states_lock = threading.RLock()
+        self._side: ThreadPoolExecutor | None = None
         self._openapi: dict[str, Any] | None = None
         self.app = self._build_app()
         self.jobs.mark_interrupted()
@@ -85,6 +88,17 @@ class Kernel:
         """Forget ``owner``'s state (at shutdown) and return it, or None."""
         with self._states_lock:
             return self._states.pop(owner, None)
+
+    def beside(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run ``fn(*args)`` on the kernel's side threads while the caller works on: a keyword
+        leg beside the query's embedding (sqlite3 and onnxruntime release the GIL, so a hybrid
+        search costs about its slower leg, not the sum). Threads start on first use, so each
+        gunicorn worker has its own."""
+        if self._side is None:
+            with self._states_lock:
+                if self._side is None:
+                    self._side = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix="kernel-side")
+        return self._side.submit(fn, *args)
 
     def emit(self, kind: str, *, project: Project | str | None = None,
              actor: Actor | str | None = None, data: dict[str, Any] | None = None,
@@ -154,6 +168,8 @@ class Kernel:
 
     def shutdown(self) -> None:
         self.pm.hook.shutdown(kernel=self)
+        if self._side is not None:
+            self._side.shutdown(wait=False)
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -220,6 +236,7 @@ class Kernel:
 
     def _wrap(self, handler, op: Operation):
         validator = Validator(op, self.settings.kernel.max_body_bytes)
+        query_fields = frozenset(op.query.model_fields) if op.query is not None else frozenset()
         kernel = self
 
         def responder(req: falcon.Request, resp: falcon.Response, **params):
@@ -235,7 +252,11 @@ class Kernel:
             if op.body is not None:
                 ctx.body = validator.body(req)
             resp.status = op.status
-            result = handler(req, resp, **params)
+            try:
+                result = handler(req, resp, **params)
+            except InvalidFields as ex:
+                ex.place(query_fields)
+                raise
             if result is not None:
                 validator.write(resp, result)
 

@@ -16,7 +16,7 @@ class Actor:
     """An authenticated caller. ``role`` and ``projects`` come from credentials, never a body."""
 
     id: str
-    role: str = "admin"
+    role: str
     projects: tuple[str, ...] | None = None  # None: every project
     kind: str = "token"
     extra: dict = field(default_factory=dict, compare=False, hash=False)

@@ -77,6 +77,31 @@ class ValidationFailed(APIError):
     status, code, message = 422, "validation_error", "the request did not validate"
 
 
+class InvalidFields(ValidationFailed):
+    """Values that passed their model but broke a domain rule, each named by its field
+    (``"path"``, ``("items", 3, "id")``) and not by where it was sent: the kernel places each
+    field under the query or the body of the operation that raised it."""
+
+    def __init__(self, errors: list[dict[str, Any]], message: str | None = None):
+        self.errors = [{**e, "loc": _loc(e["loc"])} for e in errors]
+        super().__init__(message, details=validation_details(self.errors))
+
+    @classmethod
+    def one(cls, field: str | tuple, msg: str, kind: str = "value_error",
+            message: str | None = None) -> InvalidFields:
+        return cls([{"loc": field, "msg": msg, "type": kind}], message or msg)
+
+    def place(self, query_fields: frozenset[str] | set[str]) -> None:
+        """Under ``query`` the fields the operation's query has, the rest under ``body``."""
+        self.details = validation_details(
+            [{**e, "loc": ("query" if e["loc"] and e["loc"][0] in query_fields else "body",
+                           *e["loc"])} for e in self.errors])
+
+
+def _loc(loc: str | int | tuple | list) -> tuple:
+    return tuple(loc) if isinstance(loc, (tuple, list)) else (loc,)
+
+
 class RateLimited(APIError):
     status, code, message = 429, "rate_limited", "too many requests"
 

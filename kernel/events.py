@@ -6,6 +6,7 @@ made by another; the stream polls the table rather than an in-process queue.
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 import threading
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.projects import now_iso
+from kernel.clock import now_iso
 
 log = logging.getLogger("neuralmind.events")
 
@@ -136,3 +137,21 @@ class HeldEvents:
         except Exception:  # the response is decided and its write committed; never a 500 now
             log.exception("could not record the events of request %s",
                           getattr(req.context, "request_id", "?"))
+
+
+def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,
+                 project_id: str | None = None) -> bool:
+    """An event from a CLI command (``cli:<user>`` as actor), appended to the home's event log
+    when a server has made one — a command never creates ``kernel.db``. ``/v1/events`` and the
+    audit see it; ``track_event`` plugins are not called, as no kernel runs in the CLI."""
+    path = settings.home / "kernel.db"
+    if not path.exists():
+        return False
+    from kernel.storage import Database
+    db = Database(path)
+    try:
+        EventLog(db, lambda event: None).append(kind, project_id, f"cli:{getpass.getuser()}",
+                                                data, None)
+    finally:
+        db.close()
+    return True

@@ -1,5 +1,8 @@
-"""What the memory plugin asks of git: HEAD (read from files, no subprocess on the write
-path) and which files changed since a commit (``git diff``, for the maintenance job only)."""
+"""What plugins ask of git: HEAD (read from files, no subprocess on a write path) and which
+files changed since a commit (``git diff``, for slow jobs only).
+
+A project may sit in a sub-folder of a repository or in a linked worktree; HEAD is the
+repository's either way."""
 
 from __future__ import annotations
 

@@ -12,13 +12,12 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any, Literal
 
-import falcon
 from pydantic import Field
 
-from kernel.api import Model
+from kernel.clock import now_iso
 from kernel.daemon import pid_alive
 from kernel.errors import APIError, Conflict, NotFound
-from kernel.projects import now_iso
+from kernel.models import Model
 
 log = logging.getLogger("neuralmind.jobs")
 
@@ -116,16 +115,7 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
-def accepted(resp: falcon.Response, job: Job) -> JobAccepted:
-    """Answer 202 with ``Location`` for a job that runs on after the response."""
-    resp.status = 202
-    resp.location = f"/v1/jobs/{job.id}"
-    return JobAccepted(job=job)
-
-
 class Jobs:
-    accepted = staticmethod(accepted)
-
     def __init__(self, db):
         self.db = db
 
@@ -194,9 +184,6 @@ class Jobs:
         if job is None:
             raise NotFound(f"no job with id {jid}", code="job_not_found")
         return job
-
-    def project_of(self, jid: str) -> str | None:
-        return self.get(jid).project_id
 
     def active(self, kind: str, project_id: str) -> Job | None:
         row = self.db.conn.execute(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from importlib.metadata import entry_points
+from functools import cache
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 
 import pluggy
 
@@ -13,19 +14,29 @@ from kernel import hookspecs
 GROUP = "neuralmind"
 hookimpl = pluggy.HookimplMarker("neuralmind")
 
-# Used only when the distribution's metadata is missing (a source tree run without install).
-BUNDLED = {name: f"plugins.{name}.plugin" for name in ("auth", "memory", "index", "tier2_bridge")}
+DISTRIBUTION = "neuralmind"
 
 
 class PluginError(Exception):
     """An enabled plugin that is unknown, fails to import, or implements an unknown hook."""
 
 
+@cache
+def bundled() -> dict[str, str]:
+    """Plugin name → module path for the plugins this distribution ships: its own entry
+    points in the group (pyproject.toml), read from the installed metadata."""
+    try:
+        dist = distribution(DISTRIBUTION)
+    except PackageNotFoundError:
+        raise PluginError(f"the {DISTRIBUTION} distribution is not installed, so its bundled "
+                          "plugins cannot be found: run `pip install -e .` in the source "
+                          "tree") from None
+    return {ep.name: ep.value for ep in dist.entry_points if ep.group == GROUP}
+
+
 def available() -> dict[str, str]:
     """Plugin name → module path, for everything installed in the entry-point group."""
-    found = dict(BUNDLED)
-    found.update({ep.name: ep.value for ep in entry_points(group=GROUP)})
-    return found
+    return {**bundled(), **{ep.name: ep.value for ep in entry_points(group=GROUP)}}
 
 
 def _load(name: str, known: dict[str, str]) -> object:
@@ -51,7 +62,7 @@ def make_plugin_manager(enabled: Iterable[str], extra: Iterable[object] = (),
     """
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
-    known = available() if load_entrypoints else dict(BUNDLED)
+    known = available() if load_entrypoints else bundled()
     for name in dict.fromkeys(enabled):
         pm.register(_load(name, known), name=name)
     for plugin in extra:

@@ -1,4 +1,4 @@
-"""The project registry: ids, config aliases, the reserved-path denylist, locks, state dirs.
+"""The project registry: ids, config aliases, the reserved-path denylist, state dirs.
 
 A project is a directory. In loopback mode any readable directory outside the denylist can be
 registered; in server mode projects come only from the config's ``[[projects]]`` allowlist.
@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from kernel.errors import Forbidden, NotFound, ValidationFailed, validation_details
+from kernel.clock import now_iso
+from kernel.errors import Forbidden, InvalidFields, NotFound
 
 RESERVED_SYSTEM = ("/", "/proc", "/sys", "/dev", "/etc", "/boot", "/run")
 RESERVED_HOME = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config")
@@ -26,10 +25,6 @@ CREATE TABLE IF NOT EXISTS projects (
     registered_at TEXT NOT NULL
 );
 """]
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def project_id_for(realpath: str) -> str:
@@ -59,8 +54,8 @@ def check_path(raw: str) -> str:
             _inside(real, os.path.join(home, d)) for d in RESERVED_HOME):
         raise Forbidden(f"{real} is a reserved system or credentials path", code="path_not_allowed")
     if not os.path.isdir(real):
-        raise ValidationFailed(f"{raw} is not a directory", details=validation_details(
-            [{"loc": ("body", "path"), "msg": "not a directory", "type": "not_a_directory"}]))
+        raise InvalidFields.one("path", "not a directory", "not_a_directory",
+                                f"{raw} is not a directory")
     return real
 
 
@@ -69,8 +64,6 @@ class ProjectRegistry:
         self._db = db
         self._state_root = Path(settings.kernel.state_dir).expanduser() if settings.kernel.state_dir else None
         self.server_mode = settings.server_mode
-        self._locks: dict[str, threading.RLock] = {}
-        self._locks_guard = threading.Lock()
         self._aliases: dict[str, Project] = {}
         for alias in settings.projects:
             real = os.path.realpath(alias.path)
@@ -126,8 +119,3 @@ class ProjectRegistry:
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM projects WHERE id = ?", (pid,))
         return project
-
-    def lock(self, pid: str) -> threading.RLock:
-        """This process's lock for a project (index routes serialise on it, spec §5.4)."""
-        with self._locks_guard:
-            return self._locks.setdefault(pid, threading.RLock())

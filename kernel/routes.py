@@ -12,9 +12,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from kernel import __version__
-from kernel.api import JSON, Model, Page, PageQuery, decode_cursor, encode_cursor, operation
+from kernel.api import JSON, operation
 from kernel.errors import NotFound
 from kernel.jobs import Job
+from kernel.models import Model, Page, PageQuery, decode_cursor, encode_cursor, text_pair
 
 DOCS_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>NeuralMind API</title>
@@ -152,7 +153,7 @@ class ProjectsResource:
                tags=["projects"], summary="List the projects the caller can see")
     def on_get(self, req, resp):
         q = req.context.query
-        after = decode_cursor(q.cursor)
+        after = decode_cursor(q.cursor, lambda pid: isinstance(pid, str))
         visible = [p for p in self.kernel.projects.all()
                    if (after is None or p.id > after)
                    and self.kernel.allowed(req.context.actor, "projects.read", p)]
@@ -194,7 +195,7 @@ class JobsResource:
         visible = [p.id for p in self.kernel.projects.all()
                    if self.kernel.allowed(req.context.actor, "projects.read", p)]
         items = self.kernel.jobs.list(visible=visible, project_id=q.project, status=q.status,
-                                      limit=q.limit + 1, after=decode_cursor(q.cursor))
+                                      limit=q.limit + 1, after=decode_cursor(q.cursor, text_pair))
         more = len(items) > q.limit
         items = items[: q.limit]
         cursor = encode_cursor([items[-1].created_at, items[-1].id]) if more else None

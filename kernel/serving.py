@@ -91,10 +91,9 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
 
 
 def _blas_env() -> list[str]:
-    """One OpenBLAS thread per worker unless the operator says otherwise: a search scores its
-    vectors with one matrix-vector product (memory-bound), and OpenBLAS's extra threads spin
-    after it, starving the keyword leg and onnxruntime that run beside it — hybrid search at
-    10k memories took 15 ms with them and 8 ms without (in-process)."""
+    """One OpenBLAS thread per worker unless the operator says otherwise: OpenBLAS's extra
+    threads spin after a search's memory-bound product and starve the keyword leg and
+    onnxruntime beside it (docs/performance-memory.md)."""
     return [] if "OPENBLAS_NUM_THREADS" in os.environ else ["OPENBLAS_NUM_THREADS=1"]
 
 

@@ -16,8 +16,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 BUSY_TIMEOUT_MS = 10_000
+S = TypeVar("S")
 
 Migration = str | Callable[[sqlite3.Connection], None]
 
@@ -115,7 +117,7 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
             if callable(step):
                 step(conn)
             else:
-                for statement in _statements(step):
+                for statement in statements(step):
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
@@ -125,7 +127,8 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
     return len(migrations)
 
 
-def _statements(script: str) -> Iterator[str]:
+def statements(script: str) -> Iterator[str]:
+    """The statements of a SQL script, one at a time (``executescript`` would commit)."""
     buf = ""
     for line in script.splitlines(keepends=True):
         buf += line
@@ -176,3 +179,21 @@ class Database:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+class ProjectStores(Generic[S]):
+    """A plugin's store per project, opened on first use and kept for the process."""
+
+    def __init__(self, open_store: Callable[[Any], S]):
+        self._open = open_store
+        self._stores: dict[str, S] = {}
+        self._lock = threading.Lock()
+
+    def get(self, project) -> S:
+        store = self._stores.get(project.id)
+        if store is None:
+            with self._lock:
+                store = self._stores.get(project.id)
+                if store is None:
+                    store = self._stores[project.id] = self._open(project)
+        return store

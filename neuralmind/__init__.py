@@ -1,10 +1,13 @@
 """NeuralMind: a self-hosted, local-first memory server for AI coding agents.
 
-What plugin authors import: ``hookimpl``, ``operation`` and the error classes.
 What users import: ``neuralmind.client.NeuralMindClient``.
+What plugin authors import — all of it, the bundled plugins included — is listed in
+``_EXPORTS`` below and documented in docs/plugins.md: the hook marker, ``@operation`` and the
+models, the error classes, jobs, and the helpers plugins share (clock, git, text, vectors,
+per-project stores, the CLI's command groups).
 
-The names below are resolved on first use (PEP 562), so ``import neuralmind.client`` —
-stdlib only — does not pull in the server's packages (pydantic, falcon, pluggy).
+The names are resolved on first use (PEP 562), so ``import neuralmind.client`` — stdlib
+only — does not pull in the server's packages (pydantic, falcon, pluggy, numpy).
 """
 
 from __future__ import annotations
@@ -12,12 +15,31 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "__version__": "kernel", "hookimpl": "kernel.plugins", "operation": "kernel.api",
-    "Model": "kernel.api", "Page": "kernel.api", "PageQuery": "kernel.api",
-    "Actor": "kernel.auth", "Permission": "kernel.auth",
-    **{name: "kernel.errors" for name in (
-        "APIError", "BadRequest", "Conflict", "Forbidden", "NotFound", "PreconditionFailed",
-        "RateLimited", "Unauthorized", "Unavailable", "ValidationFailed")},
+    "__version__": "kernel",
+    # hooks, routes, models
+    "hookimpl": "kernel.plugins",
+    **dict.fromkeys(("operation", "read_body", "answer_job"), "kernel.api"),
+    **dict.fromkeys(("Model", "Page", "PageQuery", "encode_cursor", "decode_cursor",
+                     "text_pair"), "kernel.models"),
+    **dict.fromkeys(("Actor", "Permission", "ROLES"), "kernel.auth"),
+    **dict.fromkeys((
+        "APIError", "BadRequest", "Conflict", "Forbidden", "InvalidFields", "NotFound",
+        "PreconditionFailed", "RateLimited", "Unauthorized", "Unavailable",
+        "UnsupportedMediaType", "ValidationFailed"), "kernel.errors"),
+    **dict.fromkeys(("Job", "JobAccepted", "JobContext"), "kernel.jobs"),
+    # helpers the plugins share
+    **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
+    "gitinfo": "kernel.gitinfo",
+    **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "estimate_tokens"), "kernel.text"),
+    **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
+    **dict.fromkeys(("ProjectStores", "statements"), "kernel.storage"),
+    **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings"), "kernel.config"),
+    **dict.fromkeys(("pid_alive", "read_discovery", "update_discovery", "write_discovery",
+                     "write_private"), "kernel.daemon"),
+    # commands and tools that run outside a server
+    "command_group": "kernel.commands",
+    "record_event": "kernel.events",
+    "Kernel": "kernel.app",
 }
 
 __all__ = list(_EXPORTS)
@@ -27,7 +49,8 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'neuralmind' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    value = imported if module.rsplit(".", 1)[-1] == name else getattr(imported, name)
     globals()[name] = value
     return value
 

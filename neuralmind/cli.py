@@ -2,7 +2,7 @@
 
 Server commands (``serve``, ``daemon``, ``openapi``) run the kernel; ``up``, ``project`` and
 ``memory`` are clients of the daemon (``neuralmind.commands``); plugins add theirs through
-``register_commands``, sharing groups with :func:`command_group`."""
+``register_commands``, sharing groups with ``neuralmind.command_group``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from kernel import __version__
 from kernel.config import ConfigError, load_settings
 
 
-def build_parser(kernel=None) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     from neuralmind.commands import memories, projects, server
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
@@ -24,17 +24,6 @@ def build_parser(kernel=None) -> argparse.ArgumentParser:
     memories.add_commands(sub)
     _plugin_commands(sub)
     return parser
-
-
-def command_group(subparsers, name: str, help: str = "") -> argparse._SubParsersAction:
-    """The sub-command group ``name`` (``eval``, ``memory`` …), made on first use, so two
-    plugins can add commands under one group: ``command_group(sub, "eval").add_parser("code")``."""
-    parser = subparsers.choices.get(name) or subparsers.add_parser(name, help=help)
-    group = parser.get_default("_group")
-    if group is None:
-        group = parser.add_subparsers(dest=f"{name}_command", required=True)
-        parser.set_defaults(_group=group)
-    return group
 
 
 def _plugin_commands(sub) -> None:

@@ -123,7 +123,7 @@ def _filter_flags(parser) -> None:
 
 
 def add_commands(sub) -> None:
-    from neuralmind.cli import command_group
+    from kernel.commands import command_group
     group = command_group(sub, "memory", "decisions about the code: add, search, history …")
     scoped = project_flags()
 

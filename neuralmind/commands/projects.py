@@ -152,7 +152,7 @@ def _built(handle) -> bool:
 
 
 def add_commands(sub) -> None:
-    from neuralmind.cli import command_group
+    from kernel.commands import command_group
     up = sub.add_parser("up", parents=[common_flags()],
                         help="start the daemon, register this repository and build it")
     up.add_argument("path", nargs="?", help="the repository (default: the one around here)")

@@ -8,11 +8,10 @@ called from the CLI (no kernel runs here), see docs/security.md.
 
 from __future__ import annotations
 
-import getpass
 import json
 import sys
 
-from kernel.config import load_settings
+from neuralmind import load_settings, record_event
 from plugins.auth import loopback
 from plugins.auth.roles import auth_section, known_roles
 from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, parse_expiry, tokens_path
@@ -20,17 +19,6 @@ from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, parse_expir
 
 def _settings(args):
     return load_settings(args.config)
-
-
-def _record(settings, kind: str, data: dict) -> None:
-    """Append a token event to ``kernel.db`` if a server has made it (never create it here)."""
-    path = settings.home / "kernel.db"
-    if not path.exists():
-        return
-    from kernel.events import EventLog
-    from kernel.storage import Database
-    EventLog(Database(path), lambda event: None).append(
-        kind, None, f"cli:{getpass.getuser()}", data, None)
 
 
 def _projects(text: str, settings) -> list[str] | str:
@@ -56,7 +44,7 @@ def cmd_create(args) -> int:
     expires = parse_expiry(args.expires) if args.expires else None
     tokens = TokenFile(tokens_path(settings))
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
-    _record(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
+    record_event(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
                                         "role": rec.role, "projects": rec.projects})
     if args.json:
         print(json.dumps({"token": token, "id": digest[:SHORT_ID], "actor": rec.actor,
@@ -97,7 +85,7 @@ def cmd_revoke(args) -> int:
         print(f"neuralmind: no token matches {args.id or args.actor}", file=sys.stderr)
         return 1
     for digest, rec in removed:
-        _record(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
+        record_event(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
                                             "token_actor": rec.actor, "role": rec.role})
         print(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})")
     return 0
@@ -111,14 +99,14 @@ def cmd_show(args) -> int:
 
 
 def cmd_rotate(args) -> int:
-    from kernel.daemon import read_discovery, write_discovery
+    from neuralmind import read_discovery, write_discovery
     settings = _settings(args)
     token = loopback.rotate(settings.home)
     info = read_discovery(settings.home)
     if info is not None and "token" in info:
         info["token"] = token
         write_discovery(settings.home, info)
-    _record(settings, "token.rotated", {"token": "loopback"})
+    record_event(settings, "token.rotated", {"token": "loopback"})
     print("the old token is refused from now on; the running server reads the new one",
           file=sys.stderr)
     print(token)
@@ -136,7 +124,7 @@ def _guarded(fn):
 
 
 def add_commands(subparsers) -> None:
-    from neuralmind.cli import command_group
+    from neuralmind import command_group
     group = command_group(subparsers, "token", help="API tokens: loopback (show, rotate) and "
                           "server mode (create, list, revoke)")
 

@@ -11,8 +11,7 @@ from urllib.parse import urlsplit
 
 import falcon
 
-from kernel.config import ConfigError
-from kernel.errors import Forbidden
+from neuralmind import ConfigError, Forbidden
 
 ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE"
 ALLOW_HEADERS = "Authorization, Content-Type, If-Match, If-None-Match, Last-Event-ID, X-Request-Id"

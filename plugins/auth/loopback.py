@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from kernel.daemon import write_private
+from neuralmind import write_private
 
 TOKEN_FILE = "token"
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from kernel.auth import Actor, Permission
-from kernel.errors import Unauthorized
-from kernel.plugins import hookimpl
+from neuralmind import Actor, Permission, Unauthorized, hookimpl
 from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
@@ -97,7 +95,7 @@ def startup(kernel):
         return
     token = ensure_token(kernel.home)
     state.loopback = LoopbackToken(kernel.home)
-    from kernel.daemon import update_discovery
+    from neuralmind import update_discovery
     update_discovery(kernel.home, token=token)
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from kernel.errors import RateLimited
+from neuralmind import RateLimited
 from plugins.auth.roles import RateLimit
 
 RATE_FILE = "ratelimit.bin"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from kernel.api import Model, operation
-from kernel.errors import Conflict, NotFound
+from neuralmind import Conflict, Model, NotFound, operation
 from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, TokenRecord
 
 

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from kernel.api import Model
-from kernel.auth import ROLES, Permission
-from kernel.config import ConfigError
+from neuralmind import ROLES, ConfigError, ConfigSection, Permission
 
 ALL = "*"
 
 
-class RateLimit(Model):
+class RateLimit(ConfigSection):
     rate: float = Field(20.0, ge=0, description="Requests per second refilled; 0 turns limiting off")
     burst: int = Field(100, ge=1, description="Requests allowed at once before the rate applies")
 
 
-class AuthSection(Model):
+class AuthSection(ConfigSection):
     roles: dict[str, list[str]] = Field(default_factory=dict)
     rate_limits: dict[str, RateLimit] = Field(
         default_factory=dict, description="Per role; the key `default` covers roles not listed")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kernel.daemon import write_private
+from neuralmind import write_private
 from plugins.auth.loopback import new_token
 
 log = logging.getLogger("neuralmind.auth")

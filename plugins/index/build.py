@@ -17,35 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kernel.errors import Unavailable
-from kernel.projects import now_iso
-from plugins.index import chunker, tokens
+from neuralmind import TOKEN_COUNTER, Unavailable, estimate_tokens, gitinfo, now_iso
+from plugins.index import chunker
 from plugins.index.ignore import RuleSet
 from plugins.index.search import fts_text
 from plugins.index.store import FileRow, IndexStore
 from plugins.index.walker import FileEntry, select, walk
 
 BINARY_SNIFF = 8192
-
-
-def git_head(root: str) -> str | None:
-    """The commit HEAD names, read from ``.git`` (no subprocess): loose ref, then packed-refs."""
-    git = os.path.join(root, ".git")
-    try:
-        head = open(os.path.join(git, "HEAD"), encoding="utf-8").read().strip()
-        if not head.startswith("ref: "):
-            return head or None
-        ref = head[5:]
-        try:
-            return open(os.path.join(git, ref), encoding="utf-8").read().strip() or None
-        except OSError:
-            for line in open(os.path.join(git, "packed-refs"), encoding="utf-8"):
-                sha, _, name = line.strip().partition(" ")
-                if name == ref:
-                    return sha
-    except OSError:
-        return None
-    return None
 
 
 def read_text(path: str) -> tuple[bytes, str] | None:
@@ -90,7 +69,7 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
         })
     edges = [(e.src, e.kind, e.target) for e in parsed.edges]
     return FileRow(entry.path, parsed.language, file_type, entry.size, entry.mtime_ns,
-                   hashlib.sha1(data).hexdigest(), text.count("\n") + 1, tokens.count(text),
+                   hashlib.sha1(data).hexdigest(), text.count("\n") + 1, estimate_tokens(text),
                    rows, edges)
 
 
@@ -143,8 +122,8 @@ class Build:
                 deleted = [p for p in known if p in gone or (p in paths and p not in seen)]
             embedding.submit({**texts, **self._unembedded()})
             embedded, reused, model_id = embedding.result()
-        head = git_head(root)
-        meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": tokens.NAME}
+        head = gitinfo.head(self.project.path) or None
+        meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": TOKEN_COUNTER}
         if model_id:
             meta["model_id"] = model_id
         self.store.apply(changed, deleted, touched, meta, now_iso())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def register(subparsers) -> None:
-    from neuralmind.cli import command_group
+    from neuralmind import command_group
     parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
         "code", help="CoSQA code search: MRR@10 and recall@1/5/10 per mode")
     parser.add_argument("--dataset", required=True, help="folder with code_idx_map.txt and "

@@ -9,11 +9,10 @@ L1; L0 is small by construction and always present."""
 from __future__ import annotations
 
 import os
-import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from plugins.index import tokens
+from neuralmind import VersionedCache, estimate_tokens
 
 L0_MAX = 160
 L1_MAX = 600
@@ -33,7 +32,7 @@ class Layer:
 
 def _cut(text: str, max_tokens: int) -> str:
     """``text`` shortened to at most ``max_tokens`` (the estimate's 4 characters each)."""
-    if tokens.count(text) <= max_tokens:
+    if estimate_tokens(text) <= max_tokens:
         return text
     return text[: max(0, max_tokens * 4 - 2)].rstrip() + " …"
 
@@ -46,16 +45,16 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
     for layer in layers:
         room = min(layer.cap, remaining)
         header = HEADERS[layer.name] + "\n"
-        spent, pieces = tokens.count(header), []
+        spent, pieces = estimate_tokens(header), []
         for item in layer.items:
             piece = item + layer.sep
-            cost = tokens.count(piece)
+            cost = estimate_tokens(piece)
             if spent + cost > room:
                 left = room - spent - 1
                 if left >= MIN_PIECE or (layer.name == "L0" and left > 0):
                     piece = _cut(item, left) + layer.sep
                     pieces.append(piece)
-                    spent += tokens.count(piece)
+                    spent += estimate_tokens(piece)
                 break
             pieces.append(piece)
             spent += cost
@@ -63,7 +62,7 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
             counts[layer.name.lower()] = 0
             continue
         text = header + "".join(pieces)
-        counts[layer.name.lower()] = tokens.count(text)
+        counts[layer.name.lower()] = estimate_tokens(text)
         remaining -= counts[layer.name.lower()]
         parts.append(text)
         used.append(layer.name)
@@ -71,9 +70,6 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
 
 
 # -- L0 and L1, cached per index version --------------------------------------------------
-
-_cache: dict[str, tuple[int, tuple]] = {}  # index path → (version, (L0, L1, project tokens))
-_lock = threading.Lock()
 
 
 def readme_intro(root: str) -> tuple[str, str]:
@@ -146,15 +142,15 @@ def summary(store) -> list[str]:
     return items
 
 
-def static_layers(project, store, key: str) -> tuple[list[str], list[str], int]:
+def static_layers(project, store, key: str, layers: VersionedCache
+                  ) -> tuple[list[str], list[str], int]:
     """L0, L1 and the project's indexed tokens, computed once per index version."""
-    version = store.version()
-    cached = _cache.get(key)
-    if cached is None or cached[0] != version:
-        with _lock:
-            size = sum(f["tokens"] for f in store.files())
-            cached = _cache[key] = (version, (identity(project, store), summary(store), size))
-    return cached[1]
+    def load():
+        version = store.version()
+        size = sum(f["tokens"] for f in store.files())
+        return version, (identity(project, store), summary(store), size)
+
+    return layers.get(key, store.version, load)
 
 
 # -- L2 and L3 ------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+
 def _load(dataset: Path, split: str):
     corpus = json.loads((dataset / "code_idx_map.txt").read_text())
     queries = json.loads((dataset / f"cosqa-retrieval-{split}-500.json").read_text())
@@ -50,9 +51,7 @@ def main(args) -> int:
 
 
 def _evaluate(args, work: Path, corpus, queries) -> int:
-    from kernel.app import Kernel
-    from kernel.config import load_settings
-    from kernel.errors import APIError
+    from neuralmind import APIError, Kernel, load_settings
     from plugins.index import plugin, search
     _write_corpus(work / "cosqa", corpus)
     settings = load_settings(kernel={"home": str(work / "home")}, embeddings={"warm": False})
@@ -79,8 +78,8 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
         ranks, t0 = [], time.perf_counter()
         try:
             for text, gold in queries:
-                ranked, _ = search.search(kernel, store, key, text, 50, mode.split("@")[0], None,
-                                          weight)
+                ranked, _ = search.search(kernel, service.matrices, store, key, text, 50,
+                                          mode.split("@")[0], None, weight)
                 files: list[str] = []
                 for nid, _ in ranked:
                     if paths[nid] not in files:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kernel.api import Model
+from neuralmind import ConfigSection, Model
 
 Mode = Literal["keyword", "semantic", "hybrid"]
 FileType = Literal["code", "docs", "config"]
@@ -14,7 +14,7 @@ RuleType = Literal["path", "folder_name", "file_name", "extension", "pattern", "
                    "hidden_files"]
 
 
-class IndexSettings(Model):
+class IndexSettings(ConfigSection):
     """``[index]`` in the config."""
 
     max_file_bytes: int = Field(1_000_000, gt=0, description="files above this are not indexed")

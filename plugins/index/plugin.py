@@ -3,8 +3,7 @@ Heavy modules (numpy, tree-sitter, watchdog) load on first use, not at import.""
 
 from __future__ import annotations
 
-from kernel.auth import Permission
-from kernel.plugins import hookimpl
+from neuralmind import Permission, hookimpl
 
 
 class _State:

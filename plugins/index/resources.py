@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from kernel.api import operation
-from kernel.jobs import JobAccepted, accepted
+from neuralmind import JobAccepted, answer_job, operation
 from plugins.index.models import (BuildIn, DocumentOut, DocumentQuery, QueryIn, QueryOut,
-                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn,
-                                  RuleTestOut, SearchIn, SearchOut, StatsOut, WakeupOut,
-                                  WatchStatus)
+                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn, RuleTestOut,
+                                  SearchIn, SearchOut, StatsOut, WakeupOut, WatchStatus)
 from plugins.index.walker import explain
 
 TAGS = ["index"]
@@ -26,10 +24,7 @@ class BuildResource(_Resource):
         body = req.context.body
         job = self.service.start_build(req.context.project, req.context.actor, full=body.full,
                                        wait=body.wait, request_id=req.context.request_id)
-        if body.wait:
-            resp.status = 200
-            return JobAccepted(job=job)
-        return accepted(resp, job)
+        return answer_job(resp, job, body.wait)
 
 
 class SearchResource(_Resource):

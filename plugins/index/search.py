@@ -11,22 +11,14 @@ and onnxruntime both release the GIL, so the keyword leg costs no wall time."""
 from __future__ import annotations
 
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kernel.errors import Unavailable
+from neuralmind import STOPWORDS, Unavailable, VersionedCache, top_k
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-STOPWORDS = frozenset("""a an and are as at be but by can do does for from how i if in into is
-it its of on or that the their then there these this to was what when where which who why will
-with you your self""".split())
 CANDIDATES = 100  # per leg, before the blend
-# threads start on first use, so a forking server's workers each get their own; each thread
-# reads through its own SQLite connection (the store's connections are per thread)
-_keyword_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="index-fts")
 
 
 def _parts(word: str) -> list[str]:
@@ -46,21 +38,20 @@ def fts_text(text: str) -> str:
 
 
 def fts_query(query: str) -> str | None:
-    """An OR of the query's distinct terms (identifiers split, stopwords dropped)."""
-    terms: dict[str, None] = {}
-    for word in _WORD.findall(query):
-        for part in [word, *_parts(word)]:
-            low = part.lower()
-            if low not in STOPWORDS and len(terms) < 32:
-                terms.setdefault(low)
-    return " OR ".join(f'"{t}"' for t in terms) or None
+    """An OR of the query's distinct terms (identifiers split, stopwords dropped — all kept
+    when every one is a stopword, so ``only_in`` or ``is_not`` still finds its name)."""
+    terms = list(dict.fromkeys(part.lower() for word in _WORD.findall(query)
+                               for part in [word, *_parts(word)]))
+    kept = [t for t in terms if t not in STOPWORDS] or terms
+    return " OR ".join(f'"{t}"' for t in kept[:32]) or None
 
 
-class _Matrix:
-    __slots__ = ("version", "model_id", "nids", "types", "matrix", "row")
+class Matrix:
+    """One index's vectors in this process: node ids, file types and the float32 rows."""
 
-    def __init__(self, version, model_id, rows):
-        self.version, self.model_id = version, model_id
+    __slots__ = ("nids", "types", "matrix", "row")
+
+    def __init__(self, rows):
         self.nids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         self.types = np.array([r[1] for r in rows], dtype=object)
         self.matrix = (np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
@@ -68,21 +59,13 @@ class _Matrix:
         self.row = {int(n): i for i, n in enumerate(self.nids)}
 
 
-_cache: dict[str, _Matrix] = {}
-_cache_lock = threading.Lock()
-
-
-def _matrix(store, key: str, model_id: str) -> _Matrix:
+def _matrix(matrices: VersionedCache[Matrix], store, key: str, model_id: str) -> Matrix:
     """This process's copy of the project's vectors, reloaded when the index changed."""
-    version = store.version()
-    cached = _cache.get(key)
-    if cached is not None and cached.version == version and cached.model_id == model_id:
-        return cached
-    with _cache_lock:
-        cached = _cache.get(key)
-        if cached is None or cached.version != version or cached.model_id != model_id:
-            cached = _cache[key] = _Matrix(version, model_id, store.vectors())
-    return cached
+    def load():
+        version = store.version()
+        return (version, model_id), Matrix(store.vectors())
+
+    return matrices.get(key, lambda: (store.version(), model_id), load)
 
 
 def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int, float]]:
@@ -90,11 +73,11 @@ def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int,
     return store.keyword(match, n, file_type) if match else []
 
 
-def _semantic_scores(kernel, store, key: str, query: str):
+def _semantic_scores(kernel, matrices, store, key: str, query: str):
     embedder = kernel.embedder  # Unavailable (503 semantic_unavailable) without a model
     model_id = embedder.model_id
     vector = embedder.embed([query])[0]
-    mat = _matrix(store, key, model_id)
+    mat = _matrix(matrices, store, key, model_id)
     if store.meta().get("model_id") not in (None, model_id):
         raise Unavailable("the index was embedded with another model; rebuild it",
                           code="semantic_unavailable")
@@ -105,37 +88,27 @@ def _semantic_scores(kernel, store, key: str, query: str):
     return mat, np.einsum("ij,j->i", mat.matrix, vector)
 
 
-def _top(scores: np.ndarray, mask: np.ndarray | None, k: int) -> np.ndarray:
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    k = min(k, len(scores))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    idx = np.argpartition(-scores, k - 1)[:k]
-    idx = idx[np.argsort(-scores[idx], kind="stable")]
-    return idx[np.isfinite(scores[idx])]
-
-
-def search(kernel, store, key: str, query: str, n: int, mode: str, file_type: str | None,
-           keyword_weight: float) -> tuple[list[tuple[int, float]], str | None]:
+def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str, n: int,
+           mode: str, file_type: str | None, keyword_weight: float
+           ) -> tuple[list[tuple[int, float]], str | None]:
     """``([(node id, score)], notice)`` best first; notice says why hybrid fell back."""
     if mode == "keyword":
         return keyword(store, query, n, file_type), None
-    pending = (_keyword_pool.submit(keyword, store, query, CANDIDATES, file_type)
+    pending = (kernel.beside(keyword, store, query, CANDIDATES, file_type)
                if mode == "hybrid" else None)
     try:
-        mat, scores = _semantic_scores(kernel, store, key, query)
+        mat, scores = _semantic_scores(kernel, matrices, store, key, query)
     except Unavailable as ex:
         if mode == "semantic":
             raise
         return pending.result()[:n], f"keyword results only: {ex.message}"
     mask = (mat.types == file_type) if file_type else None
     if mode == "semantic":
-        return [(int(mat.nids[i]), float(scores[i])) for i in _top(scores, mask, n)], None
+        return [(int(mat.nids[i]), float(scores[i])) for i in top_k(scores, n, mask)], None
     lexical = pending.result()
     top_kw = max((s for _, s in lexical), default=0.0) or 1.0
     blended: dict[int, float] = {}
-    for i in _top(scores, mask, CANDIDATES):
+    for i in top_k(scores, CANDIDATES, mask):
         blended[int(mat.nids[i])] = (1 - keyword_weight) * float(scores[i])
     for nid, s in lexical:
         row = mat.row.get(nid)

@@ -1,4 +1,4 @@
-"""What the index routes do, without HTTP: one ``IndexService`` per process holds each
+"""What the index routes do, without HTTP: one ``IndexService`` per kernel holds each
 project's store and runs builds, searches, queries and rule changes against it."""
 
 from __future__ import annotations
@@ -6,14 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import threading
 import time
 from typing import Any
 
-from kernel.errors import Conflict, Forbidden, NotFound, ValidationFailed, validation_details
-from kernel.daemon import pid_alive
-from kernel.projects import now_iso
-from plugins.index import context, search, tokens
+from neuralmind import (TOKEN_COUNTER, Conflict, Forbidden, InvalidFields, NotFound, ProjectStores,
+                        VersionedCache, estimate_tokens, gitinfo, now_iso, pid_alive)
+from plugins.index import context, search
 from plugins.index.build import Build
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
@@ -22,17 +20,14 @@ LOCK_TTL_S = 120.0  # a build lock not refreshed for this long belongs to a dead
 HEARTBEAT_S = 2.0
 
 
-def _invalid(field: str, msg: str, kind: str = "value_error") -> ValidationFailed:
-    return ValidationFailed(msg, details=validation_details(
-        [{"loc": ("body", field), "msg": msg, "type": kind}]))
-
-
 class IndexService:
     def __init__(self, kernel, settings):
         self.kernel = kernel
         self.settings = settings
-        self._stores: dict[str, IndexStore] = {}
-        self._lock = threading.Lock()
+        self._stores = ProjectStores(lambda project: IndexStore(kernel.open_database(
+            self.db_path(project), MIGRATIONS)))
+        self.matrices: VersionedCache[search.Matrix] = VersionedCache()  # per index path
+        self.layers: VersionedCache[tuple] = VersionedCache()  # L0, L1, size per index path
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -40,12 +35,7 @@ class IndexService:
         return str(project.state_dir / "index.db")
 
     def store(self, project) -> IndexStore:
-        key = self.db_path(project)
-        if key not in self._stores:
-            with self._lock:
-                if key not in self._stores:
-                    self._stores[key] = IndexStore(self.kernel.open_database(key, MIGRATIONS))
-        return self._stores[key]
+        return self._stores.get(project)
 
     def built_store(self, project) -> IndexStore:
         store = self.store(project)
@@ -82,7 +72,7 @@ class IndexService:
         try:
             value = normalise_value(body.type, body.value)
         except ValueError as ex:
-            raise _invalid("value", str(ex)) from None
+            raise InvalidFields.one("value", str(ex)) from None
         rid, now = "ign_" + secrets.token_hex(8), now_iso()
         self.store(project).save_rule(rid, body.type, value, body.enabled, body.reason, now)
         rule = self.rule(project, rid)
@@ -107,7 +97,7 @@ class IndexService:
             try:
                 value = normalise_value(rule.type, patch.value)
             except ValueError as ex:
-                raise _invalid("value", str(ex)) from None
+                raise InvalidFields.one("value", str(ex)) from None
         enabled = rule.enabled if patch.enabled is None else patch.enabled
         reason = rule.reason if patch.reason is None else patch.reason
         self.store(project).save_rule(rid, rule.type, value, enabled, reason, now_iso())
@@ -124,9 +114,9 @@ class IndexService:
         root = os.path.realpath(project.path)
         full = os.path.normpath(os.path.join(root, raw))
         if full != root and not full.startswith(root + os.sep):
-            raise _invalid(field, "the path is outside the project", "path_outside_project")
+            raise InvalidFields.one(field, "the path is outside the project", "path_outside_project")
         if full == root:
-            raise _invalid(field, "name a file or folder inside the project", "path_is_root")
+            raise InvalidFields.one(field, "name a file or folder inside the project", "path_is_root")
         return os.path.relpath(full, root).replace(os.sep, "/")
 
     # -- builds -------------------------------------------------------------------------------
@@ -183,8 +173,8 @@ class IndexService:
 
     def search(self, project, query: str, n: int, mode: str, file_type: str | None):
         store = self.built_store(project)
-        ranked, notice = search.search(self.kernel, store, self.db_path(project), query, n, mode,
-                                       file_type, self.settings.keyword_weight)
+        ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
+                                       query, n, mode, file_type, self.settings.keyword_weight)
         return search.hits(store, ranked), notice
 
     def query(self, project, question: str, query_type: str, budget: int | None,
@@ -193,16 +183,17 @@ class IndexService:
         store = self.built_store(project)
         budget = budget or self.settings.default_budget
         file_type = {"code": "code", "docs": "docs"}.get(query_type)
-        ranked, notice = search.search(self.kernel, store, self.db_path(project), question, 8,
-                                       "hybrid", file_type, self.settings.keyword_weight)
+        ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
+                                       question, 8, "hybrid", file_type,
+                                       self.settings.keyword_weight)
         found = search.hits(store, ranked)
         rows = store.nodes(h["nid"] for h in found)
         hit_rows = [rows[h["nid"]] for h in found if h["nid"] in rows]
         searched = time.perf_counter()
-        l0, l1, size = context.static_layers(project, store, self.db_path(project))
+        l0, l1, size = context.static_layers(project, store, self.db_path(project), self.layers)
         l2 = context.neighbourhood(store, hit_rows)
         room = max(0, min(context.L2_MAX, budget - 2 * context.L0_MAX)
-                   - sum(tokens.count(i) for i in l2))
+                   - sum(estimate_tokens(i) for i in l2))
         plain_hits = [{k: h[k] for k in ("source_file", "line", "label", "score")} for h in found]
         for part in self.kernel.pm.hook.query_context(kernel=self.kernel, project=project,
                                                       question=question, hits=plain_hits,
@@ -222,7 +213,7 @@ class IndexService:
                "trace": None}
         if trace:
             out["trace"] = {"mode": "hybrid", "notice": notice, "file_type": file_type,
-                            "budget": budget, "token_counter": tokens.NAME,
+                            "budget": budget, "token_counter": TOKEN_COUNTER,
                             "hits": [{k: v for k, v in h.items() if k != "nid"} for h in found],
                             "search_ms": round((searched - started) * 1000, 2),
                             "total_ms": round((time.perf_counter() - started) * 1000, 2)}
@@ -230,7 +221,7 @@ class IndexService:
 
     def wakeup(self, project) -> dict[str, Any]:
         store = self.built_store(project)
-        l0, l1, size = context.static_layers(project, store, self.db_path(project))
+        l0, l1, size = context.static_layers(project, store, self.db_path(project), self.layers)
         layers = [context.Layer("L0", context.L0_MAX, l0),
                   context.Layer("L1", context.L1_MAX, l1, "\n")]
         text, counts, used = context.pack(layers, context.L0_MAX + context.L1_MAX)
@@ -243,7 +234,6 @@ class IndexService:
     def staleness(self, project, store) -> str | None:
         """Indexed files whose size or mtime moved since the build (one stat each), and a
         HEAD that moved; new files show up at the next build."""
-        from plugins.index.build import git_head
         changed = 0
         for path, (size, mtime, _) in store.file_states().items():
             try:
@@ -256,7 +246,7 @@ class IndexService:
         notes = []
         if changed:
             notes.append(f"{changed} indexed file(s) changed or were removed after the build")
-        head = git_head(str(project.path))
+        head = gitinfo.head(project.path)
         if head and meta.get("built_head") and head != meta["built_head"]:
             notes.append(f"HEAD moved from {meta['built_head'][:12]} to {head[:12]}")
         return ("; ".join(notes) + f" (built {meta.get('built_at')}); rebuild to refresh") \
@@ -274,7 +264,7 @@ class IndexService:
                 "nodes": sum(v["nodes"] for v in per.values()),
                 "edges": sum(v["edges"] for v in per.values()), "vectors": stats["vectors"],
                 "languages": per, "edge_kinds": stats["edge_kinds"], "index_bytes": size,
-                "model_id": meta.get("model_id"), "token_counter": tokens.NAME}
+                "model_id": meta.get("model_id"), "token_counter": TOKEN_COUNTER}
 
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)
@@ -282,7 +272,7 @@ class IndexService:
                            code="document_not_found")
         try:
             rel = self.relative(project, raw)
-        except ValidationFailed:
+        except InvalidFields:
             raise missing from None
         row = store.file(rel)
         full = os.path.join(project.path, rel)

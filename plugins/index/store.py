@@ -160,9 +160,6 @@ class IndexStore:
             self._bump(conn)
         return len(paths)
 
-    def paths(self) -> list[str]:
-        return [r[0] for r in self.db.conn.execute("SELECT path FROM files ORDER BY path")]
-
     def file(self, path: str):
         return self.db.conn.execute("SELECT * FROM files WHERE path = ?", (path,)).fetchone()
 
@@ -289,9 +286,6 @@ class IndexStore:
 
     def rules(self) -> list:
         return self.db.conn.execute("SELECT * FROM rules ORDER BY created_at, id").fetchall()
-
-    def rule(self, rid: str):
-        return self.db.conn.execute("SELECT * FROM rules WHERE id = ?", (rid,)).fetchone()
 
     def save_rule(self, rid: str, type_: str, value: str, enabled: bool, reason: str,
                   now: str) -> None:

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from kernel.projects import now_iso
+from neuralmind import now_iso
 from plugins.index.service import pid_alive
 
 log = logging.getLogger("neuralmind.index.watch")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kernel.errors import APIError
+from neuralmind import APIError
 
 log = logging.getLogger("neuralmind.memory")
 

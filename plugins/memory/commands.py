@@ -6,7 +6,7 @@ import argparse
 
 
 def add_commands(subparsers) -> None:
-    from neuralmind.cli import command_group
+    from neuralmind import command_group
     p = command_group(subparsers, "eval", help="measure retrieval quality").add_parser(
         "memory", help="keyword/semantic/hybrid retrieval on a BEIR or LoCoMo dataset")
     p.add_argument("--dataset", required=True, help="a BEIR folder (corpus.jsonl, queries.jsonl, "

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neuralmind import today
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
 from plugins.memory.search import Searcher
@@ -101,17 +102,16 @@ def load(root: Path, split: str) -> list[Collection]:
     raise SystemExit(f"neuralmind: {root} is neither a BEIR folder nor LoCoMo *.json files")
 
 
-def open_store(work: Path, col: Collection) -> MemoryStore:
+def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
     """The collection's store in ``work``, loaded once; reused while its records match."""
-    from kernel.storage import Database
     folder = work / re.sub(r"[^A-Za-z0-9_.-]", "_", col.name)
     marker = folder / "loaded.json"
     want = {"layout": LAYOUT_VERSION, "docs": len(col.docs),
             "sha": hashlib.sha1("".join(d[0] for d in col.docs).encode()).hexdigest()}
     if marker.is_file() and json.loads(marker.read_text()) == want:
-        return MemoryStore(Database(folder / "memory.db", MIGRATIONS))
+        return MemoryStore(kernel.open_database(folder / "memory.db", MIGRATIONS))
     shutil.rmtree(folder, ignore_errors=True)
-    store = MemoryStore(Database(folder / "memory.db", MIGRATIONS))
+    store = MemoryStore(kernel.open_database(folder / "memory.db", MIGRATIONS))
     now = "2000-01-01T00:00:00.000Z"
     ops, seen = [], set()
     for mid, title, text in col.docs:
@@ -171,27 +171,28 @@ def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
 
 
 def evaluate(collections: list[Collection], modes: list[str], settings: MemorySettings,
-             variants: list[str], work: Path, embedder=None) -> dict:
-    searcher = Searcher(settings, lambda: embedder)
-    extra = [(name, Searcher(s, lambda: embedder)) for name, s in
+             variants: list[str], work: Path, kernel, semantic: bool) -> dict:
+    """Every query of every collection in each mode; ``semantic=False`` never loads a model."""
+    searcher = Searcher(settings, kernel)
+    extra = [(name, Searcher(s, kernel)) for name, s in
              (variant(v, settings) for v in variants)]
+    embedder = kernel.embedder if semantic else None
     names = [*modes, *(name for name, _ in extra)]
     sums: dict[str, dict[str, dict[str, float]]] = {m: {} for m in names}
     counts: dict[str, int] = {}
     latency: dict[str, float] = {"keyword": 0.0, "semantic": 0.0}
     everything = {"status": "ALL"}
-    today, limit = records.today(), 10
+    on, limit = today(), 10
     for col in collections:
-        store = open_store(work, col)
+        store = open_store(kernel, work, col)
         if embedder is not None:
             embed_all(searcher, store, embedder, col.name)
         for text, kind, gold in col.queries:
             counts[kind] = counts.get(kind, 0) + 1
             t0 = time.perf_counter()
-            kw = searcher.keyword(store, text, everything, today, searcher.pool(limit),
-                                  full=False)
+            kw = searcher.keyword(store, text, everything, on, searcher.pool(limit), full=False)
             t1 = time.perf_counter()
-            sem = (searcher.semantic(store, text, everything, today, searcher.pool(limit))
+            sem = (searcher.semantic(store, text, everything, on, searcher.pool(limit))
                    if embedder is not None else [])
             latency["keyword"] += t1 - t0
             latency["semantic"] += time.perf_counter() - t1
@@ -228,7 +229,7 @@ def table(result: dict, names: list[str]) -> str:
 
 
 def main(args) -> int:
-    from kernel.config import load_settings
+    from neuralmind import Kernel, load_settings
     settings = load_settings(args.config)
     msettings = settings.section("memory", MemorySettings)
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
@@ -246,16 +247,20 @@ def main(args) -> int:
     if args.limit_queries:
         for col in collections:
             col.queries = col.queries[: args.limit_queries]
-    embedder = None
-    if set(modes) - {"keyword"} or args.fusion:
-        from kernel.embeddings import default_embedder
-        embedder = default_embedder(settings)
+    semantic = bool(set(modes) - {"keyword"} or args.fusion)
+    # a kernel of no plugins, at home in the work folder: the embedder, its int8 model cached
+    # there, and the side threads; nothing of the user's own home is touched
+    kernel = Kernel(load_settings(args.config, kernel={"home": str(work / "home")},
+                                  embeddings={"warm": False}), plugins=[], load_entrypoints=False)
     started = time.monotonic()
-    result = evaluate(collections, modes, msettings, args.fusion, work, embedder)
+    try:
+        result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic)
+    finally:
+        kernel.shutdown()
     result["seconds"] = round(time.monotonic() - started, 1)
     result["dataset"] = root.name
-    if embedder is not None:
-        result["model_id"] = embedder.model_id
+    if semantic:
+        result["model_id"] = kernel.embedder.model_id
     names = [*modes, *(variant(v, msettings)[0] for v in args.fusion)]
     if args.json:
         print(json.dumps(result))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
 
-from kernel.api import Model, PageQuery
+from neuralmind import ConfigSection, Model, PageQuery
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
 STATUSES = ("ACTIVE", "STALE", "INVALIDATED")
@@ -39,11 +39,9 @@ MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(ConfigSection):
     """The ``[memory]`` config section. Fusion constants were chosen by ``neuralmind eval memory``
     on ``../shared/eval`` (docs/performance-memory.md)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     fusion: Literal["blend", "rrf"] = "blend"
     keyword_weight: float = Field(0.5, ge=0.0, le=1.0, description="blend: weight of the keyword leg")

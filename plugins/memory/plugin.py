@@ -6,8 +6,7 @@ and numpy are imported on first use.
 
 from __future__ import annotations
 
-from kernel.auth import Permission
-from kernel.plugins import hookimpl
+from neuralmind import Permission, hookimpl
 
 
 def _make(kernel):

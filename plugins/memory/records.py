@@ -11,16 +11,11 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import ValidationFailed, validation_details
+from neuralmind import InvalidFields, today
 
 LOC = tuple[str | int, ...]
 # A relative path with no empty, "." or ".." segment and no backslash needs no normalising.
 SIMPLE = re.compile(r"(?!\.{1,2}(?:/|$))[^/\\]+(?:/(?!\.{1,2}(?:/|$))[^/\\]+)*")
-
-
-def today() -> str:
-    """Today's date in UTC, the clock review_by is compared with."""
-    return dt.datetime.now(dt.UTC).date().isoformat()
 
 
 def new_id() -> str:
@@ -47,12 +42,13 @@ def invalid(loc: LOC, msg: str, kind: str) -> dict[str, Any]:
 
 
 def located(ex, loc: LOC) -> list[dict[str, Any]]:
-    """A pydantic ``ValidationError``'s errors, placed under ``loc`` (a batch item, a line)."""
+    """A pydantic ``ValidationError``'s errors, placed under ``loc`` (a batch item, a line);
+    locations name fields, and the kernel puts them under the body."""
     return [{**e, "loc": (*loc, *e["loc"])} for e in ex.errors(include_url=False)]
 
 
-def fail(errors: list[dict[str, Any]], message: str | None = None) -> ValidationFailed:
-    return ValidationFailed(message, details=validation_details(errors))
+def fail(errors: list[dict[str, Any]], message: str | None = None) -> InvalidFields:
+    return InvalidFields(errors, message)
 
 
 def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[str, Any]]
@@ -92,7 +88,7 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = ("body",),
+def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (),
           errors: list[dict[str, Any]]) -> dict[str, Any]:
     """A new record from a validated create body (``MemoryIn.model_dump()``)."""
     rec = {
@@ -116,7 +112,7 @@ def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (
 
 
 def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
-            loc: LOC = ("body",), errors: list[dict[str, Any]]
+            loc: LOC = (), errors: list[dict[str, Any]]
             ) -> tuple[dict[str, Any], dict[str, list]]:
     """``(new record, {field: [old, new]})`` for the fields ``patch`` holds (only set ones)."""
     new = dict(rec)
@@ -138,8 +134,3 @@ def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
     if changes:
         new["updated_at"] = now
     return new, changes
-
-
-def tokens(text: str) -> int:
-    """The budget's token estimate: one token per four characters, rounded up."""
-    return (len(text) + 3) // 4

@@ -3,9 +3,8 @@ the :class:`~plugins.memory.service.Memories` service. No SQL here."""
 
 from __future__ import annotations
 
-from kernel.api import Page, PageQuery, operation, read_body
-from kernel.errors import UnsupportedMediaType
-from kernel.jobs import JobAccepted, accepted
+from neuralmind import (JobAccepted, Page, PageQuery, UnsupportedMediaType, answer_job, operation,
+                        read_body)
 from plugins.memory.models import (BatchIn, BatchOut, CreateQuery, FeedbackIn, HistoryEvent,
                                    ImportOut, ImportQuery, InvalidateIn, ListQuery,
                                    MaintenanceQuery, Memory, MemoryCreated, MemoryIn, MemoryPatch,
@@ -77,10 +76,7 @@ class MemoryResources:
         job = self.m.kernel.jobs.submit("memory.maintenance",
                                         lambda ctx: self.m.maintain(project, actor, ctx),
                                         project_id=project.id, actor=actor.id, wait=wait)
-        out = accepted(resp, job)
-        if wait:
-            resp.status = 200
-        return out
+        return answer_job(resp, job, wait)
 
     # -- one record -------------------------------------------------------------------------
 

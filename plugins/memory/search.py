@@ -11,22 +11,13 @@ ranking.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.errors import APIError
+from neuralmind import STOPWORDS, APIError, VersionedCache, top_k
 from plugins.memory.models import MemorySettings
 
-STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because
-been before being below between both but by can could did do does doing down during each few for
-from further had has have having he her here hers herself him himself his how i if in into is it
-its itself just me more most my myself no nor not now of off on once only or other our ours
-ourselves out over own same she should so some such than that the their theirs them themselves
-then there these they this those through to too under until up very was we were what when where
-which while who whom why will with would you your yours yourself yourselves""".split())
 WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -73,8 +64,6 @@ def fuse(keyword: list[tuple[str, float]], semantic: list[tuple[str, float]],
 class VectorIndex:
     """One project's vectors of one model in this process, valid for one store version."""
 
-    version: int
-    model_id: str
     ids: Any  # numpy array of str
     matrix: Any  # float32 (n, dim)
     status: Any
@@ -83,12 +72,12 @@ class VectorIndex:
     _masks: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store, version: int, model_id: str, dim: int) -> VectorIndex:
+    def load(cls, store, model_id: str, dim: int) -> VectorIndex:
         import numpy as np
         rows = store.vectors(model_id)
         matrix = (np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
                   .reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
-        return cls(version, model_id, np.array([r["memory_id"] for r in rows], dtype=object),
+        return cls(np.array([r["memory_id"] for r in rows], dtype=object),
                    matrix, np.array([r["status"] for r in rows], dtype="U11"),
                    np.array([r["review_by"] or "" for r in rows], dtype="U10"),
                    np.array([r["confidence"] for r in rows], dtype=np.float32))
@@ -125,32 +114,17 @@ CORPUS_STOPWORD_MIN_RECORDS = 5_000
 HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
-LEG_THREADS = 4  # keyword legs running beside embeddings, per process
-
 # Filters the vector index applies itself; any other needs the store's id set.
 INDEX_FILTERS = frozenset({"status", "min_confidence"})
 
 
 class Searcher:
-    """Search for every project of this process; vector indexes are cached per store path."""
+    """Search for every project of one kernel; vector indexes are cached per store path."""
 
-    def __init__(self, settings: MemorySettings, embedder: Callable[[], Any]):
+    def __init__(self, settings: MemorySettings, kernel):
         self.settings = settings
-        self._embedder = embedder
-        self._indexes: dict[str, VectorIndex] = {}
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-
-    def _legs(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(LEG_THREADS, thread_name_prefix="memory-keyword")
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        self.kernel = kernel
+        self._indexes: VersionedCache[VectorIndex] = VersionedCache()
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -212,27 +186,20 @@ class Searcher:
 
     def index(self, store, embedder) -> VectorIndex:
         """The current vectors, embedding what is still missing first (in one pass)."""
-        key = str(store.db.path)
-        version = store.version()
-        cached = self._indexes.get(key)
-        if cached and cached.version == version and cached.model_id == embedder.model_id:
-            return cached
-        with self._lock:
-            cached = self._indexes.get(key)
+        def load():
+            self.fill(store, embedder, batch=256)
             version = store.version()
-            if cached and cached.version == version and cached.model_id == embedder.model_id:
-                return cached
-            if self.fill(store, embedder, batch=256):
-                version = store.version()
-            index = VectorIndex.load(store, version, embedder.model_id, embedder.dim)
-            self._indexes[key] = index
-            return index
+            return ((version, embedder.model_id),
+                    VectorIndex.load(store, embedder.model_id, embedder.dim))
+
+        return self._indexes.get(str(store.db.path), lambda: (store.version(), embedder.model_id),
+                                 load)
 
     def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
                  ) -> list[tuple[str, float, float]]:
         """``(id, cosine, confidence)`` best first; raises Unavailable without a model."""
         import numpy as np
-        embedder = self._embedder()
+        embedder = self.kernel.embedder
         index = self.index(store, embedder)
         if not len(index.ids):
             return []
@@ -240,16 +207,8 @@ class Searcher:
         scores = index.matrix @ qv
         extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
         allowed = store.filter_ids(extra, today) if extra else None
-        keep = index.mask(filters, today, allowed)
-        candidates = np.flatnonzero(keep)
-        if not len(candidates):
-            return []
-        sub = scores[candidates]
-        k = min(n, len(candidates))
-        top = np.argpartition(-sub, k - 1)[:k]
-        top = top[np.argsort(-sub[top], kind="stable")]
-        return [(index.ids[candidates[i]], float(sub[i]), float(index.confidence[candidates[i]]))
-                for i in top]
+        top = top_k(scores, n, index.mask(filters, today, allowed))
+        return [(index.ids[i], float(scores[i]), float(index.confidence[i])) for i in top]
 
     # -- modes ---------------------------------------------------------------------------
 
@@ -266,7 +225,7 @@ class Searcher:
         n = self.pool(limit)
         # The keyword leg runs beside the query's embedding: SQLite and onnxruntime both
         # release the GIL, so hybrid costs about its slower leg instead of their sum.
-        keyword = self._legs().submit(self.keyword, store, query, filters, today, n, False)
+        keyword = self.kernel.beside(self.keyword, store, query, filters, today, n, False)
         try:
             sem = self.semantic(store, query, filters, today, n)
         except APIError as ex:

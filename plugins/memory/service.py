@@ -1,6 +1,6 @@
 """Memories: what the routes, the job and the query_context hook do, on top of the store.
 
-It owns one :class:`MemoryStore` per project (cached per process), the :class:`Searcher`
+It owns one :class:`MemoryStore` per project (kept for the process), the :class:`Searcher`
 and the backfill thread, turns domain failures into API errors, and emits a kernel event
 after each write has committed.
 """
@@ -8,16 +8,15 @@ after each write has committed.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from pydantic import ValidationError
 
-from kernel.api import decode_cursor, encode_cursor
-from kernel.errors import APIError, Conflict, Forbidden, NotFound, PreconditionFailed
-from kernel.projects import now_iso
-from plugins.memory import gitinfo, records
+from neuralmind import (APIError, Conflict, Forbidden, NotFound, PreconditionFailed, ProjectStores,
+                        decode_cursor, encode_cursor, estimate_tokens, gitinfo, now_iso, text_pair,
+                        today)
+from plugins.memory import records
 from plugins.memory.backfill import Backfiller
 from plugins.memory.models import (BatchIn, ExportLine, MemoryIn, MemoryPatch, MemorySettings,
                                    SearchIn)
@@ -40,24 +39,16 @@ class Memories:
     def __init__(self, kernel, settings: MemorySettings):
         self.kernel = kernel
         self.settings = settings
-        self.searcher = Searcher(settings, lambda: kernel.embedder)
+        self.searcher = Searcher(settings, kernel)
         self.backfill = Backfiller(self.searcher, lambda: kernel.embedder, settings)
-        self._stores: dict[str, MemoryStore] = {}
-        self._lock = threading.Lock()
+        self._stores = ProjectStores(lambda project: MemoryStore(kernel.open_database(
+            project.state_dir / "memory.db", MIGRATIONS)))
 
     def store(self, project) -> MemoryStore:
-        store = self._stores.get(project.id)
-        if store is None:
-            with self._lock:
-                store = self._stores.get(project.id)
-                if store is None:
-                    db = self.kernel.open_database(project.state_dir / "memory.db", MIGRATIONS)
-                    store = self._stores[project.id] = MemoryStore(db)
-        return store
+        return self._stores.get(project)
 
     def close(self) -> None:
         self.backfill.stop()
-        self.searcher.close()
 
     def _emit(self, kind: str, project, actor, request_id, **data) -> None:
         self.kernel.emit(f"memory.{kind}", project=project, actor=actor, data=data,
@@ -89,7 +80,7 @@ class Memories:
             raise APIError("write did not persist")
         self._written(project, store)
         self._emit("created", project, actor, request_id, id=rec["id"])
-        out = records.view(stored, records.today())
+        out = records.view(stored, today())
         out["possible_duplicates"] = self.duplicates(store, stored, duplicates)
         return out
 
@@ -100,21 +91,19 @@ class Memories:
         filters = {"status": "ACTIVE", "file": rec["files_affected"]}
         if mode == "hybrid":
             hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters,
-                                           records.today(), 4)
+                                           today(), 4)
         else:
-            hits = self.searcher.similar_titles(store, rec["title"], filters, records.today(),
+            hits = self.searcher.similar_titles(store, rec["title"], filters, today(),
                                                 4, exclude=rec["id"])
         return [{"id": r["id"], "title": r["title"], "status": r["status"], "score": round(s, 6)}
                 for r, s in hits if r["id"] != rec["id"]][:3]
 
     def get(self, project, mid: str) -> dict[str, Any]:
-        return records.view(self._get(self.store(project), mid), records.today())
+        return records.view(self._get(self.store(project), mid), today())
 
     def list(self, project, query) -> tuple[list[dict[str, Any]], str | None]:
-        before = decode_cursor(query.cursor)
-        if before is not None and not (isinstance(before, list) and len(before) == 2):
-            before = decode_cursor("!")  # a cursor of the wrong shape: the same 422
-        on = records.today()
+        before = decode_cursor(query.cursor, text_pair)
+        on = today()
         rows = self.store(project).list(filters_of(query), on, query.limit + 1,
                                         tuple(before) if before else None)
         more = len(rows) > query.limit
@@ -133,7 +122,7 @@ class Memories:
         self._written(project, store)
         self._emit(kind, project, actor, request_id, id=rec["id"],
                    changes=sorted(changes))
-        return records.view(rec, records.today())
+        return records.view(rec, today())
 
     def patch(self, project, mid: str, body: MemoryPatch, actor, request_id,
               if_match: str | None) -> dict[str, Any]:
@@ -149,7 +138,7 @@ class Memories:
         if errors:
             raise records.fail(errors)
         if not changes:
-            return records.view(rec, records.today())
+            return records.view(rec, today())
         return self._write(project, store, new, changes, kind="amended", actor=actor,
                            request_id=request_id, expect=expect or rec["updated_at"])
 
@@ -158,7 +147,7 @@ class Memories:
         """invalidate / restore: a status change with its event; 409 when it changes nothing."""
         store = self.store(project)
         rec = self._get(store, mid)
-        on = records.today()
+        on = today()
         current = records.effective_status(rec, on)
         if current == status:
             raise Conflict(f"memory {mid} is already {status}", code="invalid_transition")
@@ -194,9 +183,7 @@ class Memories:
 
     def history(self, project, mid: str, limit: int, cursor: str | None
                 ) -> tuple[list[dict[str, Any]], str | None]:
-        after = decode_cursor(cursor)
-        if after is not None and not isinstance(after, int):
-            after = decode_cursor("!")
+        after = decode_cursor(cursor, lambda seq: isinstance(seq, int) and not isinstance(seq, bool))
         rows = self.store(project).history(mid, limit + 1, after)
         if not rows and after is None:
             raise not_found(mid)
@@ -208,7 +195,7 @@ class Memories:
 
     def search(self, project, body: SearchIn) -> dict[str, Any]:
         store = self.store(project)
-        on = records.today()
+        on = today()
         hits, notice = self.searcher.search(store, body.query, body.mode, filters_of(body), on,
                                             body.limit)
         results = [{**records.view(rec, on), "score": round(score, 6)} for rec, score in hits]
@@ -232,7 +219,7 @@ class Memories:
         errors: list[dict] = []
         ops, done = [], []
         for i, item in enumerate(body.items):
-            loc = ("body", "items", i)
+            loc = ("items", i)
             fields = {**(item.model_extra or {}), **({"id": item.id} if item.id else {})}
             if item.op != "create" and not item.id:
                 errors.append(records.invalid((*loc, "id"), "required for patch and delete",
@@ -272,7 +259,7 @@ class Memories:
                 ops.append(("delete", rec, None, {}))
             done.append({"op": item.op, "id": item.id or rec["id"]})
         if errors:
-            raise records.fail(errors, f"{len({tuple(e['loc'][:3]) for e in errors})} batch "
+            raise records.fail(errors, f"{len({tuple(e['loc'][:2]) for e in errors})} batch "
                                        "item(s) did not validate; nothing was written")
         store.apply_batch(ops, now, actor.id)
         self._written(project, store)
@@ -294,7 +281,7 @@ class Memories:
             try:
                 parsed = ExportLine.model_validate_json(line)
             except ValidationError as ex:
-                errors.extend(records.located(ex, ("body", f"line {n}")))
+                errors.extend(records.located(ex, (f"line {n}",)))
                 continue
             rec = parsed.memory.model_dump(mode="json")
             lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history]))
@@ -312,7 +299,7 @@ class Memories:
     def maintain(self, project, actor, ctx=None) -> dict[str, int]:
         """Persist STALE for overdue review_by, and for decisions whose files changed in git
         since their commit."""
-        store, on = self.store(project), records.today()
+        store, on = self.store(project), today()
         active = store.active_to_check(on)
         stale: list[tuple[dict, str]] = []
         by_sha: dict[str, list[dict]] = {}
@@ -351,7 +338,7 @@ class Memories:
             found = records.normalise_files(project.path, [str(path)], (), [])
             if found:
                 score[found[0]] = max(score.get(found[0], float("-inf")), float(hit.get("score") or 0))
-        decisions = self.store(project).files_context(sorted(score), records.today())
+        decisions = self.store(project).files_context(sorted(score), today())
         if not decisions or budget <= 0:
             return []
 
@@ -363,10 +350,10 @@ class Memories:
         for rec in sorted(decisions, key=rank):
             entry = (f"- {rec['title']} [{rec['decision_type']}, {rec['id']}; files: "
                      f"{', '.join(rec['files_affected'])}]\n  {rec['rationale']}")
-            if records.tokens("\n".join([*lines, entry])) > budget:
+            if estimate_tokens("\n".join([*lines, entry])) > budget:
                 continue
             lines.append(entry)
         if not lines:
             return []
         text = "\n".join(lines)
-        return [{"title": "Decisions on these files", "text": text, "tokens": records.tokens(text)}]
+        return [{"title": "Decisions on these files", "text": text, "tokens": estimate_tokens(text)}]

@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from neuralmind import statements
+
 LIST_FIELDS = ("files_affected", "evidence", "rejected_alternatives", "dependency_constraints",
                "tags")
 FIELDS = ("id", "title", "rationale", "commit_sha", "files_affected", "decision_type",
@@ -95,22 +97,13 @@ END;
 
 
 def _schema_v1(conn: sqlite3.Connection) -> None:
-    for statement in _split(SCHEMA):
+    for statement in statements(SCHEMA):
         conn.execute(statement)
     try:  # FTS5 is compiled into nearly every SQLite; without it keyword search uses LIKE
-        for statement in _split(FTS_SCHEMA):
+        for statement in statements(FTS_SCHEMA):
             conn.execute(statement)
     except sqlite3.OperationalError:
         pass
-
-
-def _split(script: str) -> Iterator[str]:
-    buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
-        if sqlite3.complete_statement(buf):
-            yield buf.strip()
-            buf = ""
 
 
 def _fts_automerge(conn: sqlite3.Connection) -> None:
@@ -469,9 +462,6 @@ class MemoryStore:
                                     "m.review_by < ?) AS overdue FROM memories m "
                                     "WHERE m.status = 'ACTIVE'", (today,)).fetchall()
         return [{**record_of(r), "overdue": bool(r["overdue"])} for r in rows]
-
-    def count(self) -> int:
-        return self.db.conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]
 
     # -- vectors ---------------------------------------------------------------------------
 

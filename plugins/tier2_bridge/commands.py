@@ -11,13 +11,13 @@ import os
 import sys
 from pathlib import Path
 
-from kernel.config import load_settings
+from neuralmind import load_settings
 from plugins.tier2_bridge.audit import audit_path, read_only, records, verify
 from plugins.tier2_bridge.storage import StoreUnavailable
 
 
 def add_commands(subparsers) -> None:
-    from neuralmind.cli import command_group
+    from neuralmind import command_group
     group = command_group(subparsers, "audit", help="tier2: the hash-chained audit trail")
     check = group.add_parser("verify", help="walk the chain; exit 1 naming the first broken record")
     _where(check)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from kernel.api import Model, PageQuery
+from neuralmind import Model, PageQuery
 
 
 class AuditQuery(PageQuery):

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from kernel.auth import Permission
-from kernel.plugins import hookimpl
+from neuralmind import Permission, hookimpl
 from plugins.tier2_bridge import audit, seats
 from plugins.tier2_bridge.selfhosted import server_keys
 from plugins.tier2_bridge.storage import LazyDatabase

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kernel.api import Page, decode_cursor, encode_cursor, operation
-from kernel.errors import Unavailable, ValidationFailed, validation_details
+from neuralmind import InvalidFields, Page, Unavailable, decode_cursor, encode_cursor, operation
 from plugins.tier2_bridge.models import AuditQuery, AuditRecord, SeatsOut
 from plugins.tier2_bridge.storage import StoreUnavailable
 
 
-def _after(cursor: str | None) -> int:
-    state = decode_cursor(cursor)
-    if state is None:
-        return 0
-    if isinstance(state, bool) or not isinstance(state, int) or state < 0:
-        raise ValidationFailed("invalid cursor", details=validation_details(
-            [{"loc": ("query", "cursor"), "msg": "not a cursor this server made",
-              "type": "cursor_invalid"}]))
-    return state
+def _seq(state) -> bool:
+    return isinstance(state, int) and not isinstance(state, bool) and state >= 0
 
 
 def _since(at: datetime | None) -> str | None:
@@ -28,9 +20,7 @@ def _since(at: datetime | None) -> str | None:
     try:
         utc = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
     except (OverflowError, ValueError):
-        raise ValidationFailed(details=validation_details(
-            [{"loc": ("query", "since"), "msg": "out of range in UTC",
-              "type": "datetime_range"}])) from None
+        raise InvalidFields.one("since", "out of range in UTC", "datetime_range") from None
     return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -44,7 +34,7 @@ class AuditResource:
         q = req.context.query
         self.bridge.trail.sync()  # every event committed so far, not just what the copier reached
         try:
-            rows = self.bridge.trail.page(after=_after(q.cursor), limit=q.limit + 1,
+            rows = self.bridge.trail.page(after=decode_cursor(q.cursor, _seq) or 0, limit=q.limit + 1,
                                           actor=q.actor, action=q.action, project=q.project,
                                           since=_since(q.since))
         except StoreUnavailable:

@@ -18,8 +18,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from neuralmind import ConfigSection
+
+from plugins.tier2_bridge.selfhosted import SelfHosted
 from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
 
 log = logging.getLogger("neuralmind.tier2.seats")
@@ -38,13 +41,12 @@ CREATE TABLE IF NOT EXISTS seat_state (key TEXT PRIMARY KEY, value TEXT NOT NULL
 """]
 
 
-class SeatsSection(BaseModel):
+class SeatsSection(ConfigSection):
     """``[tier2]``: where the licence is (``$NEURALMIND_LICENSE_PATH`` wins) and the window."""
-
-    model_config = ConfigDict(extra="ignore")
 
     license_path: str | None = None
     seats_window_days: int = Field(WINDOW_DAYS, ge=1, le=3650)
+    self_hosted: SelfHosted = Field(default_factory=SelfHosted)
 
 
 def _iso(at: datetime) -> str:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from kernel.config import ConfigError
+from neuralmind import ConfigError, ConfigSection
 
 SECTION = ("tier2", "self_hosted")
 
 
-class SelfHosted(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SelfHosted(ConfigSection):
     bind_address: str | None = Field(None, min_length=1, max_length=255)
     port: int | None = Field(None, ge=0, le=65535)
 

@@ -8,17 +8,17 @@ from pathlib import Path
 from kernel.app import Kernel
 from kernel.config import load_settings
 from kernel.openapi import markdown
+from kernel.plugins import bundled
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "http-api.md"
 MARK = "## Routes\n\n"
-BUNDLED = ["auth", "memory", "index", "tier2_bridge"]
 
 
 def test_route_reference_is_generated_from_the_openapi(tmp_path, monkeypatch):
     monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path))
     monkeypatch.setenv("NEURALMIND_EMBEDDINGS_WARM", "0")
-    kernel = Kernel(load_settings(), plugins=BUNDLED, load_entrypoints=False)
+    kernel = Kernel(load_settings(), plugins=sorted(bundled()), load_entrypoints=False)
     try:
         head, _, _ = DOC.read_text().partition(MARK)
         fresh = head + MARK + markdown(kernel.openapi)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kernel.clock import today
 from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
@@ -37,25 +38,25 @@ def big(tmp_path_factory):
 
 
 def test_words_in_over_half_the_records_leave_the_keyword_leg(big):
-    searcher = Searcher(MemorySettings(), lambda: None)
+    searcher = Searcher(MemorySettings(), kernel=None)
     assert searcher.informative(big, ["service", "signing"], 0.5, N) == ["signing"]
-    hits = searcher.keyword(big, "service signing", EVERYTHING, records.today(), 10)
+    hits = searcher.keyword(big, "service signing", EVERYTHING, today(), 10)
     assert [r["id"] for r, _ in hits] == ["keys"]  # not 600 ties on "service"
     # a query made only of common words keeps its rarest one and still finds records
-    assert len(searcher.keyword(big, "service", EVERYTHING, records.today(), 10)) == 10
+    assert len(searcher.keyword(big, "service", EVERYTHING, today(), 10)) == 10
 
 
 def test_duplicate_hints_match_the_titles_rare_words(big):
-    searcher = Searcher(MemorySettings(), lambda: None)
+    searcher = Searcher(MemorySettings(), kernel=None)
     hits = searcher.similar_titles(big, "Rotate signing keys daily", EVERYTHING,
-                                   records.today(), 4, exclude="new")
+                                   today(), 4, exclude="new")
     assert [r["id"] for r, _ in hits] == ["keys"]
-    assert searcher.similar_titles(big, "service", EVERYTHING, records.today(), 4,
+    assert searcher.similar_titles(big, "service", EVERYTHING, today(), 4,
                                    exclude="new")  # only common words: the rarest is kept
 
 
 def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big):
-    searcher = Searcher(MemorySettings(), lambda: None)
+    searcher = Searcher(MemorySettings(), kernel=None)
     total = big.size_estimate()
     assert total == N + 1
     assert big.doc_counts(["service", "signing", "zzz"], total) == {

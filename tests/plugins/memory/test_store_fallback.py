@@ -3,6 +3,7 @@ ranked by how many query words a record contains. Real SQLite file, no server ne
 
 from __future__ import annotations
 
+from kernel.clock import today
 from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
@@ -23,7 +24,7 @@ def test_like_fallback_ranks_by_matched_words(tmp_path):
         rec = records.build({"id": mid, "title": title, "rationale": "why"}, root=tmp_path,
                             now=now, head="", errors=[])
         assert store.create(rec, records.content_sha(rec), "t")
-    searcher = Searcher(MemorySettings(), lambda: None)
-    hits = searcher.keyword(store, "cache parser", {"status": "ALL"}, records.today(), 10)
+    searcher = Searcher(MemorySettings(), kernel=None)
+    hits = searcher.keyword(store, "cache parser", {"status": "ALL"}, today(), 10)
     assert [(r["id"], s) for r, s in hits] == [("a", 2.0), ("b", 1.0)]
-    assert searcher.keyword(store, "nothing here", {"status": "ALL"}, records.today(), 10) == []
+    assert searcher.keyword(store, "nothing here", {"status": "ALL"}, today(), 10) == []

@@ -1,0 +1,17 @@
+"""What CLI commands share, the kernel's and plugins' alike: sub-command groups that two
+plugins can both add to."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def command_group(subparsers, name: str, help: str = "") -> argparse._SubParsersAction:
+    """The sub-command group ``name`` (``eval``, ``memory`` …), made on first use, so two
+    plugins can add commands under one group: ``command_group(sub, "eval").add_parser("code")``."""
+    parser = subparsers.choices.get(name) or subparsers.add_parser(name, help=help)
+    group = parser.get_default("_group")
+    if group is None:
+        group = parser.add_subparsers(dest=f"{name}_command", required=True)
+        parser.set_defaults(_group=group)
+    return group

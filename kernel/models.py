@@ -1,0 +1,60 @@
+"""The base of every request and response model, and the paging every listing shares."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernel.errors import InvalidFields
+
+T = TypeVar("T")
+
+
+class Model(BaseModel):
+    """Base for request and response models: unknown request fields are ignored (spec P6)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Page(Model, Generic[T]):
+    """One page of a listing; pass ``next_cursor`` back as ``cursor`` for the next."""
+
+    items: list[T]
+    next_cursor: str | None = None
+
+
+class PageQuery(Model):
+    limit: int = Field(50, ge=1, le=200, description="Items per page (at most 200)")
+    cursor: str | None = Field(None, description="Opaque cursor from the previous page")
+
+
+def encode_cursor(state: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(state, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str | None, valid: Callable[[Any], bool] = lambda state: True
+                  ) -> Any:
+    """The state inside a cursor (None for the first page, an empty cursor included); a
+    cursor we did not make, or one of another listing (``valid`` says no), is a 422."""
+    if not cursor:
+        return None
+    try:
+        state = json.loads(base64.urlsafe_b64decode(cursor.encode() + b"=" * (-len(cursor) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        state = _NOT_OURS
+    if state is _NOT_OURS or not valid(state):
+        raise InvalidFields.one("cursor", "not a cursor this server made", "cursor_invalid",
+                                "invalid cursor")
+    return state
+
+
+_NOT_OURS = object()
+
+
+def text_pair(state: Any) -> bool:
+    """A ``[created_at, id]`` cursor: the position of a listing in time order."""
+    return isinstance(state, list) and len(state) == 2 and all(isinstance(x, str) for x in state)
