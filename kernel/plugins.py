@@ -14,7 +14,8 @@ GROUP = "neuralmind"
 hookimpl = pluggy.HookimplMarker("neuralmind")
 
 # Used only when the distribution's metadata is missing (a source tree run without install).
-BUNDLED = {name: f"plugins.{name}.plugin" for name in ("auth", "memory", "index", "tier2_bridge")}
+BUNDLED = {name: f"plugins.{name}.plugin"
+           for name in ("auth", "memory", "index", "mcp", "tier2_bridge")}
 
 
 class PluginError(Exception):
