@@ -72,11 +72,13 @@ def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | t
         yield refused(answer.error)
         return
     last = None
-    while job["status"] in RUNNING:
+    while True:
         step = _progress(job)
-        if step is not None and step != last:
+        if step is not None and step != last:  # the finished job's too: a short build reports
             last = step
             yield step
+        if job["status"] not in RUNNING:
+            break
         time.sleep(POLL_S)
         answer = caller("get", f"/v1/jobs/{job['id']}")
         if not answer.ok:

@@ -46,7 +46,8 @@ class Caller:
     def __call__(self, method: str, path: str, *, query: dict[str, Any] | None = None,
                  body: Any = None) -> Answer:
         raw = b"" if body is None else json.dumps(body).encode()
-        environ = dict(self.base, REQUEST_METHOD=method.upper(), SCRIPT_NAME="", PATH_INFO=path,
+        environ = dict(self.base, REQUEST_METHOD=method.upper(), SCRIPT_NAME="",
+                       PATH_INFO=path.encode().decode("latin-1"),  # WSGI: UTF-8 bytes as latin-1
                        QUERY_STRING=urlencode(list(_pairs(query or {}))),
                        CONTENT_LENGTH=str(len(raw)))
         environ["wsgi.input"] = io.BytesIO(raw)

@@ -12,7 +12,7 @@ from kernel.openapi import markdown
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "http-api.md"
 MARK = "## Routes\n\n"
-BUNDLED = ["auth", "memory", "index", "tier2_bridge"]
+BUNDLED = ["auth", "memory", "index", "mcp", "tier2_bridge"]
 
 
 def test_route_reference_is_generated_from_the_openapi(tmp_path, monkeypatch):
