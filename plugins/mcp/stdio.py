@@ -9,7 +9,6 @@ went away."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from neuralmind.client import NeuralMindAPIError, NeuralMindClient, NeuralMindEr
 log = logging.getLogger("neuralmind.mcp")
 INTERNAL_ERROR = -32603
 PARSE_ERROR = -32700
+GRACE_S = 5.0  # how long answers in flight may still take once stdin has closed
 
 
 class Relay:
@@ -87,15 +87,27 @@ async def _serve(relay: Relay) -> None:
         def emit(data: dict[str, Any]) -> None:  # from a worker thread
             from_thread.run(send, data)
 
-        async with anyio.create_task_group() as tasks:
+        pending: set[int] = set()
+
+        async def forward(data: dict[str, Any]) -> None:
+            pending.add(id(data))
+            try:
+                await to_thread.run_sync(relay.post, data, emit, abandon_on_cancel=True)
+            finally:
+                pending.discard(id(data))
+
+        async with write, anyio.create_task_group() as tasks:
             async for item in read:
                 if isinstance(item, Exception):
                     log.warning("not a JSON-RPC message: %s", item)
-                    await send({"jsonrpc": "2.0", "id": None,
-                                "error": {"code": PARSE_ERROR, "message": str(item)}})
+                    await send({"jsonrpc": "2.0", "id": None, "error": {
+                        "code": PARSE_ERROR, "message": "Parse error: not a JSON-RPC message"}})
                     continue
                 data = item.message.model_dump(by_alias=True, mode="json", exclude_unset=True)
                 # a thread per message: a build streaming progress never holds up a recall
-                tasks.start_soon(functools.partial(to_thread.run_sync, relay.post, data, emit,
-                                                   abandon_on_cancel=True))
-            tasks.cancel_scope.cancel()  # stdin closed: the agent has gone
+                tasks.start_soon(forward, data)
+            # stdin closed: the agent is leaving; answer what is in flight, briefly
+            with anyio.move_on_after(GRACE_S):
+                while pending:
+                    await anyio.sleep(0.05)
+            tasks.cancel_scope.cancel()

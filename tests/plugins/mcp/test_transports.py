@@ -4,8 +4,11 @@ team server where roles and project isolation must hold."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
 import sys
+import tomllib
 
 import anyio
 import pytest
@@ -17,7 +20,7 @@ from plugins.auth.tokens import TokenFile
 from plugins.mcp.tools import SPECS
 from tests.client.conftest import Daemon, git_repo
 from tests.plugins.auth.helpers import server_config
-from tests.support import Server
+from tests.support import ROOT, Server
 
 PLUGINS = ["auth", "memory", "index", "mcp"]
 SOURCE = {"store.py": 'def open_wal(path):\n    """Open SQLite in WAL mode."""\n    return path\n',
@@ -181,3 +184,49 @@ def test_roles_and_projects_hold_over_http_on_a_team_server(team):
     assert [p["id"] for p in projects.structured_content["items"]] == ["a"]
     assert hidden.is_error and hidden.content[0].text.startswith("project_not_found (404)")
     assert not own.is_error
+
+
+def test_each_agent_configuration_launches_the_stdio_server_as_written(daemon, tmp_path):
+    """Install into a fresh home beside another server, then start exactly what the file
+    says (as the agent would: its command, args, env, in the project) and use it."""
+    home, repo = tmp_path / "home", daemon.repo
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text('[mcp_servers.other]\ncommand = "other"\n')
+    (repo / ".cursor").mkdir()
+    (repo / ".cursor" / "mcp.json").write_text('{"mcpServers": {"other": {"command": "other"}}}')
+    env = {**daemon.env, "HOME": str(home)}
+
+    def cli(*args):
+        done = subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    configs = {
+        "claude-code": lambda: json.loads((repo / ".mcp.json").read_text())["mcpServers"],
+        "cursor": lambda: json.loads((repo / ".cursor" / "mcp.json").read_text())["mcpServers"],
+        "codex": lambda: tomllib.loads((home / ".codex" / "config.toml").read_text())[
+            "mcp_servers"]}
+
+    async def recall(s):
+        return await s.call_tool("recall", {"query": "WAL"})
+
+    for agent, read in configs.items():
+        cli("agent", "install", agent)
+        entry = read()["neuralmind"]
+        args = [a.replace("${workspaceFolder}", str(repo)) for a in entry["args"]]  # as Cursor
+        found = run(recall, StdioServerParameters(
+            command=entry["command"], args=args, cwd=str(repo),
+            env={**entry.get("env", {}), "HOME": str(home), "PYTHONPATH": str(ROOT)}))
+        assert not found.is_error, (agent, found.content[0].text)
+    hook = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]["SessionStart"]
+    shown = subprocess.run(hook[0]["hooks"][0]["command"], shell=True, cwd=repo, text=True,
+                           capture_output=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert shown.returncode == 0 and "store.py" in shown.stdout, shown.stderr
+
+    for agent, read in configs.items():
+        cli("agent", "uninstall", agent)
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
+    assert json.loads((repo / ".cursor" / "mcp.json").read_text()) == {
+        "mcpServers": {"other": {"command": "other"}}}
+    assert (home / ".codex" / "config.toml").read_text() == '[mcp_servers.other]\ncommand = "other"\n'
