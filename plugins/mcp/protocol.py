@@ -16,6 +16,7 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
+from neuralmind import __version__
 from plugins.mcp import calls
 from plugins.mcp.dispatch import Caller
 from plugins.mcp.documents import Documents
@@ -31,6 +32,8 @@ INSTRUCTIONS = (
     "learn a decision, `remember` it (title, rationale, files). Tools take `project`, an id "
     "from `list_projects`{default}.")
 
+SERVED = ("initialize", "ping", "tools/list", "tools/call", "resources/list",
+          "resources/templates/list", "resources/read")
 Reply = types.JSONRPCResponse | types.JSONRPCError
 Streamed = Iterator[types.JSONRPCNotification | Reply]
 
@@ -86,6 +89,8 @@ class Connection:
 
     def _request(self, message: types.JSONRPCRequest) -> Reply | Streamed:
         method = message.method
+        if method not in SERVED:
+            raise ProtocolError(types.METHOD_NOT_FOUND, f"method {method!r} is not served here")
         if method == "initialize":
             self.version = negotiated((message.params or {}).get("protocolVersion"))
         version = self.version
@@ -97,10 +102,7 @@ class Connection:
         except ValidationError as ex:
             raise ProtocolError(types.INVALID_PARAMS, f"invalid params for {method}: "
                                 f"{ex.errors(include_url=False)[0]['msg']}") from None
-        handler = getattr(self, "_" + method.replace("/", "_"), None)
-        if handler is None:
-            raise ProtocolError(types.METHOD_NOT_FOUND, f"method {method!r} is not served here")
-        out = handler(request.params)
+        out = getattr(self, "_" + method.replace("/", "_"))(request.params)
         if isinstance(out, types.Result):
             return response(message.id, method, version, out)
         return self._stream(message.id, request.params, out)
@@ -110,7 +112,6 @@ class Connection:
     def _initialize(self, params: types.InitializeRequestParams) -> types.InitializeResult:
         self.session_id = self.open_session(self.version, params.client_info.model_dump(
             mode="json", exclude_none=True))
-        from neuralmind import __version__
         default = f"; without one they act on {self.default_project}" if self.default_project \
             else ""
         return types.InitializeResult(

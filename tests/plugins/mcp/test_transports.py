@@ -144,6 +144,39 @@ def test_streamable_http_on_the_daemon(daemon):
     assert ended[0] >= 1
 
 
+def test_stdio_writes_protocol_messages_only_and_logs_to_stderr(daemon):
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}), "this is not JSON-RPC",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "project_stats", "arguments": {}}})]
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "mcp", "--verbose"],
+                          input="\n".join(lines) + "\n", cwd=daemon.repo, env=daemon.env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {None, 1, 2}
+    assert answers[None]["error"]["code"] == -32700
+    assert answers[2]["result"]["structuredContent"]["project_id"].startswith("p_")
+    assert "relaying to" in done.stderr and "not a JSON-RPC message" in done.stderr
+
+
+def test_stdio_outlives_a_daemon_restart(daemon):
+    """The daemon stops mid-session: the next call starts it again, and the session (kept
+    in SQLite) is still known to it."""
+    async def body(s: ClientSession):
+        before = await s.call_tool("list_projects", {})
+        daemon.stop()
+        after = await s.call_tool("list_projects", {})
+        return before, after
+
+    before, after = run(body, StdioServerParameters(
+        command=sys.executable, args=["-m", "neuralmind.cli", "mcp"], env=daemon.env,
+        cwd=str(daemon.repo)))
+    assert not after.is_error and after.structured_content == before.structured_content
+    assert daemon.client().health()["status"] == "ok"
+
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("mcp-team")
