@@ -128,14 +128,17 @@ def test_streamable_http_on_the_daemon(daemon):
         made = await s.call_tool("remember", {"project": project.id, "title": "Over HTTP",
                                               "rationale": "streamable"})
         nope = await s.call_tool("recall", {"project": "p_000000000000", "query": "x"})
-        return tools, built, made, nope
+        listed = [str(r.uri) for r in (await s.list_resources()).resources]
+        return tools, built, made, nope, listed
 
-    tools, built, made, nope = http(f"{daemon.url}/v1/mcp", daemon.token, body)
+    tools, built, made, nope, listed = http(f"{daemon.url}/v1/mcp", daemon.token, body)
     assert {t.name for t in tools} == {s.name for s in SPECS}
     assert built.structured_content["status"] == "done"
     assert progress and progress[0][1] == 2
     assert project.memories.get(made.structured_content["id"]).title == "Over HTTP"
     assert nope.is_error and nope.content[0].text.startswith("project_not_found (404)")
+    mid = made.structured_content["id"]
+    assert f"neuralmind://projects/{project.id}/memories/{mid}" in listed
     conn = sqlite3.connect(daemon.home / "mcp.db")
     try:  # the client ended its session (DELETE) when it closed
         ended = conn.execute("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL").fetchone()
