@@ -78,9 +78,30 @@ def _our_hook(hook: Any) -> bool:
 
 
 # -- the parts an agent's configuration is made of ---------------------------------------------
+# Each part merges into (or out of) the text of its file: ``merge(text) -> text``,
+# ``unmerge(text) -> text`` (the same text when there is nothing of ours), ``empty(text)``.
 
-class JSONServer:
+class _JSONPart:
+    path: Path
+
+    def merge(self, text: str | None) -> str:
+        doc = _load_json(self.path, text)
+        self.add(doc)
+        return json.dumps(doc, indent=2) + "\n"
+
+    def unmerge(self, text: str | None) -> str | None:
+        doc = _load_json(self.path, text)
+        return json.dumps(doc, indent=2) + "\n" if self.remove(doc) else text
+
+    @staticmethod
+    def empty(text: str) -> bool:
+        return json.loads(text) == {}
+
+
+class JSONServer(_JSONPart):
     """``mcpServers.neuralmind`` in a JSON file (Claude Code's ``.mcp.json``, Cursor's)."""
+
+    label = "server"
 
     def __init__(self, path: Path, entry: dict[str, Any]):
         self.path, self.entry = path, entry
@@ -108,9 +129,11 @@ class JSONServer:
         return True
 
 
-class ClaudeHook:
+class ClaudeHook(_JSONPart):
     """A ``SessionStart`` hook in ``.claude/settings.json`` printing the project's wakeup, so
     every session starts with the overview in its context."""
+
+    label = "SessionStart hook"
 
     def __init__(self, path: Path, command: str):
         self.path, self.group = path, {"hooks": [{"type": "command", "command": command}]}
@@ -147,19 +170,22 @@ class TOMLServer:
     """``[mcp_servers.neuralmind]`` in Codex's ``config.toml``, between two marker comments
     (no TOML writer in the standard library, so the user's text is kept as it is)."""
 
+    label = "server"
+
     def __init__(self, path: Path, entry: dict[str, Any]):
         self.path, self.entry = path, entry
 
     def snippet(self) -> str:
-        lines = [TOML_START, f"[mcp_servers.{NAME}]", f"command = {json.dumps(self.entry['command'])}",
+        lines = [TOML_START, f"[mcp_servers.{NAME}]",
+                 f"command = {json.dumps(self.entry['command'])}",
                  f"args = {json.dumps(self.entry['args'])}"]
         if self.entry.get("env"):
             pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in self.entry["env"].items())
             lines.append(f"env = {{ {pairs} }}")
         return "\n".join([*lines, TOML_END])
 
-    def add(self, text: str) -> str:
-        text = self._without(text)
+    def merge(self, text: str | None) -> str:
+        text = self._without(text or "")
         if NAME in (self._parse(text).get("mcp_servers") or {}):
             raise AgentError(f"{self.path} already has [mcp_servers.{NAME}] that `neuralmind "
                              "agent install` did not write; remove it, then install again")
@@ -167,9 +193,12 @@ class TOMLServer:
         self._parse(merged)
         return merged
 
-    def remove(self, text: str) -> str | None:
-        kept = self._without(text)
-        return None if kept == text else kept
+    def unmerge(self, text: str | None) -> str | None:
+        return self._without(text) if text is not None else None
+
+    @staticmethod
+    def empty(text: str) -> bool:
+        return not text.strip()
 
     def _without(self, text: str) -> str:
         lines = text.splitlines(keepends=True)
@@ -222,25 +251,16 @@ def uninstall(agent: str, project: Path, pinned: bool) -> list[Edit]:
 def _edit(part, adding: bool) -> Edit:
     path = part.path
     before = path.read_text() if path.exists() else None
-    if isinstance(part, TOMLServer):
-        if adding:
-            after = part.add(before or "")
-        else:
-            after = part.remove(before) if before is not None else None
-            after = before if after is None else after
-        empty = after is not None and not after.strip()
-    else:
-        doc = _load_json(path, before)
-        changed = part.add(doc) if adding else part.remove(doc)
-        after = json.dumps(doc, indent=2) + "\n" if adding or changed else before
-        empty = doc == {}
-    what = "server" if not isinstance(part, ClaudeHook) else "SessionStart hook"
+    after = part.merge(before) if adding else part.unmerge(before)
     if adding:
-        note = f"added the {NAME} {what}" if before != after else f"{NAME} {what} already there"
+        note = f"added the {NAME} {part.label}" if before != after else \
+            f"{NAME} {part.label} already there"
+    elif before == after:
+        note = f"no {NAME} {part.label} to remove"
     else:
-        note = f"removed the {NAME} {what}" if before != after else f"no {NAME} {what} to remove"
-        if before != after and empty and not _backup(path).exists():
-            after = None  # install created this file: remove it
+        note = f"removed the {NAME} {part.label}"
+        if part.empty(after) and not _backup(path).exists():
+            after = None  # install created this file: it goes
     return Edit(path, before, after, part.snippet(), note)
 
 
