@@ -165,7 +165,7 @@ def bind(spec: Spec, routes: dict[tuple[str, str], Any]) -> Tool | None:
     required = [argument(p) for p in params]
     defs: dict[str, Any] = {}
     fields: dict[str, frozenset[str]] = {}
-    for part, model in (("query", op.query), ("body", op.body)):
+    for part, model in (("body", op.body), ("query", op.query)):
         if model is None:
             fields[part] = frozenset()
             continue
