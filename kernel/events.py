@@ -69,21 +69,29 @@ class EventLog:
                data: dict[str, Any] | None, request_id: str | None) -> None:
         """Record an event now, or, while this thread holds them, when it releases them."""
         row = (now_iso(), kind, project_id, actor, request_id, json.dumps(data or {}, default=str))
-        held = getattr(self._held, "rows", None)
-        if held is not None:
-            held.append(row)
+        held = self._stack()
+        if held:
+            held[-1].append(row)
         else:
             self._write([row])
 
     def hold(self) -> None:
         """Keep this thread's events until :meth:`release`: a request's write and its
-        ``api.call`` then cost one commit, not two."""
-        self._held.rows = []
+        ``api.call`` then cost one commit, not two. Holds nest, so a request the app serves
+        inside another on the same thread (an MCP tool call) releases its own events only."""
+        self._stack().append([])
 
     def release(self) -> None:
-        rows, self._held.rows = getattr(self._held, "rows", None), None
+        held = self._stack()
+        rows = held.pop() if held else None
         if rows:
             self._write(rows)
+
+    def _stack(self) -> list[list[tuple]]:
+        stack = getattr(self._held, "stack", None)
+        if stack is None:
+            stack = self._held.stack = []
+        return stack
 
     def _write(self, rows: list[tuple]) -> None:
         with self.db.transaction() as conn:

@@ -102,7 +102,7 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
         responses: dict[str, Any] = {}
         for status, tp in {op.status: op.response, **op.responses}.items():
             if tp is None:
-                if status == 204:
+                if status == 204 or status in op.responses:  # e.g. {202: None}: no body
                     responses[str(status)] = {"description": "No content"}
                 else:
                     responses[str(status)] = {"description": "OK", "content": {

@@ -235,6 +235,15 @@ class Page:
     raw: dict = field(default_factory=dict, repr=False)
 
 
+@dataclass(frozen=True)
+class MCPAnswer:
+    """What ``/v1/mcp`` answered: the session an ``initialize`` opened, and the JSON-RPC
+    messages, read as they arrive."""
+
+    session_id: str | None
+    messages: Iterator[dict[str, Any]]
+
+
 def _query_result(data: dict) -> QueryResult:
     tokens = data.get("tokens") or {}
     return _build(QueryResult, data, tokens=Tokens(**{f.name: tokens[f.name] for f in
@@ -427,6 +436,26 @@ class NeuralMindClient:
     def embeddings_status(self) -> dict[str, Any]:
         return self._json("GET", "/v1/embeddings/status")
 
+    def mcp(self, message: dict[str, Any] | list[dict[str, Any]], *,
+            session_id: str | None = None, protocol_version: str | None = None,
+            project: str | None = None, timeout: float = BUILD_TIMEOUT) -> MCPAnswer:
+        """POST one JSON-RPC message (or a batch) to ``/v1/mcp``: what ``neuralmind mcp``
+        relays an agent's stdio through. ``project`` is the one tools act on when a call
+        names none. Answers stream in as they arrive (progress, then the result); a refusal
+        of the HTTP request itself raises like any call."""
+        headers = {"Accept": "application/json, text/event-stream"}
+        if session_id:
+            headers["Mcp-Session-Id"] = session_id
+        if protocol_version:
+            headers["MCP-Protocol-Version"] = protocol_version
+        path = "/v1/mcp" + ("?" + urllib.parse.urlencode({"project": project}) if project else "")
+        resp = self._send("POST", path, body=json.dumps(message).encode(), headers=headers,
+                          timeout=timeout, stream=True)
+        if isinstance(resp, _Response):
+            raise _api_error(resp.status, resp.body, resp.headers)
+        streamed = (resp.headers.get("Content-Type") or "").startswith("text/event-stream")
+        return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _mcp_messages(resp, streamed))
+
     def project(self, path_or_id: str | os.PathLike = ".") -> ProjectHandle:
         """A handle on a project: a directory is registered (idempotent), an id is looked up."""
         return ProjectHandle(self, self.projects.resolve(path_or_id))
@@ -510,16 +539,22 @@ class EventStream:
 
 
 def _parse_sse(lines: Iterable[bytes]) -> Iterator[Event]:
+    for fields, data in _sse(lines):
+        payload = json.loads(data)
+        eid = fields.get("id")
+        yield _build(Event, {**payload, "id": int(eid) if eid and eid.isdigit() else None,
+                             "kind": fields.get("event") or payload.get("kind", "message")})
+
+
+def _sse(lines: Iterable[bytes]) -> Iterator[tuple[dict[str, str], str]]:
+    """Server-sent events as ``(fields, data)``, each as soon as its blank line arrives."""
     fields: dict[str, str] = {}
     data: list[str] = []
     for raw in lines:
         line = raw.decode("utf-8").rstrip("\r\n")
         if not line:
             if data:
-                payload = json.loads("\n".join(data))
-                eid = fields.get("id")
-                yield _build(Event, {**payload, "id": int(eid) if eid and eid.isdigit() else None,
-                                     "kind": fields.get("event") or payload.get("kind", "message")})
+                yield fields, "\n".join(data)
             fields, data = {}, []
         elif line.startswith(":"):
             continue
@@ -530,6 +565,18 @@ def _parse_sse(lines: Iterable[bytes]) -> Iterator[Event]:
                 data.append(value)
             else:
                 fields[name] = value
+
+
+def _mcp_messages(resp, streamed: bool) -> Iterator[dict[str, Any]]:
+    with resp:
+        if streamed:
+            for _, data in _sse(resp):
+                yield json.loads(data)
+            return
+        body = resp.read()
+    if body:
+        data = json.loads(body)
+        yield from data if isinstance(data, list) else [data]
 
 
 # -- resources -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from neuralmind.commands.progress import ProgressBar
 
 PROJECT_COLUMNS = ("id", "name", "path", "registered_at")
 HIT_COLUMNS = ("score", "source_file", "line", "label", "file_type")
+AGENT_FOLDERS = ((".claude", "claude-code"), (".cursor", "cursor"))  # what `up` suggests wiring
 
 
 def cmd_add(args) -> int:
@@ -140,6 +141,10 @@ def cmd_up(args) -> int:
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print('try:   neuralmind project query "what does this project do?"')
     print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
+    for folder, agent in AGENT_FOLDERS:
+        if os.path.isdir(os.path.join(root, folder)):
+            print(f"agent: neuralmind agent install {agent}   (found {folder}/: gives {agent} "
+                  "NeuralMind's tools over MCP)")
     return 0
 
 

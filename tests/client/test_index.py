@@ -64,11 +64,14 @@ def test_jobs_get_list_wait_cancel(built, nm):
 def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
     needs(daemon, "/v1/projects/{project_id}/build")
     repo = git_repo(tmp_path / "fresh", FILES)
+    (repo / ".claude").mkdir()  # Claude Code is used here: `up` suggests wiring it
     first = daemon.run("up", cwd=repo)
     assert first.returncode == 0, first.stderr
     assert "first build" in first.stdout and "indexed 2 files" in first.stdout
     assert daemon.url in first.stdout and str(daemon.home / "token") in first.stdout
     assert "neuralmind project query" in first.stdout
+    assert "agent: neuralmind agent install claude-code" in first.stdout
+    assert "install cursor" not in first.stdout
     assert "files" in first.stderr and "nodes" in first.stderr  # the progress line
     (repo / "calc.py").write_text(FILES["calc.py"] + "\n\ndef sub(a, b):\n    return a - b\n")
     second = daemon.run("up", cwd=repo)

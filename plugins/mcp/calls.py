@@ -1,0 +1,127 @@
+"""One tool call: its arguments placed on the route, the route called through the kernel's
+app, a job followed to its end. A refusal becomes an MCP tool error whose text leads with
+the envelope's code, so the model reads ``forbidden``, ``project_not_found`` or
+``validation_error`` with the field, exactly as an HTTP client would."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import mcp.types as types
+
+from neuralmind import ValidationFailed
+from plugins.mcp.dispatch import Answer, Caller
+from plugins.mcp.tools import Tool, argument
+
+POLL_S = 0.25
+RUNNING = ("queued", "running")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A job's progress, for ``notifications/progress``."""
+
+    progress: float
+    total: float | None
+    message: str
+
+
+def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
+        default_project: str | None) -> Iterator[Progress | types.CallToolResult]:
+    """Progress while a job runs, then the result (always last)."""
+    args = dict(arguments or {})
+    if default_project and "project_id" in tool.path_params and not args.get("project"):
+        args["project"] = default_project
+    problems = [_path_problem(argument(p), args.get(argument(p))) for p in tool.path_params]
+    problems = [p for p in problems if p]
+    if problems:
+        ex = ValidationFailed(details={"errors": problems})
+        yield refused({"code": ex.code, "message": ex.message, "status": ex.status,
+                       "request_id": caller.request_id, "details": ex.details})
+        return
+    query, body = tool.split(args)
+    answer = caller(tool.spec.method, tool.path(args), query=query, body=body)
+    if tool.spec.job:
+        yield from _follow(tool, caller, answer)
+    elif answer.ok:
+        yield result(tool, answer.data)
+    else:
+        yield refused(answer.error)
+
+
+def _path_problem(name: str, value: Any) -> dict[str, Any] | None:
+    """A path argument must name one thing: a non-empty string without ``/``."""
+    if value is None or value == "":
+        hint = " (list_projects gives the ids)" if name == "project" else ""
+        return {"loc": [name], "msg": f"Field required{hint}", "type": "missing"}
+    if not isinstance(value, str) or "/" in value or value in (".", ".."):
+        return {"loc": [name], "msg": "must be an id, not a path", "type": "string_type"}
+    return None
+
+
+def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | types.CallToolResult]:
+    """Follow the job the route started (or the build already running) to its end."""
+    if answer.ok:
+        job = answer.data["job"]
+    elif answer.error["code"] == "index_busy" and answer.error["details"].get("job"):
+        job = answer.error["details"]["job"]
+    else:
+        yield refused(answer.error)
+        return
+    last = None
+    while True:
+        step = _progress(job)
+        if step is not None and step != last:  # the finished job's too: a short build reports
+            last = step
+            yield step
+        if job["status"] not in RUNNING:
+            break
+        time.sleep(POLL_S)
+        answer = caller("get", f"/v1/jobs/{job['id']}")
+        if not answer.ok:
+            yield refused(answer.error)
+            return
+        job = answer.data
+    if job["status"] == "done":
+        yield result(tool, job)
+    else:
+        error = job.get("error") or {}
+        yield _error(f"{error.get('code', job['status'])}: {error.get('message', job['status'])}",
+                     job)
+
+
+def _progress(job: dict[str, Any]) -> Progress | None:
+    p = job.get("progress") or {}
+    total, done = p.get("files_total"), p.get("files_done", 0)
+    if not total:
+        return None
+    embedded = p.get("chunks_embedded", 0)
+    return Progress(done, total, f"{done}/{total} files parsed, {embedded} symbols embedded")
+
+
+def result(tool: Tool, data: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=tool.spec.render(data))],
+                                structured_content=data)
+
+
+def refused(error: dict[str, Any]) -> types.CallToolResult:
+    """The envelope as a tool error: ``code (status): message — field: why``."""
+    text = f"{error['code']} ({error['status']}): {error['message']}"
+    fields = [f"{_field(e['loc'])}: {e['msg']}" for e in error.get("details", {}).get("errors", [])]
+    if fields:
+        text += " — " + "; ".join(fields)
+    return _error(text, {"error": error})
+
+
+def _field(loc: list[Any]) -> str:
+    """``["body", "tags", 0]`` → ``tags.0``: the argument as the model sent it."""
+    parts = loc[1:] if loc and loc[0] in ("body", "query") else loc
+    return ".".join(map(str, parts)) or "arguments"
+
+
+def _error(text: str, structured: dict[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)],
+                                structured_content=structured, is_error=True)

@@ -1,0 +1,133 @@
+"""CLI commands of the mcp plugin: ``neuralmind mcp`` (what an agent's configuration
+launches) and ``neuralmind agent install|uninstall|wakeup``. Clients of the daemon: they use
+``neuralmind.client`` and never load the server's packages; the SDK loads inside ``mcp``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from neuralmind.client import Conflict, NeuralMindAPIError, NeuralMindClient, NotFound
+from neuralmind.commands.common import common_flags, err, repo_root
+
+log = logging.getLogger("neuralmind.mcp")
+
+
+def _client(args) -> NeuralMindClient:
+    """The daemon's client, starting the daemon when none runs (unless a URL names a server)."""
+    remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
+    return NeuralMindClient(url=args.url, token=args.token, autostart=not remote)
+
+
+def _project_id(nm: NeuralMindClient, args) -> str | None:
+    """``--project`` (a directory, registered, or an id), else the repository around the
+    working directory; a directory the server will not take there means no default."""
+    if args.project:
+        try:
+            return nm.projects.resolve(args.project).id
+        except NotFound:
+            raise SystemExit(f"neuralmind: --project {args.project}: not a directory here, and "
+                             "no project has that id (`neuralmind project list`)") from None
+    root = repo_root()
+    try:
+        return nm.projects.resolve(root).id
+    except NeuralMindAPIError as ex:  # a reserved path, a team server's fixed list, …
+        log.warning("%s is not a project (%s): tool calls must name one", root, ex.message)
+        return None
+
+
+def _logging(args) -> None:
+    """Logs go to stderr: an agent reads protocol messages only on stdout."""
+    logging.basicConfig(stream=sys.stderr, format="neuralmind: %(message)s",
+                        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING)
+
+
+def cmd_mcp(args) -> int:
+    """Serve MCP on stdin/stdout for an agent, relayed to the daemon's /v1/mcp."""
+    _logging(args)
+    nm = _client(args)
+    project = _project_id(nm, args)
+    from plugins.mcp.stdio import Relay, serve
+    log.info("relaying to %s/v1/mcp (project %s)", nm.url, project or "none")
+    serve(Relay(nm, project, restart=lambda: _client(args)))
+    return 0
+
+
+def cmd_wakeup(args) -> int:
+    """What a SessionStart hook prints: the project's overview (starting the daemon)."""
+    _logging(args)
+    nm = _client(args)
+    project = _project_id(nm, args)
+    if project is None:
+        return 1
+    try:
+        result = nm.project(project).wakeup()
+    except Conflict as ex:
+        if ex.code != "index_not_built":
+            raise
+        print(f"NeuralMind: project {project} has no code index yet; `neuralmind up` builds it "
+              "(or call the build_index tool).")
+        return 0
+    print(result.context + (f"\n\nwarning: {result.warning}" if result.warning else ""))
+    return 0
+
+
+def _target(args) -> Path | None:
+    project = Path(args.project).expanduser() if args.project else repo_root()
+    if not project.is_dir():
+        err(f"--project {args.project}: no such directory")
+        return None
+    return project.resolve()
+
+
+def cmd_agent(args) -> int:
+    from plugins.mcp import agents
+    project = _target(args)
+    if project is None:
+        return 2
+    plan = agents.install if args.action == "install" else agents.uninstall
+    try:
+        edits = plan(args.agent, project, pinned=bool(args.project))
+        if args.print:
+            for e in edits:
+                print(f"# {e.path}\n{e.snippet}\n")
+            return 0
+        lines = agents.apply(edits)
+    except (agents.AgentError, OSError) as ex:
+        err(str(ex))
+        return 1
+    print("\n".join(lines))
+    if args.action == "install" and any(e.before != e.after for e in edits):
+        print(f"{args.agent} now starts `neuralmind mcp` for this project"
+              + (" (approve the server when Claude Code asks)" if args.agent == "claude-code"
+                 else ""))
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    from neuralmind.cli import command_group
+    from plugins.mcp.agents import AGENTS
+    scoped = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
+    scoped.add_argument("--project", "-p", metavar="PATH_OR_ID",
+                        help="a directory or a project id (default: the repository around here)")
+    mcp = subparsers.add_parser("mcp", parents=[scoped], help="serve MCP over stdio for an "
+                                "agent (relayed to the daemon, which it starts when needed)")
+    mcp.add_argument("--verbose", "-v", action="store_true", help="log each step on stderr")
+    mcp.set_defaults(func=cmd_mcp)
+
+    group = command_group(subparsers, "agent", "wire a coding agent to NeuralMind over MCP")
+    for action, text in (("install", "write the agent's MCP configuration (a backup is kept)"),
+                         ("uninstall", "remove exactly what install added")):
+        p = group.add_parser(action, help=text)
+        p.add_argument("agent", choices=AGENTS)
+        p.add_argument("--project", metavar="PATH",
+                       help="the repository (default: the one around here)")
+        p.add_argument("--print", action="store_true",
+                       help="print the configuration instead of writing it")
+        p.set_defaults(func=cmd_agent, action=action)
+    wakeup = group.add_parser("wakeup", parents=[scoped],
+                              help="print the project's overview (the SessionStart hook)")
+    wakeup.set_defaults(func=cmd_wakeup)

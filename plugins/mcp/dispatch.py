@@ -1,0 +1,77 @@
+"""Requests to the kernel's own app, in process: how an MCP tool call runs through its /v1
+route. The inner request carries the MCP request's ``Host``, ``Authorization`` and request id,
+so authentication, roles, validation, events, the audit trail and the error envelope are
+exactly those of the same call over HTTP."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+# what the inner request keeps of the outer one: who is asking, from where, over what
+FORWARDED = ("HTTP_HOST", "HTTP_AUTHORIZATION", "HTTP_USER_AGENT", "REMOTE_ADDR", "REMOTE_PORT",
+             "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "wsgi.url_scheme", "wsgi.errors",
+             "wsgi.version", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the route answered: its status and its parsed JSON body (None when empty)."""
+
+    status: int
+    data: Any
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """The envelope's ``error`` object of a refused call."""
+        return self.data["error"]
+
+
+class Caller:
+    """Calls routes of ``app`` as the client of one outer request (``environ``)."""
+
+    def __init__(self, app, environ: dict[str, Any], request_id: str):
+        self.app = app
+        self.request_id = request_id
+        self.base = {key: environ[key] for key in FORWARDED if key in environ}
+        self.base["HTTP_X_REQUEST_ID"] = request_id  # the audit ties each write to the MCP call
+
+    def __call__(self, method: str, path: str, *, query: dict[str, Any] | None = None,
+                 body: Any = None) -> Answer:
+        raw = b"" if body is None else json.dumps(body).encode()
+        environ = dict(self.base, REQUEST_METHOD=method.upper(), SCRIPT_NAME="",
+                       PATH_INFO=path.encode().decode("latin-1"),  # WSGI: UTF-8 bytes as latin-1
+                       QUERY_STRING=urlencode(list(_pairs(query or {}))),
+                       CONTENT_LENGTH=str(len(raw)))
+        environ["wsgi.input"] = io.BytesIO(raw)
+        if body is not None:
+            environ["CONTENT_TYPE"] = "application/json"
+        started: list[str] = []
+
+        def start_response(status: str, headers, exc_info=None):
+            started.append(status)
+
+        chunks = self.app(environ, start_response)
+        try:
+            data = b"".join(chunks)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        return Answer(int(started[0].split(" ", 1)[0]), json.loads(data) if data else None)
+
+
+def _pairs(query: dict[str, Any]):
+    """Query parameters as the HTTP client sends them: lists repeated, booleans spelled."""
+    for key, value in query.items():
+        if value is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            yield key, "true" if item is True else "false" if item is False else str(item)

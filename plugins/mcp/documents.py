@@ -1,0 +1,112 @@
+"""MCP resources: each project's wakeup overview and each memory, readable by URI. Listing
+and reading go through the same /v1 routes as the tools, so a caller sees only the projects
+and memories its token reaches."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import mcp.types as types
+
+from neuralmind import APIError, decode_cursor, encode_cursor
+from plugins.mcp import render
+from plugins.mcp.dispatch import Caller
+from plugins.mcp.errors import ProtocolError
+
+WAKEUP = "neuralmind://projects/{project_id}/wakeup"
+MEMORY = "neuralmind://projects/{project_id}/memories/{memory_id}"
+URI = re.compile(r"^neuralmind://projects/(?P<project>[^/]+)/"
+                 r"(?:(?P<wakeup>wakeup)|memories/(?P<memory>[^/]+))$")
+PAGE = 100
+MARKDOWN = "text/markdown"
+WAKEUP_ROUTE = ("/v1/projects/{project_id}/wakeup", "get")
+MEMORIES_ROUTE = ("/v1/projects/{project_id}/memories", "get")
+MEMORY_ROUTE = ("/v1/projects/{project_id}/memories/{memory_id}", "get")
+
+
+class Documents:
+    """The resources of one kernel: which kinds exist depends on the plugins enabled."""
+
+    def __init__(self, has: Callable[[tuple[str, str]], bool]):
+        self.wakeups = has(WAKEUP_ROUTE)
+        self.memories = has(MEMORIES_ROUTE) and has(MEMORY_ROUTE)
+
+    def templates(self) -> types.ListResourceTemplatesResult:
+        found = []
+        if self.wakeups:
+            found.append(types.ResourceTemplate(
+                uri_template=WAKEUP, name="wakeup", title="Project overview",
+                description="The overview an agent reads first (L0 + L1)", mime_type=MARKDOWN))
+        if self.memories:
+            found.append(types.ResourceTemplate(
+                uri_template=MEMORY, name="memory", title="A recorded decision",
+                description="One memory: rationale, files, evidence, status", mime_type=MARKDOWN))
+        return types.ListResourceTemplatesResult(resource_templates=found)
+
+    def listing(self, caller: Caller, cursor: str | None) -> types.ListResourcesResult:
+        """Project by project: its wakeup, then its ACTIVE memories, ``PAGE`` at a time.
+        The cursor holds the project reached and the memory listing's own cursor there."""
+        try:
+            at = decode_cursor(cursor, lambda state: isinstance(state, dict)) or {}
+        except APIError:
+            raise ProtocolError(types.INVALID_PARAMS, "invalid cursor") from None
+        found: list[types.Resource] = []
+        for project in _projects(caller):
+            if at.get("p") and project["id"] < at["p"]:
+                continue
+            resumed = at.get("p") == project["id"] and at.get("c")
+            if self.wakeups and not resumed:
+                found.append(types.Resource(
+                    uri=WAKEUP.format(project_id=project["id"]), name=f"{project['name']} wakeup",
+                    title=f"Overview of {project['name']}", mime_type=MARKDOWN))
+            next_memories = None
+            if self.memories:
+                page = _get(caller, f"/v1/projects/{project['id']}/memories",
+                            {"limit": PAGE, "cursor": resumed or None})
+                found += [types.Resource(
+                    uri=MEMORY.format(project_id=project["id"], memory_id=m["id"]), name=m["id"],
+                    title=m["title"], description=f"{m['decision_type']} decision in "
+                    f"{project['name']}", mime_type=MARKDOWN) for m in page["items"]]
+                next_memories = page["next_cursor"]
+            if next_memories:
+                return _page(found, {"p": project["id"], "c": next_memories})
+            at = {}
+            if len(found) >= PAGE:
+                return _page(found, {"p": project["id"] + "\0"})  # the next project on
+        return types.ListResourcesResult(resources=found)
+
+    def read(self, caller: Caller, uri: str) -> types.ReadResourceResult:
+        match = URI.match(uri)
+        if match is None or (match["wakeup"] and not self.wakeups) or \
+                (match["memory"] and not self.memories):
+            raise ProtocolError(types.INVALID_PARAMS, f"no resource {uri}: resources are "
+                                f"{WAKEUP} and {MEMORY}")
+        if match["wakeup"]:
+            text = render.context(_get(caller, f"/v1/projects/{match['project']}/wakeup"))
+        else:
+            text = render.memory(_get(caller, f"/v1/projects/{match['project']}/memories/"
+                                              f"{match['memory']}"))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, mime_type=MARKDOWN, text=text)])
+
+
+def _page(found: list[types.Resource], cursor: dict) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=found, next_cursor=encode_cursor(cursor))
+
+
+def _projects(caller: Caller):
+    cursor = None
+    while True:
+        page = _get(caller, "/v1/projects", {"limit": 200, "cursor": cursor})
+        yield from page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            return
+
+
+def _get(caller: Caller, path: str, query: dict | None = None) -> dict:
+    answer = caller("get", path, query=query)
+    if not answer.ok:
+        raise ProtocolError.from_envelope(answer.error)
+    return answer.data

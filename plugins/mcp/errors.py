@@ -1,0 +1,25 @@
+"""JSON-RPC errors: what a request that cannot be answered at all gets (an unknown method,
+bad params, an unknown resource). A tool that runs and is refused answers a tool error
+instead (``calls.refused``), so the model can read it and correct itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+
+RESOURCE_NOT_FOUND = -32002  # MCP's code up to 2025-11-25
+
+
+class ProtocolError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    @classmethod
+    def from_envelope(cls, error: dict[str, Any]) -> ProtocolError:
+        """A route's refusal as a JSON-RPC error; ``data`` is the envelope's ``error``."""
+        status = error["status"]
+        code = RESOURCE_NOT_FOUND if status == 404 else \
+            types.INTERNAL_ERROR if status >= 500 else types.INVALID_REQUEST
+        return cls(code, f"{error['code']}: {error['message']}", error)

@@ -1,0 +1,118 @@
+"""Short text renderings of tool results, written for a model to read; the structured content
+beside them carries every field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SNIPPET = 240
+
+
+def _cut(text: str, width: int = SNIPPET) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _more(page: dict[str, Any]) -> list[str]:
+    return [f"(more: pass cursor={page['next_cursor']})"] if page.get("next_cursor") else []
+
+
+def _notice(out: dict[str, Any]) -> list[str]:
+    return [f"note: {out['notice']}"] if out.get("notice") else []
+
+
+def _files(record: dict[str, Any]) -> str:
+    files = record.get("files_affected") or []
+    return f" · files: {', '.join(files)}" if files else ""
+
+
+def memory(record: dict[str, Any]) -> str:
+    """A decision as markdown: what ``get_memory`` and a memory resource show."""
+    status = record.get("effective_status") or record.get("status")
+    lines = [f"# {record['title']}",
+             f"id {record['id']} · {status} · {record.get('decision_type')} · confidence "
+             f"{record.get('confidence')}{_files(record)}"]
+    if record.get("tags"):
+        lines.append("tags: " + ", ".join(record["tags"]))
+    lines += ["", record.get("rationale", "")]
+    for key, heading in (("evidence", "Evidence"), ("rejected_alternatives", "Rejected"),
+                         ("dependency_constraints", "Constraints")):
+        if record.get(key):
+            lines += ["", f"## {heading}", *(f"- {item}" for item in record[key])]
+    lines += ["", f"created {record.get('created_at')} · updated {record.get('updated_at')}"]
+    return "\n".join(lines)
+
+
+def created(record: dict[str, Any]) -> str:
+    text = f"remembered {record['id']}: {record['title']}"
+    dupes = record.get("possible_duplicates") or []
+    if dupes:
+        text += "\npossible duplicates (update one of them if it is the same decision):\n" + \
+            "\n".join(f"- {d['id']} ({d['status']}, score {d['score']:.2f}): {d['title']}"
+                      for d in dupes)
+    return text
+
+
+def changed(record: dict[str, Any]) -> str:
+    return (f"{record['id']} is now {record.get('effective_status') or record['status']} "
+            f"(updated {record['updated_at']}): {record['title']}")
+
+
+def recalled(out: dict[str, Any]) -> str:
+    lines = [f"- {r['id']} [{r['status']}, score {r['score']:.2f}] {r['title']}"
+             + (f" — {_cut(r['rationale'])}" if r.get("rationale") else "") + _files(r)
+             for r in out.get("results") or []]
+    if not lines:
+        lines.append(f"no decisions match {out.get('query')!r} ({out.get('mode')})")
+    return "\n".join(lines + _notice(out))
+
+
+def history(page: dict[str, Any]) -> str:
+    lines = [f"- {e['at']} {e['kind']} by {e.get('actor') or '?'}"
+             + (f": {', '.join(sorted(e['changes']))}" if e.get("changes") else "")
+             + (f" — {e['note']}" if e.get("note") else "") for e in page.get("items", [])]
+    return "\n".join(lines + _more(page)) or "no history"
+
+
+def code_hits(out: dict[str, Any]) -> str:
+    lines = [f"- {h['source_file']}:{h['line']} {h['kind']} {h['label']} (score {h['score']:.2f})"
+             for h in out.get("results") or []]
+    if not lines:
+        lines.append(f"no code matches {out.get('query')!r}")
+    return "\n".join(lines + _notice(out))
+
+
+def context(out: dict[str, Any]) -> str:
+    """The context itself (``query_code``, ``wakeup``): it is what the model asked for."""
+    text = out.get("context", "")
+    if out.get("warning"):
+        text += f"\n\nwarning: {out['warning']}"
+    return text
+
+
+def job(job: dict[str, Any]) -> str:
+    r = job.get("result") if isinstance(job.get("result"), dict) else {}
+    if "nodes" not in r:
+        return f"{job['kind']} {job['status']}"
+    return (f"index built: {r.get('files')} files ({r.get('files_changed')} changed, "
+            f"{r.get('files_deleted')} deleted), {r['nodes']} symbols, {r.get('edges')} edges, "
+            f"{r.get('chunks_embedded')} embedded, {r.get('duration_ms', 0) / 1000:.1f} s")
+
+
+def stats(out: dict[str, Any]) -> str:
+    if not out.get("built"):
+        return f"{out['project_id']} has no index yet: call build_index"
+    langs = ", ".join(f"{lang} {v.get('files', 0)}" for lang, v in out.get("languages", {}).items())
+    return (f"{out['project_id']}: {out['files']} files, {out['nodes']} symbols, {out['edges']} "
+            f"edges, {out['vectors']} vectors; built {out['built_at']} at "
+            f"{(out.get('built_head') or '-')[:12]}" + (f"; files per language: {langs}" if langs else ""))
+
+
+def project(p: dict[str, Any]) -> str:
+    built = (p.get("status") or {}).get("built")
+    return f"{p['id']}  {p.get('path') or p['name']}" + ("" if built else "  (no index yet)")
+
+
+def projects(page: dict[str, Any]) -> str:
+    lines = [project(p) for p in page.get("items", [])] + _more(page)
+    return "\n".join(lines) or "no projects: register_project adds one"

@@ -1,0 +1,206 @@
+"""The MCP tool table: each tool names the /v1 route it runs through, and takes its input
+schema from that route's pydantic models (read from the kernel's route table, so a model
+change reaches MCP without a line here) and its output schema from the route's response.
+
+Arguments are split the way the HTTP client would send them: path parameters (``project``
+for ``{project_id}``, ``memory_id``), the route's query model's fields into the query
+string, everything else into the JSON body — unknown names are ignored, as over HTTP."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from plugins.mcp import render
+
+PATH_PARAM = re.compile(r"{(\w+)}")
+PROJECT = "/v1/projects/{project_id}"
+MEMORY = PROJECT + "/memories/{memory_id}"
+JOB = "/v1/jobs/{job_id}"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One tool: its name, the route it runs through, and what a model reads about it."""
+
+    name: str
+    title: str
+    method: str
+    uri: str
+    render: Callable[[Any], str]
+    description: str
+    read_only: bool = True
+    idempotent: bool = True
+    omit: frozenset[str] = frozenset()        # route fields the tool does not offer
+    send: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
+    job: bool = False                         # the route answers a job: follow it to the end
+    loopback_only: bool = False               # listed only outside server mode
+
+
+SPECS = (
+    Spec("remember", "Remember a decision", "post", PROJECT + "/memories", render.created,
+         read_only=False, idempotent=False, description=(
+             "Record a decision about this codebase — what was decided and why — so later "
+             "sessions find it. Call it when you make or learn a non-obvious choice: an "
+             "architecture or dependency decision, a bug's root cause, a convention. Give a short "
+             "title and the rationale; add files_affected and tags when you know them. Returns "
+             "the new memory's id and up to 3 possible duplicates: if one is the same decision, "
+             "update that one instead and leave this one invalidated.")),
+    Spec("recall", "Recall decisions", "post", PROJECT + "/memories/search", render.recalled,
+         description=(
+             "Search the decisions recorded for the project before you change code or make a "
+             "choice. mode: hybrid (default) mixes keywords and meaning, keyword matches exact "
+             "names, semantic matches paraphrases. Filters: status (ACTIVE by default; ALL for "
+             "every record), file, tag, type, author, created_after/created_before, "
+             "min_confidence. Returns the best matches with id, title, rationale and score.")),
+    Spec("get_memory", "Read a decision", "get", MEMORY, render.memory, description=(
+        "Read one decision in full by its id (from recall or remember): rationale, files, "
+        "evidence, rejected alternatives, status and dates.")),
+    Spec("update_memory", "Amend a decision", "patch", MEMORY, render.changed, read_only=False,
+         description=(
+             "Amend a decision when you learn more: rationale, confidence, tags, files_affected, "
+             "review_by; evidence_append and rejected_append add items. Fields left out stay as "
+             "they are; the memory's history keeps every change.")),
+    Spec("invalidate_memory", "Invalidate a decision", "post", MEMORY + "/invalidate",
+         render.changed, read_only=False, description=(
+             "Mark a decision as no longer true, with the reason (the code changed, the decision "
+             "was reversed). It stays readable and in its history, but recall's default (ACTIVE) "
+             "results leave it out.")),
+    Spec("memory_history", "A decision's history", "get", MEMORY + "/history", render.history,
+         description="The change history of one decision, oldest first: who changed what, when."),
+    Spec("search_code", "Search code", "post", PROJECT + "/search", render.code_hits, description=(
+        "Find code in the project's index by name or by meaning: functions, classes, methods, "
+        "documentation sections. Returns file, line, symbol and score per hit — use it to locate "
+        "code; use query_code when you need the code itself.")),
+    Spec("query_code", "Context for a question", "post", PROJECT + "/query", render.context,
+         description=(
+             "Get what you need to answer a question about the code: a token-budgeted context of "
+             "the project overview (L0–L1), the relevant symbols with their code (L2–L3) and the "
+             "decisions recorded on those files. Set context_budget (tokens) to what your window "
+             "can spare. Returns the context text.")),
+    Spec("wakeup", "Project overview", "get", PROJECT + "/wakeup", render.context, description=(
+        "The project overview to read at the start of a session: what the project is, its "
+        "layout and main modules (L0 + L1, a few hundred tokens), with a warning when files "
+        "changed after the last index build.")),
+    Spec("build_index", "Build the code index", "post", PROJECT + "/build", render.job,
+         read_only=False, omit=frozenset({"wait"}), send={"wait": False}, job=True, description=(
+             "Build or refresh the project's code index: only changed files are parsed again "
+             "(full=true parses every file). search_code, query_code and wakeup read this index. "
+             "Reports progress while it runs and returns the finished job with its counts.")),
+    Spec("project_stats", "Index statistics", "get", PROJECT + "/stats", render.stats,
+         description=(
+             "The project's index in numbers: files, symbols, edges and vectors per language, "
+             "and when and at which commit it was built.")),
+    Spec("list_projects", "List projects", "get", "/v1/projects", render.projects, description=(
+        "List the projects (code repositories) you can reach, with their ids: pass an id as "
+        "`project` to the other tools.")),
+    Spec("register_project", "Register a project", "post", "/v1/projects", render.project,
+         read_only=False, loopback_only=True, description=(
+             "Register a directory on this machine as a project and get its id (registering "
+             "twice is fine). Local daemon only: a team server serves the projects its operator "
+             "configured.")),
+)
+
+
+def argument(param: str) -> str:
+    """The argument a path parameter is given as: ``project`` for ``{project_id}``."""
+    return "project" if param == "project_id" else param
+
+
+@dataclass
+class Tool:
+    """A spec bound to the route it runs through."""
+
+    spec: Spec
+    permission: str | None
+    path_params: tuple[str, ...]
+    query_fields: frozenset[str]
+    body_fields: frozenset[str]
+    properties: dict[str, Any]
+    required: tuple[str, ...]
+    defs: dict[str, Any]
+    output_schema: dict[str, Any] | None
+
+    def input_schema(self, default_project: bool) -> dict[str, Any]:
+        required = [r for r in self.required if not (r == "project" and default_project)]
+        schema = {"type": "object", "properties": self.properties, "required": required}
+        if self.defs:
+            schema["$defs"] = self.defs
+        return schema
+
+    def path(self, arguments: dict[str, Any]) -> str:
+        return PATH_PARAM.sub(lambda m: arguments[argument(m.group(1))], self.spec.uri)
+
+    def split(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """(query, body) for the route; path parameters are the caller's business."""
+        names = {argument(p) for p in self.path_params}
+        query = {k: v for k, v in arguments.items() if k in self.query_fields}
+        body = None
+        if self.body_fields or self.spec.send:
+            body = {k: v for k, v in arguments.items()
+                    if k not in names and k not in query and k not in self.spec.omit}
+            body.update(self.spec.send)
+        return query, body
+
+
+PATH_SCHEMA = {
+    "project": {"type": "string", "description": "The project id (from list_projects); "
+                "defaults to the project this MCP connection was opened for"},
+    "memory_id": {"type": "string", "description": "The memory's id (from recall or remember)"},
+}
+
+
+def bind(spec: Spec, routes: dict[tuple[str, str], Any]) -> Tool | None:
+    """``spec`` on its route, or None when no enabled plugin serves that route."""
+    op = routes.get((spec.uri, spec.method))
+    if op is None:
+        return None
+    params = tuple(PATH_PARAM.findall(spec.uri))
+    properties = {argument(p): dict(PATH_SCHEMA.get(argument(p), {"type": "string"}))
+                  for p in params}
+    required = [argument(p) for p in params]
+    defs: dict[str, Any] = {}
+    fields: dict[str, frozenset[str]] = {}
+    for part, model in (("body", op.body), ("query", op.query)):
+        if model is None:
+            fields[part] = frozenset()
+            continue
+        schema = model.model_json_schema(mode="validation")
+        defs.update(schema.pop("$defs", {}))
+        offered = {k: v for k, v in schema.get("properties", {}).items() if k not in spec.omit}
+        fields[part] = frozenset(offered)
+        properties.update(offered)
+        required += [r for r in schema.get("required", ()) if r in offered]
+    response = routes[(JOB, "get")].response if spec.job else op.response
+    return Tool(spec, op.permission, params, fields["query"], fields["body"], properties,
+                tuple(required), defs, _output_schema(response))
+
+
+def _output_schema(response: Any) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    schema = TypeAdapter(response).json_schema(mode="serialization")
+    return schema if schema.get("type") == "object" else None
+
+
+class Toolbox:
+    """The tools this kernel can run: every spec whose route is mounted."""
+
+    def __init__(self, routes: Iterable[tuple[str, str, Any, str]], server_mode: bool):
+        table = {(uri, method): op for uri, method, op, _ in routes}
+        bound = (bind(spec, table) for spec in SPECS)
+        self.tools = {tool.spec.name: tool for tool in bound if tool is not None}
+        self.server_mode = server_mode
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def listed(self, allowed: Callable[[str], bool]) -> list[Tool]:
+        """The tools a caller is shown: those its role may call (each call is still checked
+        by its route), without the loopback-only ones on a team server."""
+        return [t for t in self.tools.values()
+                if allowed(t.permission) and not (t.spec.loopback_only and self.server_mode)]

@@ -1,0 +1,132 @@
+"""``neuralmind agent install|uninstall``: each agent's file merged without losing the user's
+other servers, a backup of the original, uninstall removing exactly what install added, and
+clear messages for wrong input. Files only: launching the written command against a daemon
+is in test_transports.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from plugins.mcp import agents
+from tests.support import ROOT
+
+OTHER = {"command": "other-server", "args": ["--stdio"]}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    for key in agents.PASSED_ON:
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / "home").mkdir()
+    project = tmp_path / "repo"
+    project.mkdir()
+    return project
+
+
+def _install(agent, project, pinned=False):
+    return agents.apply(agents.install(agent, project, pinned))
+
+
+def _uninstall(agent, project, pinned=False):
+    return agents.apply(agents.uninstall(agent, project, pinned))
+
+
+def test_claude_code_merges_the_server_and_the_session_start_hook(home):
+    mcp_json = home / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"other": OTHER}}))
+    settings = home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original_settings = {"permissions": {"allow": ["Bash(ls)"]},
+                         "hooks": {"SessionStart": [{"hooks": [{"type": "command",
+                                                                 "command": "echo hi"}]}]}}
+    settings.write_text(json.dumps(original_settings))
+    lines = _install("claude-code", home)
+    assert lines[0].endswith("added the neuralmind server (the original is kept in "
+                             ".mcp.json.neuralmind-backup)")
+    servers = json.loads(mcp_json.read_text())["mcpServers"]
+    assert servers["other"] == OTHER
+    assert servers["neuralmind"]["args"][-1] == "mcp"
+    hooks = json.loads(settings.read_text())["hooks"]["SessionStart"]
+    assert hooks[0]["hooks"][0]["command"] == "echo hi"
+    assert hooks[1]["hooks"][0]["command"].endswith("agent wakeup")
+    assert json.loads((home / ".mcp.json.neuralmind-backup").read_text()) == {
+        "mcpServers": {"other": OTHER}}
+    # idempotent: a second install changes nothing and keeps one hook
+    assert all("already there" in line for line in _install("claude-code", home))
+    assert len(json.loads(settings.read_text())["hooks"]["SessionStart"]) == 2
+
+    _uninstall("claude-code", home)
+    assert json.loads(mcp_json.read_text()) == {"mcpServers": {"other": OTHER}}
+    assert json.loads(settings.read_text()) == original_settings
+    assert sorted(p.name for p in home.rglob("*")) == [".claude", ".mcp.json", "settings.json"]
+    assert all("to remove" in line for line in _uninstall("claude-code", home))
+
+
+def test_files_install_created_are_removed_with_their_folder(home):
+    _install("cursor", home)
+    entry = json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]["neuralmind"]
+    assert entry["args"][-3:] == ["mcp", "--project", "${workspaceFolder}"]
+    _uninstall("cursor", home)
+    assert list(home.iterdir()) == []
+
+
+def test_codex_keeps_the_users_toml_as_written(home, monkeypatch):
+    monkeypatch.setenv("NEURALMIND_HOME", "/srv/nm home")
+    config = home.parent / "home" / ".codex" / "config.toml"
+    config.parent.mkdir()
+    original = 'model = "o4"  # my model\n\n[mcp_servers.other]\ncommand = "other-server"\n'
+    config.write_text(original)
+    _install("codex", home, pinned=True)
+    parsed = tomllib.loads(config.read_text())
+    assert parsed["model"] == "o4" and parsed["mcp_servers"]["other"]["command"] == "other-server"
+    ours = parsed["mcp_servers"]["neuralmind"]
+    assert ours["args"][-3:] == ["mcp", "--project", str(home)]
+    assert ours["env"] == {"NEURALMIND_HOME": "/srv/nm home"}
+    assert config.read_text().startswith(original)
+    _uninstall("codex", home)
+    assert config.read_text() == original
+    assert not config.with_name("config.toml.neuralmind-backup").exists()
+
+
+def test_what_install_cannot_merge_is_refused_untouched(home):
+    mcp_json = home / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"neuralmind": {"command": "node",
+                                                                  "args": ["old.js"]}}}))
+    with pytest.raises(agents.AgentError, match="already has a server named 'neuralmind'"):
+        agents.install("claude-code", home, False)
+    mcp_json.write_text("{ not json")
+    with pytest.raises(agents.AgentError, match=r"\.mcp\.json is not valid JSON"):
+        agents.install("claude-code", home, False)
+    assert mcp_json.read_text() == "{ not json" and not list(home.glob("*backup"))
+
+
+def _cli(*args, cwd, home_dir):
+    env = {**os.environ, "HOME": str(home_dir), "PYTHONPATH": str(ROOT)}
+    env.pop("CODEX_HOME", None)
+    return subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_says_what_is_wrong(home):
+    home_dir = home.parent / "home"
+    wrong = _cli("agent", "install", "claude", cwd=home, home_dir=home_dir)
+    assert wrong.returncode == 2
+    assert "invalid choice: 'claude' (choose from 'claude-code', 'cursor', 'codex')" in wrong.stderr
+    missing = _cli("agent", "install", "cursor", "--project", str(home / "nope"), cwd=home,
+                   home_dir=home_dir)
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"neuralmind: --project {home / 'nope'}: no such directory"
+    shown = _cli("agent", "install", "codex", "--print", cwd=home, home_dir=home_dir)
+    assert shown.returncode == 0 and "[mcp_servers.neuralmind]" in shown.stdout
+    assert not (home_dir / ".codex").exists()
+    twice = _cli("agent", "uninstall", "cursor", cwd=home, home_dir=home_dir)
+    assert twice.returncode == 0
+    assert twice.stdout.strip() == f"{home / '.cursor' / 'mcp.json'}: no neuralmind server to remove"

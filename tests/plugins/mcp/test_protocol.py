@@ -1,0 +1,145 @@
+"""The Streamable HTTP transport at /v1/mcp, in process: sessions, protocol versions, batches,
+notifications, server-sent progress, and the kernel's guards in front of it all."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plugins.mcp.tools import SPECS
+
+INIT = {"protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}
+
+
+def _request(method, params=None, id=1):
+    body = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def test_initialize_opens_a_session_in_the_version_the_client_asked(local):
+    app = local.as_(local.token)
+    r = app.post(_request("initialize", INIT))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    result = r.json["result"]
+    assert result["protocolVersion"] == "2025-03-26"
+    assert result["serverInfo"]["name"] == "neuralmind"
+    assert set(result["capabilities"]) == {"tools", "resources"}
+    assert "wakeup" in result["instructions"]
+    app.session = r.headers["mcp-session-id"]
+    # the session keeps its version: a request without the header is answered in it
+    r = app.http.simulate_post("/v1/mcp", json=_request("ping"), headers={
+        "Authorization": f"Bearer {local.token}", "Mcp-Session-Id": app.session})
+    assert r.json == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    app.session = None
+    newer = app.post(_request("initialize", {**INIT, "protocolVersion": "2099-01-01"}))
+    assert newer.json["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_sessions_are_checked_and_ended(local, team):
+    app = local.as_(local.token).open()
+    assert app.post(_request("ping")).status_code == 200
+    wrong = app.post(_request("ping"), **{"MCP-Protocol-Version": "2025-03-26"})
+    assert wrong.status_code == 400
+    assert wrong.json["error"]["code"] == "unsupported_protocol_version"
+    assert wrong.json["error"]["details"] == {"supported": ["2025-06-18"]}
+    assert app.http.simulate_delete("/v1/mcp", headers=app.headers()).status_code == 204
+    ended = app.post(_request("ping"))
+    assert ended.status_code == 404 and ended.json["error"]["code"] == "mcp_session_not_found"
+    unnamed = app.http.simulate_delete("/v1/mcp", headers={"Authorization": f"Bearer {app.token}"})
+    assert unnamed.status_code == 400 and "Mcp-Session-Id" in unnamed.json["error"]["message"]
+    # another token cannot use (or learn of) someone's session
+    alice = team.as_(team.tokens["reader"]).open()
+    bob = team.as_(team.tokens["admin"])
+    bob.session = alice.session
+    stolen = bob.post(_request("ping"))
+    assert stolen.status_code == 404 and stolen.json["error"]["code"] == "mcp_session_not_found"
+
+
+def test_unknown_protocol_versions_are_refused_so_a_2026_probe_falls_back(local):
+    app = local.as_(local.token)
+    probe = app.post(_request("server/discover", {}), **{"MCP-Protocol-Version": "2026-07-28"})
+    assert probe.status_code == 400
+    assert "2025-11-25" in probe.json["error"]["details"]["supported"]
+    plain = app.post(_request("server/discover", {}))
+    assert plain.json["error"]["code"] == -32601
+
+
+def test_json_rpc_errors_batches_and_notifications(local):
+    app = local.as_(local.token)
+    assert app.rpc("prompts/list")["error"]["code"] == -32601
+    assert app.rpc("tools/call", {"name": "rm_rf", "arguments": {}})["error"]["code"] == -32602
+    bad = app.rpc("tools/call", {"arguments": {}})
+    assert bad["error"]["code"] == -32602 and "invalid params" in bad["error"]["message"]
+    quiet = app.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert quiet.status_code == 202 and quiet.text == ""
+    batch = app.post([_request("ping", id=1), {"jsonrpc": "2.0", "method": "notifications/x"},
+                      _request("tools/list", id="two")])
+    assert batch.status_code == 200
+    assert [m["id"] for m in batch.json] == [1, "two"]
+    assert batch.json[0]["result"] == {} and batch.json[1]["result"]["tools"]
+
+
+def test_the_kernel_guards_the_endpoint_like_any_route(local):
+    app = local.as_(local.token)
+    get = app.http.simulate_get("/v1/mcp", headers=app.headers())
+    assert get.status_code == 405 and get.json["error"]["code"] == "method_not_allowed"
+    anonymous = app.http.simulate_post("/v1/mcp", json=_request("ping"))
+    assert anonymous.status_code == 401 and anonymous.json["error"]["code"] == "unauthorized"
+    rebinding = app.http.simulate_post("/v1/mcp", json=_request("ping"),
+                                       headers={**app.headers(), "Host": "evil.example"})
+    assert rebinding.json["error"]["code"] == "host_not_allowed"
+    broken = app.http.simulate_post("/v1/mcp", body=b"{not json", headers={
+        **app.headers(), "Content-Type": "application/json"})
+    assert broken.status_code == 400 and broken.json["error"]["code"] == "invalid_json"
+    shapeless = app.post({"jsonrpc": "1.0", "id": 1})
+    assert shapeless.status_code == 422 and shapeless.json["error"]["code"] == "validation_error"
+    huge = app.post(_request("tools/call", {"name": "recall", "arguments": {
+        "query": "x" * (2 * 1024 * 1024)}}))
+    assert huge.status_code == 413 and huge.json["error"]["code"] == "payload_too_large"
+
+
+def test_build_progress_is_streamed_as_server_sent_events(local):
+    app = local.as_(local.token)
+    (local.kernel.home.parent / "repo" / "more.py").write_text("def more():\n    return 2\n")
+    r = app.post(_request("tools/call", {"name": "build_index", "arguments": {
+        "project": local.project, "full": True}, "_meta": {"progressToken": "b1"}}, id=7),
+        Accept="application/json, text/event-stream")
+    assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
+    events = [json.loads(block.split("data: ", 1)[1]) for block in r.text.split("\n\n") if block]
+    *progress, last = events
+    assert progress and all(e["method"] == "notifications/progress" for e in progress)
+    assert all(e["params"]["progressToken"] == "b1" for e in progress)
+    assert progress[0]["params"]["total"] == 2
+    assert last["id"] == 7 and last["result"]["structuredContent"]["status"] == "done"
+    # without SSE in Accept the same call answers JSON, the progress dropped
+    plain = app.post(_request("tools/call", {"name": "build_index", "arguments": {
+        "project": local.project}, "_meta": {"progressToken": "b2"}}), Accept="application/json")
+    assert plain.headers["content-type"].startswith("application/json")
+    assert plain.json["result"]["structuredContent"]["status"] == "done"
+
+
+ARGUMENT = st.one_of(st.none(), st.booleans(), st.integers(-5, 10 ** 6), st.text(max_size=40),
+                     st.lists(st.text(max_size=10), max_size=3))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tool=st.sampled_from([s.name for s in SPECS if s.name != "build_index"]),
+       arguments=st.dictionaries(st.sampled_from(
+           ["project", "memory_id", "query", "title", "rationale", "mode", "limit", "n",
+            "question", "context_budget", "path", "status", "tags", "cursor", "confidence"]),
+           ARGUMENT, max_size=6))
+def test_no_arguments_make_a_tool_call_fail_outside_the_protocol(local, tool, arguments):
+    """Whatever a model sends, the answer is a tool result (maybe an error), never a 500."""
+    if tool == "register_project" and isinstance(arguments.get("path"), str):
+        arguments["path"] = "/nonexistent/" + arguments["path"]  # never register real folders
+    r = local.post(_request("tools/call", {"name": tool, "arguments": arguments}))
+    assert r.status_code == 200, r.text
+    result = r.json["result"]
+    assert result["content"][0]["type"] == "text"
+    if result["isError"]:
+        assert result["structuredContent"]["error"]["status"] < 500, result

@@ -1,0 +1,220 @@
+"""The tool table in process: each tool runs through its /v1 route (same data, same events,
+same refusals), its schemas are the route's models, and its refusals carry the envelope's
+code. Role and project isolation in server mode."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from pydantic import TypeAdapter
+
+from plugins.mcp.tools import SPECS
+
+
+def _route(kernel, uri, method):
+    return next(op for u, m, op, _ in kernel.routes if (u, m) == (uri, method))
+
+
+def test_every_tool_is_bound_to_its_route_with_the_route_models_as_schemas(local):
+    tools = {t["name"]: t for t in local.rpc("tools/list")["result"]["tools"]}
+    assert set(tools) == {s.name for s in SPECS}
+    for spec in SPECS:
+        op = _route(local.kernel, spec.uri, spec.method)
+        schema = tools[spec.name]["inputSchema"]
+        for model in (op.body, op.query):
+            if model is None:
+                continue
+            generated = model.model_json_schema(mode="validation")
+            for name, prop in generated["properties"].items():
+                if name not in spec.omit:
+                    assert schema["properties"][name] == prop, (spec.name, name)
+            assert set(generated.get("required", ())) - spec.omit <= set(schema["required"])
+        if "{project_id}" in spec.uri:
+            assert "project" in schema["required"]
+        response = _route(local.kernel, "/v1/jobs/{job_id}", "get").response if spec.job \
+            else op.response
+        assert tools[spec.name]["outputSchema"] == TypeAdapter(response).json_schema(
+            mode="serialization"), spec.name
+        assert tools[spec.name]["annotations"]["readOnlyHint"] == spec.read_only
+    assert "wait" not in tools["build_index"]["inputSchema"]["properties"]
+    assert {"title", "rationale", "duplicates"} <= set(tools["remember"]["inputSchema"]["properties"])
+
+
+def test_a_default_project_makes_the_argument_optional(local):
+    tools = local.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                       query=f"project={local.project}").json["result"]["tools"]
+    assert all("project" not in t["inputSchema"]["required"] for t in tools)
+    r = local.post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "project_stats", "arguments": {}}},
+        query=f"project={local.project}").json["result"]
+    assert not r["isError"] and r["structuredContent"]["project_id"] == local.project
+
+
+def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
+    made = local.call("remember", project=local.project, title="Keep SQLite in WAL mode",
+                      rationale="readers never block the writer", files_affected=["wal.py"],
+                      tags=["sqlite"])
+    assert not made["isError"] and made["content"][0]["text"].startswith("remembered ")
+    mid = made["structuredContent"]["id"]
+    over_http = local.v1("GET", f"/v1/projects/{local.project}/memories/{mid}").json
+    assert over_http == {k: v for k, v in made["structuredContent"].items()
+                         if k != "possible_duplicates"}
+
+    r = local.v1("POST", f"/v1/projects/{local.project}/memories",
+                 json={"title": "Vendor the ONNX model", "rationale": "no network at run time"})
+    found = local.call("recall", project=local.project, query="ONNX model", mode="keyword")
+    assert [m["id"] for m in found["structuredContent"]["results"]] == [r.json["id"]]
+    assert r.json["id"] in found["content"][0]["text"]
+
+    changed = local.call("update_memory", project=local.project, memory_id=mid, confidence=0.5,
+                         evidence_append=["bench/memory.py"])
+    assert changed["structuredContent"]["confidence"] == 0.5
+    gone = local.call("invalidate_memory", project=local.project, memory_id=mid,
+                      reason="moved to PostgreSQL")
+    assert gone["structuredContent"]["status"] == "INVALIDATED"
+    kinds = [e["kind"] for e in local.call("memory_history", project=local.project,
+                                           memory_id=mid)["structuredContent"]["items"]]
+    assert kinds[0] == "created" and kinds[-1] == "invalidated" and len(kinds) == 3
+    shown = local.call("get_memory", project=local.project, memory_id=mid)
+    assert shown["content"][0]["text"].startswith("# Keep SQLite in WAL mode")
+    assert "INVALIDATED" in shown["content"][0]["text"]
+
+
+def test_a_write_over_mcp_leaves_the_same_events_and_audit_as_over_http(local):
+    made = local.call("remember", project=local.project, title="Audit me", rationale="because")
+    rid = made["structuredContent"]["id"]
+    conn = sqlite3.connect(local.kernel.home / "kernel.db")
+    try:
+        rows = conn.execute("SELECT kind, actor, request_id, data FROM events ORDER BY id DESC "
+                            "LIMIT 2").fetchall()
+    finally:
+        conn.close()
+    kinds = {kind for kind, *_ in rows}
+    assert kinds == {"memory.created", "api.call"}
+    call = next(json.loads(data) for kind, _, _, data in rows if kind == "api.call")
+    assert call["path"] == f"/v1/projects/{local.project}/memories" and call["status"] == 201
+    assert rows[0][2] == rows[1][2]  # both carry the MCP request's id
+    assert json.loads(next(d for k, _, _, d in rows if k == "memory.created"))["id"] == rid
+
+
+def test_code_tools_build_with_a_job_and_read_the_index(local):
+    built = local.call("build_index", project=local.project)
+    assert not built["isError"], built
+    assert built["structuredContent"]["status"] == "done"
+    assert built["content"][0]["text"].startswith("index built: 1 files")
+    hits = local.call("search_code", project=local.project, query="open_wal", mode="keyword")
+    assert hits["structuredContent"]["results"][0]["source_file"] == "wal.py"
+    context = local.call("query_code", project=local.project, question="how is WAL opened?",
+                         context_budget=512)
+    assert "open_wal" in context["content"][0]["text"]
+    assert context["structuredContent"]["tokens"]["total"] <= 512
+    wakeup = local.call("wakeup", project=local.project)
+    assert wakeup["content"][0]["text"] == wakeup["structuredContent"]["context"]
+    stats = local.call("project_stats", project=local.project)["structuredContent"]
+    assert stats["built"] and stats["files"] == 1
+    listed = local.call("list_projects")["structuredContent"]["items"]
+    assert [p["id"] for p in listed] == [local.project]
+
+
+def test_refusals_are_tool_errors_carrying_the_envelope(local):
+    missing = local.call("remember", project=local.project, title="no rationale")
+    assert missing["isError"]
+    assert missing["content"][0]["text"] == \
+        "validation_error (422): the request did not validate — rationale: Field required"
+    assert missing["structuredContent"]["error"]["details"]["errors"][0]["loc"] == \
+        ["body", "rationale"]
+    typed = local.call("remember", project=local.project, title="x", rationale="y",
+                       confidence=3)
+    assert "confidence: Input should be less than or equal to 1" in typed["content"][0]["text"]
+    unknown = local.call("get_memory", project=local.project, memory_id="nope")
+    assert unknown["isError"] and unknown["content"][0]["text"].startswith("memory_not_found (404)")
+    nowhere = local.call("recall", project="p_000000000000", query="x")
+    assert nowhere["content"][0]["text"].startswith("project_not_found (404)")
+    no_project = local.call("recall", query="x")
+    assert no_project["content"][0]["text"] == ("validation_error (422): the request did not "
+                                                "validate — project: Field required "
+                                                "(list_projects gives the ids)")
+    sneaky = local.call("get_memory", project=local.project, memory_id="x/history")
+    assert sneaky["content"][0]["text"].endswith("memory_id: must be an id, not a path")
+
+
+def test_resources_are_wakeups_and_memories_of_reachable_projects(local):
+    local.call("build_index", project=local.project)
+    templates = local.rpc("resources/templates/list")["result"]["resourceTemplates"]
+    assert {t["uriTemplate"] for t in templates} == {
+        "neuralmind://projects/{project_id}/wakeup",
+        "neuralmind://projects/{project_id}/memories/{memory_id}"}
+    made = local.call("remember", project=local.project, title="Readable", rationale="as markdown")
+    uris = [r["uri"] for r in local.rpc("resources/list")["result"]["resources"]]
+    wakeup = f"neuralmind://projects/{local.project}/wakeup"
+    memory = f"neuralmind://projects/{local.project}/memories/{made['structuredContent']['id']}"
+    assert uris[0] == wakeup and memory in uris
+    text = local.rpc("resources/read", {"uri": memory})["result"]["contents"][0]["text"]
+    assert text.startswith("# Readable") and "as markdown" in text
+    overview = local.rpc("resources/read", {"uri": wakeup})["result"]["contents"][0]
+    assert overview["mimeType"] == "text/markdown" and "wal.py" in overview["text"]
+    missing = local.rpc("resources/read", {"uri": wakeup.replace(local.project, "p_0")})
+    assert missing["error"]["code"] == -32002
+    assert missing["error"]["data"]["code"] == "project_not_found"
+    assert local.rpc("resources/read", {"uri": "file:///etc/passwd"})["error"]["code"] == -32602
+
+
+def test_resource_listing_pages_through_every_memory(tmp_path):
+    from tests.plugins.mcp.conftest import App, _kernel, repo_with_code
+    kernel = _kernel(tmp_path / "home")
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        pid = app.v1("POST", "/v1/projects", json={"path": str(repo_with_code(tmp_path / "r"))}
+                     ).json["id"]
+        items = [{"op": "create", "title": f"decision {i}", "rationale": "r"} for i in range(130)]
+        assert app.v1("POST", f"/v1/projects/{pid}/memories/batch",
+                      json={"items": items}).status_code == 200
+        uris, cursor, pages = [], None, 0
+        while True:
+            result = app.rpc("resources/list", {"cursor": cursor} if cursor else {})["result"]
+            uris += [r["uri"] for r in result["resources"]]
+            pages += 1
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        assert pages == 2 and len(uris) == len(set(uris)) == 131
+        assert app.rpc("resources/list", {"cursor": "garbage!"})["error"]["code"] == -32602
+    finally:
+        kernel.shutdown()
+
+
+def test_roles_choose_the_tools_listed_and_routes_refuse_the_rest(team):
+    def listed(token):
+        return {t["name"] for t in team.as_(token).rpc("tools/list")["result"]["tools"]}
+
+    reader, builder, admin = (listed(team.tokens[r]) for r in ("reader", "builder", "admin"))
+    writes = {"remember", "update_memory", "invalidate_memory", "build_index"}
+    assert not reader & writes and writes <= builder and builder == admin
+    assert "register_project" not in admin  # a team server serves its configured projects
+    refused = team.as_(team.tokens["reader"]).call("remember", project="a", title="t",
+                                                   rationale="r")
+    assert refused["isError"]
+    assert refused["content"][0]["text"] == "forbidden (403): reader-all may not memories.write"
+    assert refused["structuredContent"]["error"]["details"] == {"permission": "memories.write"}
+    closed = team.as_(team.tokens["admin"]).call("register_project", path="/tmp")
+    assert closed["content"][0]["text"].startswith("registration_disabled (403)")
+    made = team.as_(team.tokens["builder"]).call("remember", project="b", title="Only in b",
+                                                  rationale="a secret of b")
+    assert not made["isError"]
+
+
+def test_a_token_for_one_project_sees_nothing_of_another(team):
+    team.as_(team.tokens["builder"]).call("remember", project="b", title="Hidden from a",
+                                          rationale="b only")
+    only_a = team.as_(team.only_a["reader"])
+    listed = only_a.call("list_projects")["structuredContent"]["items"]
+    assert [p["id"] for p in listed] == ["a"]
+    for tool, args in (("recall", {"query": "Hidden"}), ("wakeup", {}),
+                       ("get_memory", {"memory_id": "x"})):
+        refused = only_a.call(tool, project="b", **args)
+        assert refused["content"][0]["text"].startswith("project_not_found (404)"), tool
+    uris = [r["uri"] for r in only_a.rpc("resources/list")["result"]["resources"]]
+    assert uris and all(u.startswith("neuralmind://projects/a/") for u in uris)
+    blocked = only_a.rpc("resources/read", {"uri": "neuralmind://projects/b/wakeup"})
+    assert blocked["error"]["data"]["code"] == "project_not_found"

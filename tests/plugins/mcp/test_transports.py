@@ -1,0 +1,268 @@
+"""Both transports driven by the SDK's own client against real servers: ``neuralmind mcp``
+over stdio (starting the daemon itself), Streamable HTTP on the daemon, and on a two-worker
+team server where roles and project isolation must hold."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import tomllib
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from plugins.auth.tokens import TokenFile
+from plugins.mcp.tools import SPECS
+from tests.client.conftest import Daemon, git_repo
+from tests.plugins.auth.helpers import server_config
+from tests.support import ROOT, Server
+
+PLUGINS = ["auth", "memory", "index", "mcp"]
+SOURCE = {"store.py": 'def open_wal(path):\n    """Open SQLite in WAL mode."""\n    return path\n',
+          "api.py": "from store import open_wal\n\ndef serve():\n    return open_wal('db')\n"}
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    base = tmp_path_factory.mktemp("mcp-daemon")
+    d = Daemon(base, plugins=PLUGINS)  # not started: `neuralmind mcp` starts it
+    d.repo = git_repo(base / "repo", SOURCE)
+    yield d
+    d.stop()
+
+
+def run(session_body, params: StdioServerParameters):
+    async def main():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session_body(session)
+    return anyio.run(main)
+
+
+def http(url: str, token: str, session_body):
+    async def main():
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client, \
+                streamable_http_client(url, http_client=client) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            return await session_body(session)
+    return anyio.run(main)
+
+
+def test_stdio_starts_the_daemon_finds_the_project_and_calls_every_tool(daemon):
+    assert not (daemon.home / "daemon.json").exists()
+    progress = []
+
+    async def body(s: ClientSession):
+        seen = {"tools": [t.name for t in (await s.list_tools()).tools]}
+        built = await s.call_tool("build_index", {}, progress_callback=_recorder(progress))
+        seen["build"] = built.structured_content
+        made = await s.call_tool("remember", {"title": "Open SQLite in WAL mode",
+                                              "rationale": "readers never block the writer",
+                                              "files_affected": ["store.py"]})
+        mid = made.structured_content["id"]
+        seen["id"] = mid
+        seen["calls"] = [(name, await s.call_tool(name, args)) for name, args in (
+            ("recall", {"query": "WAL readers"}), ("get_memory", {"memory_id": mid}),
+            ("update_memory", {"memory_id": mid, "tags": ["sqlite"]}),
+            ("memory_history", {"memory_id": mid}),
+            ("search_code", {"query": "open_wal", "mode": "keyword"}),
+            ("query_code", {"question": "how is the database opened?"}),
+            ("wakeup", {}), ("project_stats", {}), ("list_projects", {}),
+            ("register_project", {"path": str(daemon.repo)}),
+            ("invalidate_memory", {"memory_id": mid, "reason": "superseded"}),
+            ("get_memory", {"memory_id": "no-such-memory"}))]
+        seen["resources"] = [str(r.uri) for r in (await s.list_resources()).resources]
+        seen["wakeup"] = (await s.read_resource(seen["resources"][0])).contents[0].text
+        return seen
+
+    seen = run(body, StdioServerParameters(
+        command=sys.executable, args=["-m", "neuralmind.cli", "mcp"], env=daemon.env,
+        cwd=str(daemon.repo)))
+    assert daemon.info["pid"]  # started by the stdio command, found through its discovery file
+    assert set(seen["tools"]) == {s.name for s in SPECS}
+    assert seen["build"]["status"] == "done" and progress[-1][1] == 2
+    *fine, (_, refused) = seen["calls"]
+    calls = dict(fine)
+    assert not any(c.is_error for c in calls.values()), [c.content[0].text for c in calls.values()
+                                                         if c.is_error]
+    assert refused.is_error and refused.content[0].text.startswith("memory_not_found (404)")
+    assert calls["recall"].structured_content["results"][0]["id"] == seen["id"]
+    assert "open_wal" in calls["query_code"].content[0].text
+    project = daemon.client().project(str(daemon.repo))
+    assert calls["list_projects"].structured_content["items"][0]["id"] == project.id
+    # written over MCP, read over /v1 — and the reverse
+    assert project.memories.get(seen["id"]).status == "INVALIDATED"
+    made = project.memories.add("Vendor the model", "no network at run time")
+
+    async def recall(s):
+        return await s.call_tool("recall", {"query": "vendor model", "mode": "keyword"})
+    found = run(recall, StdioServerParameters(
+        command=sys.executable, args=["-m", "neuralmind.cli", "mcp", "--project", project.id],
+        env=daemon.env, cwd=str(daemon.home)))
+    assert [r["id"] for r in found.structured_content["results"]] == [made.id]
+    assert seen["resources"][0] == f"neuralmind://projects/{project.id}/wakeup"
+    assert "store.py" in seen["wakeup"]
+
+
+def _recorder(progress: list):
+    async def note(p, total, message):
+        progress.append((p, total, message))
+    return note
+
+
+def test_streamable_http_on_the_daemon(daemon):
+    daemon.start()  # already running after the stdio test; idempotent otherwise
+    project = daemon.client().project(str(daemon.repo))
+    progress = []
+
+    async def body(s: ClientSession):
+        tools = (await s.list_tools()).tools
+        built = await s.call_tool("build_index", {"project": project.id, "full": True},
+                                  progress_callback=_recorder(progress))
+        made = await s.call_tool("remember", {"project": project.id, "title": "Over HTTP",
+                                              "rationale": "streamable"})
+        nope = await s.call_tool("recall", {"project": "p_000000000000", "query": "x"})
+        listed = [str(r.uri) for r in (await s.list_resources()).resources]
+        return tools, built, made, nope, listed
+
+    tools, built, made, nope, listed = http(f"{daemon.url}/v1/mcp", daemon.token, body)
+    assert {t.name for t in tools} == {s.name for s in SPECS}
+    assert built.structured_content["status"] == "done"
+    assert progress and progress[0][1] == 2
+    assert project.memories.get(made.structured_content["id"]).title == "Over HTTP"
+    assert nope.is_error and nope.content[0].text.startswith("project_not_found (404)")
+    mid = made.structured_content["id"]
+    assert f"neuralmind://projects/{project.id}/memories/{mid}" in listed
+    conn = sqlite3.connect(daemon.home / "mcp.db")
+    try:  # the client ended its session (DELETE) when it closed
+        ended = conn.execute("SELECT count(*) FROM sessions WHERE ended_at IS NOT NULL").fetchone()
+    finally:
+        conn.close()
+    assert ended[0] >= 1
+
+
+def test_stdio_writes_protocol_messages_only_and_logs_to_stderr(daemon):
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}), "this is not JSON-RPC",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "project_stats", "arguments": {}}})]
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "mcp", "--verbose"],
+                          input="\n".join(lines) + "\n", cwd=daemon.repo, env=daemon.env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {None, 1, 2}
+    assert answers[None]["error"]["code"] == -32700
+    assert answers[2]["result"]["structuredContent"]["project_id"].startswith("p_")
+    assert "relaying to" in done.stderr and "not a JSON-RPC message" in done.stderr
+
+
+def test_stdio_outlives_a_daemon_restart(daemon):
+    """The daemon stops mid-session: the next call starts it again, and the session (kept
+    in SQLite) is still known to it."""
+    async def body(s: ClientSession):
+        before = await s.call_tool("list_projects", {})
+        daemon.stop()
+        after = await s.call_tool("list_projects", {})
+        return before, after
+
+    before, after = run(body, StdioServerParameters(
+        command=sys.executable, args=["-m", "neuralmind.cli", "mcp"], env=daemon.env,
+        cwd=str(daemon.repo)))
+    assert not after.is_error and after.structured_content == before.structured_content
+    assert daemon.client().health()["status"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mcp-team")
+    config = server_config(root, {"a": root / "repo-a", "b": root / "repo-b"})
+    server = Server(root / "home", config=config, plugins=PLUGINS, workers=2,
+                    env={"HOME": str(root)}).start()
+    tokens = TokenFile(server.home / "tokens.json")
+    server.tokens = {name: tokens.create(name, role, projects)[0] for name, role, projects in (
+        ("reader", "reader", "*"), ("builder", "builder", "*"), ("builder-a", "builder", ["a"]))}
+    yield server
+    server.stop()
+
+
+def test_roles_and_projects_hold_over_http_on_a_team_server(team):
+    url = f"http://127.0.0.1:{team.port}/v1/mcp"
+
+    async def reader(s):
+        return ({t.name for t in (await s.list_tools()).tools},
+                await s.call_tool("remember", {"project": "a", "title": "t", "rationale": "r"}))
+
+    listed, refused = http(url, team.tokens["reader"], reader)
+    assert "remember" not in listed and "recall" in listed
+    assert refused.is_error
+    assert refused.content[0].text == "forbidden (403): reader may not memories.write"
+
+    async def builder(s):
+        return await s.call_tool("remember", {"project": "b", "title": "Secret of b",
+                                              "rationale": "b only"})
+    assert not http(url, team.tokens["builder"], builder).is_error
+
+    async def only_a(s):
+        projects = await s.call_tool("list_projects", {})
+        hidden = await s.call_tool("recall", {"project": "b", "query": "Secret"})
+        own = await s.call_tool("remember", {"project": "a", "title": "In a", "rationale": "r"})
+        return projects, hidden, own
+
+    projects, hidden, own = http(url, team.tokens["builder-a"], only_a)
+    assert [p["id"] for p in projects.structured_content["items"]] == ["a"]
+    assert hidden.is_error and hidden.content[0].text.startswith("project_not_found (404)")
+    assert not own.is_error
+
+
+def test_each_agent_configuration_launches_the_stdio_server_as_written(daemon, tmp_path):
+    """Install into a fresh home beside another server, then start exactly what the file
+    says (as the agent would: its command, args, env, in the project) and use it."""
+    home, repo = tmp_path / "home", daemon.repo
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text('[mcp_servers.other]\ncommand = "other"\n')
+    (repo / ".cursor").mkdir()
+    (repo / ".cursor" / "mcp.json").write_text('{"mcpServers": {"other": {"command": "other"}}}')
+    env = {**daemon.env, "HOME": str(home)}
+
+    def cli(*args):
+        done = subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    configs = {
+        "claude-code": lambda: json.loads((repo / ".mcp.json").read_text())["mcpServers"],
+        "cursor": lambda: json.loads((repo / ".cursor" / "mcp.json").read_text())["mcpServers"],
+        "codex": lambda: tomllib.loads((home / ".codex" / "config.toml").read_text())[
+            "mcp_servers"]}
+
+    async def recall(s):
+        return await s.call_tool("recall", {"query": "WAL"})
+
+    for agent, read in configs.items():
+        cli("agent", "install", agent)
+        entry = read()["neuralmind"]
+        args = [a.replace("${workspaceFolder}", str(repo)) for a in entry["args"]]  # as Cursor
+        found = run(recall, StdioServerParameters(
+            command=entry["command"], args=args, cwd=str(repo),
+            env={**entry.get("env", {}), "HOME": str(home), "PYTHONPATH": str(ROOT)}))
+        assert not found.is_error, (agent, found.content[0].text)
+    hook = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]["SessionStart"]
+    shown = subprocess.run(hook[0]["hooks"][0]["command"], shell=True, cwd=repo, text=True,
+                           capture_output=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert shown.returncode == 0 and "store.py" in shown.stdout, shown.stderr
+
+    for agent, read in configs.items():
+        cli("agent", "uninstall", agent)
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
+    assert json.loads((repo / ".cursor" / "mcp.json").read_text()) == {
+        "mcpServers": {"other": {"command": "other"}}}
+    assert (home / ".codex" / "config.toml").read_text() == '[mcp_servers.other]\ncommand = "other"\n'
