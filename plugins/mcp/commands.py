@@ -108,7 +108,7 @@ def cmd_agent(args) -> int:
 
 
 def add_commands(subparsers) -> None:
-    from neuralmind.cli import command_group
+    from neuralmind import command_group
     from plugins.mcp.agents import AGENTS
     scoped = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
     scoped.add_argument("--project", "-p", metavar="PATH_OR_ID",
