@@ -23,7 +23,7 @@ def session_environment(tmp_path_factory):
             mp.delenv(key)
         SESSION.models = tmp_path_factory.mktemp("models")
         yield
-        SESSION.models = SESSION.embedder = None
+        SESSION.models = SESSION.derived = SESSION.embedder = None
 
 
 @pytest.fixture(scope="session")

@@ -109,8 +109,9 @@ class _Session:
     pytest, e.g. in bench/, where every home derives its own as a user's would)."""
 
     models: Path | None = None
-    lock = threading.Lock()
+    derived: Path | None = None
     embedder = None
+    lock = threading.Lock()
 
 
 SESSION = _Session()
@@ -124,8 +125,10 @@ def derived_model() -> Path | None:
     from kernel import int8model
     from kernel.embeddings import locate_model
     with SESSION.lock:
-        files = locate_model(None)
-        return int8model.derive(files.model, files.digest, SESSION.models)
+        if SESSION.derived is None:
+            files = locate_model(None)
+            SESSION.derived = int8model.derive(files.model, files.digest, SESSION.models)
+        return SESSION.derived
 
 
 def seed_models(home: Path) -> None:
@@ -149,6 +152,7 @@ def shared_embedder():
     """One packaged embedder for every in-process kernel of the session: one ONNX session
     loaded once, on the session's derived model."""
     from kernel.embeddings import OnnxEmbedder
+    derived_model()  # first, so no embedder derives it beside another (one pid, one temp name)
     with SESSION.lock:
         if SESSION.embedder is None:
             SESSION.embedder = OnnxEmbedder(cache_dir=SESSION.models)

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.support import ROOT
+from tests.support import ROOT, seed_models
 
 FUNCTIONS = [
     "def reverse_string(s):\n    return s[::-1]\n",
@@ -27,10 +27,12 @@ def test_eval_code_reports_every_mode(tmp_path):
     (data / "cosqa-retrieval-dev-500.json").write_text(json.dumps(
         [{"doc": q, "retrieval_idx": i} for q, i in QUERIES]))
     env = {**os.environ, "NEURALMIND_HOME": str(tmp_path / "home")}
-    env.pop("NEURALMIND_CONFIG", None)
+    work = tmp_path / "work"
+    seed_models(work / "home")  # the throwaway project's home, kept in --workdir
     proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "code", "--dataset",
-                           str(data), "--json", "--keyword-weights", "0,0.1"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+                           str(data), "--json", "--keyword-weights", "0,0.1", "--workdir",
+                           str(work)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert (report["queries"], report["corpus"], report["chunks_embedded"]) == (4, 5, 5)
