@@ -131,21 +131,27 @@ def derived_model() -> Path | None:
         return SESSION.derived
 
 
-def seed_models(home: Path) -> None:
-    """Give ``home`` the session's derived model, where the kernel caches it
-    (``$NEURALMIND_HOME/models``), so a real server or CLI run there loads it instead of
-    deriving it again. A hard link; a copy across file systems."""
+def provide_model(cache_dir: Path) -> Path | None:
+    """Put the session's derived model in ``cache_dir`` (an embedder's ``cache_dir``), so
+    whatever loads from there reads it instead of deriving it again: a hard link, or a copy
+    across file systems. The folder, or None outside a session."""
     source = derived_model()
     if source is None:
-        return
-    target = Path(home) / "models" / source.name
-    if target.exists():
-        return
-    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        os.link(source, target)
-    except OSError:
-        target.write_bytes(source.read_bytes())
+        return None
+    target = Path(cache_dir) / source.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.link(source, target)
+        except OSError:
+            target.write_bytes(source.read_bytes())
+    return Path(cache_dir)
+
+
+def seed_models(home: Path) -> None:
+    """Give ``home`` the session's derived model where the kernel caches it
+    (``$NEURALMIND_HOME/models``), for a real server or a CLI run there."""
+    provide_model(Path(home) / "models")
 
 
 def shared_embedder():
