@@ -237,6 +237,10 @@ class _Api:
     def token(self) -> str:
         return (self.home / "token").read_text().strip()
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def request(self, method: str, path: str, *, auth: bool = True, **kw) -> Response:
         if auth and "token" not in kw:
             kw["token"] = self.token
