@@ -6,24 +6,38 @@ a test about serving itself asks ``make_server(serving=True, …)`` for real gun
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.support import EXAMPLE, SESSION, LocalServer, Server, plugin_site, pythonpath
+from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model, plugin_site,
+                           pythonpath)
+
+
+def pytest_configure(config):
+    """The session's model folder (tests/support.py), its int8 model derived meanwhile in a
+    child process: collecting the tests keeps this process busy for seconds anyway."""
+    SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
+    threading.Thread(target=derived_model, name="derive-int8", daemon=True).start()
+
+
+def pytest_unconfigure(config):
+    if SESSION.models is not None:
+        shutil.rmtree(SESSION.models, ignore_errors=True)
+    SESSION.models = SESSION.derived = SESSION.embedder = None
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_environment(tmp_path_factory):
-    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them, and the
-    session's derived model has its folder (see tests/support.py)."""
+def hermetic_environment():
+    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them."""
     with pytest.MonkeyPatch.context() as mp:
         for key in [k for k in os.environ if k.startswith("NEURALMIND_")]:
             mp.delenv(key)
-        SESSION.models = tmp_path_factory.mktemp("models")
         yield
-        SESSION.models = SESSION.derived = SESSION.embedder = None
 
 
 @pytest.fixture(scope="session")
