@@ -27,8 +27,6 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ["auth", "memory", "index"]  # the default plugins, as a fresh install runs them
 EXAMPLE = ROOT / "tests" / "fixtures" / "example_plugin"  # a third-party plugin's source
@@ -212,6 +210,8 @@ def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, st
     """``neuralmind ARGV`` through the CLI's own ``main`` in this process, with ``env`` set
     for the call only (a subprocess costs a second or two of imports on a loaded machine):
     ``(exit code, stdout, stderr)``."""
+    import pytest
+
     from neuralmind.cli import main
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
