@@ -4,6 +4,7 @@ errors, and secure-by-default with no authenticating plugin."""
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from kernel.api import operation
 from kernel.app import Kernel, StartupError
 from kernel.config import load_settings
 from kernel.plugins import PluginError, hookimpl, make_plugin_manager
-from tests.support import ROOT, Server
+from tests.support import EXAMPLE, ROOT, Server
 
 
 def test_example_plugin_route_is_served_documented_and_guarded(kapp):
@@ -20,6 +21,16 @@ def test_example_plugin_route_is_served_documented_and_guarded(kapp):
     assert r.status == 200 and r.json["message"] == "hello" and r.json["actor"] == "local"
     doc = kapp.get("/v1/openapi.json", auth=False).json
     assert doc["paths"]["/v1/hello"]["get"]["x-permission"] == "hello.read"
+
+
+def test_example_plugin_comes_from_its_entry_point_not_an_install(kapp, tmp_path_factory):
+    from importlib.metadata import entry_points
+
+    import neuralmind_example
+    [ep] = [ep for ep in entry_points(group="neuralmind", name="example")
+            if Path(ep.dist.locate_file("")).is_relative_to(tmp_path_factory.getbasetemp())]
+    assert ep.value == "neuralmind_example.plugin"
+    assert Path(neuralmind_example.__file__).is_relative_to(EXAMPLE)  # the fixture's source
 
 
 def test_example_plugin_absent_when_not_enabled(make_server, example_plugin):
