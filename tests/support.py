@@ -27,6 +27,8 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
+from kernel.plugins import hookimpl
+
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ["auth", "memory", "index"]  # the default plugins, as a fresh install runs them
 EXAMPLE = ROOT / "tests" / "fixtures" / "example_plugin"  # a third-party plugin's source
@@ -168,20 +170,13 @@ class SharedModel:
     the packaged model as it is by default; any other setting (a model folder, float compute,
     a thread count) and any plugin's own embedder go their usual way."""
 
-    @staticmethod
-    def embedder(kernel):
+    @hookimpl(trylast=True)
+    def embedder(self, kernel):
         section = kernel.settings.embeddings
         if (section.model_dir or os.environ.get("NEURALMIND_MODEL_DIR") or section.threads
                 or section.compute != "int8" or SESSION.models is None):
             return None
         return shared_embedder()
-
-
-def _shared_model_plugin():
-    from kernel.plugins import hookimpl
-    plugin = SharedModel()
-    plugin.embedder = hookimpl(trylast=True)(SharedModel.embedder)
-    return plugin
 
 
 # -- plugins a test installs through entry points ---------------------------------------------
@@ -232,6 +227,7 @@ class _Api:
 
     home: Path
     port: int
+    _started = False
 
     @property
     def token(self) -> str:
@@ -263,14 +259,8 @@ class _Api:
         assert r.status in (200, 201), r.body
         return r.json["id"]
 
-    def start(self, timeout: float = 60):
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
     def __enter__(self):
-        return self if getattr(self, "_started", False) else self.start()
+        return self if self._started else self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
@@ -287,7 +277,7 @@ def make_kernel(home: Path, *, plugins: list[str] | None = None, config: Path | 
     sections.setdefault("embeddings", {}).setdefault("warm", False)
     settings = load_settings(config, kernel={**sections.pop("kernel", {}), **kernel_section},
                              **sections)
-    return Kernel(settings, extra_plugins=[*extra_plugins, _shared_model_plugin()])
+    return Kernel(settings, extra_plugins=[*extra_plugins, SharedModel()])
 
 
 class _Handler(WSGIRequestHandler):
@@ -366,7 +356,6 @@ class LocalServer(_Api):
         self.port = 0
         self._httpd: _ThreadedWSGI | None = None
         self._output = _Output()
-        self._started = False
 
     def start(self, timeout: float = 60) -> LocalServer:
         logging.getLogger("neuralmind").addHandler(self._output)
