@@ -1,5 +1,5 @@
-"""Shared pieces of the tier2 tests: the audit CLI as an operator runs it, and the audit
-trail read straight from its SQLite file."""
+"""Shared pieces of the tier2 tests: the audit CLI as an operator runs it (its ``main``, in
+this process), and the audit trail read straight from its SQLite file."""
 
 from __future__ import annotations
 
