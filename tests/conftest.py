@@ -1,16 +1,59 @@
-"""Shared fixtures. Servers bind 127.0.0.1 on ports the tests pick; state lives in tmp dirs."""
+"""Shared fixtures. Servers bind 127.0.0.1 on ports the tests pick; state lives in tmp dirs.
+
+Most tests talk HTTP to :class:`tests.support.LocalServer` (the kernel's app in this process);
+a test about serving itself asks ``make_server(serving=True, …)`` for real gunicorn."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from tests.support import Server
+from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model, plugin_site,
+                           pythonpath)
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-EVAL = Path(os.environ.get("NEURALMIND_EVAL_DIR", SHARED / "eval"))
+
+def pytest_configure(config):
+    """The session's model folder (tests/support.py), its int8 model derived meanwhile in a
+    child process: collecting the tests keeps this process busy for seconds anyway."""
+    SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
+    threading.Thread(target=derived_model, name="derive-int8", daemon=True).start()
+
+
+def pytest_unconfigure(config):
+    if SESSION.models is not None:
+        shutil.rmtree(SESSION.models, ignore_errors=True)
+    SESSION.models = SESSION.derived = SESSION.embedder = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_environment():
+    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("NEURALMIND_")]:
+            mp.delenv(key)
+        yield
+
+
+@pytest.fixture(scope="session")
+def example_plugin(tmp_path_factory) -> dict[str, str]:
+    """The third-party example plugin (tests/fixtures/example_plugin), found through its
+    ``neuralmind`` entry point as a pip install would declare it, without installing it into
+    any interpreter: a dist-info in a temp folder on sys.path here, and on PYTHONPATH for a
+    real server (pass the returned env)."""
+    site = plugin_site(tmp_path_factory.mktemp("example-site"), "neuralmind-example-plugin",
+                       {"example": "neuralmind_example.plugin"})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(EXAMPLE))
+        mp.syspath_prepend(str(site))
+        yield {"PYTHONPATH": pythonpath(site, EXAMPLE)}
+    for name in [m for m in sys.modules if m.split(".")[0] == "neuralmind_example"]:
+        del sys.modules[name]
 
 
 @pytest.fixture
@@ -22,12 +65,15 @@ def home(tmp_path) -> Path:
 
 @pytest.fixture
 def make_server(tmp_path):
-    """Start servers with ``make_server(plugins=[...], config=..., workers=N)``; all stopped after."""
-    started: list[Server] = []
+    """``make_server(plugins=[...], config=...)``: the app in this process. A test about
+    serving adds ``serving=True`` (and ``workers=N``, ``daemon=True``, ``env=…``) for real
+    gunicorn. All are stopped after the test."""
+    started: list[LocalServer | Server] = []
 
-    def make(**kw) -> Server:
+    def make(serving: bool = False, **kw) -> LocalServer | Server:
         kw.setdefault("plugins", ["auth"])
-        server = Server(kw.pop("home", tmp_path / f"home{len(started)}"), **kw)
+        home = kw.pop("home", tmp_path / f"home{len(started)}")
+        server = Server(home, **kw) if serving else LocalServer(home, **kw)
         started.append(server)
         return server.start()
 

@@ -1,22 +1,38 @@
-"""Test harness: a real server process (gunicorn through ``neuralmind serve``) on a free
-loopback port, and a small HTTP client that shows status, headers and the parsed body."""
+"""Test harness. Two servers with one interface (``get``/``post``/…, ``token``, ``home``,
+``port``, ``output``): :class:`LocalServer` serves the kernel's app from this process on a
+thread, for every test that is not about serving; :class:`Server` runs real gunicorn through
+``neuralmind serve`` (or ``daemon start --foreground``) for the tests that are (workers,
+SO_REUSEPORT, kill -9, TLS, the daemon). Both bind 127.0.0.1 on a port picked here.
+
+The session derives the packaged model's int8 form once (:func:`derived_model`): in-process
+kernels share one embedder on it, and each real server's home gets a link to the file."""
 
 from __future__ import annotations
 
 import http.client
+import io
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from kernel import config
+from kernel.plugins import hookimpl
 
 ROOT = Path(__file__).resolve().parent.parent
-BUNDLED = ["auth", "memory", "index"]  # the default plugins, as a fresh install runs them
+DEFAULT_PLUGINS = list(config.DEFAULT_PLUGINS)  # the plugins a fresh install runs
+EXAMPLE = ROOT / "tests" / "fixtures" / "example_plugin"  # a third-party plugin's source
 
 
 def free_port() -> int:
@@ -87,57 +103,140 @@ class KeepAlive:
         raise AssertionError("unreachable")
 
 
-class Server:
-    """``neuralmind serve`` (or ``daemon start --foreground``) as a child process."""
+# -- the session's model ---------------------------------------------------------------------
 
-    def __init__(self, home: Path, *, config: str | None = None, plugins: list[str] | None = None,
-                 workers: int = 1, env: dict[str, str] | None = None, args: list[str] = (),
-                 daemon: bool = False, port: int | None = None):
-        self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
-        self.env = {**os.environ, "NEURALMIND_HOME": str(self.home), "PYTHONUNBUFFERED": "1",
-                    **(env or {})}
-        self.env.pop("NEURALMIND_CONFIG", None)
-        self.env.setdefault("NEURALMIND_EMBEDDINGS_WARM", "0")  # tests that need the model ask
-        if plugins is not None:
-            self.env["NEURALMIND_PLUGINS"] = ",".join(plugins)
-        cmd = [sys.executable, "-m", "neuralmind.cli"]
-        if daemon:
-            cmd += ["daemon", "start", "--foreground", "--port", str(self.port)]
-        else:
-            cmd += ["serve", "--port", str(self.port), "--workers", str(workers)]
-        if config is not None:
-            cfg = self.home / "config.toml"
-            cfg.write_text(config)
-            cmd += ["--config", str(cfg)]
-        self.cmd = cmd + list(args)
-        self.log = open(self.home / f"server-{self.port}.log", "wb")
-        self.proc: subprocess.Popen | None = None
+class _Session:
+    """Where the session keeps its derived model (set by the root conftest; None outside
+    pytest, e.g. in bench/, where every home derives its own as a user's would)."""
 
-    def start(self, timeout: float = 60) -> Server:
-        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.output()}")
+    models: Path | None = None
+    derived: Path | None = None
+    embedder = None
+    lock = threading.Lock()
+
+
+SESSION = _Session()
+
+
+def derived_model() -> Path | None:
+    """The packaged model's int8-compute file, derived once per session (kernel/int8model.py
+    takes ~2.6 s per home otherwise)."""
+    if SESSION.models is None:
+        return None
+    from kernel import int8model
+    from kernel.embeddings import locate_model
+    with SESSION.lock:
+        if SESSION.derived is None:
+            files = locate_model(None)
+            SESSION.derived = int8model.derive(files.model, files.digest, SESSION.models)
+        return SESSION.derived
+
+
+def provide_model(cache_dir: Path) -> Path | None:
+    """Put the session's derived model in ``cache_dir`` (an embedder's ``cache_dir``), so
+    whatever loads from there reads it instead of deriving it again: a hard link, or a copy
+    across file systems. The folder, or None outside a session."""
+    source = derived_model()
+    if source is None:
+        return None
+    target = Path(cache_dir) / source.name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.link(source, target)
+        except OSError:
+            target.write_bytes(source.read_bytes())
+    return Path(cache_dir)
+
+
+def seed_models(home: Path) -> None:
+    """Give ``home`` the session's derived model where the kernel caches it
+    (``$NEURALMIND_HOME/models``), for a real server or a CLI run there."""
+    provide_model(Path(home) / "models")
+
+
+def shared_embedder():
+    """One packaged embedder for every in-process kernel of the session: one ONNX session
+    loaded once, on the session's derived model."""
+    from kernel.embeddings import OnnxEmbedder
+    derived_model()  # first, so no embedder derives it beside another (one pid, one temp name)
+    with SESSION.lock:
+        if SESSION.embedder is None:
+            SESSION.embedder = OnnxEmbedder(cache_dir=SESSION.models)
+        return SESSION.embedder
+
+
+class SharedModel:
+    """A plugin giving an in-process kernel the session's embedder when its settings ask for
+    the packaged model as it is by default; any other setting (a model folder, float compute,
+    a thread count) and any plugin's own embedder go their usual way."""
+
+    @hookimpl(trylast=True)
+    def embedder(self, kernel):
+        section = kernel.settings.embeddings
+        if (section.model_dir or os.environ.get("NEURALMIND_MODEL_DIR") or section.threads
+                or section.compute != "int8" or SESSION.models is None):
+            return None
+        return shared_embedder()
+
+
+# -- plugins a test installs through entry points ---------------------------------------------
+
+def plugin_site(site: Path, dist: str, entry_points: dict[str, str]) -> Path:
+    """A folder holding a ``*.dist-info`` that declares ``entry_points`` in the ``neuralmind``
+    group, as ``pip install`` would leave it; importlib.metadata finds it on sys.path or
+    PYTHONPATH, so no interpreter is changed."""
+    info = Path(site) / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[neuralmind]\n" + "".join(f"{name} = {target}\n" for name, target in entry_points.items()))
+    return Path(site)
+
+
+def pythonpath(*folders: Path | str) -> str:
+    """PYTHONPATH for a child process: ``folders``, this tree, then what was already there."""
+    parts = [*map(str, folders), str(ROOT), os.environ.get("PYTHONPATH")]
+    return os.pathsep.join(p for p in parts if p)
+
+
+# -- the CLI in this process -------------------------------------------------------------------
+
+def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``neuralmind ARGV`` through the CLI's own ``main`` in this process, with ``env`` set
+    for the call only (a subprocess costs a second or two of imports on a loaded machine):
+    ``(exit code, stdout, stderr)``."""
+    import pytest
+
+    from neuralmind.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in (env or {}).items():
+            mp.setenv(key, value)
+        with redirect_stdout(out), redirect_stderr(err):
             try:
-                if request(self.port, "GET", "/v1/health", timeout=5).status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"server did not answer in {timeout} s:\n{self.output()}")
+                code = main(list(argv))
+            except SystemExit as ex:  # argparse's usage errors
+                code = ex.code
+    return code, out.getvalue(), err.getvalue()
 
-    def output(self) -> str:
-        self.log.flush()
-        return (self.home / f"server-{self.port}.log").read_text(errors="replace")
+
+# -- servers -----------------------------------------------------------------------------------
+
+class _Api:
+    """What a test calls on either server: requests with the home's token, and projects."""
+
+    home: Path
+    port: int
+    _started = False
 
     @property
     def token(self) -> str:
         return (self.home / "token").read_text().strip()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def request(self, method: str, path: str, *, auth: bool = True, **kw) -> Response:
         if auth and "token" not in kw:
@@ -161,6 +260,189 @@ class Server:
         assert r.status in (200, 201), r.body
         return r.json["id"]
 
+    def __enter__(self):
+        return self if self._started else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def make_kernel(home: Path, *, plugins: list[str] | None = None, config: Path | None = None,
+                extra_plugins: list[object] = (), **sections):
+    """A kernel in this process with ``home``, the ``plugins`` named (else the config's),
+    the session's embedder unless the settings ask for another, and no warm-up thread."""
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    kernel_section = {"home": str(home), **({"plugins": list(plugins)} if plugins is not None
+                                           else {})}
+    sections.setdefault("embeddings", {}).setdefault("warm", False)
+    settings = load_settings(config, kernel={**sections.pop("kernel", {}), **kernel_section},
+                             **sections)
+    return Kernel(settings, extra_plugins=[*extra_plugins, SharedModel()])
+
+
+class _Handler(WSGIRequestHandler):
+    """wsgiref's handler without its access log, and without inventing a Content-Type the
+    client did not send (gunicorn passes none either)."""
+
+    def get_environ(self):
+        env = super().get_environ()
+        if self.headers.get("Content-Type") is None:
+            env.pop("CONTENT_TYPE", None)
+        return env
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+class _ThreadedWSGI(ThreadingMixIn, WSGIServer):
+    """One thread per connection, so an event stream never holds up other requests."""
+
+    daemon_threads = True
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.open: set[socket.socket] = set()
+
+    def process_request(self, request, client_address):
+        self.open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        """A lingering close: the answer is sent, then what the client still sends (a body
+        refused unread, as a 413 leaves it) is read and dropped until it closes, so it reads
+        the answer instead of a reset."""
+        self.open.discard(request)
+        try:
+            request.shutdown(socket.SHUT_WR)
+            request.settimeout(2)
+            while request.recv(65536):
+                pass
+        except OSError:
+            pass
+        super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
+class _Output(logging.Handler):
+    """The server's log as a test reads it: what the kernel and plugins log at WARNING and
+    above while the server runs (gunicorn's workers print the same records)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("[%(levelname)s] %(name)s: %(message)s"))
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+class LocalServer(_Api):
+    """``Kernel(...).app`` served from this process on a thread: the same kernel, plugins,
+    SQLite files and model as under gunicorn, without a process to start (most tests)."""
+
+    def __init__(self, home: Path, *, config: str | None = None, plugins: list[str] | None = None,
+                 extra_plugins: list[object] = (), **sections):
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config = None
+        if config is not None:
+            self.config = self.home / "config.toml"
+            self.config.write_text(config)
+        self.plugins, self.extra_plugins, self.sections = plugins, list(extra_plugins), sections
+        self.kernel = None
+        self.port = 0
+        self._httpd: _ThreadedWSGI | None = None
+        self._output = _Output()
+
+    def start(self, timeout: float = 60) -> LocalServer:
+        logging.getLogger("neuralmind").addHandler(self._output)
+        try:
+            self.kernel = make_kernel(self.home, plugins=self.plugins, config=self.config,
+                                      extra_plugins=self.extra_plugins, **self.sections)
+        except Exception:
+            logging.getLogger("neuralmind").removeHandler(self._output)
+            raise
+        self._httpd = _ThreadedWSGI(("127.0.0.1", 0), _Handler)
+        self._httpd.set_app(self.kernel.app)
+        self.port = self._httpd.server_address[1]
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         name=f"local-server-{self.port}", daemon=True).start()
+        self._started = True
+        return self
+
+    def output(self) -> str:
+        return "\n".join(self._output.lines)
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._httpd.shutdown()
+        for conn in list(self._httpd.open):  # event streams end when their socket goes
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._httpd.server_close()
+        self.kernel.shutdown()
+        logging.getLogger("neuralmind").removeHandler(self._output)
+
+
+class Server(_Api):
+    """``neuralmind serve`` (or ``daemon start --foreground``) as a child process."""
+
+    def __init__(self, home: Path, *, config: str | None = None, plugins: list[str] | None = None,
+                 workers: int = 1, env: dict[str, str] | None = None, args: list[str] = (),
+                 daemon: bool = False, port: int | None = None):
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        if plugins is None or {"memory", "index"} & set(plugins):  # plugins that embed
+            seed_models(self.home)
+        self.port = port or free_port()
+        self.env = {**os.environ, "NEURALMIND_HOME": str(self.home), "PYTHONUNBUFFERED": "1",
+                    **(env or {})}
+        self.env.pop("NEURALMIND_CONFIG", None)
+        self.env.setdefault("NEURALMIND_EMBEDDINGS_WARM", "0")  # tests that need the model ask
+        if plugins is not None:
+            self.env["NEURALMIND_PLUGINS"] = ",".join(plugins)
+        cmd = [sys.executable, "-m", "neuralmind.cli"]
+        if daemon:
+            cmd += ["daemon", "start", "--foreground", "--port", str(self.port)]
+        else:
+            cmd += ["serve", "--port", str(self.port), "--workers", str(workers)]
+        if config is not None:
+            cfg = self.home / "config.toml"
+            cfg.write_text(config)
+            cmd += ["--config", str(cfg)]
+        self.cmd = cmd + list(args)
+        self.log = open(self.home / f"server-{self.port}.log", "wb")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60) -> Server:
+        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self._started = True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.output()}")
+            try:
+                if request(self.port, "GET", "/v1/health", timeout=5).status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server did not answer in {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        self.log.flush()
+        return (self.home / f"server-{self.port}.log").read_text(errors="replace")
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -170,9 +452,3 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
-
-    def __enter__(self) -> Server:
-        return self if self.proc is not None else self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

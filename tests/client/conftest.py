@@ -1,6 +1,9 @@
-"""A real local daemon for the client tests, started the way a user starts it
+"""Servers for the client tests. The client library's tests talk to the bundled plugins
+served from this process (``served``, one per module; the client takes its URL and token).
+What is about the daemon — discovery, autostart, `neuralmind up`, the CLI as a subprocess,
+the docs' walkthroughs — uses a real local daemon, started the way a user starts it
 (`neuralmind daemon start` in the background, in a temporary NEURALMIND_HOME) and stopped
-with `neuralmind daemon stop`. One daemon per module keeps the directory fast."""
+with `neuralmind daemon stop`: one for the session."""
 
 from __future__ import annotations
 
@@ -12,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import BUNDLED, ROOT, free_port
-
+from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, free_port, seed_models
 
 
 class Daemon:
@@ -23,8 +25,9 @@ class Daemon:
     def __init__(self, base: Path, plugins: list[str] | None = None):
         self.home = base / "home"
         self.home.mkdir(parents=True)
+        seed_models(self.home)
         self.port = free_port()
-        self.plugins = plugins if plugins is not None else list(BUNDLED)
+        self.plugins = plugins if plugins is not None else list(DEFAULT_PLUGINS)
         self.config = base / "neuralmind.toml"
         # a 1 s heartbeat lets the server notice a closed event stream at once, so
         # `daemon stop` need not wait out gunicorn's graceful timeout
@@ -68,29 +71,39 @@ class Daemon:
         from neuralmind.client import NeuralMindClient
         return NeuralMindClient(home=self.home, **kw)
 
-    def routes(self) -> set[str]:
-        return set(self.client().openapi()["paths"])
 
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
     d = Daemon(tmp_path_factory.mktemp("daemon")).start()
     yield d
     d.stop()
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The bundled plugins served from this process."""
+    with LocalServer(tmp_path_factory.mktemp("served") / "home", plugins=DEFAULT_PLUGINS) as server:
+        yield server
+
+
+def client_of(server: LocalServer, **kw):
+    """A client of ``server`` by URL and token, as a remote user configures one."""
+    from neuralmind.client import NeuralMindClient
+    kw.setdefault("token", server.token)
+    return NeuralMindClient(server.url, **kw)
+
+
 @pytest.fixture
-def nm(daemon, monkeypatch):
-    for key in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("NEURALMIND_HOME", str(daemon.home))
-    return daemon.client()
+def nm(served):
+    return client_of(served)
 
 
-def needs(daemon: Daemon, route: str) -> None:
-    """Skip until the plugin serving ``route`` has landed in this tree."""
-    if route not in daemon.routes():
-        pytest.skip(f"{route} is not served yet (plugin not landed)")
+def needs(nm, route: str) -> None:
+    """Fail unless the server ``nm`` talks to serves ``route``: a plugin that did not mount
+    is a failure, never a skip."""
+    paths = nm.openapi()["paths"]
+    if route not in paths:
+        pytest.fail(f"{route} is not served at {nm.url}: its plugin did not mount")
 
 
 def git_repo(path: Path, files: dict[str, str]) -> Path:

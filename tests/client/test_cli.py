@@ -1,5 +1,7 @@
-"""The `neuralmind` client commands against the real daemon: tables by default, --json for
-scripts, exit codes 0/1/2, and the project taken from the repository around the cwd."""
+"""The `neuralmind` client commands (run in this process, against a server in this process
+found through NEURALMIND_API_URL/TOKEN): tables by default, --json for scripts, exit codes
+0/1/2, and the project taken from the repository around the cwd; and the command as a
+subprocess against the real daemon."""
 
 from __future__ import annotations
 
@@ -12,13 +14,10 @@ from tests.client.conftest import git_repo, needs
 
 
 @pytest.fixture
-def cli(daemon, monkeypatch, capsys, tmp_path):
-    """Run ``neuralmind ARGS`` in-process, in the daemon's environment, inside a repository."""
-    for key, value in daemon.env.items():
-        if key.startswith("NEURALMIND"):
-            monkeypatch.setenv(key, value)
-    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
-    monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
+def cli(served, monkeypatch, capsys, tmp_path):
+    """Run ``neuralmind ARGS`` in-process, pointed at ``served``, inside a repository."""
+    monkeypatch.setenv("NEURALMIND_API_URL", served.url)
+    monkeypatch.setenv("NEURALMIND_API_TOKEN", served.token)
     repo = git_repo(tmp_path / "work", {"app.py": "def main():\n    return 1\n"})
     (repo / "pkg").mkdir()
     monkeypatch.chdir(repo / "pkg")  # a sub-directory: the repository is still the project
@@ -62,8 +61,8 @@ def test_usage_error_exits_2(cli):
     assert code == 2 and "--helpful" in err
 
 
-def test_memory_commands(cli, daemon):
-    needs(daemon, "/v1/projects/{project_id}/memories")
+def test_memory_commands(cli, nm):
+    needs(nm, "/v1/projects/{project_id}/memories")
     code, out, _ = cli("memory", "add", "Use WAL", "-r", "readers never block", "--file",
                        str(cli.repo / "app.py"), "--tag", "db", "--json")
     assert code == 0

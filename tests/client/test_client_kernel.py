@@ -1,5 +1,5 @@
-"""The client against the kernel's own routes on a real daemon: projects, jobs, events,
-paging, and the error classes the kernel's statuses map to."""
+"""The client against the kernel's own routes (served from this process): projects, jobs,
+events, paging, and the error classes the kernel's statuses map to."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 
 from neuralmind.client import (Event, Forbidden, NeuralMindAPIError, NotFound, Page, Project,
                                Unauthorized, ValidationFailed)
+from tests.client.conftest import client_of
 
 
-def test_health_and_openapi(nm, daemon):
-    assert nm.url == daemon.url
+def test_health_and_openapi(nm, served):
+    assert nm.url == served.url
     assert nm.health()["status"] == "ok"
     assert "/v1/projects" in nm.openapi()["paths"]
     assert "loaded" in nm.embeddings_status()
@@ -55,7 +56,7 @@ def test_remove_then_not_found(nm, tmp_path):
     assert err.request_id and handle.id in err.message
 
 
-def test_error_classes_from_real_statuses(nm, daemon, tmp_path):
+def test_error_classes_from_real_statuses(nm, served, tmp_path):
     with pytest.raises(ValidationFailed) as bad:
         nm.projects.add(tmp_path / "missing")
     assert bad.value.status == 422 and bad.value.details["errors"][0]["loc"] == ["body", "path"]
@@ -63,7 +64,7 @@ def test_error_classes_from_real_statuses(nm, daemon, tmp_path):
         nm.projects.add("/etc")
     assert forbidden.value.code == "path_not_allowed"
     with pytest.raises(Unauthorized):
-        daemon.client(token="nm_wrong").projects.page()
+        client_of(served, token="nm_wrong").projects.page()
     with pytest.raises(ValidationFailed) as cursor:
         nm.projects.page(cursor="not-a-cursor!")
     assert cursor.value.code == "validation_error"

@@ -56,6 +56,7 @@ def test_environment_overrides_discovery(daemon, tmp_path, monkeypatch):
 
 def test_no_daemon_is_a_friendly_error(tmp_path, monkeypatch):
     monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    monkeypatch.setattr("neuralmind.client.BACKOFF_S", 0.01)  # the retries, without the waits
     nm = NeuralMindClient(home=tmp_path)
     with pytest.raises(DaemonNotRunning, match="neuralmind daemon start"):
         nm.health()

@@ -1,5 +1,6 @@
-"""The index verbs of the client (build, search, query, wakeup, stats, jobs) and
-`neuralmind up` on a fresh repository, twice, against a real daemon with the real model."""
+"""The index verbs of the client (build, search, query, wakeup, stats, jobs) and the project
+commands, served from this process with the real model; `neuralmind up` on a fresh repository,
+twice, against a real daemon."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import json
 import pytest
 
 from neuralmind.client import Conflict, Job, QueryResult, SearchHit
-from tests.client.conftest import git_repo, needs
+from tests.client.conftest import client_of, git_repo, needs
+from tests.support import run_cli
 
 FILES = {
     "calc.py": 'def add(a, b):\n    """Sum two numbers."""\n    return a + b\n\n\n'
@@ -18,9 +20,10 @@ FILES = {
 
 
 @pytest.fixture(scope="module")
-def built(daemon, tmp_path_factory):
-    needs(daemon, "/v1/projects/{project_id}/build")
-    repo = daemon.client().project(git_repo(tmp_path_factory.mktemp("idx") / "calc", FILES))
+def built(served, tmp_path_factory):
+    nm = client_of(served)
+    needs(nm, "/v1/projects/{project_id}/build")
+    repo = nm.project(git_repo(tmp_path_factory.mktemp("idx") / "calc", FILES))
     seen: list[Job] = []
     job = repo.build(on_progress=seen.append)
     return repo, job, seen
@@ -62,7 +65,7 @@ def test_jobs_get_list_wait_cancel(built, nm):
 
 
 def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
-    needs(daemon, "/v1/projects/{project_id}/build")
+    needs(daemon.client(), "/v1/projects/{project_id}/build")
     repo = git_repo(tmp_path / "fresh", FILES)
     (repo / ".claude").mkdir()  # Claude Code is used here: `up` suggests wiring it
     first = daemon.run("up", cwd=repo)
@@ -82,19 +85,24 @@ def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
     assert query.returncode == 0 and "def sub" in query.stdout
 
 
-def test_project_index_commands(daemon, built):
+def test_project_index_commands(served, built):
     repo, _, _ = built
-    path = repo.info.path
-    build = daemon.run("project", "build", "--json", "--project", path)
-    assert build.returncode == 0 and json.loads(build.stdout)["status"] == "done"
-    search = daemon.run("project", "search", "sum two numbers", "-n", "3", "--project", repo.id)
-    assert search.returncode == 0 and search.stdout.splitlines()[0].split()[:2] == ["SCORE", "SOURCE_FILE"]
-    assert "calc.py" in search.stdout
-    wake = daemon.run("project", "wakeup", "--json", "--project", repo.id)
-    assert json.loads(wake.stdout)["layers_used"] == ["L0", "L1"]
-    stats = daemon.run("project", "stats", "--project", repo.id)
-    assert stats.returncode == 0 and "nodes:" in stats.stdout
-    started = daemon.run("project", "build", "--no-wait", "--json", "--project", repo.id)
-    job = json.loads(started.stdout)
+
+    def run(*args: str) -> tuple[int, str]:
+        code, out, _ = run_cli(*args, env={"NEURALMIND_API_URL": served.url,
+                                           "NEURALMIND_API_TOKEN": served.token})
+        return code, out
+
+    code, out = run("project", "build", "--json", "--project", repo.info.path)
+    assert code == 0 and json.loads(out)["status"] == "done"
+    code, out = run("project", "search", "sum two numbers", "-n", "3", "--project", repo.id)
+    assert code == 0 and out.splitlines()[0].split()[:2] == ["SCORE", "SOURCE_FILE"]
+    assert "calc.py" in out
+    code, out = run("project", "wakeup", "--json", "--project", repo.id)
+    assert json.loads(out)["layers_used"] == ["L0", "L1"]
+    code, out = run("project", "stats", "--project", repo.id)
+    assert code == 0 and "nodes:" in out
+    code, out = run("project", "build", "--no-wait", "--json", "--project", repo.id)
+    job = json.loads(out)
     assert job["kind"] == "build" and job["id"]
-    repo._nm.jobs.wait(job["id"], timeout=120)
+    assert repo._nm.jobs.wait(job["id"], timeout=120).status == "done"

@@ -1,5 +1,5 @@
-"""Every memory verb of the client against a real daemon with the memory plugin, its error
-paths, export → import, and paging through 500 memories."""
+"""Every memory verb of the client against the memory plugin (served from this process), its
+error paths, export → import, and paging through 500 memories."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neuralmind.client import Conflict, Memory, NotFound, Page, ValidationFailed
-from tests.client.conftest import git_repo, needs
+from tests.client.conftest import client_of, git_repo, needs
 
 
 @pytest.fixture(scope="module")
-def repo(daemon, tmp_path_factory):
-    needs(daemon, "/v1/projects/{project_id}/memories")
+def repo(served, tmp_path_factory):
+    nm = client_of(served)
+    needs(nm, "/v1/projects/{project_id}/memories")
     root = git_repo(tmp_path_factory.mktemp("mem") / "repo",
                     {"store.py": "def save():\n    pass\n", "README.md": "# demo\n"})
-    return daemon.client().project(root)
+    return nm.project(root)
 
 
 def test_add_get_and_duplicates(repo):
@@ -78,20 +79,20 @@ def test_search_and_filters(repo):
     assert repo.memories.search("zzzqqq nothing like it", mode="keyword") == []
 
 
-def test_export_import_round_trip(repo, daemon, tmp_path):
+def test_export_import_round_trip(repo, nm, tmp_path):
     repo.memories.add("Export as JSONL", "One record per line streams.", tags=["io"])
     exported = list(repo.memories.export())
     assert exported and {"memory", "history"} <= set(exported[0])
-    other = daemon.client().project(git_repo(tmp_path / "copy", {"a.py": "x = 1\n"}))
+    other = nm.project(git_repo(tmp_path / "copy", {"a.py": "x = 1\n"}))
     result = other.memories.import_(exported)
     assert result["created"] == len(exported)
     assert [line["memory"] for line in other.memories.export()] == [l["memory"] for l in exported]
     assert other.memories.import_(exported)["skipped"] == len(exported)
 
 
-def test_batch_and_paging_through_500(daemon, tmp_path):
-    needs(daemon, "/v1/projects/{project_id}/memories/batch")
-    p = daemon.client().project(git_repo(tmp_path / "many", {"m.py": "pass\n"}))
+def test_batch_and_paging_through_500(nm, tmp_path):
+    needs(nm, "/v1/projects/{project_id}/memories/batch")
+    p = nm.project(git_repo(tmp_path / "many", {"m.py": "pass\n"}))
     result = p.memories.batch([{"op": "create", "title": f"decision {i}", "rationale": f"why {i}"}
                                for i in range(500)])
     assert len(result["items"]) == 500

@@ -3,14 +3,11 @@ projects by alias, 403 for a reader's write, 429 with retry_after from the rate 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from neuralmind.client import Forbidden, NeuralMindClient, NotFound, RateLimited
-from tests.support import ROOT, Server
+from tests.plugins.auth.helpers import create_token
+from tests.support import ROOT, LocalServer
 
 CONFIG = """
 [kernel]
@@ -27,31 +24,15 @@ path = "{path}"
 """
 
 
-def _token(home, config, role: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "neuralmind.cli", "token", "create", "--actor",
-                          f"{role}-user", "--role", role, "--json", "--config", str(config)],
-                         cwd=ROOT, env={**server_env(home)}, capture_output=True, text=True,
-                         check=True).stdout
-    return json.loads(out)["token"]
-
-
-def server_env(home) -> dict:
-    import os
-    env = {**os.environ, "NEURALMIND_HOME": str(home)}
-    for key in ("NEURALMIND_CONFIG", "NEURALMIND_PLUGINS", "NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
-        env.pop(key, None)
-    return env
-
-
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     base = tmp_path_factory.mktemp("team")
     (base / "api").mkdir()
-    server = Server(base / "home", config=CONFIG.format(path=base / "api"), plugins=["auth"])
-    config = server.home / "config.toml"
-    tokens = {role: _token(server.home, config, role) for role in ("reader", "builder")}
+    server = LocalServer(base / "home", config=CONFIG.format(path=base / "api"), plugins=["auth"])
+    tokens = {role: create_token(server.home, server.config, f"{role}-user", role)["token"]
+              for role in ("reader", "builder")}
     with server:
-        yield f"http://127.0.0.1:{server.port}", tokens
+        yield server.url, tokens
 
 
 def test_project_by_alias_and_reader_limits(team):

@@ -5,7 +5,8 @@ float32, identical in every process. ``model_id`` comes from ``NEURALMIND_FAKE_E
 (read when the hook runs), so a test can restart a server with another id and check that its
 index re-embeds.
 
-In-process: ``Kernel(settings, extra_plugins=[FakeEmbedderPlugin("fake@1")])``.
+In-process: ``LocalServer(home, extra_plugins=[FakeEmbedderPlugin("fake@1")])`` (or
+``Kernel(settings, extra_plugins=[…])``).
 A real server: ``Server(home, plugins=["auth", ..., "fake_embedder"],
 env=fake_embedder.server_env(tmp_dir, model_id="fake@1"))`` — the env puts an entry point
 ``fake_embedder`` in the ``neuralmind`` group on the server's path.
@@ -21,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from kernel.plugins import hookimpl
+from tests.support import plugin_site, pythonpath
 
 ENV_ID = "NEURALMIND_FAKE_EMBEDDER_ID"
 DEFAULT_ID = "fake-bag-of-words@1"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeEmbedder:
@@ -74,12 +75,6 @@ plugin = FakeEmbedderPlugin()
 def server_env(tmp_dir: Path, model_id: str = DEFAULT_ID) -> dict[str, str]:
     """Environment for a ``tests.support.Server`` that can enable the ``fake_embedder`` plugin:
     a dist-info folder declaring the entry point, put on PYTHONPATH with the repository."""
-    site = Path(tmp_dir) / "fake-embedder-site"
-    info = site / "neuralmind_fake_embedder-1.0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: neuralmind-fake-embedder\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[neuralmind]\nfake_embedder = tests.embeddings.fake_embedder:plugin\n")
-    path = os.pathsep.join(p for p in (str(site), str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, ENV_ID: model_id}
+    site = plugin_site(Path(tmp_dir) / "fake-embedder-site", "neuralmind-fake-embedder",
+                       {"fake_embedder": "tests.embeddings.fake_embedder:plugin"})
+    return {"PYTHONPATH": pythonpath(site), ENV_ID: model_id}

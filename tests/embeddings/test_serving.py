@@ -1,5 +1,6 @@
-"""The embedder in a real daemon: warmed in the background, reported by
-GET /v1/embeddings/status, replaceable by a plugin, and its absence breaks nothing else."""
+"""The embedder in a server: warmed in the background by a real daemon, reported by
+GET /v1/embeddings/status (per worker under gunicorn), replaceable by a plugin, and its absence
+breaks nothing else."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def wait_loaded(server, timeout: float = 60) -> dict:
 
 
 def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_server):
-    server = make_server(daemon=True, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
+    server = make_server(serving=True, daemon=True, env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
     assert server.request("GET", "/v1/health", auth=False).status == 200
     status = wait_loaded(server)  # no request asked for an embedding: the warm-up did it
     assert status["model_id"] == f"all-MiniLM-L6-v2-int8+dq8-v1@{PACKAGED_SHA256[:8]}"
@@ -36,7 +37,7 @@ def test_the_daemon_answers_at_once_and_warms_the_model_in_the_background(make_s
 
 
 def test_without_warm_up_the_model_stays_unloaded(make_server):
-    server = make_server(workers=2)
+    server = make_server(serving=True, workers=2)
     time.sleep(1)
     status = server.get("/v1/embeddings/status").json
     assert status["loaded"] is False and status["load_ms"] is None
@@ -44,11 +45,10 @@ def test_without_warm_up_the_model_stays_unloaded(make_server):
     assert status["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)  # cores ÷ workers
 
 
-def test_no_model_is_reported_and_nothing_else_breaks(make_server, tmp_path):
+def test_no_model_is_reported_and_nothing_else_breaks(make_server, tmp_path, monkeypatch):
     missing = tmp_path / "no-model-here"
-    server = make_server(env={"NEURALMIND_MODEL_DIR": str(missing),
-                              "NEURALMIND_EMBEDDINGS_WARM": "1"},
-                         config="[embeddings]\nthreads = 3\n")
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(missing))
+    server = make_server(config="[embeddings]\nthreads = 3\n", embeddings={"warm": True})
     r = server.get("/v1/embeddings/status")
     assert r.status == 200
     assert r.json["model_id"] is None and r.json["loaded"] is False and r.json["threads"] == 3
@@ -58,9 +58,8 @@ def test_no_model_is_reported_and_nothing_else_breaks(make_server, tmp_path):
     assert "Traceback" not in server.output()  # the failed warm-up is one log line
 
 
-def test_a_plugin_embedder_replaces_the_model(make_server, tmp_path):
-    env = fake_embedder.server_env(tmp_path, model_id="fake-for-test@42")
-    server = make_server(plugins=["auth", "fake_embedder"], env=env)
+def test_a_plugin_embedder_replaces_the_model(make_server):
+    server = make_server(extra_plugins=[fake_embedder.FakeEmbedderPlugin("fake-for-test@42")])
     status = server.get("/v1/embeddings/status").json
     assert status == {"model_id": "fake-for-test@42", "dim": 384, "loaded": True,
                       "load_ms": 0.0, "threads": 1, "compute": None, "error": None}

@@ -1,33 +1,28 @@
-"""Kernel test set-up: the third-party example plugin is installed with pip, as a user would."""
+"""Kernel test set-up: the auth and third-party example plugins (GET /v1/hello, a sleeping
+job), in this process for most tests and under 2-worker gunicorn for those about workers."""
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "example_plugin"
+from tests.support import LocalServer, Server
 
-
-@pytest.fixture(scope="session", autouse=True)
-def example_plugin_installed():
-    if importlib.util.find_spec("neuralmind_example") is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", str(EXAMPLE)], check=True)
-        importlib.invalidate_caches()
-    assert importlib.util.find_spec("neuralmind_example") is not None
+CONFIG = "[kernel]\nsse_heartbeat_s = 0.5\n"
 
 
 @pytest.fixture(scope="module")
-def kserver(tmp_path_factory, example_plugin_installed):
-    """One 2-worker gunicorn with the auth and example plugins, for a whole test module."""
-    from tests.support import Server
+def kapp(tmp_path_factory, example_plugin):
+    """The kernel with the auth and example plugins, served from this process."""
+    with LocalServer(tmp_path_factory.mktemp("kapp") / "home", plugins=["auth", "example"],
+                     config=CONFIG) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def kserver(tmp_path_factory, example_plugin):
+    """One 2-worker gunicorn with the same plugins, for what only workers show: an event
+    stream fed by both, any worker answering for a job, chunked bodies as gunicorn reads them."""
     home = tmp_path_factory.mktemp("khome")
-    server = Server(home / "home", plugins=["auth", "example"], workers=2,
-                    env={"HOME": str(home)},
-                    config="[kernel]\nsse_heartbeat_s = 0.5\n")
-    server.start()
-    yield server
-    server.stop()
+    with Server(home / "home", plugins=["auth", "example"], workers=2,
+                env={"HOME": str(home), **example_plugin}, config=CONFIG) as server:
+        yield server

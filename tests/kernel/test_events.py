@@ -1,4 +1,5 @@
-"""Server-sent events from the kernel's event table: seen across workers, resumable."""
+"""Server-sent events from the kernel's event table: seen across workers (gunicorn), resumable
+and filtered (in process)."""
 
 import http.client
 import json
@@ -16,6 +17,7 @@ class SSE:
         if last_event_id is not None:
             headers["Last-Event-ID"] = str(last_event_id)
         self.conn.request("GET", "/v1/events" + query, headers=headers)
+        self.sock = self.conn.sock  # http.client lets go of it for a response without a length
         self.resp = self.conn.getresponse()
         self.events, self.comments = [], 0
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -47,7 +49,7 @@ class SSE:
     def close(self):
         # shutdown, not just close: the reader thread's recv holds the socket open otherwise,
         # and the server would keep a thread streaming to it
-        self.conn.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.shutdown(socket.SHUT_RDWR)
         self.thread.join(5)
         self.conn.close()
 
@@ -74,30 +76,30 @@ def test_events_stream_across_workers_with_filters_and_heartbeats(kserver, tmp_p
     stream.close(), hello.close()
 
 
-def test_last_event_id_resumes_after_that_event(kserver, tmp_path):
-    first = SSE(kserver, "?kind=project.registered")
+def test_last_event_id_resumes_after_that_event(kapp, tmp_path):
+    first = SSE(kapp, "?kind=project.registered")
     time.sleep(0.3)
     for i in range(3):
         d = tmp_path / f"r{i}"
         d.mkdir()
-        kserver.register(d)
+        kapp.register(d)
     events = first.wait(3)
     first.close()
-    resumed = SSE(kserver, "?kind=project.registered", last_event_id=events[0]["id"])
+    resumed = SSE(kapp, "?kind=project.registered", last_event_id=events[0]["id"])
     again = resumed.wait(2)
     resumed.close()
     assert [e["id"] for e in again[:2]] == [e["id"] for e in events[1:3]]
 
 
-def test_project_filter_and_unknown_project(kserver, tmp_path):
+def test_project_filter_and_unknown_project(kapp, tmp_path):
     a, b = tmp_path / "fa", tmp_path / "fb"
     a.mkdir(), b.mkdir()
-    pa = kserver.register(a)
-    stream = SSE(kserver, f"?project={pa}&kind=project.*")
+    pa = kapp.register(a)
+    stream = SSE(kapp, f"?project={pa}&kind=project.*")
     time.sleep(0.3)
-    kserver.register(b)
-    kserver.delete(f"/v1/projects/{pa}")
+    kapp.register(b)
+    kapp.delete(f"/v1/projects/{pa}")
     got = stream.wait(1)
     stream.close()
     assert [(e["data"]["kind"], e["data"]["project_id"]) for e in got] == [("project.removed", pa)]
-    assert kserver.get("/v1/events?project=p_nope").error["code"] == "project_not_found"
+    assert kapp.get("/v1/events?project=p_nope").error["code"] == "project_not_found"

@@ -1,4 +1,5 @@
-"""Guards and the error envelope, through a real 2-worker gunicorn."""
+"""Guards and the error envelope over HTTP: in process, and through a real 2-worker gunicorn
+for chunked bodies (gunicorn decodes them; the in-process server does not)."""
 
 import json
 import socket
@@ -20,51 +21,51 @@ def assert_envelope(r, status, code=None):
         assert err["code"] == code
 
 
-def test_request_id_echoed_when_valid_else_generated(kserver):
-    assert kserver.get("/v1/hello", headers={"X-Request-Id": "Req-1"}).headers["x-request-id"] == "Req-1"
+def test_request_id_echoed_when_valid_else_generated(kapp):
+    assert kapp.get("/v1/hello", headers={"X-Request-Id": "Req-1"}).headers["x-request-id"] == "Req-1"
     for bad in ["has space", "x" * 65, "semi;colon", "ünï"]:
-        rid = kserver.get("/v1/hello", headers={"X-Request-Id": bad}).headers["x-request-id"]
+        rid = kapp.get("/v1/hello", headers={"X-Request-Id": bad}).headers["x-request-id"]
         assert rid != bad and len(rid) == 32
 
 
-def test_version_and_content_type_on_success_and_error(kserver):
-    for r in (kserver.get("/v1/hello"), kserver.get("/v1/nope")):
+def test_version_and_content_type_on_success_and_error(kapp):
+    for r in (kapp.get("/v1/hello"), kapp.get("/v1/nope")):
         assert r.headers["neuralmind-api-version"] == "1"
         assert r.headers["content-type"] == "application/json; charset=utf-8"
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost:1", "[::1]:8765", "LOCALHOST"])
-def test_loopback_hosts_accepted(kserver, host):
-    assert kserver.get("/v1/hello", headers={"Host": host}).status == 200
+def test_loopback_hosts_accepted(kapp, host):
+    assert kapp.get("/v1/hello", headers={"Host": host}).status == 200
 
 
 @pytest.mark.parametrize("host", ["evil.example", "127.0.0.1.nip.io", "10.0.0.1", ""])
-def test_other_hosts_refused(kserver, host):
-    assert_envelope(kserver.get("/v1/hello", headers={"Host": host}), 403, "host_not_allowed")
+def test_other_hosts_refused(kapp, host):
+    assert_envelope(kapp.get("/v1/hello", headers={"Host": host}), 403, "host_not_allowed")
 
 
-def test_no_token_is_401_before_validation(kserver):
-    r = kserver.request("POST", "/v1/hello/jobs", auth=False, body=b"{bad", headers={
+def test_no_token_is_401_before_validation(kapp):
+    r = kapp.request("POST", "/v1/hello/jobs", auth=False, body=b"{bad", headers={
         "Content-Type": "application/json"})
     assert_envelope(r, 401, "unauthorized")
     assert r.headers["www-authenticate"] == "Bearer"
 
 
-def test_wrong_token_and_wrong_scheme(kserver):
-    assert_envelope(kserver.get("/v1/hello", token="nm_wrong"), 401)
-    assert_envelope(kserver.get("/v1/hello", auth=False, headers={
-        "Authorization": f"Basic {kserver.token}"}), 401)
+def test_wrong_token_and_wrong_scheme(kapp):
+    assert_envelope(kapp.get("/v1/hello", token="nm_wrong"), 401)
+    assert_envelope(kapp.get("/v1/hello", auth=False, headers={
+        "Authorization": f"Basic {kapp.token}"}), 401)
 
 
 @pytest.mark.parametrize("param", ["token", "access_token", "api_key"])
-def test_token_in_query_refused_even_when_valid(kserver, param):
-    r = kserver.request("GET", f"/v1/hello?{param}={kserver.token}", auth=False)
+def test_token_in_query_refused_even_when_valid(kapp, param):
+    r = kapp.request("GET", f"/v1/hello?{param}={kapp.token}", auth=False)
     assert_envelope(r, 400, "token_in_query")
 
 
-def test_body_over_cap_by_content_length(kserver):
+def test_body_over_cap_by_content_length(kapp):
     body = json.dumps({"seconds": 0, "pad": "x" * (1024 * 1024)}).encode()
-    assert_envelope(kserver.post("/v1/hello/jobs", body=body, headers={
+    assert_envelope(kapp.post("/v1/hello/jobs", body=body, headers={
         "Content-Type": "application/json"}), 413, "payload_too_large")
 
 
@@ -108,33 +109,33 @@ def test_small_chunked_body_accepted(kserver):
     assert b'"status":"done"' in reply
 
 
-def test_body_must_be_json(kserver):
-    r = kserver.post("/v1/hello/jobs", body=b"seconds=1", headers={"Content-Type": "text/plain"})
+def test_body_must_be_json(kapp):
+    r = kapp.post("/v1/hello/jobs", body=b"seconds=1", headers={"Content-Type": "text/plain"})
     assert_envelope(r, 415, "unsupported_media_type")
 
 
 @pytest.mark.parametrize("raw", [b"{", b"\xff\xfe{}", b"{'a': 1}", b"[1,"])
-def test_malformed_or_non_utf8_json_is_400(kserver, raw):
-    r = kserver.post("/v1/hello/jobs", body=raw, headers={"Content-Type": "application/json"})
+def test_malformed_or_non_utf8_json_is_400(kapp, raw):
+    r = kapp.post("/v1/hello/jobs", body=raw, headers={"Content-Type": "application/json"})
     assert_envelope(r, 400, "invalid_json")
 
 
-def test_validation_error_lists_each_error(kserver):
-    r = kserver.post("/v1/hello/jobs", {"seconds": -1, "wait": "not-a-bool"})
+def test_validation_error_lists_each_error(kapp):
+    r = kapp.post("/v1/hello/jobs", {"seconds": -1, "wait": "not-a-bool"})
     assert_envelope(r, 422, "validation_error")
     errors = r.error["details"]["errors"]
     assert {tuple(e["loc"]) for e in errors} == {("body", "seconds"), ("body", "wait")}
     assert all(set(e) == {"loc", "msg", "type"} for e in errors)
 
 
-def test_unknown_fields_are_ignored(kserver):
-    r = kserver.post("/v1/hello/jobs", {"seconds": 0, "wait": True, "actor": "mallory"})
+def test_unknown_fields_are_ignored(kapp):
+    r = kapp.post("/v1/hello/jobs", {"seconds": 0, "wait": True, "actor": "mallory"})
     assert r.status == 200 and r.json["status"] == "done"
 
 
-def test_falcon_404_and_405_use_the_envelope(kserver):
-    assert_envelope(kserver.get("/v1/does-not-exist"), 404, "not_found")
-    assert_envelope(kserver.request("PUT", "/v1/hello", body=b""), 405, "method_not_allowed")
+def test_falcon_404_and_405_use_the_envelope(kapp):
+    assert_envelope(kapp.get("/v1/does-not-exist"), 404, "not_found")
+    assert_envelope(kapp.request("PUT", "/v1/hello", body=b""), 405, "method_not_allowed")
 
 
 header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=80)
@@ -150,13 +151,13 @@ header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max
                                    max_leaves=10))),
        ctype=st.sampled_from(["application/json", "text/plain", "", "application/json; charset=latin-1"]),
        rid=header_text, auth=st.booleans())
-def test_random_requests_never_500_and_always_enveloped(kserver, path, method, body, ctype, rid, auth):
+def test_random_requests_never_500_and_always_enveloped(kapp, path, method, body, ctype, rid, auth):
     target = "/v1/" + path.lstrip("/")
     for p in (target, "/v1/hello/jobs", "/v1/projects"):
         headers = {"X-Request-Id": rid}
         if ctype:
             headers["Content-Type"] = ctype
-        r = kserver.request(method, p, body=body if method != "GET" else None, headers=headers,
+        r = kapp.request(method, p, body=body if method != "GET" else None, headers=headers,
                             auth=auth)
         assert r.status < 500, (p, r.body)
         if r.status >= 400:

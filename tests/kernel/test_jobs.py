@@ -16,19 +16,19 @@ def wait_for(server, jid, statuses=("done", "error", "cancelled"), timeout=20):
     raise AssertionError(f"job {jid} still {job['status']}")
 
 
-def test_long_work_answers_202_with_location(kserver):
-    r = kserver.post("/v1/hello/jobs", {"seconds": 0.3})
+def test_long_work_answers_202_with_location(kapp):
+    r = kapp.post("/v1/hello/jobs", {"seconds": 0.3})
     assert r.status == 202
     job = r.json["job"]
     assert r.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] in ("queued", "running") and job["kind"] == "sleep"
-    done = wait_for(kserver, job["id"])
+    done = wait_for(kapp, job["id"])
     assert done["status"] == "done" and done["result"] == {"slept": 0.3}
     assert done["finished_at"] and done["progress"]["total"] == 3
 
 
-def test_wait_true_runs_inline(kserver):
-    r = kserver.post("/v1/hello/jobs", {"seconds": 0.1, "wait": True})
+def test_wait_true_runs_inline(kapp):
+    r = kapp.post("/v1/hello/jobs", {"seconds": 0.1, "wait": True})
     assert r.status == 200 and r.json["status"] == "done"
 
 
@@ -41,30 +41,30 @@ def test_any_worker_answers_for_a_job(kserver):
     assert len(pids) == 2, "both workers should have answered"
 
 
-def test_cancel_stops_a_running_job(kserver):
-    jid = kserver.post("/v1/hello/jobs", {"seconds": 30}).json["job"]["id"]
-    wait_for(kserver, jid, ("running",))
-    r = kserver.delete(f"/v1/jobs/{jid}")
+def test_cancel_stops_a_running_job(kapp):
+    jid = kapp.post("/v1/hello/jobs", {"seconds": 30}).json["job"]["id"]
+    wait_for(kapp, jid, ("running",))
+    r = kapp.delete(f"/v1/jobs/{jid}")
     assert r.status == 202
-    assert wait_for(kserver, jid)["status"] == "cancelled"
-    again = kserver.delete(f"/v1/jobs/{jid}")
+    assert wait_for(kapp, jid)["status"] == "cancelled"
+    again = kapp.delete(f"/v1/jobs/{jid}")
     assert again.status == 409 and again.error["code"] == "job_finished"
 
 
-def test_listing_filters_and_pages(kserver):
+def test_listing_filters_and_pages(kapp):
     for _ in range(3):
-        kserver.post("/v1/hello/jobs", {"seconds": 0, "wait": True})
-    r = kserver.get("/v1/jobs?status=done&limit=2")
+        kapp.post("/v1/hello/jobs", {"seconds": 0, "wait": True})
+    r = kapp.get("/v1/jobs?status=done&limit=2")
     assert r.status == 200 and len(r.json["items"]) == 2 and r.json["next_cursor"]
-    nxt = kserver.get(f"/v1/jobs?status=done&limit=2&cursor={r.json['next_cursor']}").json
+    nxt = kapp.get(f"/v1/jobs?status=done&limit=2&cursor={r.json['next_cursor']}").json
     assert not {j["id"] for j in nxt["items"]} & {j["id"] for j in r.json["items"]}
     assert all(j["status"] == "done" for j in r.json["items"] + nxt["items"])
-    assert kserver.get("/v1/jobs?status=bogus").status == 422
-    assert kserver.get("/v1/jobs/nope").error["code"] == "job_not_found"
+    assert kapp.get("/v1/jobs?status=bogus").status == 422
+    assert kapp.get("/v1/jobs/nope").error["code"] == "job_not_found"
 
 
-def test_job_of_a_killed_worker_is_marked_interrupted(make_server):
-    server = make_server(plugins=["auth", "example"], workers=1)
+def test_job_of_a_killed_worker_is_marked_interrupted(make_server, example_plugin):
+    server = make_server(serving=True, plugins=["auth", "example"], workers=1, env=example_plugin)
     jid = server.post("/v1/hello/jobs", {"seconds": 60}).json["job"]["id"]
     wait_for(server, jid, ("running",))
     worker = server.get("/v1/hello").json["pid"]

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import falcon.testing
 
-from kernel.app import Kernel
-from kernel.config import load_settings
+from tests.support import DEFAULT_PLUGINS, make_kernel
 
 
 def _kernel(home):
-    settings = load_settings(None, kernel={"home": str(home), "plugins": ["auth", "memory",
-                                                                          "index"]},
-                             embeddings={"warm": False})
-    return Kernel(settings, load_entrypoints=False)
+    return make_kernel(home, plugins=DEFAULT_PLUGINS)
 
 
 def _client(kernel):

@@ -3,14 +3,14 @@
 from openapi_spec_validator import validate
 
 
-def test_document_is_valid_openapi_31(kserver):
-    doc = kserver.get("/v1/openapi.json", auth=False).json
+def test_document_is_valid_openapi_31(kapp):
+    doc = kapp.get("/v1/openapi.json", auth=False).json
     assert doc["openapi"] == "3.1.0"
     validate(doc)
 
 
-def test_every_operation_is_declared_with_id_security_and_errors(kserver):
-    doc = kserver.get("/v1/openapi.json", auth=False).json
+def test_every_operation_is_declared_with_id_security_and_errors(kapp):
+    doc = kapp.get("/v1/openapi.json", auth=False).json
     ids = set()
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
@@ -24,8 +24,8 @@ def test_every_operation_is_declared_with_id_security_and_errors(kserver):
             assert "500" in op["responses"]
 
 
-def test_request_and_response_models_are_referenced(kserver):
-    doc = kserver.get("/v1/openapi.json", auth=False).json
+def test_request_and_response_models_are_referenced(kapp):
+    doc = kapp.get("/v1/openapi.json", auth=False).json
     post = doc["paths"]["/v1/projects"]["post"]
     ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
@@ -34,11 +34,11 @@ def test_request_and_response_models_are_referenced(kserver):
     assert {p["name"] for p in listing["parameters"]} == {"limit", "cursor"}
 
 
-def test_docs_page_is_served_offline(kserver):
-    page = kserver.get("/v1/docs", auth=False)
+def test_docs_page_is_served_offline(kapp):
+    page = kapp.get("/v1/docs", auth=False)
     assert page.status == 200 and page.headers["content-type"].startswith("text/html")
     assert "/v1/docs/assets/swagger-ui-bundle.js" in page.body.decode()
-    js = kserver.get("/v1/docs/assets/swagger-ui-bundle.js", auth=False)
+    js = kapp.get("/v1/docs/assets/swagger-ui-bundle.js", auth=False)
     assert js.status == 200 and len(js.body) > 100_000
     assert "http" not in page.body.decode().replace("http-equiv", "")
-    assert kserver.get("/v1/docs/assets/..%2F..%2F__init__.py", auth=False).status == 404
+    assert kapp.get("/v1/docs/assets/..%2F..%2F__init__.py", auth=False).status == 404

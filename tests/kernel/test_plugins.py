@@ -4,6 +4,7 @@ errors, and secure-by-default with no authenticating plugin."""
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -11,31 +12,41 @@ from kernel.api import operation
 from kernel.app import Kernel, StartupError
 from kernel.config import load_settings
 from kernel.plugins import PluginError, hookimpl, make_plugin_manager
-from tests.support import ROOT, Server
+from tests.support import EXAMPLE, ROOT, Server
 
 
-def test_example_plugin_route_is_served_documented_and_guarded(kserver):
-    assert kserver.get("/v1/hello", auth=False).status == 401
-    r = kserver.get("/v1/hello")
+def test_example_plugin_route_is_served_documented_and_guarded(kapp):
+    assert kapp.get("/v1/hello", auth=False).status == 401
+    r = kapp.get("/v1/hello")
     assert r.status == 200 and r.json["message"] == "hello" and r.json["actor"] == "local"
-    doc = kserver.get("/v1/openapi.json", auth=False).json
+    doc = kapp.get("/v1/openapi.json", auth=False).json
     assert doc["paths"]["/v1/hello"]["get"]["x-permission"] == "hello.read"
 
 
-def test_example_plugin_absent_when_not_enabled(make_server):
+def test_example_plugin_comes_from_its_entry_point_not_an_install(kapp, tmp_path_factory):
+    from importlib.metadata import entry_points
+
+    import neuralmind_example
+    [ep] = [ep for ep in entry_points(group="neuralmind", name="example")
+            if Path(ep.dist.locate_file("")).is_relative_to(tmp_path_factory.getbasetemp())]
+    assert ep.value == "neuralmind_example.plugin"
+    assert Path(neuralmind_example.__file__).is_relative_to(EXAMPLE)  # the fixture's source
+
+
+def test_example_plugin_absent_when_not_enabled(make_server, example_plugin):
     server = make_server(plugins=["auth"])
     assert server.get("/v1/hello").status == 404
     assert "/v1/hello" not in server.get("/v1/openapi.json").json["paths"]
 
 
-def test_plugins_enabled_from_config_file(make_server, tmp_path):
-    server = make_server(plugins=["auth"], config='[kernel]\nplugins = ["auth", "example"]\n')
-    assert server.get("/v1/hello").status == 404  # NEURALMIND_PLUGINS overrides the file
-    server2 = make_server(plugins=None, config='[kernel]\nplugins = ["auth", "example"]\n')
-    assert server2.get("/v1/hello").status == 200
+def test_plugins_enabled_from_config_file(make_server, example_plugin, monkeypatch):
+    config = '[kernel]\nplugins = ["auth", "example"]\n'
+    assert make_server(plugins=None, config=config).get("/v1/hello").status == 200
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth")
+    assert make_server(plugins=None, config=config).get("/v1/hello").status == 404  # env wins
 
 
-def test_no_authenticating_plugin_means_401_everywhere(make_server):
+def test_no_authenticating_plugin_means_401_everywhere(make_server, example_plugin):
     server = make_server(plugins=["example"])
     for path in ("/v1/hello", "/v1/projects", "/v1/jobs"):
         assert server.get(path, token="anything").status == 401

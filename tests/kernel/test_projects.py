@@ -1,4 +1,4 @@
-"""The project registry through a real server: ids, the denylist, paging, server-mode aliases."""
+"""The project registry over HTTP: ids, the denylist, paging, server-mode aliases."""
 
 import hashlib
 import os
@@ -10,82 +10,83 @@ def expected_id(path):
     return "p_" + hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:12]
 
 
-def test_register_is_idempotent_with_a_stable_id(kserver, tmp_path):
+def test_register_is_idempotent_with_a_stable_id(kapp, tmp_path):
     d = tmp_path / "proj"
     d.mkdir()
-    r1 = kserver.post("/v1/projects", {"path": str(d)})
-    r2 = kserver.post("/v1/projects", {"path": str(d) + "/"})
+    r1 = kapp.post("/v1/projects", {"path": str(d)})
+    r2 = kapp.post("/v1/projects", {"path": str(d) + "/"})
     assert (r1.status, r2.status) == (201, 200)
     assert r1.json["id"] == r2.json["id"] == expected_id(d)
     assert r1.json["path"] == os.path.realpath(d) and r1.json["name"] == "proj"
-    got = kserver.get(f"/v1/projects/{r1.json['id']}")
+    got = kapp.get(f"/v1/projects/{r1.json['id']}")
     assert got.status == 200 and got.json["id"] == r1.json["id"]
 
 
-def test_symlink_resolves_to_the_same_project(kserver, tmp_path):
+def test_symlink_resolves_to_the_same_project(kapp, tmp_path):
     d = tmp_path / "real"
     d.mkdir()
     (tmp_path / "link").symlink_to(d)
-    a = kserver.post("/v1/projects", {"path": str(tmp_path / "link")})
+    a = kapp.post("/v1/projects", {"path": str(tmp_path / "link")})
     assert a.json["id"] == expected_id(d)
 
 
 @pytest.mark.parametrize("path", ["/", "/etc", "/etc/ssl", "/proc/self", "/sys", "/dev",
                                   "/boot", "/run"])
-def test_system_paths_refused(kserver, path):
-    r = kserver.post("/v1/projects", {"path": path})
+def test_system_paths_refused(kapp, path):
+    r = kapp.post("/v1/projects", {"path": path})
     assert r.status == 403 and r.error["code"] == "path_not_allowed"
 
 
-def test_home_and_credential_dirs_refused_even_through_a_symlink(kserver, tmp_path):
-    home = kserver.env["HOME"]
+def test_home_and_credential_dirs_refused_even_through_a_symlink(kapp, tmp_path, monkeypatch):
+    home = str(tmp_path / "user-home")
+    monkeypatch.setenv("HOME", home)  # the server is this process: its ~ is this HOME
     ssh = os.path.join(home, ".ssh", "keys")
     os.makedirs(ssh, exist_ok=True)
     os.makedirs(os.path.join(home, ".config"), exist_ok=True)
     link = tmp_path / "innocent"
     link.symlink_to(ssh)
     for path in (home, ssh, os.path.join(home, ".config"), str(link)):
-        r = kserver.post("/v1/projects", {"path": path})
+        r = kapp.post("/v1/projects", {"path": path})
         assert r.status == 403 and r.error["code"] == "path_not_allowed", path
 
 
-def test_not_a_directory_is_422_and_changes_nothing(kserver, tmp_path):
+def test_not_a_directory_is_422_and_changes_nothing(kapp, tmp_path):
     f = tmp_path / "file.txt"
     f.write_text("x")
-    before = kserver.get("/v1/projects?limit=200").json["items"]
+    before = kapp.get("/v1/projects?limit=200").json["items"]
     for path in (str(f), str(tmp_path / "missing")):
-        r = kserver.post("/v1/projects", {"path": path})
+        r = kapp.post("/v1/projects", {"path": path})
         assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", "path"]
-    assert kserver.get("/v1/projects?limit=200").json["items"] == before
+    assert kapp.get("/v1/projects?limit=200").json["items"] == before
 
 
-def test_paging_visits_every_project_once(kserver, tmp_path):
+def test_paging_visits_every_project_once(kapp, tmp_path):
     ids = set()
     for i in range(7):
         d = tmp_path / f"p{i}"
         d.mkdir()
-        ids.add(kserver.register(d))
+        ids.add(kapp.register(d))
     seen, cursor = [], None
     while True:
-        r = kserver.get("/v1/projects?limit=3" + (f"&cursor={cursor}" if cursor else ""))
+        r = kapp.get("/v1/projects?limit=3" + (f"&cursor={cursor}" if cursor else ""))
         assert r.status == 200 and len(r.json["items"]) <= 3
         seen += [p["id"] for p in r.json["items"]]
         cursor = r.json["next_cursor"]
         if not cursor:
             break
     assert len(seen) == len(set(seen)) and ids <= set(seen)
-    assert kserver.get("/v1/projects?limit=201").status == 422
-    assert kserver.get("/v1/projects?cursor=%%%").status == 422
+    assert kapp.get("/v1/projects?limit=201").status == 422
+    assert kapp.get("/v1/projects?cursor=%%%").status == 422
 
 
-def test_delete_unregisters_and_leaves_files(kserver, tmp_path):
+def test_delete_unregisters_and_leaves_files(kapp, tmp_path):
     d = tmp_path / "keep"
     d.mkdir()
     (d / "a.py").write_text("x = 1\n")
-    pid = kserver.register(d)
-    assert kserver.delete(f"/v1/projects/{pid}").status == 204
-    assert kserver.get(f"/v1/projects/{pid}").error["code"] == "project_not_found"
-    assert kserver.delete(f"/v1/projects/{pid}").status == 404
+    pid = kapp.register(d)
+    assert kapp.delete(f"/v1/projects/{pid}").status == 204
+    assert kapp.get(f"/v1/projects/{pid}").error["code"] == "project_not_found"
+    assert kapp.delete(f"/v1/projects/{pid}").status == 404
     assert (d / "a.py").read_text() == "x = 1\n"
 
 

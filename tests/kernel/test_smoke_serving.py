@@ -1,8 +1,23 @@
-"""The kernel served by real gunicorn: guards and the envelope as a client sees them."""
+"""The kernel and every bundled plugin served by real gunicorn, as a user runs them: one
+smoke test each (the rest of their tests run in process), guards and the envelope as a client
+sees them."""
+
+import time
+
+import pytest
+
+from tests.support import Server
+
+PLUGINS = ["auth", "memory", "index", "tier2_bridge"]
 
 
-def test_health_is_public_and_carries_headers(make_server):
-    server = make_server()
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with Server(tmp_path_factory.mktemp("smoke") / "home", plugins=PLUGINS, workers=2) as srv:
+        yield srv
+
+
+def test_health_is_public_and_carries_headers(server):
     r = server.request("GET", "/v1/health", auth=False, headers={"X-Request-Id": "abc-123"})
     assert r.status == 200
     assert r.json["status"] == "ok"
@@ -11,10 +26,41 @@ def test_health_is_public_and_carries_headers(make_server):
     assert r.headers["content-type"] == "application/json; charset=utf-8"
 
 
-def test_projects_need_a_token(make_server, repo):
-    server = make_server()
+def test_auth_projects_need_a_token(server, repo):
     assert server.request("GET", "/v1/projects", auth=False).status == 401
     r = server.post("/v1/projects", {"path": str(repo)})
     assert r.status == 201
     assert r.headers["location"] == f"/v1/projects/{r.json['id']}"
     assert server.post("/v1/projects", {"path": str(repo)}).status == 200
+
+
+def test_memory_writes_and_finds_a_decision(server, repo):
+    pid = server.register(repo)
+    made = server.post(f"/v1/projects/{pid}/memories", {"title": "Serve with gunicorn",
+                                                        "rationale": "workers share SQLite"})
+    assert made.status == 201
+    found = server.post(f"/v1/projects/{pid}/memories/search", {"query": "gunicorn",
+                                                                 "mode": "keyword"})
+    assert [m["id"] for m in found.json["results"]] == [made.json["id"]]
+
+
+def test_index_builds_and_searches_with_the_model(server, repo):
+    (repo / "tax.py").write_text("def sales_tax(amount):\n    return amount * 0.2\n")
+    pid = server.register(repo)
+    built = server.post(f"/v1/projects/{pid}/build", {"wait": True})
+    assert built.status == 200 and built.json["job"]["result"]["semantic"] is True
+    hits = server.post(f"/v1/projects/{pid}/search", {"query": "tax owed on an amount",
+                                                      "mode": "semantic"}).json["results"]
+    assert hits[0]["label"] == "sales_tax"
+
+
+def test_tier2_bridge_audits_what_the_workers_did(server, tmp_path):
+    (tmp_path / "audited").mkdir()
+    server.register(tmp_path / "audited")
+    seats = server.get("/v1/admin/seats")
+    assert seats.status == 200 and seats.json["active_actors"] == 0  # loopback is no seat
+    deadline = time.monotonic() + 10  # the copier may still be on its way
+    while "project.registered" not in {
+            r["action"] for r in server.get("/v1/admin/audit").json["items"]}:
+        assert time.monotonic() < deadline, "the registration never reached the audit trail"
+        time.sleep(0.05)

@@ -1,28 +1,23 @@
-"""Shared pieces of the auth tests: the CLI as a user runs it, server-mode configs, tokens,
-and the kernel's event table read straight from its SQLite file."""
+"""Shared pieces of the auth tests: the CLI as a user runs it (its ``main``, in this process),
+server-mode configs, tokens, and the kernel's event table read straight from its SQLite file."""
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.support import ROOT
-
+from tests.support import run_cli
 
 
 def cli(home: Path, *args: str, config: Path | None = None, check: bool = True,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "neuralmind.cli", *args]
-    if config is not None:
-        cmd += ["--config", str(config)]
-    full_env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
-                **(env or {})}
-    full_env.pop("NEURALMIND_CONFIG", None)
-    done = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=60)
+    """``neuralmind ARGS [--config CONFIG]`` with the auth plugin in ``home``."""
+    argv = [*args, *(["--config", str(config)] if config is not None else [])]
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(home),
+                                         "NEURALMIND_PLUGINS": "auth", **(env or {})})
+    done = subprocess.CompletedProcess(["neuralmind", *argv], code, out, err)
     if check:
         assert done.returncode == 0, done.stderr
     return done

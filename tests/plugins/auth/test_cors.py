@@ -1,4 +1,5 @@
-"""CORS: exact origins only, checked at start-up; preflights answered for allowed origins."""
+"""CORS: exact origins only, checked at start-up; preflights answered for allowed origins
+(in this process; ``neuralmind serve --allow-origin`` with a bad one, under gunicorn)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,17 @@ import pytest
 
 from kernel.config import ConfigError
 from plugins.auth.cors import check_origin
-from tests.support import Server
+from tests.support import LocalServer, Server
 
 ALLOWED = "https://app.example.com"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cors")
-    s = Server(root / "home", plugins=["auth"], env={"HOME": str(root)},
-               args=["--allow-origin", ALLOWED, "--allow-origin", "http://localhost:3000"]).start()
-    yield s
-    s.stop()
+    config = f'[server]\nallow_origins = ["{ALLOWED}", "http://localhost:3000"]\n'
+    with LocalServer(tmp_path_factory.mktemp("cors") / "home", plugins=["auth"],
+                     config=config) as s:
+        yield s
 
 
 def preflight(server, origin: str):

@@ -16,7 +16,7 @@ import trustme
 import yaml
 
 from tests.plugins.auth.helpers import create_token
-from tests.support import BUNDLED, ROOT, free_port, request
+from tests.support import DEFAULT_PLUGINS, ROOT, free_port, request
 
 
 def dockerfile() -> dict[str, list[str]]:
@@ -44,7 +44,7 @@ class Container:
 
     def __init__(self, root: Path, port: int):
         self.root, self.port = root, port
-        self.env = {**os.environ, "NEURALMIND_PLUGINS": ",".join(list(BUNDLED)),
+        self.env = {**os.environ, "NEURALMIND_PLUGINS": ",".join(list(DEFAULT_PLUGINS)),
                     "NEURALMIND_EMBEDDINGS_WARM": "0", "HOME": str(root)}
         self.env.pop("NEURALMIND_CONFIG", None)
         self.proc: subprocess.Popen | None = None

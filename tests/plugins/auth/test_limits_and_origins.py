@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kernel.config import ConfigError
 from kernel.errors import RateLimited
 from plugins.auth.cors import check_origin
-from plugins.auth.ratelimit import RateLimiter, lease_size
+from plugins.auth.ratelimit import RATE_FILE, RateLimiter, lease_size
 from plugins.auth.roles import RateLimit
 
 
@@ -52,8 +52,14 @@ def test_retry_after_says_when_the_next_request_fits(tmp_path):
 
 def test_rate_zero_turns_limiting_off(tmp_path):
     limiter = RateLimiter(tmp_path)
-    for _ in range(1000):
+    for _ in range(1000):  # a burst of 1: limited, the second would be 429
         limiter.take("dee", RateLimit(rate=0, burst=1))
+    assert not any((tmp_path / RATE_FILE).read_bytes())  # no bucket written, nothing spent
+    limit = RateLimit(rate=0.01, burst=2)
+    limiter.take("dee", limit)
+    limiter.take("dee", limit)  # the actor's whole burst is still there …
+    with pytest.raises(RateLimited):  # … and a limit with a rate does limit
+        limiter.take("dee", limit)
 
 
 def test_leases_are_small_for_small_limits():

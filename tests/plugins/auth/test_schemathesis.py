@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.plugins.auth.helpers import create_token, server_config
-from tests.support import BUNDLED, ROOT, Server
+from tests.support import DEFAULT_PLUGINS, ROOT, Server
 
 MAX_EXAMPLES = 10
 
@@ -19,7 +19,7 @@ MAX_EXAMPLES = 10
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("fuzz")
     s = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
-               plugins=list(BUNDLED), workers=2, env={"HOME": str(root)}).start()
+               plugins=list(DEFAULT_PLUGINS), workers=2, env={"HOME": str(root)}).start()
     yield s
     s.stop()
 

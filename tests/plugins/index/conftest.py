@@ -1,5 +1,5 @@
 """Fixtures of the index tests: small multi-language repositories the tests write, and one
-server per module (auth + index, the real packaged model loaded on first use)."""
+server per module (auth + index in this process, the real packaged model loaded on first use)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Server
+from tests.support import LocalServer
 
 FILES = {
     "README.md": "# Demo shop\n\nA small shop backend used to test the code index.\n\n"
@@ -86,10 +86,8 @@ def write_repo(root: Path, outside: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = Server(tmp_path_factory.mktemp("home"), plugins=["auth", "index"], workers=2)
-    srv.start()
-    yield srv
-    srv.stop()
+    with LocalServer(tmp_path_factory.mktemp("home"), plugins=["auth", "index"]) as srv:
+        yield srv
 
 
 @pytest.fixture

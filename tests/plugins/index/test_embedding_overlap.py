@@ -8,19 +8,17 @@ import sqlite3
 import pytest
 
 from tests.plugins.index.conftest import FILES
+from tests.support import make_kernel
 
 
 @pytest.fixture
-def service(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("NEURALMIND_EMBEDDINGS_WARM", "0")
-    from kernel.app import Kernel
-    from kernel.config import load_settings
+def service(tmp_path):
     from plugins.index import plugin
-    kernel = Kernel(load_settings(), plugins=["index"], load_entrypoints=False)
+    kernel = make_kernel(tmp_path / "home", plugins=["index"])
     svc = plugin._service(kernel)
     svc.settings = svc.settings.model_copy(update={"embed_batch": 2})
-    return kernel, svc
+    yield kernel, svc
+    kernel.shutdown()
 
 
 def test_chunks_overlap_parsing_and_every_text_gets_one_vector(service, tmp_path):

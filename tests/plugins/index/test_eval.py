@@ -6,6 +6,7 @@ import json
 import os
 
 from neuralmind.cli import main
+from tests.support import seed_models
 
 FUNCTIONS = [
     "def reverse_string(s):\n    return s[::-1]\n",
@@ -25,8 +26,10 @@ def test_eval_code_reports_every_mode(tmp_path, capsys):
     (data / "cosqa-retrieval-dev-500.json").write_text(json.dumps(
         [{"doc": q, "retrieval_idx": i} for q, i in QUERIES]))
     before = dict(os.environ)
-    assert main(["eval", "code", "--dataset", str(data), "--json", "--workdir",
-                 str(tmp_path / "work"), "--keyword-weights", "0,0.1"]) == 0
+    work = tmp_path / "work"
+    seed_models(work / "home")  # the throwaway project's home, kept in --workdir
+    assert main(["eval", "code", "--dataset", str(data), "--json", "--workdir", str(work),
+                 "--keyword-weights", "0,0.1"]) == 0
     assert dict(os.environ) == before  # the eval's home and settings stay its own
     report = json.loads(capsys.readouterr().out)
     assert (report["queries"], report["corpus"], report["chunks_embedded"]) == (4, 5, 5)

@@ -5,15 +5,15 @@ still answers."""
 from __future__ import annotations
 
 from tests.plugins.index.conftest import build, write_repo
-from tests.support import Server
+from tests.support import LocalServer
 
 
-def test_keyword_only_without_a_model(tmp_path):
+def test_keyword_only_without_a_model(tmp_path, monkeypatch):
     root = write_repo(tmp_path / "repo", tmp_path / "outside")
     empty = tmp_path / "no-model"
     empty.mkdir()
-    with Server(tmp_path / "home", plugins=["auth", "index"],
-                env={"NEURALMIND_MODEL_DIR": str(empty)}) as server:
+    monkeypatch.setenv("NEURALMIND_MODEL_DIR", str(empty))
+    with LocalServer(tmp_path / "home", plugins=["auth", "index"]) as server:
         pid = server.register(root)
         result = build(server, pid)
         assert result["semantic"] is False and result["chunks_embedded"] == 0

@@ -4,12 +4,12 @@ on the files a query hit, inside the budget."""
 from __future__ import annotations
 
 from tests.plugins.index.conftest import build, write_repo
-from tests.support import Server
+from tests.support import DEFAULT_PLUGINS, LocalServer
 
 
 def test_decisions_on_hit_files_appear_in_l2(tmp_path):
     root = write_repo(tmp_path / "repo", tmp_path / "outside")
-    with Server(tmp_path / "home", plugins=["auth", "memory", "index"]) as server:
+    with LocalServer(tmp_path / "home", plugins=DEFAULT_PLUGINS) as server:
         pid = server.register(root)
         r = server.post(f"/v1/projects/{pid}/memories", {
             "title": "Tax is rounded once, at the end",

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import pytest
+
 from tests.plugins.index.conftest import build, wait_for
+from tests.support import Server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Real gunicorn with two workers: the watcher must be one across them."""
+    with Server(tmp_path_factory.mktemp("home"), plugins=["auth", "index"], workers=2) as srv:
+        yield srv
 
 
 def labels(server, pid, path):

@@ -1,4 +1,4 @@
-"""Fixtures of the memory tests: one real server per module, projects made on it."""
+"""Fixtures of the memory tests: one server per module (in this process), projects made on it."""
 
 from __future__ import annotations
 
@@ -7,20 +7,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Server
+from tests.support import LocalServer, Server
 
 PLUGINS = ["auth", "memory"]
 
 
-def start(home: Path, **kw) -> Server:
+def start(home: Path, *, serving: bool = False, **kw) -> LocalServer | Server:
+    """The auth and memory plugins on ``home``: in this process, or under gunicorn
+    (``serving=True``, with ``workers``, ``env``) for what is about workers."""
     kw.setdefault("plugins", PLUGINS)
-    return Server(home, **kw).start()
+    return (Server if serving else LocalServer)(home, **kw).start()
 
 
 class Api:
     """A project's memory routes on a running server."""
 
-    def __init__(self, server: Server, project_dir: Path):
+    def __init__(self, server: LocalServer | Server, project_dir: Path):
         self.server = server
         self.dir = project_dir
         self.pid = server.register(project_dir)

@@ -7,12 +7,12 @@ import os
 import subprocess
 import sys
 
-from tests.support import ROOT
+from tests.support import ROOT, seed_models
 
 
 def run(*args: str, home) -> subprocess.CompletedProcess:
+    seed_models(home)
     env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,memory"}
-    env.pop("NEURALMIND_CONFIG", None)
     return subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "memory", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 

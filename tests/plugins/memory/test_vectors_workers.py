@@ -37,7 +37,7 @@ def wait_for(check, timeout=20.0):
 @pytest.fixture(scope="module")
 def workers2(tmp_path_factory):
     home = tmp_path_factory.mktemp("two-workers")
-    srv = start(home, plugins=PLUGINS, workers=2,
+    srv = start(home, serving=True, plugins=PLUGINS, workers=2,
                 env=fake_embedder.server_env(home, model_id="fake@1"))
     yield srv
     srv.stop()
@@ -97,7 +97,7 @@ def test_changing_the_model_reembeds(tmp_path):
     home = tmp_path / "home"
     project = tmp_path / "proj"
     project.mkdir()
-    srv = start(home, plugins=PLUGINS, env=fake_embedder.server_env(tmp_path, model_id="fake@1"))
+    srv = start(home, extra_plugins=[fake_embedder.FakeEmbedderPlugin("fake@1")])
     try:
         api = Api(srv, project)
         ids = [api.create(title=f"record {i}", rationale="text")["id"] for i in range(5)]
@@ -105,7 +105,7 @@ def test_changing_the_model_reembeds(tmp_path):
         assert {m for m, _ in vectors(api).values()} == {"fake@1"} and set(vectors(api)) == set(ids)
     finally:
         srv.stop()
-    srv = start(home, plugins=PLUGINS, env=fake_embedder.server_env(tmp_path, model_id="fake@2"))
+    srv = start(home, extra_plugins=[fake_embedder.FakeEmbedderPlugin("fake@2")])
     try:
         api = Api(srv, project)
         hits = api.search("record 3", mode="semantic")["results"]

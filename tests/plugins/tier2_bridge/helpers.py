@@ -1,18 +1,16 @@
-"""Shared pieces of the tier2 tests: the audit CLI as an operator runs it, and the audit
-trail read straight from its SQLite file."""
+"""Shared pieces of the tier2 tests: the audit CLI as an operator runs it (its ``main``, in
+this process), and the audit trail read straight from its SQLite file."""
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import sqlite3
 import subprocess
 import time
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from tests.plugins.auth.helpers import cli
+from tests.support import run_cli
 
 PLUGINS = ["auth", "tier2_bridge"]
 PROJECTS = 48  # the busy server registers this many projects and removes half …
@@ -25,21 +23,8 @@ def audit_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def in_process(*argv: str) -> tuple[int, str, str]:
-    """``neuralmind …`` through the CLI's own ``main`` in this process (a subprocess costs a
-    second or two of imports on a loaded machine): ``(exit code, stdout, stderr)``."""
-    from neuralmind.cli import main
-    out, err = io.StringIO(), io.StringIO()
-    saved = os.environ.get("NEURALMIND_PLUGINS")
-    os.environ["NEURALMIND_PLUGINS"] = ",".join(PLUGINS)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main(list(argv))
-    finally:
-        if saved is None:
-            os.environ.pop("NEURALMIND_PLUGINS")
-        else:
-            os.environ["NEURALMIND_PLUGINS"] = saved
-    return code, out.getvalue(), err.getvalue()
+    """``neuralmind …`` with tier2_bridge enabled, through the CLI's ``main`` in this process."""
+    return run_cli(*argv, env={"NEURALMIND_PLUGINS": ",".join(PLUGINS)})
 
 
 def verify(home: Path, *args: str) -> tuple[int, dict]:

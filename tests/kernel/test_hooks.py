@@ -1,0 +1,267 @@
+"""Every hook of kernel/hookspecs.py, exercised by a plugin written as a third-party author
+writes one (``from neuralmind import …``) and seen from outside: a request, the OpenAPI
+document, the CLI. ``test_every_hook_has_a_test`` keeps this module in step with the specs
+(datasette's idea): a new hook needs a ``test_hook_<name>…`` here."""
+
+from __future__ import annotations
+
+import logging
+
+import falcon.testing
+import pytest
+from pydantic import BaseModel
+
+from kernel import hookspecs
+from kernel.app import StartupError
+from neuralmind import Actor, Permission, hookimpl, operation
+from tests.embeddings.fake_embedder import FakeEmbedderPlugin
+from tests.support import make_kernel, plugin_site, run_cli
+
+SPECS = sorted(name for name, fn in vars(hookspecs).items()
+               if callable(fn) and hasattr(fn, "neuralmind_spec"))
+
+
+@pytest.mark.parametrize("hook", SPECS)
+def test_every_hook_has_a_test(hook):
+    tests = [name for name in globals() if name.startswith(f"test_hook_{hook}")]
+    assert tests, f"hook {hook!r} has no test_hook_{hook}… in {__name__}"
+
+
+class Echo(BaseModel):
+    actor: str
+
+
+class WhoResource:
+    @operation(permission="probe.read", response=Echo)
+    def on_get(self, req, resp):
+        return Echo(actor=req.context.actor.id)
+
+
+class Probe:
+    """Hook implementations the tests pick from, recording what the kernel hands them."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, object]] = []
+
+    @hookimpl
+    def register_permissions(self, kernel):
+        return [Permission("probe.read", "Read the probe", ("reader", "admin"))]
+
+    @hookimpl
+    def register_routes(self, kernel):
+        return [("/v1/probe", WhoResource())]
+
+
+@pytest.fixture
+def kernels(tmp_path):
+    """``kernels(plugins, *extra)``: kernels in tmp homes, shut down after the test."""
+    made = []
+
+    def make(plugins, *extra, **sections):
+        kernel = make_kernel(tmp_path / f"home{len(made)}", plugins=plugins,
+                             extra_plugins=list(extra), **sections)
+        made.append(kernel)
+        return kernel
+
+    yield make
+    for kernel in made:
+        kernel.shutdown()
+
+
+def client(kernel, token: str | None = None) -> falcon.testing.TestClient:
+    headers = {"Host": "127.0.0.1"}
+    if token is None and (kernel.home / "token").exists():
+        token = (kernel.home / "token").read_text().strip()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return falcon.testing.TestClient(kernel.app, headers=headers)
+
+
+def test_hook_startup_runs_once_with_the_routes_mounted(kernels):
+    class OnStart(Probe):
+        @hookimpl
+        def startup(self, kernel):
+            self.calls.append(("startup", kernel))
+            self.routes = [uri for uri, *_ in kernel.routes]
+
+    probe = OnStart()
+    kernel = kernels(["auth"], probe)
+    assert probe.calls == [("startup", kernel)]
+    assert "/v1/probe" in probe.routes and "/v1/projects" in probe.routes
+
+
+def test_hook_shutdown_runs_when_the_kernel_stops(kernels):
+    class OnStop(Probe):
+        @hookimpl
+        def shutdown(self, kernel):
+            self.calls.append(("shutdown", kernel))
+
+    probe = OnStop()
+    kernel = kernels(["auth"], probe)
+    assert probe.calls == []
+    kernel.shutdown()
+    assert probe.calls == [("shutdown", kernel)]
+
+
+def test_hook_register_routes_serves_and_documents_the_route(kernels):
+    kernel = kernels(["auth"], Probe())
+    r = client(kernel).simulate_get("/v1/probe")
+    assert (r.status_code, r.json) == (200, {"actor": "local"})
+    assert client(kernel, token="nm_wrong").simulate_get("/v1/probe").status_code == 401
+    doc = kernel.openapi["paths"]["/v1/probe"]["get"]
+    assert doc["x-permission"] == "probe.read"
+
+
+def test_hook_register_permissions_adds_names_with_default_roles(kernels):
+    kernel = kernels(["auth"], Probe())
+    assert kernel.permissions["probe.read"].roles == ("reader", "admin")
+
+    class Twice:
+        @hookimpl
+        def register_permissions(self, kernel):
+            return [Permission("probe.read", "again")]
+
+    with pytest.raises(StartupError, match="'probe.read' is registered twice"):
+        kernels(["auth"], Probe(), Twice())
+
+
+def test_hook_register_middleware_runs_after_the_kernels_guards(kernels):
+    class Stamp:
+        def process_response(self, req, resp, resource, req_succeeded):
+            resp.set_header("X-Probe", f"{req.context.request_id}/{req_succeeded}")
+
+    class WithMiddleware(Probe):
+        @hookimpl
+        def register_middleware(self, kernel):
+            return [Stamp()]
+
+    kernel = kernels(["auth"], WithMiddleware())
+    ok = client(kernel).simulate_get("/v1/probe", headers={"X-Request-Id": "mw-1"})
+    assert ok.headers["X-Probe"] == "mw-1/True"
+    refused = client(kernel).simulate_get("/v1/probe", headers={"Host": "evil.example"})
+    assert refused.status_code == 403 and refused.headers["X-Probe"].endswith("/False")
+
+
+class HeaderAuth(Probe):
+    """Knows callers by an ``X-Probe-Actor`` header; lets them read the probe only."""
+
+    @hookimpl
+    def actor_from_request(self, kernel, request):
+        name = request.get_header("X-Probe-Actor")
+        return Actor(name, role="reader", kind="probe") if name else None
+
+    @hookimpl
+    def permission_allowed(self, kernel, actor, permission, project):
+        return True if actor.kind == "probe" and permission == "probe.read" else None
+
+
+def test_hook_actor_from_request_names_the_caller(kernels):
+    kernel = kernels([], HeaderAuth())  # no auth plugin: this one is the only authenticator
+    r = client(kernel).simulate_get("/v1/probe", headers={"X-Probe-Actor": "ada"})
+    assert (r.status_code, r.json) == (200, {"actor": "ada"})
+    anonymous = client(kernel).simulate_get("/v1/probe")
+    assert (anonymous.status_code, anonymous.json["error"]["code"]) == (401, "unauthorized")
+
+
+def test_hook_permission_allowed_a_false_denies_what_another_plugin_allows(kernels, tmp_path):
+    kernel = kernels([], HeaderAuth())
+    r = client(kernel).simulate_get("/v1/projects", headers={"X-Probe-Actor": "ada"})
+    assert (r.status_code, r.json["error"]["code"]) == (403, "forbidden")  # nobody said True
+
+    class NoWrites:
+        @hookimpl
+        def permission_allowed(self, kernel, actor, permission, project):
+            return False if permission == "projects.write" else None
+
+    kernel = kernels(["auth"], NoWrites())  # the loopback user holds every permission …
+    r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)})
+    assert (r.status_code, r.json["error"]["details"]) == (403, {"permission": "projects.write"})
+    assert client(kernel).simulate_get("/v1/projects").status_code == 200  # … but this one
+
+
+def test_hook_track_event_sees_committed_events_and_cannot_fail_a_request(kernels, tmp_path,
+                                                                           caplog):
+    class Tracker(Probe):
+        @hookimpl
+        def track_event(self, kernel, event):
+            stored = kernel.events.after(event.id - 1, limit=1)
+            self.calls.append((event.kind, [e.id for e in stored] == [event.id]))
+
+    class Broken:
+        @hookimpl
+        def track_event(self, kernel, event):
+            raise RuntimeError("tracker down")
+
+    tracker = Tracker()
+    kernel = kernels(["auth"], tracker, Broken())
+    with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
+        r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)})
+    assert r.status_code == 201
+    assert ("project.registered", True) in tracker.calls  # committed before it was told
+    assert "tracker down" in caplog.text
+
+
+def test_hook_describe_project_adds_to_the_status(kernels, tmp_path):
+    class Describer(Probe):
+        @hookimpl
+        def describe_project(self, kernel, project):
+            return {"probe_name": project.name}
+
+    kernel = kernels(["auth"], Describer())
+    pid = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+    status = client(kernel).simulate_get(f"/v1/projects/{pid}").json["status"]
+    assert status == {"probe_name": tmp_path.name}
+
+
+def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path):
+    class Notes(Probe):
+        @hookimpl
+        def query_context(self, kernel, project, question, hits, budget):
+            self.calls.append(("query_context", (question, [h["label"] for h in hits], budget)))
+            return [{"title": "Probe notes", "text": "the probe was here", "tokens": 5}]
+
+    probe = Notes()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "tax.py").write_text("def sales_tax(amount):\n    return amount * 0.2\n")
+    kernel = kernels(["auth", "index"], probe)
+    api = client(kernel)
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
+    assert api.simulate_post(f"/v1/projects/{pid}/build", json={"wait": True}).status_code == 200
+    out = api.simulate_post(f"/v1/projects/{pid}/query", json={"question": "sales tax"}).json
+    assert "L2" in out["layers_used"] and "Probe notes\nthe probe was here" in out["context"]
+    [(_, (question, labels, budget))] = probe.calls
+    assert question == "sales tax" and "sales_tax" in labels and 0 < budget <= 8000
+
+
+def test_hook_embedder_replaces_the_packaged_model(kernels):
+    kernel = kernels(["auth"], FakeEmbedderPlugin("probe-model@1"))
+    assert kernel.embedder.model_id == "probe-model@1"
+    status = client(kernel).simulate_get("/v1/embeddings/status").json
+    assert (status["model_id"], status["loaded"]) == ("probe-model@1", True)
+
+
+@pytest.fixture
+def probe_installed(tmp_path, monkeypatch):
+    """tests/kernel/hook_probe.py behind an entry point named ``probe``."""
+    site = plugin_site(tmp_path / "probe-site", "neuralmind-hook-probe",
+                       {"probe": "tests.kernel.hook_probe"})
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    return {"NEURALMIND_PLUGINS": "probe"}
+
+
+def test_hook_register_commands_adds_a_cli_command(probe_installed):
+    assert run_cli("probe", "hello", env=probe_installed) == (0, "probe says hello\n", "")
+    code, _, err = run_cli("probe", "hello", env={"NEURALMIND_PLUGINS": "auth"})
+    assert code == 2 and "invalid choice: 'probe'" in err  # not enabled: no command
+
+
+def test_hook_server_settings_come_before_the_configs_server_section(probe_installed, tmp_path,
+                                                                      monkeypatch):
+    from neuralmind.commands.server import _plugin_server_settings
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "probe")
+    config = tmp_path / "config.toml"
+    config.write_text("[probe]\nport = 9001\n[server]\nworkers = 5\n")
+    assert _plugin_server_settings(str(config), {}) == {"port": 9001, "workers": 5}
+    assert _plugin_server_settings(str(config), {"port": 9002}) == {"port": 9002, "workers": 5}

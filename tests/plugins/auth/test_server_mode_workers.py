@@ -1,0 +1,52 @@
+"""Server mode across real gunicorn workers: a revoked token and a rate limit are seen by every
+one of 4 workers at once (the token file and the buckets live on disk, not in a worker)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.plugins.auth.helpers import cli, create_token, events, server_config
+from tests.support import Server
+
+LIMITED = """
+limited = { rate = 0.5, burst = 3 }
+[auth.roles]
+limited = ["auth.whoami", "system.read"]
+"""
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("team")
+    with Server(root / "home", config=server_config(root, {"a": root / "repo-a"}, LIMITED),
+                plugins=["auth"], workers=4) as server:
+        yield server
+
+
+def test_revoked_token_is_refused_by_every_worker_within_a_second(team):
+    config = team.home / "config.toml"
+    made = create_token(team.home, config, "carol", "reader")
+    assert team.get("/v1/projects", token=made["token"]).status == 200
+    cli(team.home, "token", "revoke", made["id"], config=config)
+    revoked_at = time.monotonic()
+    statuses = [team.get("/v1/projects", token=made["token"]).status for _ in range(12)]
+    assert statuses == [401] * 12
+    assert time.monotonic() - revoked_at < 1.0
+    assert any(e["data"]["token_id"] == made["id"] for e in events(team.home, "token.revoked"))
+
+
+def test_rate_limit_is_shared_across_workers(team):
+    config = team.home / "config.toml"
+    limited = create_token(team.home, config, "ivan", "limited")["token"]
+    other = create_token(team.home, config, "judy", "limited")["token"]
+    statuses = [team.get("/v1/auth/whoami", token=limited).status for _ in range(8)]
+    assert statuses[:3] == [200, 200, 200]
+    assert statuses.count(200) == 3  # not 3 per worker: the bucket lives in SQLite
+    r = team.get("/v1/auth/whoami", token=limited)
+    assert (r.status, r.error["code"]) == (429, "rate_limited")
+    assert int(r.headers["retry-after"]) >= 1
+    assert r.error["details"]["retry_after"] == int(r.headers["retry-after"])
+    assert team.get("/v1/auth/whoami", token=other).status == 200
+    assert team.get("/v1/projects", token=limited).status in (403, 429)
