@@ -22,6 +22,7 @@ from kernel.config import Settings, load_settings
 from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
+from kernel.inner import Caller
 from kernel.plugins import make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
 
@@ -99,6 +100,11 @@ class Kernel:
                 if self._side is None:
                     self._side = ThreadPoolExecutor(SIDE_THREADS, thread_name_prefix="kernel-side")
         return self._side.submit(fn, *args)
+
+    def caller(self, req: falcon.Request) -> Caller:
+        """Call this app's other routes as the client of ``req`` (same credentials, Host and
+        request id): a plugin builds on other plugins' routes without importing them."""
+        return Caller(self.app, req.env, req.context.request_id)
 
     def emit(self, kind: str, *, project: Project | str | None = None,
              actor: Actor | str | None = None, data: dict[str, Any] | None = None,

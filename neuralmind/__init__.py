@@ -27,6 +27,7 @@ _EXPORTS = {
         "PreconditionFailed", "RateLimited", "Unauthorized", "Unavailable",
         "UnsupportedMediaType", "ValidationFailed"), "kernel.errors"),
     **dict.fromkeys(("Job", "JobAccepted", "JobContext"), "kernel.jobs"),
+    **dict.fromkeys(("Answer", "Caller"), "kernel.inner"),
     # helpers the plugins share
     **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
     "gitinfo": "kernel.gitinfo",

@@ -12,8 +12,7 @@ from typing import Any
 
 import mcp.types as types
 
-from neuralmind import ValidationFailed
-from plugins.mcp.dispatch import Answer, Caller
+from neuralmind import Answer, Caller, ValidationFailed
 from plugins.mcp.tools import Tool, argument
 
 POLL_S = 0.25

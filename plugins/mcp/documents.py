@@ -9,9 +9,8 @@ from collections.abc import Callable
 
 import mcp.types as types
 
-from neuralmind import APIError, decode_cursor, encode_cursor
+from neuralmind import APIError, Caller, decode_cursor, encode_cursor
 from plugins.mcp import render
-from plugins.mcp.dispatch import Caller
 from plugins.mcp.errors import ProtocolError
 
 WAKEUP = "neuralmind://projects/{project_id}/wakeup"

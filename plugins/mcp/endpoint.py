@@ -16,7 +16,6 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field, RootModel
 
 from neuralmind import BadRequest, Model, NotFound, operation
-from plugins.mcp.dispatch import Caller
 from plugins.mcp.protocol import Connection, Reply, drain
 
 TAGS = ["mcp"]
@@ -54,7 +53,7 @@ class MCPResource:
                                               DEFAULT_VERSION)
         tools, documents = self.state.tools(kernel)
         conn = Connection(
-            tools, documents, Caller(kernel.app, req.env, req.context.request_id),
+            tools, documents, kernel.caller(req),
             lambda permission: kernel.allowed(actor, permission), version,
             req.context.query.project,
             lambda v, client: self.state.sessions.open(actor.id, v, client))

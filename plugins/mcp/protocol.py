@@ -16,9 +16,8 @@ from mcp.types import methods
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from neuralmind import __version__
+from neuralmind import Caller, __version__
 from plugins.mcp import calls
-from plugins.mcp.dispatch import Caller
 from plugins.mcp.documents import Documents
 from plugins.mcp.errors import ProtocolError
 from plugins.mcp.tools import Toolbox

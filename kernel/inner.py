@@ -1,7 +1,8 @@
-"""Requests to the kernel's own app, in process: how an MCP tool call runs through its /v1
-route. The inner request carries the MCP request's ``Host``, ``Authorization`` and request id,
-so authentication, roles, validation, events, the audit trail and the error envelope are
-exactly those of the same call over HTTP."""
+"""Requests to the kernel's own app, in process: how a plugin serves one request with other
+routes (an MCP tool call, an answer built from memories and code). The inner request carries
+the outer request's ``Host``, ``Authorization`` and request id, so authentication, roles,
+validation, events, the audit trail and the error envelope are exactly those of the same call
+over HTTP."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class Caller:
         self.app = app
         self.request_id = request_id
         self.base = {key: environ[key] for key in FORWARDED if key in environ}
-        self.base["HTTP_X_REQUEST_ID"] = request_id  # the audit ties each write to the MCP call
+        self.base["HTTP_X_REQUEST_ID"] = request_id  # the audit ties each write to the outer call
 
     def __call__(self, method: str, path: str, *, query: dict[str, Any] | None = None,
                  body: Any = None) -> Answer:
