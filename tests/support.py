@@ -358,7 +358,7 @@ class LocalServer(_Api):
         self._httpd: _ThreadedWSGI | None = None
         self._output = _Output()
 
-    def start(self, timeout: float = 60) -> LocalServer:
+    def start(self) -> LocalServer:
         logging.getLogger("neuralmind").addHandler(self._output)
         try:
             self.kernel = make_kernel(self.home, plugins=self.plugins, config=self.config,
