@@ -18,6 +18,13 @@ def add_commands(subparsers) -> None:
                    "(default: a folder under the system temp dir named after the dataset)")
     p.add_argument("--fusion", action="append", default=[], metavar="RULE",
                    help="extra hybrid variants to compare, e.g. rrf:10, blend:0.3 (repeatable)")
+    p.add_argument("--negatives", action="append", default=[], metavar="DIR",
+                   help="another eval set (BEIR, LoCoMo or CoSQA folder) whose queries are asked "
+                   "of this set's records: prints the share each mode answers with nothing "
+                   "(repeatable)")
+    p.add_argument("--folds", metavar="FILE", help="the ranker's out-of-fold models "
+                   "(bench/data/ranker_folds.json): each training query is ranked by the model "
+                   "that did not see it")
     p.add_argument("--limit-queries", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--config", help="TOML config ([memory] and [embeddings] sections)")

@@ -10,6 +10,7 @@ turn one record whose title carries the speaker and the session date).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import math
@@ -24,12 +25,14 @@ from pathlib import Path
 from neuralmind import today
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
+from plugins.memory.rerank import shipped
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
 
 METRICS = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10")
-LAYOUT_VERSION = "1"  # bump when the record text changes, so cached stores are rebuilt
+LAYOUT_VERSION = "2"  # bump when the record text changes, so cached stores are rebuilt
 MODES = ("keyword", "semantic", "hybrid")
+SHOWN = ("rerank", "floor", "passages", "session_context")  # settings each run prints
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Collection:
     name: str
     docs: list[tuple[str, str, str]]  # (id, title, text)
     queries: list[tuple[str, str, set[str]]] = field(default_factory=list)  # (text, kind, gold)
+    sessions: dict[str, tuple[str, str]] = field(default_factory=dict)  # id: (session, created_at)
 
 
 def load_beir(root: Path, split: str) -> list[Collection]:
@@ -66,22 +70,37 @@ def load_beir(root: Path, split: str) -> list[Collection]:
     return [col]
 
 
+def session_start(date: str, number: int) -> dt.datetime:
+    """A LoCoMo session's date-time (``1:56 pm on 8 May, 2023``), or day ``number`` of 2000."""
+    try:
+        return dt.datetime.strptime(date.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return dt.datetime(2000, 1, 1) + dt.timedelta(days=number)
+
+
 def load_locomo(root: Path) -> list[Collection]:
+    """One collection per conversation; each turn is stored with its session (``<sample>:
+    <session>``) and a ``created_at`` one second after the turn before it."""
     out = []
     for path in sorted(root.glob("*.json")):
         for conv in json.loads(path.read_text(encoding="utf-8")):
             c = conv["conversation"]
-            docs = []
-            for key, turns in c.items():
+            name = f"{path.stem}-{conv.get('sample_id', len(out))}"
+            docs, sessions = [], {}
+            for number, (key, turns) in enumerate(c.items()):
                 if not (key.startswith("session_") and isinstance(turns, list)):
                     continue
                 date = c.get(f"{key}_date_time", "")
-                for t in turns:
+                start = session_start(date, number)
+                for i, t in enumerate(turns):
                     text = t.get("text") or "-"
                     if t.get("blip_caption"):
                         text += f" [shares a photo: {t['blip_caption']}]"
-                    docs.append((t["dia_id"].strip(), f"{t['speaker']} on {date}", text))
-            col = Collection(f"{path.stem}-{conv.get('sample_id', len(out))}", docs)
+                    mid = t["dia_id"].strip()
+                    docs.append((mid, f"{t['speaker']} on {date}", text))
+                    at = (start + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                    sessions.setdefault(mid, (f"{name}:{key}", at))
+            col = Collection(name, docs, sessions=sessions)
             ids = {d[0] for d in docs}
             for qa in conv["qa"]:
                 cat = qa.get("category")
@@ -118,8 +137,9 @@ def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
         if mid in seen:
             continue
         seen.add(mid)
-        rec = records.build({"id": mid, "title": title, "rationale": text}, root=folder, now=now,
-                            head="", errors=[])
+        session, created = col.sessions.get(mid, (None, now))
+        rec = records.build({"id": mid, "title": title, "rationale": text, "session_id": session},
+                            root=folder, now=created, head="", errors=[])
         ops.append(("create", rec, records.content_sha(rec), {}))
     for i in range(0, len(ops), 1000):
         store.apply_batch(ops[i:i + 1000], now, "eval")
@@ -155,8 +175,8 @@ def score(ranked: list[str], gold: set[str]) -> dict[str, float]:
 
 
 def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
-    """``rrf:K``, ``blend:W`` (keyword weight), ``floor:C`` (hybrid floor); the legs' pools are
-    the base settings' (variants re-fuse the same two legs)."""
+    """``rrf:K``, ``blend:W`` (keyword weight), ``floor:C`` (hybrid floor), each without the
+    second stage; the legs' pools are the base settings' (variants re-fuse the same two legs)."""
     kind, _, value = spec.partition(":")
     make = {"rrf": lambda v: {"fusion": "rrf", "rrf_k": int(v or 60)},
             "blend": lambda v: {"fusion": "blend", "keyword_weight": float(v or 0.5)},
@@ -167,44 +187,124 @@ def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
         updates = None
     if updates is None:
         raise SystemExit(f"neuralmind: unknown fusion variant {spec!r} (rrf:K, blend:W, floor:C)")
-    return f"hybrid[{spec}]", MemorySettings(**{**base.model_dump(), **updates})
+    return f"hybrid[{spec}]", MemorySettings(**{**base.model_dump(), **updates, "rerank": False})
+
+
+def query_key(collection: str, text: str) -> str:
+    """A query's name in the ranker's training (``bench/train_ranker.py``): its collection
+    and text."""
+    return hashlib.sha1(f"{collection}\n{text}".encode()).hexdigest()[:16]
+
+
+def digest(collections: list[Collection]) -> str:
+    """One name for a dataset's queries, to tell whether the shipped ranker was trained on them."""
+    keys = sorted(query_key(c.name, q[0]) for c in collections for q in c.queries)
+    return hashlib.sha1("\n".join(keys).encode()).hexdigest()[:16]
+
+
+class Folds:
+    """The ranker's out-of-fold models (``bench/train_ranker.py`` writes them): each training
+    query is ranked by the model that did not see it, the honest figure on a training set."""
+
+    def __init__(self, path: Path):
+        from plugins.memory.rerank import Model
+        data = json.loads(path.read_text(encoding="utf-8"))
+        self.models = [Model(spec) for spec in data["models"]]
+        self.fold_of: dict[str, int] = data["folds"]
+        self.unseen = 0  # queries no fold holds: ranked by the shipped model
+
+    def model(self, collection: str, text: str):
+        fold = self.fold_of.get(query_key(collection, text))
+        self.unseen += fold is None
+        return None if fold is None else self.models[fold]
+
+
+def load_queries(root: Path, split: str) -> list[str]:
+    """Any eval set's query texts, to ask of another set's records: BEIR, LoCoMo or CoSQA."""
+    cosqa = sorted(root.glob("cosqa-retrieval-*.json"))
+    if cosqa:
+        return [q["doc"] for q in json.loads(cosqa[0].read_text(encoding="utf-8"))]
+    return [q[0] for col in load(root, split) for q in col.queries]
+
+
+def answers(searcher: Searcher, store: MemoryStore, text: str, kw, leg, modes: list[str],
+            limit: int) -> dict[str, list[str]]:
+    """What each mode returns for one query, from legs already run (``leg`` None: no model)."""
+    out = {}
+    if "keyword" in modes:
+        best = None if leg is None else (leg.hits[0][1] if leg.hits else -1.0)
+        out["keyword"] = [r["id"] for r, _ in
+                          searcher.keyword_results(store, text, kw[:limit], lambda: best)]
+    if "semantic" in modes:
+        out["semantic"] = [h[0] for h in searcher.semantic_results(leg)][:limit]
+    if "hybrid" in modes:
+        out["hybrid"] = [r["id"] for r, _ in searcher.hybrid(store, text, kw, leg, limit)]
+    return out
 
 
 def evaluate(collections: list[Collection], modes: list[str], settings: MemorySettings,
-             variants: list[str], work: Path, kernel, semantic: bool) -> dict:
-    """Every query of every collection in each mode; ``semantic=False`` never loads a model."""
+             variants: list[str], work: Path, kernel, semantic: bool,
+             negatives: dict[str, list[str]] | None = None, folds: Folds | None = None) -> dict:
+    """Every query of every collection in each mode; ``semantic=False`` never loads a model.
+    With the floor on, also what it costs (recall@10 the same modes lose to it); with
+    ``negatives`` (``{set name: query texts}``), the share of those queries each mode
+    answers with nothing, asked of every collection."""
     searcher = Searcher(settings, kernel)
+    bare = (Searcher(settings.model_copy(update={"floor": False}), kernel)
+            if settings.floor else None)
     extra = [(name, Searcher(s, kernel)) for name, s in
              (variant(v, settings) for v in variants)]
     embedder = kernel.embedder if semantic else None
     names = [*modes, *(name for name, _ in extra)]
     sums: dict[str, dict[str, dict[str, float]]] = {m: {} for m in names}
     counts: dict[str, int] = {}
+    lost = dict.fromkeys(modes, 0.0)
+    asked: dict[str, int] = {}
+    empty: dict[str, dict[str, int]] = {}
     latency: dict[str, float] = {"keyword": 0.0, "semantic": 0.0}
     everything = {"status": "ALL"}
     on, limit = today(), 10
+    pool = searcher.pool(limit)
+
+    def legs(store, text):
+        t0 = time.perf_counter()
+        kw = searcher.keyword(store, text, everything, on, pool, full=False)
+        t1 = time.perf_counter()
+        leg = searcher.semantic(store, text, everything, on, pool) if embedder else None
+        latency["keyword"] += t1 - t0
+        latency["semantic"] += time.perf_counter() - t1
+        return kw, leg
+
     for col in collections:
         store = open_store(kernel, work, col)
         if embedder is not None:
             embed_all(searcher, store, embedder, col.name)
         for text, kind, gold in col.queries:
             counts[kind] = counts.get(kind, 0) + 1
-            t0 = time.perf_counter()
-            kw = searcher.keyword(store, text, everything, on, searcher.pool(limit), full=False)
-            t1 = time.perf_counter()
-            sem = (searcher.semantic(store, text, everything, on, searcher.pool(limit))
-                   if embedder is not None else [])
-            latency["keyword"] += t1 - t0
-            latency["semantic"] += time.perf_counter() - t1
-            ranked = {"keyword": [r["id"] for r, _ in kw][:limit],
-                      "semantic": [h[0] for h in sem if h[1] >= settings.semantic_floor][:limit],
-                      "hybrid": [r["id"] for r, _ in searcher.hybrid(store, kw, sem, limit)]}
+            if folds is not None:
+                searcher.ranker = folds.model(col.name, text)
+            kw, leg = legs(store, text)
+            ranked = answers(searcher, store, text, kw, leg, modes, limit)
             for name, other in extra:
-                ranked[name] = [r["id"] for r, _ in other.hybrid(store, kw, sem, limit)]
+                ranked[name] = [r["id"] for r, _ in other.hybrid(store, text, kw, leg, limit)]
             for name in names:
                 for metric, value in score(ranked[name], gold).items():
                     bucket = sums[name].setdefault(kind, dict.fromkeys(METRICS, 0.0))
                     bucket[metric] += value
+            if bare is not None:
+                bare.ranker = searcher.ranker
+                unfloored = answers(bare, store, text, kw, leg, modes, limit)
+                for mode in modes:
+                    lost[mode] += (score(unfloored[mode], gold)["recall@10"]
+                                   - score(ranked[mode], gold)["recall@10"])
+        searcher.ranker = None
+        for name, texts in (negatives or {}).items():
+            tally = empty.setdefault(name, dict.fromkeys(modes, 0))
+            asked[name] = asked.get(name, 0) + len(texts)
+            for text in texts:
+                found = answers(searcher, store, text, *legs(store, text), modes, limit)
+                for mode in modes:
+                    tally[mode] += not found[mode]
         store.db.close()
     total = sum(counts.values())
     result = {"queries": total, "by_kind": {}, "leg_ms": {k: round(v * 1000 / max(total, 1), 3)
@@ -215,6 +315,15 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
         result[name] = overall
         result["by_kind"][name] = {k: {m: round(b[m] / counts[k], 4) for m in METRICS}
                                    for k, b in sorted(sums[name].items())}
+    if bare is not None:
+        result["floor_recall_lost"] = {m: round(v / max(total, 1), 4) for m, v in lost.items()}
+    if negatives:
+        n = sum(asked.values())
+        result["negatives"] = {
+            "queries": asked,
+            "empty": {m: round(sum(t[m] for t in empty.values()) / max(n, 1), 4) for m in modes},
+            "by_set": {name: {m: round(t[m] / max(asked[name], 1), 4) for m in modes}
+                       for name, t in empty.items()}}
     return result
 
 
@@ -243,10 +352,35 @@ def main(args) -> int:
         return 2
     work = Path(args.work) if args.work else Path(tempfile.gettempdir()) / (
         "neuralmind-eval-memory/" + root.name + "-" + hashlib.sha1(str(root).encode()).hexdigest()[:8])
-    collections = load(root, args.split)
+    try:
+        collections = load(root, args.split)
+    except OSError as ex:
+        print(f"neuralmind: cannot read the dataset: {ex}", file=sys.stderr)
+        return 2
     if args.limit_queries:
         for col in collections:
             col.queries = col.queries[: args.limit_queries]
+    negatives = {}
+    for other in args.negatives:
+        folder = Path(other).expanduser().resolve()
+        if not folder.is_dir():
+            print(f"neuralmind: no dataset folder {folder} (--negatives)", file=sys.stderr)
+            return 2
+        try:
+            negatives[folder.name] = load_queries(folder, args.split)[: args.limit_queries]
+        except OSError as ex:
+            print(f"neuralmind: cannot read the --negatives dataset: {ex}", file=sys.stderr)
+            return 2
+    folds = None
+    if args.folds:
+        try:
+            folds = Folds(Path(args.folds).expanduser())
+        except (OSError, ValueError, KeyError) as ex:
+            print(f"neuralmind: cannot read the ranker folds {args.folds}: {ex}", file=sys.stderr)
+            return 2
+    in_sample = (msettings.rerank and "hybrid" in modes and folds is None
+                 and digest(collections) in {t.get("digest") for t in
+                                             shipped().spec.get("trained_on", [])})
     semantic = bool(set(modes) - {"keyword"} or args.fusion)
     # a kernel of no plugins, at home in the work folder: the embedder, its int8 model cached
     # there, and the side threads; nothing of the user's own home is touched
@@ -254,11 +388,16 @@ def main(args) -> int:
                                   embeddings={"warm": False}), plugins=[], load_entrypoints=False)
     started = time.monotonic()
     try:
-        result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic)
+        result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic,
+                          negatives, folds)
     finally:
         kernel.shutdown()
     result["seconds"] = round(time.monotonic() - started, 1)
     result["dataset"] = root.name
+    result["settings"] = {k: getattr(msettings, k) for k in SHOWN}
+    result["ranker"] = ("out-of-fold" if folds else "in-sample" if in_sample else "shipped")
+    if folds is not None and folds.unseen:
+        result["ranker_unseen_queries"] = folds.unseen
     if semantic:
         result["model_id"] = kernel.embedder.model_id
     names = [*modes, *(variant(v, msettings)[0] for v in args.fusion)]
@@ -267,7 +406,23 @@ def main(args) -> int:
     else:
         print(f"{root.name}: {result['queries']} queries, {sum(len(c.docs) for c in collections)} "
               f"records in {len(collections)} store(s); store {work}")
+        print("settings: " + ", ".join(f"{k} {v}" for k, v in result["settings"].items())
+              + f"; ranker {result['ranker']}")
         print(table(result, names))
+        if "floor_recall_lost" in result:
+            print("floor      own recall@10 lost: " + ", ".join(
+                f"{m} {v:.4f}" for m, v in result["floor_recall_lost"].items()))
+        if "negatives" in result:
+            neg = result["negatives"]
+            print(f"negatives  {sum(neg['queries'].values())} cross-set queries answered with "
+                  "nothing: " + ", ".join(f"{m} {v:.3f}" for m, v in neg["empty"].items()))
+            for name, shares in neg["by_set"].items():
+                print(f"  {name}→{root.name} ({neg['queries'][name]}): "
+                      + ", ".join(f"{m} {v:.3f}" for m, v in shares.items()))
+        if in_sample:
+            print("note: the shipped ranker was trained on these queries, so the hybrid figure "
+                  "is in-sample; pass --folds bench/data/ranker_folds.json for the out-of-fold "
+                  "figure", file=sys.stderr)
         print(f"mean leg time per query: keyword {result['leg_ms']['keyword']} ms, semantic "
               f"{result['leg_ms']['semantic']} ms (in-process); {result['seconds']} s in all")
     return 0

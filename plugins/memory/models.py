@@ -52,6 +52,21 @@ class MemorySettings(ConfigSection):
                                   description="semantic mode drops results below this cosine")
     hybrid_floor: float = Field(-1.0, ge=-1.0, le=1.0,
                                 description="hybrid drops semantic-only hits below this cosine")
+    rerank: bool = Field(True, description="hybrid: order the legs' pools with the shipped "
+                         "second stage (false: the fusion rule)")
+    floor: bool = Field(True, description="every mode: nothing when no record is close to the "
+                        "query in meaning and none holds most of its rare words")
+    floor_cosine: float = Field(0.35, ge=-1.0, le=1.0, description="floor: best cosine below this")
+    floor_coverage: float = Field(0.70, ge=0.0, le=1.0, description="floor: best share of "
+                                  "the query's idf mass below this")
+    floor_keyword_alone: float = Field(0.20, ge=0.0, le=1.0, description="floor of keyword "
+                                       "search without a model: best share below this")
+    passages: bool = Field(True, description="long records also get one vector per passage")
+    passage_min_chars: int = Field(1_000, ge=100, le=20_000,
+                                   description="passages for a rationale longer than this")
+    passage_chars: int = Field(700, ge=100, le=5_000, description="a passage's most characters")
+    session_context: bool = Field(True, description="hybrid: a record's neighbours in its "
+                                  "session (session_id, created_at order) inform its rank")
     feedback_step: float = Field(0.1, gt=0.0, le=0.5)
     backfill_delay_s: float = Field(0.5, ge=0.0, le=60.0, description="debounce after a write")
     backfill_batch: int = Field(64, ge=1, le=1_024)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuralmind import STOPWORDS, APIError, VersionedCache, top_k
+from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -62,25 +63,52 @@ def fuse(keyword: list[tuple[str, float]], semantic: list[tuple[str, float]],
 
 @dataclass
 class VectorIndex:
-    """One project's vectors of one model in this process, valid for one store version."""
+    """One project's vectors of one model in this process, valid for one store version.
+
+    ``matrix`` holds every vector: each record's own, then its passages'; ``starts`` is the
+    first row of each record (None when every record has one vector). ``prev`` and ``next``
+    are each record's neighbours in its session (``session_id``, then ``created_at`` order;
+    -1 at a session's ends and for records without one)."""
 
     ids: Any  # numpy array of str
-    matrix: Any  # float32 (n, dim)
+    matrix: Any  # float32 (vectors, dim)
     status: Any
     review_by: Any
     confidence: Any
+    starts: Any = None
+    prev: Any = None
+    next: Any = None
+    row: dict[str, int] = field(default_factory=dict)
     _masks: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store, model_id: str, dim: int) -> VectorIndex:
+    def load(cls, store, model_id: str, dim: int, passages: bool = True) -> VectorIndex:
         import numpy as np
         rows = store.vectors(model_id)
-        matrix = (np.frombuffer(b"".join(r["vector"] for r in rows), dtype=np.float32)
-                  .reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
-        return cls(np.array([r["memory_id"] for r in rows], dtype=object),
-                   matrix, np.array([r["status"] for r in rows], dtype="U11"),
+        size = 4 * dim
+        blobs = [r["vector"] if passages else r["vector"][:size] for r in rows]
+        counts = np.fromiter((len(b) // size for b in blobs), dtype=np.int64, count=len(rows))
+        matrix = (np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim) if rows
+                  else np.zeros((0, dim), np.float32))
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if (counts > 1).any() else None
+        ids = np.array([r["memory_id"] for r in rows], dtype=object)
+        prev, nxt = session_neighbours([r["session_id"] for r in rows],
+                                       [r["created_at"] for r in rows], ids)
+        return cls(ids, matrix, np.array([r["status"] for r in rows], dtype="U11"),
                    np.array([r["review_by"] or "" for r in rows], dtype="U10"),
-                   np.array([r["confidence"] for r in rows], dtype=np.float32))
+                   np.array([r["confidence"] for r in rows], dtype=np.float32),
+                   starts, prev, nxt, {mid: i for i, mid in enumerate(ids)})
+
+    def scores(self, vector):
+        """The query's cosine per record: its best vector's."""
+        import numpy as np
+        # einsum, not `@`: right after an onnxruntime run OpenBLAS's threads wake slowly
+        each = np.einsum("ij,j->i", self.matrix, vector)
+        return each if self.starts is None else np.maximum.reduceat(each, self.starts)
+
+    def own(self, rows):
+        """The records' own vectors (not their passages')."""
+        return self.matrix[rows if self.starts is None else self.starts[rows]]
 
     def status_mask(self, status: str, today: str):
         """Rows whose effective status is ``status``; cached, as the index lives one version."""
@@ -125,6 +153,7 @@ class Searcher:
         self.settings = settings
         self.kernel = kernel
         self._indexes: VersionedCache[VectorIndex] = VersionedCache()
+        self.ranker = None  # the second stage's model; None: the shipped one
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -147,12 +176,22 @@ class Searcher:
         """Records whose titles share ``title``'s rare words: duplicate hints on the write
         path, where scoring a common word's whole posting list would cost more than the
         write. The rare words are what a duplicate shares; the 50 best title matches are
-        ranked before the filters apply."""
-        words = self.informative(store, terms(title), HINT_WORD_SHARE, HINT_MIN_RECORDS)
+        ranked (bm25) before the filters apply. Each is scored by its title's share of the
+        title's idf mass."""
+        from plugins.memory.features import Query
+        every = terms(title)
+        words = self.informative(store, every, HINT_WORD_SHARE, HINT_MIN_RECORDS)
         if not words:
             return []
-        return store.keyword(match_expression(words, "title", prefix=False), words, filters,
+        hits = store.keyword(match_expression(words, "title", prefix=False), words, filters,
                              today, n, exclude, pool=50)
+        if not hits:
+            return []
+        # scored by the share of the title's idf mass the other title holds (1.0: all of it)
+        total = store.size_estimate()
+        share = Query(every, store.doc_counts(every, total), total).coverage(
+            [rec["title"] for rec, _ in hits])
+        return [(rec, round(float(c), 4)) for (rec, _), c in zip(hits, share)]
 
     def informative(self, store, words: list[str], max_share: float, min_records: int
                     ) -> list[str]:
@@ -167,17 +206,28 @@ class Searcher:
 
     def fill(self, store, embedder, batch: int | None = None,
              stop: Callable[[], bool] = lambda: False) -> int:
-        """Embed every record whose vector is missing or stale, ``batch`` at a time."""
+        """Embed every record whose vectors are missing or stale, ``batch`` records at a time
+        (with their passages when ``[memory] passages`` is on)."""
+        import numpy as np
+
+        from plugins.memory.passages import embed_texts
         size = batch or self.settings.backfill_batch
+        over = self.settings.passage_min_chars if self.settings.passages else None
         done = 0
         while not stop():
-            todo = store.missing_vectors(embedder.model_id, size)
+            todo = store.missing_vectors(embedder.model_id, size, over)
             if not todo:
                 break
-            todo.sort(key=lambda t: len(t[1]))  # similar lengths pad less
-            vectors = embedder.embed([text for _, text, _ in todo])
-            rows = [(mid, vectors[i].astype("float32").tobytes(), sha)
-                    for i, (mid, _, sha) in enumerate(todo)]
+            texts = [embed_texts(title, rationale, over, self.settings.passage_chars)
+                     for _, title, rationale, _ in todo]
+            flat = [t for group in texts for t in group]
+            order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # similar lengths pad less
+            vectors = np.empty((len(flat), embedder.dim), np.float32)
+            vectors[order] = embedder.embed([flat[i] for i in order])
+            rows, at = [], 0
+            for (mid, _, _, sha), group in zip(todo, texts):
+                rows.append((mid, vectors[at:at + len(group)].tobytes(), sha))
+                at += len(group)
             written = store.put_vectors(embedder.model_id, embedder.dim, rows)
             done += written
             if written == 0:  # every record changed under us; the next round picks them up
@@ -190,63 +240,120 @@ class Searcher:
             self.fill(store, embedder, batch=256)
             version = store.version()
             return ((version, embedder.model_id),
-                    VectorIndex.load(store, embedder.model_id, embedder.dim))
+                    VectorIndex.load(store, embedder.model_id, embedder.dim,
+                                     self.settings.passages))
 
         return self._indexes.get(str(store.db.path), lambda: (store.version(), embedder.model_id),
                                  load)
 
     def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
-                 ) -> list[tuple[str, float, float]]:
-        """``(id, cosine, confidence)`` best first; raises Unavailable without a model."""
+                 ) -> SemanticLeg:
+        """The ``n`` records closest to ``query`` in meaning; raises Unavailable without a model."""
         import numpy as np
         embedder = self.kernel.embedder
         index = self.index(store, embedder)
         if not len(index.ids):
-            return []
-        qv = embedder.embed([query])[0].astype(np.float32)
-        scores = index.matrix @ qv
+            return SemanticLeg(index, np.zeros(0, np.float32), [])
+        scores = index.scores(embedder.embed([query])[0].astype(np.float32))
         extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
         allowed = store.filter_ids(extra, today) if extra else None
         top = top_k(scores, n, index.mask(filters, today, allowed))
-        return [(index.ids[i], float(scores[i]), float(index.confidence[i])) for i in top]
+        return SemanticLeg(index, scores, [(index.ids[i], float(scores[i]),
+                                            float(index.confidence[i])) for i in top])
 
     # -- modes ---------------------------------------------------------------------------
 
     def search(self, store, query: str, mode: str, filters: dict[str, Any], today: str,
                limit: int) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
-        """``([(record, score)], notice)``, best first."""
+        """``([(record, score)], notice)``, best first; nothing when the floor says so."""
         if mode == "keyword":
-            return self.keyword(store, query, filters, today, limit), None
+            hits = self.keyword(store, query, filters, today, limit)
+            return self.keyword_results(store, query, hits, lambda: self.best_cosine(
+                store, query, filters, today)), None
         if mode == "semantic":
-            hits = [h for h in self.semantic(store, query, filters, today, limit)
-                    if h[1] >= self.settings.semantic_floor]
-            records = store.get_many([h[0] for h in hits])
-            return [(records[h[0]], h[1]) for h in hits if h[0] in records], None
+            leg = self.semantic(store, query, filters, today, limit)
+            found = self.semantic_results(leg)
+            records = store.get_many([h[0] for h in found])
+            return [(records[m], round(c, 4)) for m, c, _ in found if m in records], None
         n = self.pool(limit)
         # The keyword leg runs beside the query's embedding: SQLite and onnxruntime both
         # release the GIL, so hybrid costs about its slower leg instead of their sum.
         keyword = self.kernel.beside(self.keyword, store, query, filters, today, n, False)
         try:
-            sem = self.semantic(store, query, filters, today, n)
+            leg = self.semantic(store, query, filters, today, n)
         except APIError as ex:
             kw = keyword.result()
             if ex.code != "semantic_unavailable":
                 raise
             records = store.get_many([rec["id"] for rec, _ in kw[:limit]])
-            return ([(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records],
+            hits = [(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records]
+            return (self.keyword_results(store, query, hits, lambda: None),
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, keyword.result(), sem, limit), None
+        return self.hybrid(store, query, keyword.result(), leg, limit), None
 
-    def hybrid(self, store, kw: list[tuple[dict[str, Any], float]],
-               sem: list[tuple[str, float, float]], limit: int
-               ) -> list[tuple[dict[str, Any], float]]:
+    def best_cosine(self, store, query: str, filters: dict[str, Any], today: str
+                    ) -> float | None:
+        """The best cosine among the records ``filters`` allow (-1 for none); None without
+        a model."""
+        try:
+            hits = self.semantic(store, query, filters, today, 1).hits
+        except APIError as ex:
+            if ex.code != "semantic_unavailable":
+                raise
+            return None
+        return hits[0][1] if hits else -1.0
+
+    def keyword_results(self, store, query: str, hits: list[tuple[dict[str, Any], float]],
+                        best_cosine: Callable[[], float | None]
+                        ) -> list[tuple[dict[str, Any], float]]:
+        """Keyword hits in bm25 order, each scored by its share of the query's idf mass.
+        The floor asks ``best_cosine()`` only when no hit holds most of the query; without
+        a model (None) the share alone decides (``floor_keyword_alone``)."""
+        from plugins.memory.features import Query
+        if not hits:
+            return []
+        words = terms(query)
+        total = store.size_estimate()
+        texts = store.texts([rec["id"] for rec, _ in hits])
+        share = Query(words, store.doc_counts(words, total), total).coverage(
+            [" ".join(texts.get(rec["id"], ("", ""))) for rec, _ in hits])
+        best = float(share.max())
+        if self.settings.floor and best < self.settings.floor_coverage:
+            cosine = best_cosine()
+            if (best < self.settings.floor_keyword_alone if cosine is None
+                    else cosine < self.settings.floor_cosine):
+                return []
+        return [(rec, round(float(c), 4)) for (rec, _), c in zip(hits, share)]
+
+    def semantic_results(self, leg: SemanticLeg) -> list[tuple[str, float, float]]:
+        """The leg's hits down to ``semantic_floor``; none when the best is below the floor."""
+        hits = [h for h in leg.hits if h[1] >= self.settings.semantic_floor]
+        if self.settings.floor and (not hits or hits[0][1] < self.settings.floor_cosine):
+            return []
+        return hits
+
+    def hybrid(self, store, query: str, kw: list[tuple[dict[str, Any], float]],
+               leg: SemanticLeg, limit: int) -> list[tuple[dict[str, Any], float]]:
+        """The legs' pools ranked by the second stage (its calibrated probability of
+        relevance) or fused by the ``fusion`` rule, × ``0.5 + 0.5 × confidence``."""
+        from plugins.memory import rerank
         kw_ids = {rec["id"] for rec, _ in kw}
-        sem = [h for h in sem if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
-        fused = fuse([(rec["id"], s) for rec, s in kw], [(h[0], h[1]) for h in sem], self.settings)
+        sem = [h for h in leg.hits if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
+        keyword = [(rec["id"], s) for rec, s in kw]
         confidence = {h[0]: h[2] for h in sem}
         confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
-        ranked = sorted(fused, key=lambda mid: -fused[mid] * confidence_factor(confidence[mid]))
-        top = ranked[:limit]
+        if self.settings.rerank or self.settings.floor:
+            cands = rerank.gather(store, terms(query), keyword, sem, leg,
+                                  self.settings.session_context)
+            if self.settings.floor and rerank.nothing_found(cands.top_cos, cands.coverage,
+                                                            self.settings):
+                return []
+        if self.settings.rerank:
+            model = self.ranker or rerank.shipped()
+            relevance = dict(zip(cands.ids, model.probability(model.score(cands.X)).tolist()))
+        else:
+            relevance = fuse(keyword, [(h[0], h[1]) for h in sem], self.settings)
+        score = {m: r * confidence_factor(confidence[m]) for m, r in relevance.items()}
+        top = sorted(score, key=lambda m: -score[m])[:limit]
         records = store.get_many(top)
-        return [(records[m], round(fused[m] * confidence_factor(confidence[m]), 6))
-                for m in top if m in records]
+        return [(records[m], round(score[m], 4)) for m in top if m in records]

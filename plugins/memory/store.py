@@ -396,6 +396,16 @@ class MemoryStore:
             return [({"id": r["id"], "confidence": r["confidence"]}, float(r["score"])) for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
+    def texts(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        """``{id: (title, body)}``: the text the keyword leg indexes, body being the rationale,
+        evidence and tags (lists as their JSON text)."""
+        if not ids:
+            return {}
+        rows = self.db.conn.execute(
+            "SELECT id, title, rationale || ' ' || evidence || ' ' || tags FROM memories "
+            f"WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {r[0]: (r[1], r[2]) for r in rows}
+
     def size_estimate(self) -> int:
         """How many records, from the highest rowid: cheap, and never below the truth."""
         return self.db.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM memories").fetchone()[0]
@@ -469,14 +479,18 @@ class MemoryStore:
         return self.db.conn.execute("SELECT value FROM memory_meta WHERE key = 'version'"
                                     ).fetchone()[0]
 
-    def missing_vectors(self, model_id: str, limit: int = -1) -> list[tuple[str, str, str]]:
-        """``(id, text, content_sha)`` of records whose vector is absent, stale or of another model."""
+    def missing_vectors(self, model_id: str, limit: int = -1, passages_over: int | None = None
+                        ) -> list[tuple[str, str, str, str]]:
+        """``(id, title, rationale, content_sha)`` of records whose vectors are absent, stale
+        or of another model, or (``passages_over`` set) whose rationale is longer than that
+        and who have only their own vector (plugins.memory.passages)."""
         rows = self.db.conn.execute(
             "SELECT m.id, m.title, m.rationale, m.content_sha FROM memories m "
             "LEFT JOIN memory_vectors v ON v.memory_id = m.id "
             "WHERE v.memory_id IS NULL OR v.model_id != ? OR v.content_sha != m.content_sha "
-            "LIMIT ?", (model_id, limit)).fetchall()
-        return [(r[0], f"{r[1]}\n{r[2]}", r[3]) for r in rows]
+            "OR (? AND length(m.rationale) > ? AND length(v.vector) = v.dim * 4) LIMIT ?",
+            (model_id, passages_over is not None, passages_over or 0, limit)).fetchall()
+        return [tuple(r) for r in rows]
 
     def put_vectors(self, model_id: str, dim: int,
                     rows: list[tuple[str, bytes, str]]) -> int:
@@ -493,9 +507,12 @@ class MemoryStore:
         return n
 
     def vectors(self, model_id: str) -> list[sqlite3.Row]:
-        """Current vectors of ``model_id`` with what filtering needs: status, review_by, confidence."""
+        """Current vectors of ``model_id`` (a blob of one or more: the record's own, then its
+        passages') with what filtering needs (status, review_by, confidence) and what orders
+        a session (session_id, created_at)."""
         return self.db.conn.execute(
-            "SELECT v.memory_id, v.vector, m.status, m.review_by, m.confidence "
+            "SELECT v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.session_id, "
+            "m.created_at "
             "FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
             "WHERE v.model_id = ? AND v.content_sha = m.content_sha", (model_id,)).fetchall()
 

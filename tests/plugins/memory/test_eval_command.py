@@ -17,8 +17,7 @@ def run(*args: str, home) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_beir_layout_scores_every_mode(tmp_path):
-    data = tmp_path / "tiny"
+def write_beir(data):
     (data / "qrels").mkdir(parents=True)
     docs = {"d1": ("Aspirin and heart attacks", "Daily aspirin lowers the risk of infarction."),
             "d2": ("Vitamin D and bones", "Vitamin D supplements strengthen bone density."),
@@ -29,6 +28,23 @@ def test_beir_layout_scores_every_mode(tmp_path):
     (data / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
                                                 for k, v in queries.items()))
     (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
+
+
+def write_locomo(data):
+    conv = {"sample_id": "c1", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Rex."},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "I started learning violin."}]},
+        "qa": [{"question": "What is the name of Ann's dog?", "evidence": ["D1:1"], "category": 1},
+               {"question": "Which instrument does Bo play?", "evidence": ["D1:2"], "category": 4},
+               {"question": "What did Bo say about Mars?", "evidence": [], "category": 5}]}
+    data.mkdir()
+    (data / "dev.json").write_text(json.dumps([conv]))
+
+
+def test_beir_layout_scores_every_mode(tmp_path):
+    data = tmp_path / "tiny"
+    write_beir(data)
     done = run("--dataset", str(data), "--split", "test", "--work", str(tmp_path / "w"),
                "--fusion", "rrf:60", "--json", home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
@@ -44,16 +60,8 @@ def test_beir_layout_scores_every_mode(tmp_path):
 
 
 def test_locomo_layout_uses_categories_and_skips_category_5(tmp_path):
-    conv = {"sample_id": "c1", "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1 May 2023",
-        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Rex."},
-                      {"speaker": "Bo", "dia_id": "D1:2", "text": "I started learning violin."}]},
-        "qa": [{"question": "What is the name of Ann's dog?", "evidence": ["D1:1"], "category": 1},
-               {"question": "Which instrument does Bo play?", "evidence": ["D1:2"], "category": 4},
-               {"question": "What did Bo say about Mars?", "evidence": [], "category": 5}]}
     data = tmp_path / "loco"
-    data.mkdir()
-    (data / "dev.json").write_text(json.dumps([conv]))
+    write_locomo(data)
     done = run("--dataset", str(data), "--mode", "keyword,hybrid", "--json",
                "--work", str(tmp_path / "w"), home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
@@ -61,3 +69,27 @@ def test_locomo_layout_uses_categories_and_skips_category_5(tmp_path):
     assert result["queries"] == 2
     assert set(result["by_kind"]["hybrid"]) == {"category 1", "category 4"}
     assert result["hybrid"]["recall@10"] == 1.0
+
+
+def test_negatives_are_another_sets_queries_answered_with_nothing(tmp_path):
+    """The tiny BEIR set's medical questions asked of the tiny conversation, and back: the
+    floor answers each with nothing, in every mode, and says what it cost its own queries."""
+    beir, loco = tmp_path / "beir", tmp_path / "loco"
+    write_beir(beir)
+    write_locomo(loco)
+    done = run("--dataset", str(loco), "--negatives", str(beir), "--split", "test",
+               "--work", str(tmp_path / "w"), home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("negatives"))
+    assert line.endswith("answered with nothing: keyword 1.000, semantic 1.000, hybrid 1.000")
+    assert "beir→loco (2): keyword 1.000, semantic 1.000, hybrid 1.000" in done.stdout
+    assert "floor      own recall@10 lost: keyword 0.0000" in done.stdout
+    back = run("--dataset", str(beir), "--split", "test", "--negatives", str(loco), "--json",
+               "--work", str(tmp_path / "w2"), home=tmp_path / "home")
+    assert back.returncode == 0, back.stderr
+    negatives = json.loads(back.stdout)["negatives"]
+    assert negatives["queries"] == {"loco": 2}
+    assert negatives["empty"] == {"keyword": 1.0, "semantic": 1.0, "hybrid": 1.0}
+    missing = run("--dataset", str(beir), "--split", "test", "--negatives",
+                  str(tmp_path / "nowhere"), home=tmp_path / "home")
+    assert missing.returncode == 2 and "no dataset folder" in missing.stderr
