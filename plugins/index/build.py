@@ -90,6 +90,9 @@ class Build:
         else:
             entries, gone = select(root, self.rules, paths)
         known = self.store.file_states()
+        layout = f"{self.settings.embed_mode}:{self.settings.embed_chars}"
+        # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
+        reparse = full or (paths is None and self.store.meta().get("embed_text") != layout)
         self.progress(files_total=len(entries), files_done=0, chunks_embedded=0)
         changed: list[FileRow] = []
         touched, seen, skipped, texts = [], set(), 0, {}
@@ -99,7 +102,7 @@ class Build:
                     self.check()
                     self.progress(files_done=done)
                 old = known.get(entry.path)
-                if not full and old and old[:2] == (entry.size, entry.mtime_ns):
+                if not reparse and old and old[:2] == (entry.size, entry.mtime_ns):
                     seen.add(entry.path)
                     continue
                 content = read_text(os.path.join(root, entry.path))
@@ -108,7 +111,7 @@ class Build:
                     continue
                 seen.add(entry.path)
                 data, text = content
-                if not full and old and old[2] == hashlib.sha1(data).hexdigest():
+                if not reparse and old and old[2] == hashlib.sha1(data).hexdigest():
                     touched.append((entry.path, entry.size, entry.mtime_ns))
                     continue
                 changed.append(file_row(entry, data, text, self.settings, texts))
@@ -124,6 +127,8 @@ class Build:
             embedded, reused, model_id = embedding.result()
         head = gitinfo.head(self.project.path) or None
         meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": TOKEN_COUNTER}
+        if paths is None:
+            meta["embed_text"] = layout
         if model_id:
             meta["model_id"] = model_id
         self.store.apply(changed, deleted, touched, meta, now_iso())

@@ -29,6 +29,9 @@ CONFIG = {"json", "yaml", "toml", "ini", "xml"}
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
+# a Python docstring: the triple-quoted string a module, or the body after a header, opens with
+DOCSTRING = re.compile(r"\A\s*[rRuUbB]*(\"\"\"|\'\'\')(.*?)\1[ \t]*\n?", re.S)
+NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 @dataclass
@@ -136,16 +139,23 @@ def fill_text(parsed: Parsed, lines: list[str]) -> None:
         node.text = text[:MAX_NODE_CHARS]
 
 
-def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
-               max_chars: int, signature: str = "", mode: str = "code") -> str | None:
-    """What a node's vector is made of: kind, name and its own code, cut at ``max_chars``.
+def name_words(qualname: str) -> str:
+    """``pkg.parseConfig_file`` → ``pkg parse config file``: a name as the words a question uses."""
+    return " ".join(part.lower() for word in re.findall(r"[A-Za-z0-9]+", qualname)
+                    for part in NAME_PART.findall(word))
 
-    The whole function retrieves better than a metadata line (CoSQA dev, docs/index.md); the
-    file path is left out so a renamed file re-embeds nothing. A module without a docstring
-    that has child nodes adds nothing its children do not say, so it gets no vector; a
-    module's opening comment block is left out.
-    ``mode="metadata"`` embeds the signature and docstring instead (faster, weaker; kept
-    to measure the difference).
+
+def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
+               max_chars: int, signature: str = "", mode: str = "docfirst") -> str | None:
+    """What a node's vector is made of, cut at ``max_chars``.
+
+    ``docfirst`` (default): the name as words, the docstring, then the code without its
+    docstring — what the node is for comes before the cut, its code fills the rest (CoSQA
+    dev, docs/index.md). ``code``: kind, name and the code as written. ``metadata``: kind,
+    name, signature and docstring only (faster, weaker; kept to measure the difference).
+    The file path is left out so a renamed file re-embeds nothing. A module without a
+    docstring that has child nodes adds nothing its children do not say, so it gets no
+    vector; a module's opening comment block is left out.
     """
     if kind == "module" and not docstring and not whole:
         return None
@@ -156,4 +166,21 @@ def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
         body = LEADING_COMMENTS.sub("", body)
     if not body:
         return None
-    return f"{kind} {qualname}\n{body}"[:max_chars]
+    if mode == "code":
+        return f"{kind} {qualname}\n{body}"[:max_chars]
+    if docstring:
+        body = without_docstring(kind, body)
+    return f"{name_words(qualname)}\n{docstring}\n{body}"[:max_chars]
+
+
+def without_docstring(kind: str, body: str) -> str:
+    """The code without the docstring it opens with: a module's first string, else the
+    string after the header line (the first line ending with a colon, comments aside)."""
+    if kind == "module":
+        return DOCSTRING.sub("", body, count=1)
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if re.sub(r"#[^'\"]*$", "", line).rstrip().endswith(":"):
+            rest = DOCSTRING.sub("", "\n".join(lines[i + 1:]), count=1)
+            return "\n".join([*lines[:i + 1], rest])
+    return body

@@ -13,7 +13,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     parser.add_argument("--embed-chars", type=int, default=None,
                         help="override [index] embed_chars (what each vector embeds)")
-    parser.add_argument("--embed-mode", choices=["code", "metadata"],
+    parser.add_argument("--embed-mode", choices=["docfirst", "code", "metadata"],
                         help="override [index] embed_mode")
     parser.add_argument("--keyword-weights", type=_weights,
                         help="comma-separated hybrid keyword weights to compare "

@@ -20,9 +20,11 @@ class IndexSettings(ConfigSection):
     max_file_bytes: int = Field(1_000_000, gt=0, description="files above this are not indexed")
     embed_chars: int = Field(320, ge=64, le=4096,
                              description="characters of a node's code its vector is made of")
-    embed_mode: Literal["code", "metadata"] = Field(
-        "code", description="code: kind, name and the node's code; metadata: kind, name, "
-                            "signature and docstring only (the older NeuralMind's choice)")
+    embed_mode: Literal["docfirst", "code", "metadata"] = Field(
+        "docfirst", description="docfirst: the name as words, the docstring, then the code "
+                                "without it; code: kind, name and the node's code as written; "
+                                "metadata: kind, name, signature and docstring only (the older "
+                                "NeuralMind's choice)")
     embed_batch: int = Field(256, ge=1, le=4096, description="texts handed to the embedder at once")
     keyword_weight: float = Field(0.03, ge=0, le=1, description="hybrid: weight of the keyword leg")
     default_budget: int = Field(8000, ge=256, le=200_000)

@@ -8,6 +8,7 @@ import sqlite3
 from urllib.parse import quote
 
 from tests.plugins.index.conftest import build, wait_for
+from tests.support import LocalServer
 
 
 def indexed(server, pid) -> set[str]:
@@ -141,3 +142,18 @@ def test_bad_build_bodies_are_422_and_unknown_projects_404(server, project):
     assert server.post("/v1/projects/p_nope/build", {}).status == 404
     r = server.post(f"/v1/projects/{pid}/search", {"query": "x"})
     assert r.status == 409 and r.error["code"] == "index_not_built"
+
+
+def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, project,
+                                                                         tmp_path):
+    """Unchanged files are skipped by size and mtime, but not when their vectors were made of
+    another text ([index] embed_mode or embed_chars changed)."""
+    pid, root = project
+    first = build(server, pid)
+    assert build(server, pid)["files_changed"] == 0
+    with LocalServer(tmp_path / "home-code", plugins=["auth", "index"],
+                     index={"embed_mode": "code"}) as other:
+        again = other.register(root)
+        result = build(other, again)
+        assert result["files_changed"] == first["files_changed"] and result["chunks_embedded"] > 0
+        assert build(other, again)["files_changed"] == 0

@@ -74,7 +74,14 @@ def test_embed_text_leaves_out_path_and_trivial_modules():
     moved = [chunker.embed_text(n.kind, n.qualname, n.text, n.docstring, n.whole, 512)
              for n in q.nodes]
     assert texts[1:] == moved[1:]  # a rename re-embeds no symbol
-    assert texts[4].startswith("function compute_sales_tax\ndef compute_sales_tax(amount, rate):")
+    # docstring first, the name as words, then the code without its docstring
+    assert texts[4] == ("compute sales tax\nReturn the tax owed on an amount at a percentage "
+                        "rate.\ndef compute_sales_tax(amount, rate):\n"
+                        "    return round_money(amount * rate / 100)")
+    n = p.nodes[4]
+    assert chunker.embed_text(n.kind, n.qualname, n.text, n.docstring, n.whole, 512,
+                              mode="code").startswith(
+        "function compute_sales_tax\ndef compute_sales_tax(amount, rate):\n    \"\"\"Return")
     bare = chunker.parse("m.py", "import os\n\ndef f():\n    pass\n")
     assert chunker.embed_text(*(lambda n: (n.kind, n.qualname, n.text, n.docstring, n.whole))(
         bare.nodes[0]), 512) is None
@@ -85,8 +92,8 @@ def test_a_module_vector_leaves_out_the_opening_comment_block():
     module = chunker.parse("pkg/m.py", header + '"""Read and write invoices."""\nimport os\n')
     text = chunker.embed_text(*(lambda n: (n.kind, n.qualname, n.text, n.docstring, n.whole))(
         module.nodes[0]), 512)
-    assert text == 'module pkg.m\n"""Read and write invoices."""\nimport os'
+    assert text == "pkg m\nRead and write invoices.\nimport os"
     java = chunker.embed_text("module", "App", "/* Licence\n * text */\n// more\nclass App {}",
                               "", True, 512)
-    assert java == "module App\nclass App {}"
+    assert java == "app\n\nclass App {}"
     assert chunker.embed_text("module", "m", "# only a licence\n", "", True, 512) is None
