@@ -15,7 +15,6 @@ thread's CPU time (the machine is shared: CPU time moves less with load).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from neuralmind import Kernel, load_settings, today  # noqa: E402
+from bench.train_ranker import sets  # noqa: E402
+from neuralmind import today  # noqa: E402
 from plugins.memory import eval as memeval  # noqa: E402
 from plugins.memory import rerank  # noqa: E402
 from plugins.memory.models import MemorySettings  # noqa: E402
@@ -77,18 +77,11 @@ def run(name: str, store, queries: list[str], kernel) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--eval", type=Path, default=Path(os.environ.get(
-        "NEURALMIND_EVAL_DIR", ROOT.parent / "shared" / "eval")))
-    ap.add_argument("--work", type=Path, required=True,
-                    help="stores folder: DIR/scifact and DIR/locomo (as eval --work built them)")
     ap.add_argument("--queries", type=int, default=200)
-    args = ap.parse_args()
-    if not (args.eval / "scifact").is_dir() or not (args.eval / "locomo").is_dir():
-        print(f"memory_rerank: no SciFact/LoCoMo under {args.eval} (set NEURALMIND_EVAL_DIR)",
-              file=sys.stderr)
+    args = sets(ap)
+    if args is None:
         return 2
-    kernel = Kernel(load_settings(kernel={"home": str(args.work / "home")},
-                                  embeddings={"warm": False}), plugins=[], load_entrypoints=False)
+    kernel = memeval.eval_kernel(args.work)
     try:
         (scifact,) = memeval.load(args.eval / "scifact", "train")
         locomo = memeval.load(args.eval / "locomo", "train")[-1]

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from neuralmind import today  # noqa: E402
 from plugins.memory import eval as memeval  # noqa: E402
 from plugins.memory import rerank  # noqa: E402
-from plugins.memory.features import F, FEATURES  # noqa: E402
+from plugins.memory.features import FEATURES, F  # noqa: E402
 from plugins.memory.models import MemorySettings  # noqa: E402
 from plugins.memory.search import Searcher, terms  # noqa: E402
 
@@ -165,22 +165,29 @@ def figures(data: list[Example], scores: dict[int, np.ndarray]) -> dict[str, dic
             for d, rows in by.items()}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sets(ap: argparse.ArgumentParser) -> argparse.Namespace | None:
+    """``--eval`` (the eval sets' folder) and ``--work`` (DIR/scifact, DIR/locomo: the stores
+    ``neuralmind eval memory --work`` builds), parsed; None when the sets are missing."""
     ap.add_argument("--eval", type=Path, default=Path(os.environ.get(
         "NEURALMIND_EVAL_DIR", ROOT.parent / "shared" / "eval")), help="the eval sets' folder")
     ap.add_argument("--work", type=Path, required=True,
                     help="stores folder: DIR/scifact and DIR/locomo (shared with eval --work)")
-    ap.add_argument("--out", type=Path, default=ROOT / "plugins/memory/data/ranker.json")
-    ap.add_argument("--folds-out", type=Path, default=ROOT / "bench/data/ranker_folds.json")
     args = ap.parse_args()
     if not (args.eval / "scifact").is_dir() or not (args.eval / "locomo").is_dir():
-        print(f"train_ranker: no SciFact/LoCoMo under {args.eval} (set NEURALMIND_EVAL_DIR)",
+        print(f"{ap.prog}: no SciFact/LoCoMo under {args.eval} (set NEURALMIND_EVAL_DIR)",
               file=sys.stderr)
+        return None
+    return args
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "plugins/memory/data/ranker.json")
+    ap.add_argument("--folds-out", type=Path, default=ROOT / "bench/data/ranker_folds.json")
+    args = sets(ap)
+    if args is None:
         return 2
-    from neuralmind import Kernel, load_settings
-    kernel = Kernel(load_settings(kernel={"home": str(args.work / "home")},
-                                  embeddings={"warm": False}), plugins=[], load_entrypoints=False)
+    kernel = memeval.eval_kernel(args.work)
     started = time.monotonic()
     try:
         data, trained_on = examples(args.eval, args.work, kernel)

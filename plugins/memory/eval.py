@@ -337,8 +337,16 @@ def table(result: dict, names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
+def eval_kernel(work: Path, config: str | None = None):
+    """A kernel of no plugins, at home in the work folder: the embedder, its int8 model cached
+    there, and the side threads; nothing of the user's own home is touched."""
     from neuralmind import Kernel, load_settings
+    return Kernel(load_settings(config, kernel={"home": str(work / "home")},
+                                embeddings={"warm": False}), plugins=[], load_entrypoints=False)
+
+
+def main(args) -> int:
+    from neuralmind import load_settings
     settings = load_settings(args.config)
     msettings = settings.section("memory", MemorySettings)
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
@@ -382,10 +390,7 @@ def main(args) -> int:
                  and digest(collections) in {t.get("digest") for t in
                                              shipped().spec.get("trained_on", [])})
     semantic = bool(set(modes) - {"keyword"} or args.fusion)
-    # a kernel of no plugins, at home in the work folder: the embedder, its int8 model cached
-    # there, and the side threads; nothing of the user's own home is touched
-    kernel = Kernel(load_settings(args.config, kernel={"home": str(work / "home")},
-                                  embeddings={"warm": False}), plugins=[], load_entrypoints=False)
+    kernel = eval_kernel(work, args.config)
     started = time.monotonic()
     try:
         result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic,

@@ -2,10 +2,12 @@
 
 Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped, words ORed
 with prefix match). Semantic is brute-force cosine over the stored vectors of title +
-rationale, held per process in a :class:`VectorIndex` that reloads when the store's version
-stamp moves (a write in another worker). Hybrid fuses the two legs with the rule the
-``[memory]`` settings name, then multiplies by ``0.5 + 0.5 × confidence`` so feedback moves
-ranking.
+rationale (and a long record's passages), held per process in a :class:`VectorIndex` that
+reloads when the store's version stamp moves (a write in another worker). Hybrid ranks both
+legs' pools with the learned second stage (:mod:`plugins.memory.rerank`; or fuses them with
+the rule the ``[memory]`` settings name), then multiplies by ``0.5 + 0.5 × confidence`` so
+feedback moves ranking. Every mode answers nothing when the relevance floor says no record
+fits the query.
 """
 
 from __future__ import annotations
