@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_project ON events (project_id, id);
 """]
+PG_MIGRATION = MIGRATIONS[0].replace("id INTEGER PRIMARY KEY AUTOINCREMENT", "id BIGSERIAL PRIMARY KEY")
 
 POLL_S = 0.25
 
@@ -56,7 +57,7 @@ def _event(row) -> Event:
 
 
 INSERT = ("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
-          "VALUES (?, ?, ?, ?, ?, ?)")
+          "VALUES (?, ?, ?, ?, ?, ?) RETURNING id")
 
 
 class EventLog:
@@ -95,7 +96,7 @@ class EventLog:
 
     def _write(self, rows: list[tuple]) -> None:
         with self.db.transaction() as conn:
-            ids = [conn.execute(INSERT, row).lastrowid for row in rows]
+            ids = [conn.execute(INSERT, row).fetchone()[0] for row in rows]
         for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
             self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,
                                 json.loads(payload)))
