@@ -52,8 +52,8 @@ class Kernel:
         storage_ = self.settings.storage
         self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
                     if storage_.backend == "postgres" else None)
-        self.db = (self.shared_database("kernel", _kernel_migrations(postgres=True))
-                   or storage.Database(self.home / "kernel.db", _kernel_migrations(postgres=False)))
+        self.db = (self.shared_database("kernel", kernel_migrations(postgres=True))
+                   or storage.Database(self.home / "kernel.db", kernel_migrations(postgres=False)))
         self.projects = ProjectRegistry(self.db, self.settings)
         self.jobs = jobs.Jobs(self.db)
         self.events = EventLog(self.db, self._fan_out)
@@ -287,7 +287,7 @@ class _Bound:
     """The object Falcon routes to: each responder wrapped with its operation's checks."""
 
 
-def _kernel_migrations(postgres: bool) -> list[str]:
+def kernel_migrations(postgres: bool) -> list[str]:
     """The kernel's tables (projects, jobs, events, leases), version by version: SQLite's
     kernel.db grew a step at a time; PostgreSQL starts at the last one."""
     from kernel import events, leases, projects

@@ -150,14 +150,19 @@ class HeldEvents:
 
 def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,
                  project_id: str | None = None) -> bool:
-    """An event from a CLI command (``cli:<user>`` as actor), appended to the home's event log
-    when a server has made one — a command never creates ``kernel.db``. ``/v1/events`` and the
-    audit see it; ``track_event`` plugins are not called, as no kernel runs in the CLI."""
-    path = settings.home / "kernel.db"
-    if not path.exists():
-        return False
+    """An event from a CLI command (``cli:<user>`` as actor), appended to the event log — the
+    shared database's, or the home's when a server has made one (a command never creates
+    ``kernel.db``). ``/v1/events`` and the audit see it; ``track_event`` plugins are not
+    called, as no kernel runs in the CLI."""
+    from kernel.app import kernel_migrations
+    from kernel.pg import open_shared
     from kernel.storage import Database
-    db = Database(path)
+    db = open_shared(settings, "kernel", kernel_migrations(postgres=True))
+    if db is None:
+        path = settings.home / "kernel.db"
+        if not path.exists():
+            return False
+        db = Database(path)
     try:
         EventLog(db, lambda event: None).append(kind, project_id, f"cli:{getpass.getuser()}",
                                                 data, None)

@@ -132,6 +132,16 @@ class PgBackend:
         self.pool.close()
 
 
+def open_shared(settings, component: str, migrations: Sequence[PgMigration]
+                ) -> PgDatabase | None:
+    """For a command that runs without a server (the CLI): ``component``'s view of the shared
+    database when the settings name PostgreSQL, else None."""
+    storage = settings.storage
+    if storage.backend != "postgres":
+        return None
+    return PgBackend(storage.dsn, 1).database(component, migrations)
+
+
 class PgDatabase:
     """A component's view of the shared database, with the interface of a SQLite Database."""
 
