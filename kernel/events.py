@@ -95,7 +95,9 @@ class EventLog:
         return stack
 
     def _write(self, rows: list[tuple]) -> None:
-        with self.db.transaction() as conn:
+        # serial: ids must commit in id order, or a stream reading past an id could skip an
+        # event that commits after a later one (PostgreSQL's sequences give ids at insert)
+        with self.db.transaction(serial=True) as conn:
             ids = [conn.execute(INSERT, row).fetchone()[0] for row in rows]
         for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
             self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,

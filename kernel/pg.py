@@ -14,6 +14,7 @@ whoever starts first, under an advisory lock.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -123,19 +124,22 @@ class PgBackend:
                                    name="neuralmind")
         self.pool.wait(timeout=30)
 
-    def database(self, component: str, migrations: Sequence[PgMigration]) -> PgDatabase:
+    def database(self, component: str, migrations: Sequence[PgMigration] | None) -> PgDatabase:
+        """``component``'s view, migrated — or as it is, for a reader (``migrations=None``)."""
         db = PgDatabase(self.pool, component)
-        db.migrate(migrations)
+        if migrations is not None:
+            db.migrate(migrations)
         return db
 
     def close(self) -> None:
         self.pool.close()
 
 
-def open_shared(settings, component: str, migrations: Sequence[PgMigration]
+def open_shared(settings, component: str, migrations: Sequence[PgMigration] | None
                 ) -> PgDatabase | None:
     """For a command that runs without a server (the CLI): ``component``'s view of the shared
-    database when the settings name PostgreSQL, else None."""
+    database when the settings name PostgreSQL, else None (``migrations=None``: read it as it
+    is, creating nothing)."""
     storage = settings.storage
     if storage.backend != "postgres":
         return None
@@ -149,12 +153,18 @@ class PgDatabase:
         self.pool = pool
         self.component = component
         self.conn = _Reader(pool)
+        self._serial_key = zlib.crc32(component.encode())
 
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        """A write transaction on one connection: committed on exit, rolled back on error."""
+    def transaction(self, serial: bool = False) -> Iterator[Connection]:
+        """A write transaction on one connection: committed on exit, rolled back on error.
+        ``serial``: this component's serial writers go one at a time, in every server, as
+        SQLite's writers always do (appends whose ids must commit in order, chains)."""
         with self.pool.connection() as raw, raw.transaction():
-            yield Connection(raw)
+            conn = Connection(raw)
+            if serial:
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (self._serial_key,))
+            yield conn
 
     def migrate(self, migrations: Sequence[PgMigration]) -> int:
         """Bring the component to ``len(migrations)``; step *n* runs when its recorded version

@@ -33,7 +33,7 @@ _EXPORTS = {
     "gitinfo": "kernel.gitinfo",
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "estimate_tokens"), "kernel.text"),
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
-    **dict.fromkeys(("ProjectStores", "statements"), "kernel.storage"),
+    **dict.fromkeys(("ProjectStores", "database_errors", "statements"), "kernel.storage"),
     **dict.fromkeys(("PgDatabase", "open_shared"), "kernel.pg"),
     **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings"), "kernel.config"),
     **dict.fromkeys(("pid_alive", "read_discovery", "update_discovery", "write_discovery",
