@@ -4,7 +4,10 @@ events live in the shared database — two kernels on one database see each othe
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +150,31 @@ def test_two_kernels_on_one_database_share_projects_jobs_and_events(tmp_path, ds
     finally:
         one.stop()
         two.stop()
+
+
+def test_an_unreachable_database_is_a_503_and_the_server_recovers_without_a_restart(tmp_path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+    # pgserver runs the server as its own user, which cannot enter pytest's 0700 folders
+    folder = Path(tempfile.mkdtemp(prefix="neuralmind-test-pg-down-"))
+    db = pgserver.get_server(folder, cleanup_mode="stop")
+    server = LocalServer(tmp_path / "home", plugins=["auth"],
+                         storage={"backend": "postgres", "dsn": db.get_uri()}).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        pid = server.register(repo)
+        db.cleanup()  # the database goes away
+        down = server.get("/v1/projects")
+        assert down.status == 503 and down.error["code"] == "storage_unavailable"
+        assert "nothing was written" in down.error["message"]
+        db = pgserver.get_server(folder, cleanup_mode="stop")  # and comes back
+        statuses = [server.get("/v1/projects").status for _ in range(10)]
+        assert statuses[-1] == 200 and set(statuses) <= {200, 503}  # each stale connection once
+        assert [p["id"] for p in server.get("/v1/projects").json["items"]] == [pid]
+    finally:
+        server.stop()
+        db.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
