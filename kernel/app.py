@@ -23,6 +23,8 @@ from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
+from kernel.leases import Leases
+from kernel.pg import PgBackend, PgDatabase
 from kernel.plugins import make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
 
@@ -47,11 +49,15 @@ class Kernel:
         os.chmod(self.home, 0o700)
         names = list(plugins) if plugins is not None else self.settings.kernel.plugins
         self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
-        self.db = storage.Database(self.home / "kernel.db",
-                                   _kernel_migrations())
+        storage_ = self.settings.storage
+        self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
+                    if storage_.backend == "postgres" else None)
+        self.db = (self.shared_database("kernel", kernel_migrations(postgres=True))
+                   or storage.Database(self.home / "kernel.db", kernel_migrations(postgres=False)))
         self.projects = ProjectRegistry(self.db, self.settings)
         self.jobs = jobs.Jobs(self.db)
         self.events = EventLog(self.db, self._fan_out)
+        self.leases = Leases(self.db)
         self.permissions = self._collect_permissions()
         self.routes: list[tuple[str, str, Operation, str]] = []
         self._embedder = None
@@ -71,6 +77,12 @@ class Kernel:
     def open_database(self, path: str | Path, migrations) -> storage.Database:
         """A plugin store's SQLite file, migrated, with the kernel's pragmas."""
         return storage.Database(path, migrations)
+
+    def shared_database(self, component: str, migrations) -> PgDatabase | None:
+        """With ``[storage] backend = "postgres"``, the database every server shares, with
+        ``component``'s own PostgreSQL migrations applied; None on SQLite. A plugin's store
+        factory asks once and opens its PostgreSQL twin or its SQLite store accordingly."""
+        return self._pg.database(component, migrations) if self._pg is not None else None
 
     def state(self, owner: str, factory: Callable[[], T] | None = None) -> T | None:
         """What plugin ``owner`` keeps for this kernel (services, stores, threads), made by
@@ -176,6 +188,8 @@ class Kernel:
         self.pm.hook.shutdown(kernel=self)
         if self._side is not None:
             self._side.shutdown(wait=False)
+        if self._pg is not None:
+            self._pg.close()
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -273,7 +287,12 @@ class _Bound:
     """The object Falcon routes to: each responder wrapped with its operation's checks."""
 
 
-def _kernel_migrations():
-    from kernel import events, projects
-    # one kernel.db holds three tables; their scripts run in this order, version by version
-    return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0]]
+def kernel_migrations(postgres: bool) -> list[str]:
+    """The kernel's tables (projects, jobs, events, leases), version by version: SQLite's
+    kernel.db grew a step at a time; PostgreSQL starts at the last one."""
+    from kernel import events, leases, projects
+    if postgres:
+        return [projects.MIGRATIONS[0] + jobs.PG_MIGRATION + events.PG_MIGRATION
+                + leases.PG_MIGRATION]
+    return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0],
+            jobs.MIGRATIONS[1] + leases.SQLITE_MIGRATION]

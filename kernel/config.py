@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp"]
 DEFAULT_MAX_BODY = 1024 * 1024
@@ -60,6 +60,21 @@ class EmbeddingsSection(ConfigSection):
     compute: Literal["int8", "float"] = "int8"
 
 
+class StorageSection(ConfigSection):
+    """Where shared state lives: SQLite files under the home (one machine), or one PostgreSQL
+    database that several servers share (docs/operations.md, "Scaling out")."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str | None = Field(None, description="postgresql://user:password@host:5432/db")
+    pool_size: int = Field(8, ge=1, le=256, description="connections per worker")
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StorageSection:
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError('backend = "postgres" needs dsn (or NEURALMIND_DATABASE_URL)')
+        return self
+
+
 class ProjectAlias(ConfigSection):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
     path: str
@@ -81,6 +96,7 @@ class Settings(BaseModel):
     kernel: KernelSection = Field(default_factory=KernelSection)
     server: ServerSection = Field(default_factory=ServerSection)
     embeddings: EmbeddingsSection = Field(default_factory=EmbeddingsSection)
+    storage: StorageSection = Field(default_factory=StorageSection)
     projects: list[ProjectAlias] = Field(default_factory=list)
     raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
     source: str | None = None
@@ -118,6 +134,9 @@ def _env_overrides(data: dict[str, Any]) -> None:
         kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
     if env.get("NEURALMIND_EMBEDDINGS_WARM"):
         data.setdefault("embeddings", {})["warm"] = env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false")
+    if env.get("NEURALMIND_DATABASE_URL"):  # a database named is the database used
+        data.setdefault("storage", {}).update(backend="postgres",
+                                              dsn=env["NEURALMIND_DATABASE_URL"])
     if env.get("NEURALMIND_MODEL_DIR"):
         data.setdefault("embeddings", {})["model_dir"] = env["NEURALMIND_MODEL_DIR"]
     if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers

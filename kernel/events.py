@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_project ON events (project_id, id);
 """]
+PG_MIGRATION = MIGRATIONS[0].replace("id INTEGER PRIMARY KEY AUTOINCREMENT", "id BIGSERIAL PRIMARY KEY")
 
 POLL_S = 0.25
 
@@ -56,7 +57,7 @@ def _event(row) -> Event:
 
 
 INSERT = ("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
-          "VALUES (?, ?, ?, ?, ?, ?)")
+          "VALUES (?, ?, ?, ?, ?, ?) RETURNING id")
 
 
 class EventLog:
@@ -94,8 +95,10 @@ class EventLog:
         return stack
 
     def _write(self, rows: list[tuple]) -> None:
-        with self.db.transaction() as conn:
-            ids = [conn.execute(INSERT, row).lastrowid for row in rows]
+        # serial: ids must commit in id order, or a stream reading past an id could skip an
+        # event that commits after a later one (PostgreSQL's sequences give ids at insert)
+        with self.db.transaction(serial=True) as conn:
+            ids = [conn.execute(INSERT, row).fetchone()[0] for row in rows]
         for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
             self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,
                                 json.loads(payload)))
@@ -149,14 +152,19 @@ class HeldEvents:
 
 def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,
                  project_id: str | None = None) -> bool:
-    """An event from a CLI command (``cli:<user>`` as actor), appended to the home's event log
-    when a server has made one — a command never creates ``kernel.db``. ``/v1/events`` and the
-    audit see it; ``track_event`` plugins are not called, as no kernel runs in the CLI."""
-    path = settings.home / "kernel.db"
-    if not path.exists():
-        return False
+    """An event from a CLI command (``cli:<user>`` as actor), appended to the event log — the
+    shared database's, or the home's when a server has made one (a command never creates
+    ``kernel.db``). ``/v1/events`` and the audit see it; ``track_event`` plugins are not
+    called, as no kernel runs in the CLI."""
+    from kernel.app import kernel_migrations
+    from kernel.pg import open_shared
     from kernel.storage import Database
-    db = Database(path)
+    db = open_shared(settings, "kernel", kernel_migrations(postgres=True))
+    if db is None:
+        path = settings.home / "kernel.db"
+        if not path.exists():
+            return False
+        db = Database(path)
     try:
         EventLog(db, lambda event: None).append(kind, project_id, f"cli:{getpass.getuser()}",
                                                 data, None)

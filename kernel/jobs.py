@@ -17,6 +17,7 @@ from pydantic import Field
 from kernel.clock import now_iso
 from kernel.daemon import pid_alive
 from kernel.errors import APIError, Conflict, NotFound
+from kernel.leases import HOST
 from kernel.models import Model
 
 log = logging.getLogger("neuralmind.jobs")
@@ -38,7 +39,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs (project_id, created_at);
-"""]
+""", "ALTER TABLE jobs ADD COLUMN host TEXT;"]
+# PostgreSQL's schema is SQLite's at its last version
+PG_MIGRATION = MIGRATIONS[0].replace("    pid INTEGER,\n", "    pid INTEGER,\n    host TEXT,\n")
 
 Status = Literal["queued", "running", "done", "error", "cancelled"]
 ACTIVE = ("queued", "running")
@@ -129,9 +132,9 @@ class Jobs:
         starts (a lock that says which job holds it); then :meth:`start` or :meth:`discard`."""
         jid = secrets.token_hex(8)
         with self.db.transaction() as conn:
-            conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid) "
-                         "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
-                         (jid, kind, project_id, actor, now_iso(), os.getpid()))
+            conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid, "
+                         "host) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+                         (jid, kind, project_id, actor, now_iso(), os.getpid(), HOST))
         return jid
 
     def start(self, jid: str, work: Work, *, wait: bool = False) -> Job:
@@ -219,9 +222,11 @@ class Jobs:
         return self.get(jid)
 
     def mark_interrupted(self) -> int:
-        """Jobs left queued/running by a process that no longer exists end as ``interrupted``."""
+        """Jobs left queued/running by a process of this host that no longer exists end as
+        ``interrupted`` (another server's jobs are its own to judge)."""
         rows = self.db.conn.execute(
-            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running')").fetchall()
+            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running') "
+            "AND (host = ? OR host IS NULL)", (HOST,)).fetchall()
         dead = [r["id"] for r in rows if not pid_alive(r["pid"])]
         if dead:
             error = json.dumps({"code": "interrupted",

@@ -84,12 +84,11 @@ class ProjectRegistry:
         real = check_path(raw_path)
         pid = project_id_for(real)
         with self._db.transaction() as conn:
-            row = conn.execute("SELECT * FROM projects WHERE id = ?", (pid,)).fetchone()
-            if row is not None:
-                return self._row(row), False
-            conn.execute("INSERT INTO projects (id, path, name, registered_at) VALUES (?, ?, ?, ?)",
-                         (pid, real, os.path.basename(real) or real, now_iso()))
-        return self.get(pid), True
+            created = conn.execute(
+                "INSERT INTO projects (id, path, name, registered_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING RETURNING id",
+                (pid, real, os.path.basename(real) or real, now_iso())).fetchone() is not None
+        return self.get(pid), created
 
     def find(self, pid: str) -> Project | None:
         if pid in self._aliases:

@@ -158,8 +158,10 @@ class Database:
         return conn
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error."""
+    def transaction(self, serial: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error.
+        Writers of one file go one at a time anyway, so ``serial`` (which PostgreSQL needs for
+        appends that must commit in order) changes nothing here."""
         conn = self.conn
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise sqlite3.OperationalError("database is locked")
@@ -197,3 +199,11 @@ class ProjectStores(Generic[S]):
                 if store is None:
                     store = self._stores[project.id] = self._open(project)
         return store
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """What a store's database raises when it cannot serve: SQLite's errors, PostgreSQL's and
+    its pool's (``except database_errors():`` is evaluated only when something was raised)."""
+    import psycopg
+    import psycopg_pool
+    return sqlite3.Error, psycopg.Error, psycopg_pool.PoolTimeout

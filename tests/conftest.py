@@ -23,12 +23,16 @@ def pytest_configure(config):
     child process: collecting the tests keeps this process busy for seconds anyway."""
     SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
     threading.Thread(target=derived_model, name="derive-int8", daemon=True).start()
+    SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
 
 
 def pytest_unconfigure(config):
     if SESSION.models is not None:
         shutil.rmtree(SESSION.models, ignore_errors=True)
-    SESSION.models = SESSION.derived = SESSION.embedder = None
+    if SESSION.pg_server is not None:
+        SESSION.pg_server.cleanup()
+    SESSION.models = SESSION.derived = SESSION.embedder = SESSION.pg_server = None
+    SESSION.pg_uri = None
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,12 +14,15 @@ import io
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import warnings
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,9 +116,37 @@ class _Session:
     derived: Path | None = None
     embedder = None
     lock = threading.Lock()
+    # PostgreSQL: NEURALMIND_TEST_DATABASE_URL (read when the session starts), else a server
+    # from the pgserver wheel started on first use
+    pg_uri: str | None = None
+    pg_server = None
 
 
 SESSION = _Session()
+
+
+def pg_uri() -> str:
+    """The session's PostgreSQL (with pgvector), started once on first use."""
+    with SESSION.lock:
+        if SESSION.pg_uri is None:
+            folder = Path(tempfile.mkdtemp(prefix="neuralmind-test-pg-"))
+            with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR as root
+                warnings.simplefilter("ignore")
+                import pgserver
+                SESSION.pg_server = pgserver.get_server(folder, cleanup_mode="delete")
+            SESSION.pg_uri = SESSION.pg_server.get_uri()
+    return SESSION.pg_uri
+
+
+def fresh_pg_dsn() -> str:
+    """A DSN whose tables land in a schema of their own: one test's empty database."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(pg_uri(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return make_conninfo(pg_uri(), options=f"-csearch_path={schema},public")
 
 
 def derived_model() -> Path | None:
