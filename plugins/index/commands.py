@@ -1,4 +1,4 @@
-"""CLI commands of the index plugin: ``neuralmind eval code``."""
+"""CLI commands of the index plugin: ``neuralmind eval code|impact|next``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,18 @@ def register(subparsers) -> None:
     parser.add_argument("--workdir", help="keep the throwaway project here (reruns reuse its "
                         "vectors); default a temporary folder removed afterwards")
     parser.set_defaults(func=_run)
+    evals = command_group(subparsers, "eval")
+    impact = evals.add_parser("impact", help="precision/recall of `impact` against the tests "
+                              "that call each function (grep), on a Python repository")
+    impact.add_argument("path", help="the repository (it is read, never written)")
+    impact.add_argument("--limit", type=int, default=200, help="impacted nodes per function")
+    impact.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    impact.set_defaults(func=_run_impact)
+
+
+def _run_impact(args) -> int:
+    from plugins.index.eval_impact import main
+    return main(args)
 
 
 def _weights(text: str) -> list[float]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from neuralmind import (TOKEN_COUNTER, Conflict, Forbidden, InvalidFields, NotFound, ProjectStores,
                         VersionedCache, estimate_tokens, gitinfo, now_iso, pid_alive)
-from plugins.index import context, search
+from plugins.index import context, graph, search
 from plugins.index.build import Build
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
@@ -28,6 +28,7 @@ class IndexService:
             self.db_path(project), MIGRATIONS)))
         self.matrices: VersionedCache[search.Matrix] = VersionedCache()  # per index path
         self.layers: VersionedCache[tuple] = VersionedCache()  # L0, L1, size per index path
+        self.graphs: VersionedCache[graph.Graph] = VersionedCache()  # per index path
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -65,7 +66,7 @@ class IndexService:
         if not rule.enabled:
             return 0
         store, one = self.store(project), RuleSet([rule])
-        doomed = [f["path"] for f in store.files() if one.match_path(f["path"], f["size"])]
+        doomed = [f["path"] for f in store.files("repo") if one.match_path(f["path"], f["size"])]
         return store.purge(doomed)
 
     def add_rule(self, project, body) -> tuple[Rule, int]:
@@ -265,6 +266,87 @@ class IndexService:
                 "edges": sum(v["edges"] for v in per.values()), "vectors": stats["vectors"],
                 "languages": per, "edge_kinds": stats["edge_kinds"], "index_bytes": size,
                 "model_id": meta.get("model_id"), "token_counter": TOKEN_COUNTER}
+
+    # -- the structural graph -----------------------------------------------------------------
+
+    def graph(self, project, store) -> graph.Graph:
+        return self.graphs.get(self.db_path(project), store.version,
+                               lambda: (store.version(), graph.Graph.load(store)))
+
+    def node(self, store, node_id: str, field: str = "node"):
+        row = store.node_by_id(node_id)
+        if row is None:
+            raise NotFound(f"no node with id {node_id} in this index (ids change when their "
+                           "file is re-indexed: search again)", code="node_not_found",
+                           details={"field": field})
+        return row
+
+    def indexed(self, project, store, raw: str, field: str = "file") -> str:
+        """A client's path as the indexed file it names; 404 ``file_not_indexed`` else."""
+        rel = self.relative(project, raw, field)
+        if store.file(rel) is None:
+            raise NotFound(f"{rel} is not an indexed file of {project.id} (ignored, binary, "
+                           "or not built yet)", code="file_not_indexed", details={"field": field})
+        return rel
+
+    def seeds(self, project, store, files: list[str], nodes: list[str]) -> tuple[list[int], list[str]]:
+        """The node ids and file paths a request names, checked."""
+        nids, paths = [], []
+        for raw in files:
+            rel = self.indexed(project, store, raw, "files")
+            paths.append(rel)
+            nids += [n["nid"] for n in store.nodes_of(rel) if n["parent"] is None]
+        for node_id in nodes:
+            row = self.node(store, node_id, "nodes")
+            nids.append(row["nid"])
+            paths.append(row["path"])
+        return nids, list(dict.fromkeys(paths))
+
+    def impact(self, project, body) -> dict[str, Any]:
+        store = self.built_store(project)
+        nids, paths = self.seeds(project, store, body.files, body.nodes)
+        g = self.graph(project, store)
+        items, roots, truncated = graph.impact(g, store, nids, body.depth, body.limit,
+                                               body.guessed)
+        files = graph.files_of(items, paths)
+        decisions = self.decisions(project, [f["path"] for f in files])
+        for f in files:
+            f["decisions"] = decisions.get(f["path"], [])
+        seeds = store.nodes(nids)
+        return {"project_id": project.id, "depth": body.depth,
+                "changed": [graph.node_ref(seeds[n]) for n in nids if n in seeds],
+                "impacted": items, "files": files, "truncated": truncated}
+
+    def neighbours(self, project, q) -> dict[str, Any]:
+        store = self.built_store(project)
+        if (q.node is None) == (q.file is None):
+            raise InvalidFields.one("node", "name exactly one of node and file", "node_or_file")
+        if q.node is not None:
+            row = self.node(store, q.node)
+            nids, outside, center = [row["nid"]], None, {"node": graph.node_ref(row)}
+        else:
+            outside = self.indexed(project, store, q.file)
+            nids = [n["nid"] for n in store.nodes_of(outside)]
+            center = {"file": outside}
+        g = self.graph(project, store)
+        found = graph.neighbours(g, store, nids, q.depth, q.limit, q.guessed, outside)
+        unresolved = [{"kind": r["edge_kind"], "ref": r["ref"], "from": graph.node_ref(r)}
+                      for r in store.unresolved(nids, q.limit)]
+        return {"project_id": project.id, **center, "depth": q.depth, **found,
+                "unresolved": unresolved}
+
+    def decisions(self, project, paths: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """What other plugins keep on these files (the memory plugin: ACTIVE decisions), by
+        path, through the ``describe_files`` hook."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        if not paths:
+            return out
+        for part in self.kernel.pm.hook.describe_files(kernel=self.kernel, project=project,
+                                                       paths=paths):
+            for item in part or ():
+                out.setdefault(item["path"], []).append(
+                    {k: item.get(k) for k in ("kind", "id", "title", "status")})
+        return out
 
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)
