@@ -28,10 +28,26 @@ def register(subparsers) -> None:
     impact.add_argument("--limit", type=int, default=200, help="impacted nodes per function")
     impact.add_argument("--json", action="store_true", help="one JSON object on stdout")
     impact.set_defaults(func=_run_impact)
+    nxt = evals.add_parser("next", help="recall@k of `next` replaying a repository's commits "
+                           "(train on the older half, test on the newer)")
+    nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
+    nxt.add_argument("--rev", default="HEAD", help="the history to replay (default HEAD)")
+    nxt.add_argument("-k", "--k", type=int, default=5, help="recall@k (default 5)")
+    nxt.add_argument("--max-files", type=int, default=20,
+                     help="commits touching more files are left out (default 20)")
+    nxt.add_argument("--half-life-days", type=float,
+                     help="override [index] learn_half_life_days for the replay")
+    nxt.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    nxt.set_defaults(func=_run_next)
 
 
 def _run_impact(args) -> int:
     from plugins.index.eval_impact import main
+    return main(args)
+
+
+def _run_next(args) -> int:
+    from plugins.index.eval_next import main
     return main(args)
 
 

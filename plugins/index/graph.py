@@ -27,6 +27,8 @@ class Graph:
     children: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     path: dict[int, str] = field(default_factory=dict)
     by_path: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    # file → file it has edges with (either way) → [weight, one such edge (src, kind, dst)]
+    near: dict[str, dict[str, list]] = field(default_factory=lambda: defaultdict(dict))
 
     @classmethod
     def load(cls, store) -> Graph:
@@ -39,6 +41,12 @@ class Graph:
         for src, dst, kind, how in store.resolved_edges():
             graph.out[src].append((dst, kind, how))
             graph.into[dst].append((src, kind, how))
+            a, b = graph.path.get(src), graph.path.get(dst)
+            if a is not None and b is not None and a != b:
+                weight = 1.0 if how == "exact" else 0.5
+                for one, other in ((a, b), (b, a)):
+                    entry = graph.near[one].setdefault(other, [0.0, (src, kind, dst)])
+                    entry[0] += weight
         return graph
 
     def subtree(self, roots) -> list[int]:

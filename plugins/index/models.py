@@ -14,6 +14,19 @@ RuleType = Literal["path", "folder_name", "file_name", "extension", "pattern", "
                    "hidden_files"]
 
 
+class LearnRates(ConfigSection):
+    """``[index.learn_rates]``: how much one co-activation of each kind strengthens a link
+    between two files (``unhelpful``: how much that signal weakens it); docs/index.md."""
+
+    read: float = Field(0.05, ge=0, le=1)
+    edit: float = Field(0.2, ge=0, le=1)
+    test: float = Field(0.1, ge=0, le=1)
+    query: float = Field(0.05, ge=0, le=1)
+    search: float = Field(0.03, ge=0, le=1)
+    helpful: float = Field(0.3, ge=0, le=1)
+    unhelpful: float = Field(0.5, ge=0, le=1)
+
+
 class IndexSettings(ConfigSection):
     """``[index]`` in the config."""
 
@@ -27,6 +40,19 @@ class IndexSettings(ConfigSection):
     keyword_weight: float = Field(0.03, ge=0, le=1, description="hybrid: weight of the keyword leg")
     default_budget: int = Field(8000, ge=256, le=200_000)
     watch_debounce_s: float = Field(0.5, ge=0.05, le=30)
+    learning: bool = Field(True, description="query, search, activity and feedback train the "
+                                             "links between files (docs/index.md)")
+    learn_half_life_days: float = Field(365.0, gt=0, le=3650,
+                                        description="a link unused this long weighs half")
+    learn_rates: LearnRates = Field(default_factory=LearnRates)
+    learn_flush_s: float = Field(1.0, ge=0.05, le=60,
+                                 description="how often query and search learning is written")
+    learn_session_s: float = Field(1800.0, ge=0, le=86_400, description=(
+        "an activity is linked with what its session touched this recently"))
+    learn_max_files: int = Field(20, ge=2, le=200, description=(
+        "an activation of more files than this (a sweeping change) links nothing"))
+    max_document_bytes: int = Field(1_048_576, gt=0, description=(
+        "largest document POST …/documents takes (the kernel's max_body_bytes applies first)"))
 
 
 class BuildIn(Model):

@@ -50,6 +50,7 @@ def shutdown(kernel):
     state = kernel.drop_state("index")
     if state is not None:
         state.watchers.shutdown()
+        state.service.close()
 
 
 @hookimpl

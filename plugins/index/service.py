@@ -11,7 +11,7 @@ from typing import Any
 
 from neuralmind import (TOKEN_COUNTER, Conflict, Forbidden, InvalidFields, NotFound, ProjectStores,
                         VersionedCache, estimate_tokens, gitinfo, now_iso, pid_alive)
-from plugins.index import context, graph, search
+from plugins.index import context, graph, learning, search
 from plugins.index.build import Build
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
@@ -29,6 +29,10 @@ class IndexService:
         self.matrices: VersionedCache[search.Matrix] = VersionedCache()  # per index path
         self.layers: VersionedCache[tuple] = VersionedCache()  # L0, L1, size per index path
         self.graphs: VersionedCache[graph.Graph] = VersionedCache()  # per index path
+        self.learning = learning.Learning(kernel, settings)
+
+    def close(self) -> None:
+        self.learning.close()
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -172,11 +176,20 @@ class IndexService:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def search(self, project, query: str, n: int, mode: str, file_type: str | None):
+    def search(self, project, query: str, n: int, mode: str, file_type: str | None,
+               learn: bool = True):
+        """Hits, and a notice when hybrid fell back to keyword. Learns (``learn``): the hit
+        files co-activate, and the answer counts toward the savings."""
         store = self.built_store(project)
         ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
                                        query, n, mode, file_type, self.settings.keyword_weight)
-        return search.hits(store, ranked), notice
+        found = search.hits(store, ranked)
+        if learn:
+            files = [h["source_file"] for h in found]
+            served = sum(estimate_tokens(f"{h['source_file']}:{h['line']} {h['kind']} "
+                                         f"{h['label']}") for h in found)
+            self.learning.observe(project, "search", files, served, store.file_tokens(files))
+        return found, notice
 
     def query(self, project, question: str, query_type: str, budget: int | None,
               trace: bool) -> dict[str, Any]:
@@ -207,6 +220,8 @@ class IndexService:
                   context.Layer("L3", budget, context.snippets(hit_rows))]
         text, counts, used = context.pack(layers, budget)
         total = sum(counts.values())
+        files = [h["source_file"] for h in found]
+        self.learning.observe(project, "query", files, total, store.file_tokens(files))
         out = {"project_id": project.id, "question": question, "context": text,
                "tokens": {"total": total, **counts}, "layers_used": used,
                "reduction_ratio": round(size / total, 2) if total else 0.0,
@@ -335,18 +350,112 @@ class IndexService:
         return {"project_id": project.id, **center, "depth": q.depth, **found,
                 "unresolved": unresolved}
 
-    def decisions(self, project, paths: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """What other plugins keep on these files (the memory plugin: ACTIVE decisions), by
-        path, through the ``describe_files`` hook."""
-        out: dict[str, list[dict[str, Any]]] = {}
+    def records(self, project, paths: list[str]) -> list[dict[str, Any]]:
+        """What other plugins keep on these files, one item per (file, record), through the
+        ``describe_files`` hook (the memory plugin: ACTIVE decisions)."""
         if not paths:
-            return out
-        for part in self.kernel.pm.hook.describe_files(kernel=self.kernel, project=project,
-                                                       paths=paths):
-            for item in part or ():
-                out.setdefault(item["path"], []).append(
-                    {k: item.get(k) for k in ("kind", "id", "title", "status")})
+            return []
+        return [item for part in self.kernel.pm.hook.describe_files(
+            kernel=self.kernel, project=project, paths=paths) for item in part or ()]
+
+    def decisions(self, project, paths: list[str]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for item in self.records(project, paths):
+            out.setdefault(item["path"], []).append(
+                {k: item.get(k) for k in ("kind", "id", "title", "status")})
         return out
+
+    # -- learned links ------------------------------------------------------------------------
+
+    def activity(self, project, body, actor) -> dict[str, Any]:
+        files = list(dict.fromkeys(self.relative(project, f, "files") for f in body.files))
+        session = body.session or f"actor:{actor.id}"
+        return {"project_id": project.id, "kind": body.kind,
+                **self.learning.activity(project, files, body.kind, session)}
+
+    def feedback(self, project, body) -> dict[str, Any]:
+        if (body.node is None) == (body.file is None):
+            raise InvalidFields.one("node", "name exactly one of node and file", "node_or_file")
+        if body.node is not None:
+            path = self.node(self.built_store(project), body.node)["path"]
+        else:
+            path = self.relative(project, body.file, "file")
+        related = None if body.related is None else [
+            self.relative(project, f, "related") for f in body.related]
+        return {"project_id": project.id,
+                **self.learning.feedback(project, path, body.signal == "helpful", related)}
+
+    def synaptic(self, project, q) -> dict[str, Any]:
+        path = self.relative(project, q.file, "file")
+        store = self.store(project)
+        links = self.learning.linked(project, [path], q.limit)
+        return {"project_id": project.id, "file": path, "neighbors": [
+            {"file": other, "weight": round(w, 4), "count": count,
+             "updated_at": learning.iso(updated), "indexed": store.file(other) is not None}
+            for _, other, w, count, updated in links]}
+
+    def next_files(self, project, body, *, learned: bool = True, structural: bool = True,
+                   at: float | None = None) -> dict[str, Any]:
+        """The files to open next after ``files_open``: structural neighbours, learned
+        links, files sharing a decision, and the task's search hits, each with why
+        (``learned``/``structural`` off and ``at`` are for ``neuralmind eval next``)."""
+        store = self.built_store(project)
+        opened = list(dict.fromkeys(self.relative(project, f, "files_open")
+                                    for f in body.files_open))
+        g = self.graph(project, store)
+        found: dict[str, dict[str, Any]] = {}
+
+        def cand(path: str) -> dict[str, Any]:
+            return found.setdefault(path, {"why": []})
+
+        examples = {}
+        for path in opened if structural else ():
+            for other, (weight, edge) in g.near.get(path, {}).items():
+                entry = cand(other)
+                entry["_edges"] = entry.get("_edges", 0.0) + weight
+                examples.setdefault(other, edge)
+        rows = store.nodes({n for s, _, d in examples.values() for n in (s, d)})
+        for other, (src, kind, dst) in examples.items():
+            entry = found[other]
+            entry["structural"] = entry["_edges"] / (entry.pop("_edges") + 2)
+            if src in rows and dst in rows:
+                detail = (f"{rows[src]['qualname']} ({rows[src]['path']}) {kind} "
+                          f"{rows[dst]['qualname']} ({rows[dst]['path']})")
+                entry["why"].append({"kind": "structural", "detail": detail,
+                                     "weight": round(entry["structural"], 4)})
+        if learned:
+            for path, other, w, count, _ in self.learning.linked(project, opened, 200, at):
+                entry = cand(other)
+                if w > entry.get("learned", 0.0):
+                    entry["learned"] = w
+                    entry["why"] = [y for y in entry["why"] if y["kind"] != "learned"]
+                    entry["why"].append({"kind": "learned", "weight": round(w, 4),
+                                         "detail": f"used together with {path} ({count}×)"})
+        for item in self.records(project, opened):
+            for other in item.get("files") or ():
+                entry = cand(other)
+                entry["decision"] = 1.0
+                entry["why"].append({"kind": "decision", "id": item.get("id"),
+                                     "detail": item.get("title", "")})
+        if body.task:
+            hits, _ = self.search(project, body.task, 10, "hybrid", None, learn=False)
+            best = max((h["score"] for h in hits), default=0.0) or 1.0
+            for h in hits:
+                entry = cand(h["source_file"])
+                if "task" not in entry:
+                    entry["task"] = max(0.0, h["score"] / best)
+                    entry["why"].append({"kind": "task", "weight": round(entry["task"], 4),
+                                         "detail": f"{h['label']} matches the task"})
+        live = set(g.by_path)
+        kept = {p: c for p, c in found.items() if p not in opened and p in live}
+        return {"project_id": project.id, "files_open": opened,
+                "files": learning.next_files(kept, body.limit)}
+
+    def synapse_stats(self, project) -> dict[str, Any]:
+        return {"project_id": project.id, **self.learning.stats(project)}
+
+    def savings(self, project, days: int) -> dict[str, Any]:
+        return self.learning.savings(project, days)
 
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)

@@ -198,6 +198,15 @@ class IndexStore:
     def file(self, path: str):
         return self.db.conn.execute("SELECT * FROM files WHERE path = ?", (path,)).fetchone()
 
+    def file_tokens(self, paths: Iterable[str]) -> int:
+        """The tokens of these files, each counted once (the whole files an answer drew on)."""
+        paths = sorted(set(paths))
+        if not paths:
+            return 0
+        return self.db.conn.execute(
+            f"SELECT COALESCE(SUM(tokens), 0) FROM files WHERE path IN "
+            f"({','.join('?' * len(paths))})", paths).fetchone()[0]
+
     def files(self, source: str | None = None) -> list:
         if source is None:
             return self.db.conn.execute("SELECT * FROM files ORDER BY path").fetchall()
