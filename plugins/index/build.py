@@ -43,9 +43,10 @@ def read_text(path: str) -> tuple[bytes, str] | None:
 
 
 def file_row(entry: FileEntry, data: bytes, text: str, settings,
-             texts: dict[str, str]) -> FileRow:
-    """A parsed file as rows; its embed texts are added to ``texts`` by hash."""
-    parsed = chunker.parse(entry.path, text)
+             texts: dict[str, str], parsed: chunker.Parsed | None = None) -> FileRow:
+    """A parsed file as rows (``parsed``: already parsed, an ingested document); its embed
+    texts are added to ``texts`` by hash."""
+    parsed = parsed or chunker.parse(entry.path, text)
     file_type = chunker.file_type_of(parsed.language)
     rows, seen = [], {}
     for node in parsed.nodes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from neuralmind import ConfigSection, Model
 
@@ -76,6 +76,8 @@ class SearchHit(Model):
     source_file: str
     line: int
     score: float
+    source: Literal["repo", "ingested"] = Field("repo", description="ingested: a document sent "
+                                                 "to POST …/documents")
 
 
 class SearchOut(Model):
@@ -203,6 +205,7 @@ class DocumentOut(Model):
     size: int
     lines: int
     indexed_at: str
+    source: Literal["repo", "ingested"] = "repo"
     stale: bool = Field(description="the file changed on disk after it was indexed")
     nodes: list[DocumentNode]
     text: str
@@ -218,3 +221,298 @@ class WatchStatus(Model):
     last_event: dict[str, Any] | None = None
     last_indexed_at: str | None = None
     recent_errors: list[dict[str, Any]] = Field(default_factory=list)
+
+
+# -- the structural graph ---------------------------------------------------------------------
+
+
+class NodeRef(Model):
+    id: str
+    label: str = Field(description="qualified name (Cart.total)")
+    kind: str
+    path: str
+    line: int
+
+
+class GraphStep(Model):
+    src: NodeRef
+    kind: Literal["calls", "imports", "inherits"]
+    how: Literal["exact", "name"] = Field(description="exact: resolved through imports, scope "
+                                          "and classes; name: the only definition of that name")
+    dst: NodeRef
+
+
+class ImpactIn(Model):
+    files: list[str] = Field(default_factory=list, max_length=100,
+                             description="changed files (project-relative or absolute inside)")
+    nodes: list[str] = Field(default_factory=list, max_length=100,
+                             description="changed nodes (ids from search or documents)")
+    depth: int = Field(2, ge=1, le=6, description="edges to follow from a changed node")
+    limit: int = Field(100, ge=1, le=1000)
+    guessed: bool = Field(True, description="follow edges resolved by a unique name as well")
+
+    @model_validator(mode="after")
+    def _something_changed(self):
+        if not self.files and not self.nodes:
+            raise ValueError("name the changed files or nodes")
+        if any(not f.strip() or len(f) > 4096 for f in self.files):
+            raise ValueError("files are non-empty paths of at most 4,096 characters")
+        if any(not n.strip() or len(n) > 64 for n in self.nodes):
+            raise ValueError("nodes are ids of at most 64 characters")
+        return self
+
+
+class Impacted(Model):
+    node: NodeRef
+    distance: int
+    path: list[GraphStep] = Field(description="edges from this node to a changed one")
+
+
+class FileRecord(Model):
+    kind: str = Field(description='"decision" for the memory plugin\'s records')
+    id: str | None = None
+    title: str | None = None
+    status: str | None = None
+
+
+class ImpactedFile(Model):
+    path: str
+    distance: int = Field(description="0 for the changed files themselves")
+    nodes: int = Field(description="impacted nodes in this file")
+    decisions: list[FileRecord]
+
+
+class ImpactOut(Model):
+    project_id: str
+    depth: int
+    changed: list[NodeRef]
+    impacted: list[Impacted]
+    files: list[ImpactedFile]
+    truncated: bool
+
+
+class StructuralQuery(Model):
+    node: str | None = Field(None, min_length=1, max_length=64)
+    file: str | None = Field(None, min_length=1, max_length=4096)
+    depth: int = Field(1, ge=1, le=4)
+    limit: int = Field(50, ge=1, le=500, description="per relation")
+    guessed: bool = True
+
+
+class Neighbor(Model):
+    node: NodeRef
+    distance: int
+    how: Literal["exact", "name"]
+
+
+class UnresolvedRef(Model):
+    kind: str
+    ref: str = Field(description="the reference as written (another package, a builtin …)")
+    source: NodeRef
+
+
+class StructuralOut(Model):
+    project_id: str
+    node: NodeRef | None = None
+    file: str | None = None
+    depth: int
+    callers: list[Neighbor]
+    callees: list[Neighbor]
+    importers: list[Neighbor]
+    imports: list[Neighbor]
+    subclasses: list[Neighbor]
+    bases: list[Neighbor]
+    unresolved: list[UnresolvedRef]
+
+
+# -- learned links ----------------------------------------------------------------------------
+
+class SynapticQuery(Model):
+    file: str = Field(min_length=1, max_length=4096)
+    limit: int = Field(20, ge=1, le=200)
+
+
+class SynapticNeighbor(Model):
+    file: str
+    weight: float = Field(description="0–1, decayed to now")
+    count: int = Field(description="co-activations so far")
+    updated_at: str
+    indexed: bool
+
+
+class SynapticOut(Model):
+    project_id: str
+    file: str
+    neighbors: list[SynapticNeighbor]
+
+
+class ActivityIn(Model):
+    files: list[str] = Field(min_length=1, max_length=50)
+    kind: Literal["read", "edit", "test"]
+    session: str | None = Field(None, min_length=1, max_length=128, description=(
+        "groups activity across calls (default: the caller's actor)"))
+
+    @model_validator(mode="after")
+    def _paths(self):
+        if any(not f.strip() or len(f) > 4096 for f in self.files):
+            raise ValueError("files are non-empty paths of at most 4,096 characters")
+        return self
+
+
+class ActivityOut(Model):
+    project_id: str
+    kind: str
+    files: int
+    pairs: int = Field(description="file pairs strengthened")
+    session: str
+    learning: bool
+
+
+class LinkFeedbackIn(Model):
+    node: str | None = Field(None, min_length=1, max_length=64)
+    file: str | None = Field(None, min_length=1, max_length=4096)
+    signal: Literal["helpful", "unhelpful"]
+    related: list[str] | None = Field(None, max_length=50, description=(
+        "the files the signal is about together with this one (default: those it was last "
+        "activated with, within an hour)"))
+
+
+class LinkFeedbackOut(Model):
+    project_id: str
+    file: str
+    signal: str
+    pairs: int = Field(description="file pairs strengthened or weakened")
+    related: list[str]
+    learning: bool
+
+
+class NextIn(Model):
+    files_open: list[str] = Field(min_length=1, max_length=50)
+    task: str | None = Field(None, min_length=1, max_length=2000,
+                             description="what the agent is doing (searched for)")
+    limit: int = Field(10, ge=1, le=50)
+
+    @model_validator(mode="after")
+    def _paths(self):
+        if any(not f.strip() or len(f) > 4096 for f in self.files_open):
+            raise ValueError("files_open are non-empty paths of at most 4,096 characters")
+        return self
+
+
+class NextReason(Model):
+    kind: Literal["structural", "learned", "decision", "task"]
+    detail: str
+    weight: float | None = None
+    id: str | None = Field(None, description="the decision's id")
+
+
+class NextFile(Model):
+    path: str
+    score: float
+    why: list[NextReason]
+
+
+class NextOut(Model):
+    project_id: str
+    files_open: list[str]
+    files: list[NextFile]
+
+
+class SynapsePair(Model):
+    a: str
+    b: str
+    weight: float
+    count: int
+    updated_at: str
+
+
+class SynapseStatsOut(Model):
+    project_id: str
+    learning: bool
+    half_life_days: float
+    rates: dict[str, float]
+    synapses: int
+    files: int
+    mean_weight: float
+    strongest: list[SynapsePair]
+    activations_7d: dict[str, int]
+    counters: dict[str, int]
+
+
+class SavingsQuery(Model):
+    days: int = Field(30, ge=1, le=366)
+
+
+class SavingsFigures(Model):
+    calls: int
+    tokens_served: int = Field(description="tokens query and search answered with")
+    tokens_whole: int = Field(description="tokens of the whole files those answers came from")
+    tokens_saved: int
+    ratio: float | None = Field(description="whole ÷ served")
+
+
+class SavingsDay(SavingsFigures):
+    day: str
+    kind: Literal["query", "search"]
+
+
+class SavingsOut(Model):
+    project_id: str
+    days: int
+    total: SavingsFigures
+    by_kind: dict[str, SavingsFigures]
+    per_day: list[SavingsDay]
+
+
+# -- documents and validation -----------------------------------------------------------------
+
+class DocumentIn(Model):
+    name: str = Field(min_length=1, max_length=255, description="a file name: notes.md")
+    content: str = Field(min_length=1, description="the text (PDFs: send the file as the body)")
+    content_type: Literal["text/markdown", "text/plain", "text/html"] | None = Field(
+        None, description="default: from the name's extension, else text/plain")
+
+
+class IngestQuery(Model):
+    name: str | None = Field(None, min_length=1, max_length=255,
+                             description="the file name, when the body is the file itself")
+
+
+class _Ingested(Model):
+    project_id: str
+    id: str
+    name: str
+    path: str = Field(description="where its nodes are: ingested:<id>/<name>")
+    source: Literal["ingested"]
+    content_type: str
+    size: int
+    created_at: str
+    actor: str | None
+
+
+class IngestedOut(_Ingested):
+    nodes: int = Field(description="the sections it became")
+
+
+class IngestedDocument(_Ingested):
+    nodes: list[DocumentNode]
+    text: str = Field(description="the text that was indexed")
+
+
+class ValidateIn(Model):
+    write: bool = Field(False, description="repair what is missing or stale (admin)")
+
+
+class ValidateCheck(Model):
+    name: str
+    ok: bool
+    detail: str
+    count: int | None = None
+    repaired: bool = False
+
+
+class ValidateOut(Model):
+    project_id: str
+    write: bool
+    ok: bool
+    checks: list[ValidateCheck]

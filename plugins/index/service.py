@@ -9,10 +9,13 @@ import secrets
 import time
 from typing import Any
 
-from neuralmind import (TOKEN_COUNTER, Conflict, Forbidden, InvalidFields, NotFound, ProjectStores,
-                        VersionedCache, estimate_tokens, gitinfo, now_iso, pid_alive)
-from plugins.index import context, graph, learning, search
-from plugins.index.build import Build
+from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFields, NotFound,
+                        ProjectStores, Unavailable, UnsupportedMediaType, VersionedCache,
+                        estimate_tokens, gitinfo, now_iso, pid_alive)
+from plugins.index import context, graph, ingest, learning, search
+from plugins.index.build import Build, file_row
+from plugins.index.chunker import embed_text
+from plugins.index.walker import FileEntry
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
 
@@ -345,7 +348,7 @@ class IndexService:
             center = {"file": outside}
         g = self.graph(project, store)
         found = graph.neighbours(g, store, nids, q.depth, q.limit, q.guessed, outside)
-        unresolved = [{"kind": r["edge_kind"], "ref": r["ref"], "from": graph.node_ref(r)}
+        unresolved = [{"kind": r["edge_kind"], "ref": r["ref"], "source": graph.node_ref(r)}
                       for r in store.unresolved(nids, q.limit)]
         return {"project_id": project.id, **center, "depth": q.depth, **found,
                 "unresolved": unresolved}
@@ -457,6 +460,105 @@ class IndexService:
     def savings(self, project, days: int) -> dict[str, Any]:
         return self.learning.savings(project, days)
 
+    # -- ingested documents -------------------------------------------------------------------
+
+    def ingest(self, project, name: str, content_type: str, data: bytes, actor,
+               request_id: str | None) -> dict[str, Any]:
+        """Index a document that is not in the repository: 201 with what it became."""
+        if content_type not in ingest.TYPES:
+            raise UnsupportedMediaType(f"{content_type or 'no type'} is not a document type "
+                                       f"this server reads: {', '.join(ingest.TYPES)}")
+        if len(data) > self.settings.max_document_bytes:
+            raise APIError(f"the document is {len(data):,} bytes; at most "
+                           f"{self.settings.max_document_bytes:,} are taken ([index] "
+                           "max_document_bytes)", code="document_too_large", status=413,
+                           details={"max_bytes": self.settings.max_document_bytes})
+        try:
+            name = ingest.clean_name(name)
+        except ValueError as ex:
+            raise InvalidFields.one("name", str(ex), "document_name") from None
+        if not data.strip():
+            raise InvalidFields.one("content", "the document is empty", "document_empty")
+        try:
+            text = ingest.to_text(data, content_type)
+        except ingest.Unreadable as ex:
+            raise APIError(str(ex), code="document_unreadable", status=422) from None
+        store = self.store(project)
+        doc_id = "doc_" + secrets.token_hex(8)
+        doc = {"id": doc_id, "name": name, "path": f"{ingest.PREFIX}{doc_id}/{name}",
+               "content_type": content_type, "size": len(data),
+               "sha": hashlib.sha1(data).hexdigest(), "text": text, "created_at": now_iso(),
+               "actor": getattr(actor, "id", None)}
+        store.add_document(self._document_row(store, doc), doc, doc["created_at"])
+        out = self.ingested(project, doc_id)
+        self.kernel.emit("index.document_added", project=project, actor=actor,
+                         data={k: out[k] for k in ("id", "name", "content_type", "size", "nodes")},
+                         request_id=request_id)
+        return out
+
+    def _document_row(self, store, doc):
+        """A document's file row, its new texts embedded first when a model is at hand."""
+        texts: dict[str, str] = {}
+        row = file_row(FileEntry(doc["path"], doc["size"], 0), doc["text"].encode(),
+                       doc["text"], self.settings, texts, ingest.parse(doc["name"], doc["text"]))
+        row.source = "ingested"
+        self._embed(store, texts)
+        return row
+
+    def reindex_document(self, project, store, doc) -> None:
+        """Derive a document's nodes again from its stored text (validate's repair)."""
+        store.add_document(self._document_row(store, dict(doc)), None, now_iso())
+
+    def embed_missing(self, store) -> int:
+        """Vectors for the nodes that have none (indexed while no model was available)."""
+        texts = {}
+        for row in store.unembedded():
+            text = embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
+                              bool(row["whole"]), self.settings.embed_chars, row["signature"],
+                              self.settings.embed_mode)
+            if text:
+                texts[row["embed_hash"]] = text
+        return self._embed(store, texts)
+
+    def _embed(self, store, texts: dict[str, str]) -> int:
+        try:
+            embedder = self.kernel.embedder
+            model_id = embedder.model_id
+        except Unavailable:
+            return 0
+        if store.meta().get("model_id", model_id) != model_id:
+            return 0  # the next build re-embeds everything with the new model
+        missing = sorted(store.missing_vectors(texts), key=lambda h: len(texts[h]))
+        batch = self.settings.embed_batch
+        for start in range(0, len(missing), batch):
+            keys = missing[start:start + batch]
+            try:
+                vectors = embedder.embed([texts[k] for k in keys])
+            except Unavailable:
+                return start
+            store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
+        return len(missing)
+
+    def ingested(self, project, doc_id: str, text: bool = False) -> dict[str, Any]:
+        store = self.store(project)
+        doc = store.document_record(doc_id)
+        if doc is None:
+            raise NotFound(f"no ingested document with id {doc_id}", code="document_not_found")
+        nodes = store.nodes_of(doc["path"])
+        out = {"project_id": project.id, "id": doc["id"], "name": doc["name"],
+               "path": doc["path"], "source": "ingested", "content_type": doc["content_type"],
+               "size": doc["size"], "created_at": doc["created_at"], "actor": doc["actor"],
+               "nodes": len(nodes)}
+        if text:
+            out.update(nodes=[_node_out(n) for n in nodes], text=doc["text"])
+        return out
+
+    def delete_document(self, project, doc_id: str, actor, request_id: str | None) -> None:
+        if not self.store(project).remove_document(doc_id):
+            raise NotFound(f"no ingested document with id {doc_id}", code="document_not_found")
+        self.kernel.emit("index.document_deleted", project=project, actor=actor,
+                         data={"id": doc_id}, request_id=request_id)
+
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)
         missing = NotFound(f"{raw} is not an indexed file of {project.id}",
@@ -469,16 +571,21 @@ class IndexService:
         full = os.path.join(project.path, rel)
         if row is None or os.path.islink(full):
             raise missing
-        try:
-            data = open(full, "rb").read()
-        except OSError:
-            data = b""
+        if row["source"] == "ingested":
+            data = store.document_record(rel[len(ingest.PREFIX):].split("/")[0])["text"].encode()
+        else:
+            try:
+                data = open(full, "rb").read()
+            except OSError:
+                data = b""
         return {"project_id": project.id, "path": rel, "language": row["language"],
                 "file_type": row["file_type"], "size": row["size"], "lines": row["lines"],
-                "indexed_at": row["indexed_at"],
+                "indexed_at": row["indexed_at"], "source": row["source"],
                 "stale": hashlib.sha1(data).hexdigest() != row["hash"],
-                "nodes": [{"id": n["id"], "kind": n["kind"], "label": n["qualname"],
-                           "signature": n["signature"], "docstring": n["docstring"],
-                           "line": n["line"], "end_line": n["end_line"]}
-                          for n in store.nodes_of(rel)],
+                "nodes": [_node_out(n) for n in store.nodes_of(rel)],
                 "text": data.decode("utf-8", "replace")}
+
+
+def _node_out(n) -> dict[str, Any]:
+    return {"id": n["id"], "kind": n["kind"], "label": n["qualname"], "signature": n["signature"],
+            "docstring": n["docstring"], "line": n["line"], "end_line": n["end_line"]}

@@ -195,6 +195,34 @@ class IndexStore:
             self._bump(conn)
         return len(paths)
 
+    # -- ingested documents -------------------------------------------------------------------
+
+    def add_document(self, row: FileRow, doc: dict[str, Any] | None, now: str) -> None:
+        """The document's nodes and its record (None: it has one), in one transaction."""
+        def record(conn) -> None:
+            if doc is not None:
+                conn.execute("INSERT INTO documents (id, name, path, content_type, size, sha, text, "
+                             "created_at, actor) VALUES (:id, :name, :path, :content_type, :size, "
+                             ":sha, :text, :created_at, :actor)", doc)
+        self.apply([row], [], [], {}, now, after=record)
+
+    def document_record(self, doc_id: str):
+        return self.db.conn.execute("SELECT * FROM documents WHERE id = ?", (doc_id,)).fetchone()
+
+    def document_records(self) -> list:
+        return self.db.conn.execute("SELECT id, name, path, content_type, size, sha, created_at, "
+                                    "actor FROM documents ORDER BY created_at, id").fetchall()
+
+    def remove_document(self, doc_id: str) -> bool:
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT path FROM documents WHERE id = ?", (doc_id,)).fetchone()
+            if row is None:
+                return False
+            self._drop(conn, row[0])
+            conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            self._bump(conn)
+        return True
+
     def file(self, path: str):
         return self.db.conn.execute("SELECT * FROM files WHERE path = ?", (path,)).fetchone()
 
@@ -267,7 +295,8 @@ class IndexStore:
 
     def resolved_edges(self) -> list[tuple[int, int, str, str]]:
         return [(r[0], r[1], r[2], r[3]) for r in self.db.conn.execute(
-            "SELECT src, dst, kind, how FROM edges WHERE dst IS NOT NULL AND kind != 'contains'")]
+            "SELECT src, dst, kind, how FROM edges WHERE dst IS NOT NULL "
+            "AND kind IN ('calls', 'imports', 'inherits')")]
 
     def unresolved(self, nids: Iterable[int], limit: int) -> list:
         """The references of ``nids`` no node answers (other packages, builtins)."""
@@ -277,7 +306,8 @@ class IndexStore:
         return self.db.conn.execute(
             f"SELECT e.kind AS edge_kind, COALESCE(e.ref, e.target) AS ref, n.id, n.qualname, "
             f"n.kind, n.path, n.line FROM edges e JOIN nodes n ON n.nid = e.src WHERE e.src "
-            f"IN ({','.join('?' * len(nids))}) AND e.how = 'unresolved' ORDER BY n.path, n.line "
+            f"IN ({','.join('?' * len(nids))}) AND e.how = 'unresolved' "
+            f"AND e.kind IN ('calls', 'imports', 'inherits') ORDER BY n.path, n.line "
             f"LIMIT ?", [*nids, limit]).fetchall()
 
     def symbols(self, kinds: Iterable[str], language: str) -> list:
@@ -422,6 +452,53 @@ class IndexStore:
         kinds = {r[0]: r[1] for r in conn.execute("SELECT kind, COUNT(*) FROM edges GROUP BY kind")}
         vectors = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         return {"languages": per, "edge_kinds": kinds, "vectors": vectors}
+
+    # -- consistency (POST …/validate) ------------------------------------------------------
+
+    def integrity(self) -> str:
+        return self.db.conn.execute("PRAGMA quick_check").fetchone()[0]
+
+    def schema_version(self) -> int:
+        return self.db.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def fts_gaps(self) -> tuple[list[int], int]:
+        """Nodes without a keyword row, and how many keyword rows have no node."""
+        missing = [r[0] for r in self.db.conn.execute(
+            "SELECT nid FROM nodes WHERE nid NOT IN (SELECT rowid FROM nodes_fts)")]
+        orphans = self.db.conn.execute(
+            "SELECT COUNT(*) FROM nodes_fts WHERE rowid NOT IN (SELECT nid FROM nodes)").fetchone()[0]
+        return missing, orphans
+
+    def mend_fts(self, rows: list[tuple[int, str, str]]) -> None:
+        """Add the missing keyword rows ``(nid, label, body)``; drop those of no node."""
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM nodes_fts WHERE rowid NOT IN (SELECT nid FROM nodes)")
+            conn.executemany("INSERT INTO nodes_fts (rowid, label, body) VALUES (?, ?, ?)", rows)
+            self._bump(conn)
+
+    def orphan_vectors(self) -> int:
+        return self.db.conn.execute(
+            "SELECT COUNT(*) FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM nodes "
+            "WHERE embed_hash IS NOT NULL)").fetchone()[0]
+
+    def relink(self, link: Callable[[Any], Any]) -> None:
+        """Run ``link(conn)`` (every edge re-resolved) in a transaction of its own."""
+        with self.db.transaction() as conn:
+            link(conn)
+            self._bump(conn)
+
+    def orphan_ingested(self) -> list[str]:
+        """Ingested files no document record names, and records whose file is gone."""
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT path FROM files WHERE source = 'ingested' AND path NOT IN "
+            "(SELECT path FROM documents)")]
+
+    def documents_without_file(self) -> list:
+        return self.db.conn.execute("SELECT * FROM documents WHERE path NOT IN "
+                                    "(SELECT path FROM files)").fetchall()
+
+    def locks(self) -> list:
+        return self.db.conn.execute("SELECT * FROM locks").fetchall()
 
     # -- ignore rules -------------------------------------------------------------------------
 
