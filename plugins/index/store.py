@@ -182,6 +182,7 @@ class IndexStore:
     def _drop(self, conn, path: str) -> None:
         conn.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT nid FROM nodes WHERE path = ?)",
                      (path,))
+        conn.execute("DELETE FROM nodes WHERE path = ?", (path,))  # even where FKs were off
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
     def purge(self, paths: Iterable[str]) -> int:

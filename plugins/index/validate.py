@@ -2,14 +2,14 @@
 missing or stale, and with ``write: true`` (admin) the repairs. Every repair writes inside the
 project's state dir only (``index.db``, ``usage.db``): the repository is read, never written.
 
-Checks, in order: the index file (SQLite ``quick_check``, schema version, built); files
-changed, removed or added on disk since the build (repair: an incremental build); the keyword
-index against the nodes (repair: the missing rows re-derived, orphans dropped); vectors
-(nodes without one — repair: embedded when a model is available — and orphans, dropped);
-graph links never resolved or left dangling (repair: every edge re-resolved); ingested
-documents against their nodes (repair: re-derived from the stored text, strays purged);
-learned links to files no longer indexed (repair: forgotten); lock rows of dead processes
-(repair: released)."""
+Checks, in order: the index file (SQLite ``quick_check``, schema version, built); the
+keyword index against the nodes (repair: the missing rows re-derived, orphans dropped);
+vectors (nodes without one — repair: embedded when a model is available — and orphans,
+dropped); graph links never resolved or left dangling (repair: every edge re-resolved);
+ingested documents against their nodes (repair: re-derived from the stored text, strays
+purged); learned links to files no longer indexed (repair: forgotten); lock rows of dead
+processes (repair: released); last, files changed, removed or added on disk since the build
+(repair: an incremental build, which takes the build lock like any build)."""
 
 from __future__ import annotations
 
@@ -46,13 +46,13 @@ def validate(service, project, write: bool, actor=None, request_id: str | None =
     checks.append(Check("index", integrity == "ok" and built,
                         f"quick_check {integrity}; schema version {store.schema_version()}; "
                         + (f"built {meta['built_at']}" if built else "never built")))
-    checks.append(_files(service, project, store, write, built, actor, request_id))
     checks.append(_keywords(store, write))
     checks.append(_vectors(service, store, write))
     checks.append(_links(store, write))
     checks.append(_documents(service, project, store, write))
     checks.append(_learned(service, project, store, write))
     checks.append(_locks(store, write))
+    checks.append(_files(service, project, store, write, built, actor, request_id))
     if write and not checks[0].ok and integrity == "ok":
         checks[0] = Check("index", bool(store.meta().get("built_at")), checks[0].detail,
                           repaired=bool(store.meta().get("built_at")))
