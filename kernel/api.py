@@ -118,8 +118,9 @@ class Validator:
             raw = b"{}"
         elif media != "application/json":
             if self.op.raw_types:
-                raise UnsupportedMediaType("a body must be sent as application/json or as one "
-                                           f"of {', '.join(self.op.raw_types)}")
+                raise UnsupportedMediaType(
+                    f"the body came as {media or 'no Content-Type'}; this route takes "
+                    f"application/json or one of {', '.join(self.op.raw_types)}")
             raise UnsupportedMediaType()
         try:
             return self.op.body.model_validate_json(raw)

@@ -1,10 +1,13 @@
-"""CLI commands of the index plugin: ``neuralmind eval code|impact|next``."""
+"""CLI commands of the index plugin: ``neuralmind eval code|impact|next`` and, in the
+``project`` group, ``impact|next|neighbors|activity|savings|ingest|validate``."""
 
 from __future__ import annotations
 
 
 def register(subparsers) -> None:
     from neuralmind import command_group
+    from plugins.index.project_commands import register as project_commands
+    project_commands(command_group(subparsers, "project"))
     parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
         "code", help="CoSQA code search: MRR@10 and recall@1/5/10 per mode")
     parser.add_argument("--dataset", required=True, help="folder with code_idx_map.txt and "

@@ -122,7 +122,7 @@ class IndexService:
         root = os.path.realpath(project.path)
         full = os.path.normpath(os.path.join(root, raw))
         if full != root and not full.startswith(root + os.sep):
-            raise InvalidFields.one(field, "the path is outside the project", "path_outside_project")
+            raise InvalidFields.one(field, f"{raw} is outside the project", "path_outside_project")
         if full == root:
             raise InvalidFields.one(field, "name a file or folder inside the project", "path_is_root")
         return os.path.relpath(full, root).replace(os.sep, "/")

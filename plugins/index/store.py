@@ -222,6 +222,7 @@ class IndexStore:
             self._drop(conn, row[0])
             conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
             self._bump(conn)
+        self.drop_orphan_vectors()
         return True
 
     def file(self, path: str):
