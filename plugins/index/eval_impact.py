@@ -1,18 +1,18 @@
 """``neuralmind eval impact PATH``: how well ``impact`` of a function finds the tests that
 exercise it, on a Python repository.
 
-The ground truth comes from grep, not from our parser. A test file *calls* a function when
-it holds ``name(`` and an import line naming the function or its module, or a call through
-its top-level package (``flask.json.dumps(``); it calls a method when it holds ``.name(`` and
-the name of its class or of a class inheriting it (by regex). Grep cannot tell same-named
-methods of unrelated classes apart, nor a function from a same-named method, so the truth
-over-counts there: recall is a lower bound. Every function and method outside the tests with a name of
-four letters or more (no dunders) is asked for; the test files among its impact are the
-prediction. Precision and recall are pooled over all of them (each true or false test file
-counts once per function), at depth 1 (direct callers, what the truth describes) and, for
-recall, at depth 3. Three ways of walking the graph are compared: resolved edges only,
-resolved plus the unique-name guesses (the default), and callers matched by bare name — what
-the index knew before references were resolved."""
+The ground truth comes from grep, not from our parser. A test file *calls* a function when it
+holds ``name(`` and an import line naming the function or its module, or a call through its
+top-level package (``flask.json.dumps(``); it calls a method when it holds ``.name(`` and the
+name of its class or of a class inheriting it (by regex). Grep cannot tell same-named methods
+of unrelated classes apart, nor a function from a same-named method, so the truth over-counts
+there: recall is a lower bound. Every function and method outside the tests with a name of four
+letters or more (no dunders) is asked for; the test files among its impact are the prediction.
+Precision and recall are pooled over all of them (each true or false test file counts once per
+function), at depth 1 (direct callers, what the truth describes) and, for recall, at depth 3.
+Three ways of walking the graph are compared: resolved edges only, resolved plus the unique-
+name guesses (the default), and callers matched by bare name — what the index knew before
+references were resolved."""
 
 from __future__ import annotations
 
@@ -163,8 +163,9 @@ def _functions(store, packages: set[str]) -> list[dict]:
                 or name.startswith("test"):
             continue
         owner = r["qualname"].rsplit(".", 2)[-2] if "." in r["qualname"] else ""
-        out[(r["path"], r["qualname"])] = {"nid": r["nid"], "name": name, "kind": r["kind"],
-                                           "owner": owner, "module": import_name(r["path"], packages)}
+        out[(r["path"], r["qualname"])] = {
+            "nid": r["nid"], "name": name, "kind": r["kind"], "owner": owner,
+            "module": import_name(r["path"], packages)}
     return list(out.values())
 
 

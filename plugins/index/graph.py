@@ -90,7 +90,8 @@ class Graph:
             steps, cur = [], node
             while cur in back:
                 prev, kind, how = back[cur]
-                steps.append((cur, kind, how, prev) if direction == "in" else (prev, kind, how, cur))
+                steps.append((cur, kind, how, prev) if direction == "in"
+                             else (prev, kind, how, cur))
                 cur = prev
             out[node] = (dist, steps)
         return out

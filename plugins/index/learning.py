@@ -82,8 +82,8 @@ class Learning:
         on) and its tokens count toward the savings. Buffered: no I/O here."""
         files = list(dict.fromkeys(files))[:QUERY_FILES]
         with self._lock:
-            entry = self._pending.setdefault(project.id, {"project": project, "acts": [],
-                                                          "savings": defaultdict(lambda: [0, 0, 0])})
+            entry = self._pending.setdefault(project.id, {
+                "project": project, "acts": [], "savings": defaultdict(lambda: [0, 0, 0])})
             if self.settings.learning and files:
                 entry["acts"].append((time.time(), kind, kind, files))
             tally = entry["savings"][(today(), kind)]

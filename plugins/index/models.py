@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -225,6 +225,10 @@ class WatchStatus(Model):
 
 # -- the structural graph ---------------------------------------------------------------------
 
+ProjectPath = Annotated[str, Field(min_length=1, max_length=4096,
+                                   description="project-relative, or absolute inside the project")]
+NodeId = Annotated[str, Field(min_length=1, max_length=64)]
+
 
 class NodeRef(Model):
     id: str
@@ -243,10 +247,10 @@ class GraphStep(Model):
 
 
 class ImpactIn(Model):
-    files: list[str] = Field(default_factory=list, max_length=100,
-                             description="changed files (project-relative or absolute inside)")
-    nodes: list[str] = Field(default_factory=list, max_length=100,
-                             description="changed nodes (ids from search or documents)")
+    files: list[ProjectPath] = Field(default_factory=list, max_length=100,
+                                     description="changed files")
+    nodes: list[NodeId] = Field(default_factory=list, max_length=100,
+                                description="changed nodes (ids from search or documents)")
     depth: int = Field(2, ge=1, le=6, description="edges to follow from a changed node")
     limit: int = Field(100, ge=1, le=1000)
     guessed: bool = Field(True, description="follow edges resolved by a unique name as well")
@@ -255,10 +259,6 @@ class ImpactIn(Model):
     def _something_changed(self):
         if not self.files and not self.nodes:
             raise ValueError("name the changed files or nodes")
-        if any(not f.strip() or len(f) > 4096 for f in self.files):
-            raise ValueError("files are non-empty paths of at most 4,096 characters")
-        if any(not n.strip() or len(n) > 64 for n in self.nodes):
-            raise ValueError("nodes are ids of at most 64 characters")
         return self
 
 
@@ -292,8 +292,8 @@ class ImpactOut(Model):
 
 
 class StructuralQuery(Model):
-    node: str | None = Field(None, min_length=1, max_length=64)
-    file: str | None = Field(None, min_length=1, max_length=4096)
+    node: NodeId | None = None
+    file: ProjectPath | None = None
     depth: int = Field(1, ge=1, le=4)
     limit: int = Field(50, ge=1, le=500, description="per relation")
     guessed: bool = True
@@ -328,7 +328,7 @@ class StructuralOut(Model):
 # -- learned links ----------------------------------------------------------------------------
 
 class SynapticQuery(Model):
-    file: str = Field(min_length=1, max_length=4096)
+    file: ProjectPath
     limit: int = Field(20, ge=1, le=200)
 
 
@@ -347,16 +347,10 @@ class SynapticOut(Model):
 
 
 class ActivityIn(Model):
-    files: list[str] = Field(min_length=1, max_length=50)
+    files: list[ProjectPath] = Field(min_length=1, max_length=50)
     kind: Literal["read", "edit", "test"]
     session: str | None = Field(None, min_length=1, max_length=128, description=(
         "groups activity across calls (default: the caller's actor)"))
-
-    @model_validator(mode="after")
-    def _paths(self):
-        if any(not f.strip() or len(f) > 4096 for f in self.files):
-            raise ValueError("files are non-empty paths of at most 4,096 characters")
-        return self
 
 
 class ActivityOut(Model):
@@ -369,10 +363,10 @@ class ActivityOut(Model):
 
 
 class LinkFeedbackIn(Model):
-    node: str | None = Field(None, min_length=1, max_length=64)
-    file: str | None = Field(None, min_length=1, max_length=4096)
+    node: NodeId | None = None
+    file: ProjectPath | None = None
     signal: Literal["helpful", "unhelpful"]
-    related: list[str] | None = Field(None, max_length=50, description=(
+    related: list[ProjectPath] | None = Field(None, max_length=50, description=(
         "the files the signal is about together with this one (default: those it was last "
         "activated with, within an hour)"))
 
@@ -387,16 +381,10 @@ class LinkFeedbackOut(Model):
 
 
 class NextIn(Model):
-    files_open: list[str] = Field(min_length=1, max_length=50)
+    files_open: list[ProjectPath] = Field(min_length=1, max_length=50)
     task: str | None = Field(None, min_length=1, max_length=2000,
                              description="what the agent is doing (searched for)")
     limit: int = Field(10, ge=1, le=50)
-
-    @model_validator(mode="after")
-    def _paths(self):
-        if any(not f.strip() or len(f) > 4096 for f in self.files_open):
-            raise ValueError("files_open are non-empty paths of at most 4,096 characters")
-        return self
 
 
 class NextReason(Model):

@@ -368,7 +368,9 @@ class Resolver:
         """Whether ``head`` reads as a local variable, whose type nobody here knows: not an
         import (that is another package), not a type or module path (``Vec::new``), not a
         builtin (``str.join``)."""
-        if head in self.bindings[path] or "::" in ref or not (head[:1].islower() or head[:1] == "_"):
+        if head in self.bindings[path] or "::" in ref:
+            return False
+        if not (head[:1].islower() or head[:1] == "_"):
             return False
         return head not in _GLOBALS.get(self.language.get(path, ""), ())
 

@@ -307,7 +307,8 @@ class IndexService:
                            "or not built yet)", code="file_not_indexed", details={"field": field})
         return rel
 
-    def seeds(self, project, store, files: list[str], nodes: list[str]) -> tuple[list[int], list[str]]:
+    def seeds(self, project, store, files: list[str], nodes: list[str]
+              ) -> tuple[list[int], list[str]]:
         """The node ids and file paths a request names, checked."""
         nids, paths = [], []
         for raw in files:

@@ -202,9 +202,9 @@ class IndexStore:
         """The document's nodes and its record (None: it has one), in one transaction."""
         def record(conn) -> None:
             if doc is not None:
-                conn.execute("INSERT INTO documents (id, name, path, content_type, size, sha, text, "
-                             "created_at, actor) VALUES (:id, :name, :path, :content_type, :size, "
-                             ":sha, :text, :created_at, :actor)", doc)
+                conn.execute("INSERT INTO documents (id, name, path, content_type, size, sha, "
+                             "text, created_at, actor) VALUES (:id, :name, :path, :content_type, "
+                             ":size, :sha, :text, :created_at, :actor)", doc)
         self.apply([row], [], [], {}, now, after=record)
 
     def document_record(self, doc_id: str):
@@ -467,8 +467,8 @@ class IndexStore:
         """Nodes without a keyword row, and how many keyword rows have no node."""
         missing = [r[0] for r in self.db.conn.execute(
             "SELECT nid FROM nodes WHERE nid NOT IN (SELECT rowid FROM nodes_fts)")]
-        orphans = self.db.conn.execute(
-            "SELECT COUNT(*) FROM nodes_fts WHERE rowid NOT IN (SELECT nid FROM nodes)").fetchone()[0]
+        orphans = self.db.conn.execute("SELECT COUNT(*) FROM nodes_fts WHERE rowid NOT IN "
+                                       "(SELECT nid FROM nodes)").fetchone()[0]
         return missing, orphans
 
     def mend_fts(self, rows: list[tuple[int, str, str]]) -> None:

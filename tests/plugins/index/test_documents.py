@@ -32,7 +32,8 @@ def pdf(*pages: str) -> bytes:
     xref = len(out)
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += (f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n"
+            "%%EOF\n").encode()
     return bytes(out)
 
 
@@ -104,7 +105,8 @@ def test_long_documents_are_cut_into_parts(served):
     server, pid, _ = served
     paragraph = "Lorem ipsum dolor sit amet consectetur. " * 10
     text = "# Handbook\n\n" + "\n\n".join(f"{i} {paragraph}" for i in range(8))
-    doc = server.post(f"/v1/projects/{pid}/documents", {"name": "handbook.md", "content": text}).json
+    doc = server.post(f"/v1/projects/{pid}/documents",
+                      {"name": "handbook.md", "content": text}).json
     full = server.get(f"/v1/projects/{pid}/documents/{doc['id']}").json
     parts = [n for n in full["nodes"] if n["label"].startswith("Handbook")]
     assert len(parts) >= 2 and parts[1]["label"] == "Handbook (2)"

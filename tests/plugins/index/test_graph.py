@@ -129,7 +129,8 @@ def test_python_impact_follows_imports_aliases_self_bases_and_fixtures(served):
     assert {("place", 1), ("place_again", 1), ("Base.save", 1)} <= found
     assert ("Order.total", 2) in found  # self.save() found in the base class
     assert ("test_place", 2) in found  # through place()
-    assert [i["distance"] for i in out["impacted"]] == sorted(i["distance"] for i in out["impacted"])
+    distances = [i["distance"] for i in out["impacted"]]
+    assert distances == sorted(distances)
     total = next(i for i in out["impacted"] if i["node"]["label"] == "Order.total")
     assert [(s["src"]["label"], s["kind"], s["dst"]["label"]) for s in total["path"]] == [
         ("Order.total", "calls", "Base.save"), ("Base.save", "calls", "store_row")]
@@ -218,8 +219,8 @@ def test_bad_graph_requests_say_what_is_wrong(served, tmp_path):
     assert r.status == 404 and r.error["code"] == "file_not_indexed"
     r = server.post(base + "/impact", {"files": ["../outside.py"]})
     assert r.status == 422 and r.error["details"]["errors"][0]["type"] == "path_outside_project"
-    for body in ({}, {"files": []}, {"files": ["a.py"], "depth": 0}, {"files": ["a.py"], "depth": 7},
-                 {"nodes": [""]}, {"files": "app/models.py"}):
+    for body in ({}, {"files": []}, {"files": ["a.py"], "depth": 0},
+                 {"files": ["a.py"], "depth": 7}, {"nodes": [""]}, {"files": "app/models.py"}):
         r = server.post(base + "/impact", body)
         assert r.status == 422 and r.error["code"] == "validation_error", body
     r = server.get(base + "/neighbors/structural")

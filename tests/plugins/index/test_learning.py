@@ -19,7 +19,8 @@ FILES = {
     "shop/cart.py": "from shop.prices import round_money\n\n\ndef total(items):\n"
                     "    return round_money(sum(items))\n",
     "shop/prices.py": "def round_money(value):\n    return round(value, 2)\n",
-    "shop/tax.py": 'def sales_tax(amount):\n    """Tax owed on an amount."""\n    return amount * 0.2\n',
+    "shop/tax.py": 'def sales_tax(amount):\n    """Tax owed on an amount."""\n'
+                   '    return amount * 0.2\n',
     "docs/pricing.md": "# Pricing\n\nHow carts are priced.\n",
     "README.md": "# Shop\n\nA shop.\n",
 }
@@ -54,7 +55,8 @@ def test_activity_links_files_and_a_session_links_calls(served):
     # a later call of the same session links its file with the session's earlier ones
     r = server.post(base + "/activity", {"files": ["README.md"], "kind": "read", "session": "s1"})
     assert r.json["pairs"] == 2
-    assert synaptic(server, pid, "README.md")["shop/tax.py"]["weight"] == pytest.approx(0.05, abs=1e-3)
+    read = synaptic(server, pid, "README.md")["shop/tax.py"]["weight"]
+    assert read == pytest.approx(0.05, abs=1e-3)
     # another session does not
     r = server.post(base + "/activity", {"files": ["shop/cart.py"], "kind": "read",
                                          "session": "s2"})

@@ -119,7 +119,8 @@ def test_tree_sitter_references_and_bindings():
                        'const {p, q: r} = require("./s");\nexport * from "./x";\n'
                        "class A extends B.C { f() { this.g(); ns.h(); b(); make().run(); } }\n")
     assert {("web.a", "./m", "x"), ("web.a", "./m#a", "b"), ("web.a", "../n", "ns"),
-            ("web.a", "./s#p", "p"), ("web.a", "./s#q", "r"), ("web.a", "./x", "")} <= refs(js, "imports")
+            ("web.a", "./s#p", "p"), ("web.a", "./s#q", "r"),
+            ("web.a", "./x", "")} <= refs(js, "imports")
     assert {"self.g", "ns.h", "b", "?.run"} <= {r for _, r, _ in refs(js, "calls")}
     assert ("A", "B.C", "") in refs(js, "inherits")
     go = chunker.parse("svc/main.go", 'package main\nimport (\n "fmt"\n u "example.com/p/util"\n)\n'
