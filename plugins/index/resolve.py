@@ -517,6 +517,8 @@ def link(store, conn, names: set[str] | None, files_moved: bool = False) -> dict
     """Resolve the edges that need it (every edge when ``names`` is None: a full build);
     ``names`` are those a changed file defines; ``files_moved``: a file came or went, so a
     module an import could not find may be there now. Returns counts by outcome."""
+    if names is not None and not names and not files_moved:
+        return {}  # nothing was parsed, added or removed: every link still holds
     rows = store.edges_to_link(conn, names, files_moved)
     if not rows:
         return {}

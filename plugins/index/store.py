@@ -377,7 +377,7 @@ class IndexStore:
         conn.executemany("INSERT OR IGNORE INTO link_names VALUES (?)", [(n,) for n in names])
         return conn.execute(
             sql + " AND (how IS NULL OR (dst IS NULL AND how != 'unresolved') "
-            "OR (how = 'unresolved' AND (? OR kind = 'imports' OR target IN link_names)) "
+            "OR (how = 'unresolved' AND (? OR target IN link_names)) "
             "OR (how = 'name' AND target IN link_names))", (int(unresolved),)).fetchall()
 
     @staticmethod
