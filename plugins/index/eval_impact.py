@@ -2,17 +2,17 @@
 exercise it, on a Python repository.
 
 The ground truth comes from grep, not from our parser. A test file *calls* a function when it
-holds ``name(`` and an import line naming the function or its module, or a call through its
-top-level package (``flask.json.dumps(``); it calls a method when it holds ``.name(`` and the
-name of its class or of a class inheriting it (by regex). Grep cannot tell same-named methods
-of unrelated classes apart, nor a function from a same-named method, so the truth over-counts
-there: recall is a lower bound. Every function and method outside the tests with a name of four
-letters or more (no dunders) is asked for; the test files among its impact are the prediction.
-Precision and recall are pooled over all of them (each true or false test file counts once per
-function), at depth 1 (direct callers, what the truth describes) and, for recall, at depth 3.
-Three ways of walking the graph are compared: resolved edges only, resolved plus the unique-
-name guesses (the default), and callers matched by bare name — what the index knew before
-references were resolved."""
+holds ``name(`` and imports its module (``from pkg.mod import …``, ``import pkg.mod``, ``from
+pkg import mod``), or calls it through its top-level package (``flask.json.dumps(``); it calls
+a method when it holds ``.name(`` and the name of its class or of a class inheriting it (by
+regex). Grep cannot tell same-named methods of unrelated classes apart, nor a function from a
+same-named method, so the truth over-counts there: recall is a lower bound. Every function and
+method outside the tests with a name of four letters or more (no dunders) is asked for; the
+test files among its impact are the prediction. Precision and recall are pooled over all of
+them (each true or false test file counts once per function), at depth 1 (direct callers, what
+the truth describes) and, for recall, at depth 3. Three ways of walking the graph are compared:
+resolved edges only, resolved plus the unique- name guesses (the default), and callers matched
+by bare name — what the index knew before references were resolved."""
 
 from __future__ import annotations
 
@@ -44,10 +44,14 @@ def truth(fn: dict, tests: dict[str, str], heirs: dict[str, set[str]]) -> set[st
         return {p for p, text in tests.items() if call.search(text) and owner.search(text)}
     call = re.compile(rf"(?<!def )\b{name}\s*\(")
     module = fn["module"].split(".")
-    named = re.compile(rf"\b({name}|{re.escape(module[-1])})\b")
-    dotted = re.compile(rf"\b{re.escape(module[0])}(\.\w+)*\.{name}\s*\(")
+    dotted = re.escape(fn["module"])
+    parent, last = re.escape(".".join(module[:-1])), re.escape(module[-1])
+    imports = re.compile(rf"^\s*(from\s+{dotted}\s+import\b|import\s+{dotted}\b"
+                         + (rf"|from\s+{parent}\s+import\s[^\n]*\b{last}\b" if parent else "")
+                         + ")", re.M)
+    through = re.compile(rf"\b{re.escape(module[0])}(\.\w+)*\.{name}\s*\(")
     return {p for p, text in tests.items()
-            if (call.search(text) and named.search(_imports(text))) or dotted.search(text)}
+            if (call.search(text) and imports.search(text)) or through.search(text)}
 
 
 CLASS = re.compile(r"^\s*class\s+(\w+)\s*\(([^)]*)\)", re.M)
