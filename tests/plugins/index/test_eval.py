@@ -60,7 +60,7 @@ def test_eval_impact_scores_walks_against_the_tests_that_call(tmp_path, capsys):
     assert (report["test_files"], report["with_tests"]) == (2, 2)
     resolved = report["walks"]["resolved"]
     assert resolved["depth1"]["precision"] == 1.0 and resolved["depth1"]["recall"] == 1.0
-    assert resolved["depth3"]["predicted"] == 3  # test_format reaches round_money through format_money
+    assert resolved["depth3"]["predicted"] == 3  # test_format, through format_money
     named = report["walks"]["bare name (before)"]["depth1"]
     assert named["precision"] < 1.0  # Box.round_money is matched by name
     assert sorted(p.name for p in repo.rglob("*")) == before  # the repository is only read
