@@ -37,6 +37,7 @@ class Operation:
     responses: dict[int, Any] = field(default_factory=dict)
     media_type: str = "application/json"
     include_in_schema: bool = True
+    raw_types: tuple[str, ...] = ()  # other media types the body may come in, read as bytes
     method: str = ""  # set when the kernel mounts the responder
 
     @property
@@ -54,14 +55,16 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
               query: type[BaseModel] | None = None, response: Any = None, status: int = 200,
               tags: tuple[str, ...] | list[str] = (), summary: str = "",
               responses: dict[int, Any] | None = None, media_type: str = "application/json",
-              include_in_schema: bool = True) -> Callable:
+              include_in_schema: bool = True, raw_types: tuple[str, ...] = ()) -> Callable:
     """Declare a responder. ``permission=None`` makes the route public (health, OpenAPI).
 
     ``responses`` documents other statuses the handler may set (``{202: JobAccepted}``);
-    ``media_type`` names what a streaming handler writes itself (SSE, JSONL, HTML).
+    ``media_type`` names what a streaming handler writes itself (SSE, JSONL, HTML);
+    ``raw_types`` are media types the body may also come in besides JSON (a file upload):
+    such a body reaches the handler as bytes in ``req.context.raw``, ``req.context.body`` None.
     """
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
-                   dict(responses or {}), media_type, include_in_schema)
+                   dict(responses or {}), media_type, include_in_schema, tuple(raw_types))
 
     def mark(fn: Callable) -> Callable:
         fn.__nm_operation__ = op
@@ -105,11 +108,19 @@ class Validator:
             raise ValidationFailed(details=validation_details(
                 ex.errors(include_url=False), ("query",))) from None
 
-    def body(self, req: falcon.Request) -> BaseModel:
+    def body(self, req: falcon.Request) -> BaseModel | None:
         raw = read_body(req, self.max_body)
+        media = (req.content_type or "").split(";")[0].strip().lower()
+        if media in self.op.raw_types:
+            req.context.raw = raw
+            return None
         if not raw.strip():
             raw = b"{}"
-        elif (req.content_type or "").split(";")[0].strip().lower() != "application/json":
+        elif media != "application/json":
+            if self.op.raw_types:
+                raise UnsupportedMediaType(
+                    f"the body came as {media or 'no Content-Type'}; this route takes "
+                    f"application/json or one of {', '.join(self.op.raw_types)}")
             raise UnsupportedMediaType()
         try:
             return self.op.body.model_validate_json(raw)

@@ -75,6 +75,14 @@ def query_context(kernel: Kernel, project: Project, question: str, hits: list[di
 
 
 @hookspec
+def describe_files(kernel: Kernel, project: Project, paths: list[str]
+                   ) -> list[dict[str, Any]] | None:
+    """Records the plugin keeps on these project files, one per (file, record):
+    ``[{"path", "kind", "id", "title", "status", "files"}]``, ``files`` every file the record
+    names (the memory plugin: ACTIVE decisions)."""
+
+
+@hookspec
 def describe_project(kernel: Kernel, project: Project) -> dict[str, Any] | None:
     """Facts the plugin keeps about a project, merged into the project's ``status``."""
 

@@ -98,7 +98,8 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
             entry["parameters"] = params
         if op.body is not None:
             entry["requestBody"] = {"required": False, "content": {
-                "application/json": {"schema": schemas.ref(op.body, "validation")}}}
+                "application/json": {"schema": schemas.ref(op.body, "validation")},
+                **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}
         responses: dict[str, Any] = {}
         for status, tp in {op.status: op.response, **op.responses}.items():
             if tp is None:

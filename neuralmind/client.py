@@ -664,8 +664,15 @@ class Jobs:
             time.sleep(poll)
 
 
+DOCUMENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",
+                  ".text": "text/plain", ".html": "text/html", ".htm": "text/html",
+                  ".pdf": "application/pdf"}
+
+
 class ProjectHandle:
-    """One project: the index verbs (build, query, search, wakeup, stats) and ``memories``."""
+    """One project: the index verbs (build, query, search, wakeup, stats), its code
+    intelligence (impact, neighbours, next files, activity, savings, documents) and
+    ``memories``."""
 
     def __init__(self, nm: NeuralMindClient, info: Project):
         self._nm = nm
@@ -722,6 +729,81 @@ class ProjectHandle:
 
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))
+
+    # -- code intelligence (answers are the routes' JSON, docs/client.md) ----------------
+
+    def impact(self, files: Iterable[str] = (), nodes: Iterable[str] = (), depth: int = 2,
+               limit: int = 100, guessed: bool = True) -> dict[str, Any]:
+        """What depends on these changed files or nodes, nearest first."""
+        return self._nm._json("POST", self._url("impact"), idempotent=True, json_body={
+            "files": list(files), "nodes": list(nodes), "depth": depth, "limit": limit,
+            "guessed": guessed})
+
+    def neighbors(self, file: str | None = None, node: str | None = None, depth: int = 1,
+                  limit: int = 50) -> dict[str, Any]:
+        """Callers, callees, importers, imports, subclasses and bases of a file or node."""
+        return self._nm._json("GET", self._url("neighbors", "structural"), params={
+            "file": file, "node": node, "depth": depth, "limit": limit})
+
+    def learned_neighbors(self, file: str, limit: int = 20) -> dict[str, Any]:
+        """The files learned to go with ``file``, strongest first."""
+        return self._nm._json("GET", self._url("neighbors", "synaptic"),
+                              params={"file": file, "limit": limit})
+
+    def next_files(self, files_open: Iterable[str], task: str | None = None,
+                   limit: int = 10) -> list[dict[str, Any]]:
+        """The files to look at next, each ``{path, score, why}``."""
+        body = {"files_open": list(files_open), "task": task, "limit": limit}
+        return self._nm._json("POST", self._url("next"), idempotent=True, json_body={
+            k: v for k, v in body.items() if v is not None})["files"]
+
+    def activity(self, files: Iterable[str], kind: str = "read",
+                 session: str | None = None) -> dict[str, Any]:
+        """Report files read, edited or tested: the server links them."""
+        body = {"files": list(files), "kind": kind, "session": session}
+        return self._nm._json("POST", self._url("activity"),
+                              json_body={k: v for k, v in body.items() if v is not None})
+
+    def feedback(self, signal: str, file: str | None = None, node: str | None = None,
+                 related: Iterable[str] | None = None) -> dict[str, Any]:
+        """``helpful`` or ``unhelpful`` for a file or node (and what it came with)."""
+        body = {"signal": signal, "file": file, "node": node,
+                "related": list(related) if related is not None else None}
+        return self._nm._json("POST", self._url("feedback"),
+                              json_body={k: v for k, v in body.items() if v is not None})
+
+    def synapse_stats(self) -> dict[str, Any]:
+        return self._nm._json("GET", self._url("synapses", "stats"))
+
+    def savings(self, days: int = 30) -> dict[str, Any]:
+        """Tokens served by query and search vs the whole files, per day and in total."""
+        return self._nm._json("GET", self._url("savings"), params={"days": days})
+
+    def ingest(self, source: str | os.PathLike | bytes, name: str | None = None,
+               content_type: str | None = None) -> dict[str, Any]:
+        """Index a document that is not in the repository: a file path, or bytes with a
+        ``name``; the type comes from the name's extension unless given."""
+        if isinstance(source, bytes):
+            data = source
+            if not name:
+                raise ValueError("bytes need a name, e.g. name='notes.md'")
+        else:
+            data = Path(source).read_bytes()
+            name = name or Path(source).name
+        media = content_type or DOCUMENT_TYPES.get(Path(name).suffix.lower(),
+                                                   "application/octet-stream")
+        return self._nm._json("POST", self._url("documents"), data=data, params={"name": name},
+                              headers={"Content-Type": media})
+
+    def document(self, document_id: str) -> dict[str, Any]:
+        return self._nm._json("GET", self._url("documents", document_id))
+
+    def delete_document(self, document_id: str) -> None:
+        self._nm.request("DELETE", self._url("documents", document_id))
+
+    def validate(self, write: bool = False) -> dict[str, Any]:
+        """What the index and learned state hold and miss; ``write`` repairs (admin)."""
+        return self._nm._json("POST", self._url("validate"), json_body={"write": write})
 
 
 class Memories:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from neuralmind import TOKEN_COUNTER, Unavailable, estimate_tokens, gitinfo, now_iso
-from plugins.index import chunker
+from plugins.index import chunker, resolve
 from plugins.index.ignore import RuleSet
 from plugins.index.search import fts_text
 from plugins.index.store import FileRow, IndexStore
@@ -43,9 +43,10 @@ def read_text(path: str) -> tuple[bytes, str] | None:
 
 
 def file_row(entry: FileEntry, data: bytes, text: str, settings,
-             texts: dict[str, str]) -> FileRow:
-    """A parsed file as rows; its embed texts are added to ``texts`` by hash."""
-    parsed = chunker.parse(entry.path, text)
+             texts: dict[str, str], parsed: chunker.Parsed | None = None) -> FileRow:
+    """A parsed file as rows (``parsed``: already parsed, an ingested document); its embed
+    texts are added to ``texts`` by hash."""
+    parsed = parsed or chunker.parse(entry.path, text)
     file_type = chunker.file_type_of(parsed.language)
     rows, seen = [], {}
     for node in parsed.nodes:
@@ -67,7 +68,7 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
             "label": fts_text(f"{node.qualname} {node.signature}"),
             "body": fts_text(f"{node.docstring}\n{node.text}"),
         })
-    edges = [(e.src, e.kind, e.target) for e in parsed.edges]
+    edges = [(e.src, e.kind, e.target, e.ref, e.alias, e.dst) for e in parsed.edges]
     return FileRow(entry.path, parsed.language, file_type, entry.size, entry.mtime_ns,
                    hashlib.sha1(data).hexdigest(), text.count("\n") + 1, estimate_tokens(text),
                    rows, edges)
@@ -126,7 +127,12 @@ class Build:
         meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": TOKEN_COUNTER}
         if model_id:
             meta["model_id"] = model_id
-        self.store.apply(changed, deleted, touched, meta, now_iso())
+        names = None if full else {n["name"] for f in changed for n in f.nodes}
+        moved = bool(deleted) or any(f.path not in known for f in changed)
+        links: dict[str, int] = {}
+        self.store.apply(changed, deleted, touched, meta, now_iso(),
+                         after=lambda conn: links.update(resolve.link(self.store, conn, names,
+                                                                      moved)))
         if paths is None:
             self.store.drop_orphan_vectors()
         stats = self.store.stats()
@@ -137,6 +143,7 @@ class Build:
             "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),
             "edges": sum(v["edges"] for v in per), "chunks_embedded": embedded,
             "vectors_reused": reused, "semantic": model_id is not None, "full": full,
+            "edges_linked": links,
             "built_head": head, "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
 

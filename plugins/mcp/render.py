@@ -90,6 +90,33 @@ def context(out: dict[str, Any]) -> str:
     return text
 
 
+def impact(out: dict[str, Any]) -> str:
+    lines = [f"- d{i['distance']} {i['node']['path']}:{i['node']['line']} {i['node']['kind']} "
+             f"{i['node']['label']}" + (f" (via {i['path'][0]['kind']} "
+                                         f"{i['path'][-1]['dst']['label']})" if i["path"] else "")
+             for i in out.get("impacted") or []]
+    if not lines:
+        lines.append(f"nothing in the index depends on it within depth {out.get('depth')}")
+    for f in out.get("files") or []:
+        for d in f.get("decisions") or []:
+            lines.append(f"decision on {f['path']}: {d.get('id')} {d.get('title')}")
+    if out.get("truncated"):
+        lines.append("(more impacted than listed: raise limit)")
+    return "\n".join(lines)
+
+
+def next_files(out: dict[str, Any]) -> str:
+    lines = [f"- {f['path']} ({f['score']:.2f}): " + "; ".join(
+        f"{w['kind']} {w['detail']}" for w in f["why"][:3]) for f in out.get("files") or []]
+    return "\n".join(lines) or "no suggestions yet: nothing links these files to others"
+
+
+def activity(out: dict[str, Any]) -> str:
+    return (f"recorded {out['files']} file(s) as {out['kind']} (session {out['session']}): "
+            f"{out['pairs']} pair(s) linked" + ("" if out["learning"] else
+                                                 "; learning is off on this server"))
+
+
 def job(job: dict[str, Any]) -> str:
     r = job.get("result") if isinstance(job.get("result"), dict) else {}
     if "nodes" not in r:

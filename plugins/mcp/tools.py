@@ -82,6 +82,23 @@ SPECS = (
              "the project overview (L0–L1), the relevant symbols with their code (L2–L3) and the "
              "decisions recorded on those files. Set context_budget (tokens) to what your window "
              "can spare. Returns the context text.")),
+    Spec("impact", "What a change touches", "post", PROJECT + "/impact", render.impact,
+         description=(
+             "Before you change code, ask what depends on it: give the files (or node ids from "
+             "search_code) you will change. Returns the functions, methods and modules that "
+             "call, import or subclass them, nearest first with the chain of edges, and per "
+             "file the decisions recorded on it. depth (default 2) is how many edges to follow.")),
+    Spec("next_files", "Files to look at next", "post", PROJECT + "/next", render.next_files,
+         description=(
+             "Given the files you have open (and optionally your task), the files you should "
+             "look at next, each with why: code that calls or imports it (structural), files "
+             "used together with it before (learned), files sharing a recorded decision, or "
+             "a match for the task.")),
+    Spec("record_activity", "Record file activity", "post", PROJECT + "/activity",
+         render.activity, read_only=False, idempotent=False, description=(
+             "Tell NeuralMind which files you read, edited or tested (kind: read, edit, test) "
+             "so next_files learns which files go together. Report them as you work; files "
+             "of one session are linked with each other.")),
     Spec("wakeup", "Project overview", "get", PROJECT + "/wakeup", render.context, description=(
         "The project overview to read at the start of a session: what the project is, its "
         "layout and main modules (L0 + L1, a few hundred tokens), with a warning when files "

@@ -55,6 +55,11 @@ def query_context(kernel, project, question, hits, budget):
 
 
 @hookimpl
+def describe_files(kernel, project, paths):
+    return memories(kernel).on_files(project, paths)
+
+
+@hookimpl
 def register_commands(kernel, subparsers):
     from plugins.memory.commands import add_commands
     add_commands(subparsers)

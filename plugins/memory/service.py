@@ -328,6 +328,15 @@ class Memories:
         return {"checked": len(active), "stale_review_by": review,
                 "stale_files_changed": len(stale) - review}
 
+    def on_files(self, project, paths: list[str]) -> list[dict[str, Any]]:
+        """The ACTIVE decisions on these files, one item per (file, decision), with every
+        file the decision names."""
+        wanted = set(paths)
+        return [{"path": path, "kind": "decision", "id": rec["id"], "title": rec["title"],
+                 "status": "ACTIVE", "files": rec["files_affected"]}
+                for rec in self.store(project).files_context(sorted(wanted), today())
+                for path in rec["files_affected"] if path in wanted]
+
     def context(self, project, hits: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The ACTIVE decisions on the files a code query hit, best hit first, within budget."""
         score: dict[str, float] = {}

@@ -234,6 +234,35 @@ def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path
     assert question == "sales tax" and "sales_tax" in labels and 0 < budget <= 8000
 
 
+def test_hook_describe_files_attaches_records_to_impacted_and_next_files(kernels, tmp_path):
+    class Tickets(Probe):
+        @hookimpl
+        def describe_files(self, kernel, project, paths):
+            self.calls.append(("describe_files", sorted(paths)))
+            return [{"path": p, "kind": "ticket", "id": "T-7", "title": "Tax rounding bug",
+                     "status": "open", "files": ["tax.py", "notes.md"]}
+                    for p in paths if p == "tax.py"]
+
+    probe = Tickets()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "tax.py").write_text("def sales_tax(amount):\n    return amount * 0.2\n")
+    (repo / "cart.py").write_text("from tax import sales_tax\n\n\ndef total(a):\n"
+                                  "    return sales_tax(a)\n")
+    (repo / "notes.md").write_text("# Notes\n")
+    api = client(kernels(["auth", "index"], probe))
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
+    assert api.simulate_post(f"/v1/projects/{pid}/build", json={"wait": True}).status_code == 200
+    out = api.simulate_post(f"/v1/projects/{pid}/impact", json={"files": ["tax.py"]}).json
+    files = {f["path"]: f["decisions"] for f in out["files"]}
+    assert files["tax.py"] == [{"kind": "ticket", "id": "T-7", "title": "Tax rounding bug",
+                                "status": "open"}] and files["cart.py"] == []
+    assert probe.calls[0] == ("describe_files", ["cart.py", "tax.py"])
+    nxt = api.simulate_post(f"/v1/projects/{pid}/next", json={"files_open": ["tax.py"]}).json
+    notes = next(f for f in nxt["files"] if f["path"] == "notes.md")
+    assert notes["why"][0]["kind"] == "decision" and notes["why"][0]["id"] == "T-7"
+
+
 def test_hook_embedder_replaces_the_packaged_model(kernels):
     kernel = kernels(["auth"], FakeEmbedderPlugin("probe-model@1"))
     assert kernel.embedder.model_id == "probe-model@1"

@@ -47,7 +47,8 @@ def test_file_type_filter_and_result_shape(server, built):
     out = search(server, pid, query="install the shop", mode="hybrid", file_type="docs", n=5)
     assert out["results"] and all(h["file_type"] == "docs" for h in out["results"])
     assert set(out["results"][0]) == {"id", "label", "kind", "file_type", "source_file", "line",
-                                      "score"}
+                                      "score", "source"}
+    assert out["results"][0]["source"] == "repo"
     assert out["project_id"] == pid and out["query"] == "install the shop"
 
 

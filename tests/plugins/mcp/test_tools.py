@@ -218,3 +218,29 @@ def test_a_token_for_one_project_sees_nothing_of_another(team):
     assert uris and all(u.startswith("neuralmind://projects/a/") for u in uris)
     blocked = only_a.rpc("resources/read", {"uri": "neuralmind://projects/b/wakeup"})
     assert blocked["error"]["data"]["code"] == "project_not_found"
+
+
+def test_code_intelligence_tools_impact_next_files_and_activity(tmp_path):
+    from tests.plugins.mcp.conftest import App, _kernel, repo_with_code
+    kernel = _kernel(tmp_path / "home")
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        repo = repo_with_code(tmp_path / "repo")
+        (repo / "db.py").write_text("from wal import open_wal\n\n\ndef connect(path):\n"
+                                    "    return open_wal(path)\n")
+        pid = app.v1("POST", "/v1/projects", json={"path": str(repo)}).json["id"]
+        assert app.call("build_index", project=pid)["structuredContent"]["status"] == "done"
+        impact = app.call("impact", project=pid, files=["wal.py"])
+        assert not impact["isError"], impact
+        assert "- d1 db.py:4 function connect (via calls open_wal)" in impact["content"][0]["text"]
+        assert impact["structuredContent"]["files"][1]["path"] == "db.py"
+        act = app.call("record_activity", project=pid, files=["wal.py", "db.py"], kind="edit")
+        assert act["content"][0]["text"].startswith("recorded 2 file(s) as edit")
+        nxt = app.call("next_files", project=pid, files_open=["wal.py"])
+        assert nxt["structuredContent"]["files"][0]["path"] == "db.py"
+        assert {w["kind"] for w in nxt["structuredContent"]["files"][0]["why"]} == {
+            "structural", "learned"}
+        wrong = app.call("record_activity", project=pid, files=["wal.py"], kind="write")
+        assert wrong["isError"] and "kind" in wrong["content"][0]["text"]
+    finally:
+        kernel.shutdown()
