@@ -11,7 +11,7 @@ from typing import Any
 
 from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFields, NotFound,
                         ProjectStores, Unavailable, UnsupportedMediaType, VersionedCache,
-                        estimate_tokens, gitinfo, now_iso, pid_alive)
+                        estimate_tokens, gitinfo, now_iso)
 from plugins.index import context, graph, ingest, learning, search
 from plugins.index.build import Build, file_row
 from plugins.index.chunker import embed_text
@@ -19,7 +19,12 @@ from plugins.index.walker import FileEntry
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
 
-LOCK_TTL_S = 120.0  # a build lock not refreshed for this long belongs to a dead build
+LOCK_TTL_S = 120.0  # a build lease not refreshed for this long belongs to a dead build
+
+
+def build_lease(project) -> str:
+    """The kernel lease a build holds: one build of a project at a time, on every server."""
+    return f"index.build:{project.id}"
 HEARTBEAT_S = 2.0
 
 
@@ -131,12 +136,12 @@ class IndexService:
 
     def start_build(self, project, actor, *, full: bool, wait: bool, request_id: str | None):
         """Submit the build job, or 409 ``index_busy`` with the job already running."""
-        store = self.store(project)
         owner = "build-" + secrets.token_hex(6)
         # the job exists before the lock names it, so a build refused as busy always finds
         # the running build's job
         jid = self.kernel.jobs.create("build", project_id=project.id, actor=actor.id)
-        holder = store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive, job_id=jid)
+        lease = build_lease(project)
+        holder = self.kernel.leases.acquire(lease, owner, LOCK_TTL_S, job_id=jid)
         if holder is not None:
             self.kernel.jobs.discard(jid)
             job = self.kernel.jobs.find(holder["job_id"]) if holder["job_id"] else None
@@ -150,18 +155,18 @@ class IndexService:
                 ctx.progress(**fields)
                 if time.monotonic() - beat[0] > HEARTBEAT_S:
                     beat[0] = time.monotonic()
-                    store.heartbeat("build", owner)
+                    self.kernel.leases.heartbeat(lease, owner)
 
             try:
                 return self.run_build(project, check=ctx.check, progress=progress, full=full,
                                       actor=actor.id, request_id=request_id, trigger="api")
             finally:
-                store.release("build", owner)
+                self.kernel.leases.release(lease, owner)
 
         try:
             return self.kernel.jobs.start(jid, work, wait=wait)
         except BaseException:
-            store.release("build", owner)
+            self.kernel.leases.release(lease, owner)
             raise
 
     def run_build(self, project, *, check=lambda: None, progress=lambda **_: None,

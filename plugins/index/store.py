@@ -5,7 +5,6 @@ project across workers. Only SQL lives here."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +93,9 @@ CREATE TABLE documents (
 );
 -- files parsed before edges carried references are parsed again by the next build
 UPDATE files SET hash = '', mtime_ns = -1;
+""", """
+-- the build and watch locks are kernel leases now (shared by every server of a team)
+DROP TABLE IF EXISTS locks;
 """]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
@@ -499,9 +501,6 @@ class IndexStore:
         return self.db.conn.execute("SELECT * FROM documents WHERE path NOT IN "
                                     "(SELECT path FROM files)").fetchall()
 
-    def locks(self) -> list:
-        return self.db.conn.execute("SELECT * FROM locks").fetchall()
-
     # -- ignore rules -------------------------------------------------------------------------
 
     def rules(self) -> list:
@@ -520,38 +519,3 @@ class IndexStore:
     def delete_rule(self, rid: str) -> bool:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM rules WHERE id = ?", (rid,)).rowcount > 0
-
-    # -- locks (one build, one watcher per project across workers) ---------------------------
-
-    def acquire(self, name: str, owner: str, pid: int, ttl_s: float,
-                alive: Callable[[int], bool], job_id: str | None = None):
-        """Take lock ``name``; the holder's row when someone live holds it, else None."""
-        now = time.time()
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT * FROM locks WHERE name = ?", (name,)).fetchone()
-            if row is not None and now - row["heartbeat"] < ttl_s and alive(row["pid"]):
-                return row
-            conn.execute("INSERT OR REPLACE INTO locks (name, owner, pid, job_id, heartbeat) "
-                         "VALUES (?, ?, ?, ?, ?)", (name, owner, pid, job_id, now))
-        return None
-
-    def heartbeat(self, name: str, owner: str, **fields: Any) -> bool:
-        """Refresh the lock; False when it is no longer ours (taken over after expiry)."""
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        with self.db.transaction() as conn:
-            return conn.execute(
-                f"UPDATE locks SET heartbeat = ?{', ' + sets if sets else ''} "
-                "WHERE name = ? AND owner = ?",
-                (time.time(), *fields.values(), name, owner)).rowcount > 0
-
-    def lock(self, name: str):
-        return self.db.conn.execute("SELECT * FROM locks WHERE name = ?", (name,)).fetchone()
-
-    def request_stop(self, name: str) -> bool:
-        with self.db.transaction() as conn:
-            return conn.execute("UPDATE locks SET stop_requested = 1 WHERE name = ?",
-                                (name,)).rowcount > 0
-
-    def release(self, name: str, owner: str) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("DELETE FROM locks WHERE name = ? AND owner = ?", (name, owner))

@@ -7,24 +7,20 @@ keyword index against the nodes (repair: the missing rows re-derived, orphans dr
 vectors (nodes without one — repair: embedded when a model is available — and orphans,
 dropped); graph links never resolved or left dangling (repair: every edge re-resolved);
 ingested documents against their nodes (repair: re-derived from the stored text, strays
-purged); learned links to files no longer indexed (repair: forgotten); lock rows of dead
-processes (repair: released); last, files changed, removed or added on disk since the build
+purged); learned links to files no longer indexed (repair: forgotten); the project's build
+and watch leases held by dead processes (repair: released); last, files changed, removed or added on disk since the build
 (repair: an incremental build, which takes the build lock like any build)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from neuralmind import pid_alive
 from plugins.index import resolve, walker
 from plugins.index.build import read_text
 from plugins.index.search import fts_text
-from plugins.index.service import LOCK_TTL_S
-from plugins.index.watch import TTL_S
-
-LOCK_TTLS = {"build": LOCK_TTL_S, "watch": TTL_S}
+from plugins.index.service import LOCK_TTL_S, build_lease
+from plugins.index.watch import TTL_S, watch_lease
 
 
 @dataclass
@@ -51,7 +47,7 @@ def validate(service, project, write: bool, actor=None, request_id: str | None =
     checks.append(_links(store, write))
     checks.append(_documents(service, project, store, write))
     checks.append(_learned(service, project, store, write))
-    checks.append(_locks(store, write))
+    checks.append(_locks(service.kernel.leases, project, write))
     checks.append(_files(service, project, store, write, built, actor, request_id))
     if write and not checks[0].ok and integrity == "ok":
         checks[0] = Check("index", bool(store.meta().get("built_at")), checks[0].detail,
@@ -140,14 +136,13 @@ def _learned(service, project, store, write: bool) -> Check:
     return Check("learned", integrity == "ok", detail, len(gone), repaired=True)
 
 
-def _locks(store, write: bool) -> Check:
-    now = time.time()
-    dead = [r for r in store.locks()
-            if now - r["heartbeat"] > LOCK_TTLS.get(r["name"], 120.0) or not pid_alive(r["pid"])]
-    detail = f"{len(dead)} lock rows of processes gone" if dead else "no stale locks"
+def _locks(leases, project, write: bool) -> Check:
+    dead = [row for name, ttl in ((build_lease(project), LOCK_TTL_S), (watch_lease(project), TTL_S))
+            if (row := leases.get(name)) is not None and leases.holder(name, ttl) is None]
+    detail = f"{len(dead)} leases of processes gone" if dead else "no stale locks"
     if not dead or not write:
         return Check("locks", not dead, detail, len(dead))
-    for r in dead:
-        store.release(r["name"], r["owner"])
+    for row in dead:
+        leases.release(row["name"], row["owner"])
     return Check("locks", True, detail, len(dead), repaired=True)
 

@@ -9,6 +9,7 @@ import os
 import sqlite3
 import time
 
+from kernel.leases import HOST
 from plugins.auth.tokens import TokenFile
 from tests.plugins.index.conftest import build
 from tests.plugins.index.test_graph import REPO, write
@@ -48,10 +49,12 @@ def test_validate_reports_damage_and_repairs_it_in_the_state_dir(tmp_path):
             db.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT nid FROM nodes "
                        "WHERE path = 'app/service.py')")
             db.execute("UPDATE edges SET dst = NULL, how = NULL WHERE kind = 'calls'")
-            db.execute("INSERT INTO locks (name, owner, pid, heartbeat) VALUES "
-                       "('build', 'gone', 999999999, ?)", (time.time() - 3600,))
             db.execute("DELETE FROM files WHERE source = 'ingested'")
         db.close()
+        with server.kernel.db.transaction() as conn:  # a build lease of a process long gone
+            conn.execute("INSERT INTO leases (name, owner, host, pid, heartbeat) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         (f"index.build:{pid}", "gone", HOST, 999999999, time.time() - 3600))
         before = snapshot(root)
 
         damaged = server.post(base + "/validate", {"write": False}).json
