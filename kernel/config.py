@@ -67,6 +67,8 @@ class ProjectAlias(ConfigSection):
     @field_validator("path")
     @classmethod
     def _expand(cls, v: str) -> str:
+        if "\0" in v:
+            raise ValueError("a path cannot contain a NUL byte")
         return os.path.expanduser(v)
 
 

@@ -117,9 +117,9 @@ class DocsResource:
     def on_get_asset(self, req, resp, name):
         import swagger_ui_bundle
         root = os.path.realpath(swagger_ui_bundle.swagger_ui_path)
-        path = os.path.realpath(os.path.join(root, name))
+        path = "" if "\0" in name else os.path.realpath(os.path.join(root, name))
         if not path.startswith(root + os.sep) or not os.path.isfile(path):
-            raise NotFound(f"no asset {name}")
+            raise NotFound(f"no asset {name!r}")
         resp.content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         with open(path, "rb") as fh:
             resp.data = fh.read()

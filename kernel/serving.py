@@ -18,6 +18,7 @@ from gunicorn.app.base import BaseApplication
 from kernel import __version__
 from kernel.config import Settings
 from kernel.daemon import write_discovery
+from kernel.projects import config_projects
 
 
 class BindError(Exception):
@@ -50,8 +51,11 @@ def check_tls(settings: Settings) -> None:
 
 
 def check_bind(settings: Settings) -> None:
+    """What must hold before gunicorn forks, each failure one clear line: the bind, TLS, and
+    the config's projects (the workers would each fail on a refused one)."""
     server = settings.server
     check_tls(settings)
+    config_projects(settings)
     if is_loopback(server.host):
         return
     if not settings.server_mode:
