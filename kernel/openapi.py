@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import re
+import typing
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -33,6 +35,38 @@ ERROR_STATUSES = {400: "Bad request (`invalid_json`, `token_in_query`)",
                   422: "Validation failed", 429: "Rate limited", 500: "Internal error"}
 
 
+def component_name(model: type) -> str:
+    """The name a model has under ``components.schemas``: ``Page[Job]`` → ``Page_Job``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model.__name__).strip("_")
+
+
+class ComponentClash(Exception):
+    """Two models would publish under one component name: one would document the other's
+    routes (index and memory both had a ``SearchIn``; memory's won)."""
+
+
+def claim_components(tp: Any, owners: dict[str, type]) -> None:
+    """Record in ``owners`` the component name of every model (and enum) ``tp`` reaches
+    through its fields; a name another class holds already is a :class:`ComponentClash`.
+    Walks classes only, so the kernel checks each route as it mounts it, without generating
+    the schemas."""
+    if isinstance(tp, type) and issubclass(tp, (BaseModel, enum.Enum)):
+        name = component_name(tp)
+        held = owners.get(name)
+        if held is tp:
+            return
+        if held is not None:
+            raise ComponentClash(f"two models publish as component {name!r}: "
+                                 f"{held.__module__}.{held.__qualname__} and "
+                                 f"{tp.__module__}.{tp.__qualname__}; rename one")
+        owners[name] = tp
+        for field in getattr(tp, "model_fields", {}).values():
+            claim_components(field.annotation, owners)
+        return
+    for arg in typing.get_args(tp):
+        claim_components(arg, owners)
+
+
 class _Schemas:
     """Collects model schemas into ``components.schemas`` with ``$ref``s between them."""
 
@@ -44,7 +78,7 @@ class _Schemas:
                                              schema_generator=GenerateJsonSchema)
         self.defs.update(schema.pop("$defs", {}))
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            name = re.sub(r"[^A-Za-z0-9._-]+", "_", tp.__name__).strip("_")  # Page[Job] → Page_Job
+            name = component_name(tp)
             self.defs[name] = schema
             return {"$ref": REF.format(model=name)}
         return schema

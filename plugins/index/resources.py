@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from neuralmind import JobAccepted, answer_job, operation
-from plugins.index.models import (BuildIn, DocumentOut, DocumentQuery, QueryIn, QueryOut,
-                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn, RuleTestOut,
-                                  SearchIn, SearchOut, StatsOut, WakeupOut, WatchStatus)
+from plugins.index.models import (BuildIn, CodeSearchIn, CodeSearchOut, DocumentOut,
+                                  DocumentQuery, QueryIn, QueryOut, RuleCreated, RuleIn, RulePatch,
+                                  RulesOut, RuleTestIn, RuleTestOut, StatsOut, WakeupOut,
+                                  WatchStatus)
 from plugins.index.walker import explain
 
 TAGS = ["index"]
@@ -28,13 +29,13 @@ class BuildResource(_Resource):
 
 
 class SearchResource(_Resource):
-    @operation(permission="index.read", body=SearchIn, response=SearchOut, tags=TAGS,
+    @operation(permission="index.read", body=CodeSearchIn, response=CodeSearchOut, tags=TAGS,
                summary="Search the project's symbols: keyword, semantic or hybrid")
     def on_post(self, req, resp, project_id):
         b = req.context.body
         results, notice = self.service.search(req.context.project, b.query, b.n, b.mode,
                                               b.file_type)
-        return SearchOut(project_id=project_id, query=b.query, mode=b.mode, results=results,
+        return CodeSearchOut(project_id=project_id, query=b.query, mode=b.mode, results=results,
                          notice=notice)
 
 
