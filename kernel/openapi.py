@@ -131,7 +131,10 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
         if params:
             entry["parameters"] = params
         if op.body is not None:
-            entry["requestBody"] = {"required": False, "content": {
+            # required when a missing body is refused: a model with a required field (a
+            # missing body is read as {}), else a body may be left out
+            required = any(f.is_required() for f in op.body.model_fields.values())
+            entry["requestBody"] = {"required": required, "content": {
                 "application/json": {"schema": schemas.ref(op.body, "validation")}}}
         responses: dict[str, Any] = {}
         for status, tp in {op.status: op.response, **op.responses}.items():

@@ -89,3 +89,26 @@ def test_two_models_with_one_component_name_stop_start_up(tmp_path):
 
     with pytest.raises(StartupError, match=r"SearchIn.*plugin_a.*plugin_b"):
         make_kernel(tmp_path, plugins=["auth"], extra_plugins=[Clash()])
+
+
+def test_a_body_is_published_required_when_a_missing_one_is_refused(make_server, tmp_path):
+    """Issue 13 item 7: bodies were all published ``required: false`` though a missing body
+    of a model with required fields is a 422. Each operation's flag now says what it does."""
+    server = make_server(plugins=["auth", "memory", "index"])
+    (tmp_path / "r").mkdir()
+    pid = server.register(tmp_path / "r")
+    doc = server.get("/v1/openapi.json", auth=False).json
+    seen = set()
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            if "requestBody" not in op or path.endswith(("/import", "/mcp")):
+                continue  # JSONL and JSON-RPC bodies: their own tests
+            # an id that does not exist: a refused body is 422 before the handler's 404
+            r = server.request(method.upper(), path.replace("{project_id}", pid)
+                               .replace("{rule_id}", "nope").replace("{memory_id}", "nope"))
+            refused = r.status == 422
+            assert op["requestBody"]["required"] is refused, (method, path, r.status)
+            seen.add(refused)
+    assert seen == {True, False}  # both kinds were checked
+    assert doc["paths"]["/v1/projects"]["post"]["requestBody"]["required"] is True
+    assert doc["paths"]["/v1/projects/{project_id}/build"]["post"]["requestBody"]["required"] is False
