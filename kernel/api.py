@@ -111,8 +111,8 @@ class Validator:
             raw = b"{}"
         elif (req.content_type or "").split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaType()
-        try:
-            return self.op.body.model_validate_json(raw)
+        try:  # strict: JSON has types, so a wrong one is a client bug (no "5" → 5, 0 → false)
+            return self.op.body.model_validate_json(raw, strict=True)
         except ValidationError as ex:
             errors = ex.errors(include_url=False)
             if any(e["type"] == "json_invalid" for e in errors):

@@ -176,6 +176,38 @@ def test_validation_error_lists_each_error(kapp):
     assert all(set(e) == {"loc", "msg", "type"} for e in errors)
 
 
+@pytest.mark.parametrize("body", [{"wait": 0}, {"wait": "true"}, {"seconds": "0"},
+                                  {"seconds": False}, {"seconds": [0]}])
+def test_a_body_of_the_wrong_type_is_refused_not_coerced(kapp, body):
+    """Issue 13 item 8: a JSON body is validated strictly (``"wait": 0`` was read as false,
+    ``"seconds": "0"`` as 0): a wrong type there is a client bug, and the answer says so."""
+    r = kapp.post("/v1/hello/jobs", body)
+    assert_envelope(r, 422, "validation_error")
+    assert [e["loc"] for e in r.error["details"]["errors"]] == [["body", next(iter(body))]]
+
+
+def test_the_issues_examples_are_refused(make_server, tmp_path):
+    server = make_server(plugins=["auth", "memory"])
+    (tmp_path / "r").mkdir()
+    base = f"/v1/projects/{server.register(tmp_path / 'r')}/memories"
+    for path, body, field in [(base, {"title": "t", "rationale": "r", "confidence": False},
+                               "confidence"),
+                              (base + "/search", {"query": "t", "limit": "5"}, "limit")]:
+        r = server.post(path, body)
+        assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", field]
+    assert server.get(base).json["items"] == []
+    assert server.get(base + "?cursor=").status == 200
+
+
+def test_a_query_string_is_still_read_as_text(kapp):
+    """Query parameters are text on the wire: ``limit=5`` is a number, and an empty cursor
+    is the first page."""
+    first = kapp.get("/v1/projects?limit=5")
+    assert first.status == 200
+    assert kapp.get("/v1/projects?limit=5&cursor=").json == first.json
+    assert kapp.get("/v1/jobs?cursor=").status == 200
+
+
 def test_unknown_fields_are_ignored(kapp):
     r = kapp.post("/v1/hello/jobs", {"seconds": 0, "wait": True, "actor": "mallory"})
     assert r.status == 200 and r.json["status"] == "done"
