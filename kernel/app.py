@@ -45,6 +45,7 @@ class Kernel:
         self.home.mkdir(parents=True, exist_ok=True)
         os.chmod(self.home, 0o700)
         names = list(plugins) if plugins is not None else self.settings.kernel.plugins
+        self.plugin_names = list(dict.fromkeys(names))
         self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
         self.db = storage.Database(self.home / "kernel.db",
                                    _kernel_migrations())

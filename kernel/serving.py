@@ -18,7 +18,7 @@ from gunicorn.app.base import BaseApplication
 
 from kernel import __version__, errors
 from kernel.config import Settings
-from kernel.daemon import write_discovery
+from kernel.daemon import forget_discovery, write_discovery
 from kernel.projects import config_projects
 
 
@@ -93,11 +93,14 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "accesslog": None,
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
-        "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env()],
+        "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env(),
+                    f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}"],
     }
     if server.tls_cert and server.tls_key:
         opts.update(certfile=server.tls_cert, keyfile=server.tls_key)
     opts["when_ready"] = _announce(settings, daemon)
+    if daemon:
+        opts["on_exit"] = lambda server: forget_discovery(settings.home, server.pid)
     return opts
 
 
