@@ -37,6 +37,8 @@ class Operation:
     responses: dict[int, Any] = field(default_factory=dict)
     media_type: str = "application/json"
     include_in_schema: bool = True
+    errors: dict[int, str] = field(default_factory=dict)
+    headers: tuple[tuple, ...] = ()  # (name, description, required[, allowed values])
     method: str = ""  # set when the kernel mounts the responder
 
     @property
@@ -54,14 +56,21 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
               query: type[BaseModel] | None = None, response: Any = None, status: int = 200,
               tags: tuple[str, ...] | list[str] = (), summary: str = "",
               responses: dict[int, Any] | None = None, media_type: str = "application/json",
-              include_in_schema: bool = True) -> Callable:
+              include_in_schema: bool = True, errors: dict[int, str] | None = None,
+              headers: tuple[tuple, ...] | list = ()) -> Callable:
     """Declare a responder. ``permission=None`` makes the route public (health, OpenAPI).
 
     ``responses`` documents other statuses the handler may set (``{202: JobAccepted}``);
-    ``media_type`` names what a streaming handler writes itself (SSE, JSONL, HTML).
+    ``errors`` the error statuses it may answer beyond those every route can (400, 401, 403,
+    413, 415, 422, 429, 500, and 404 on a route with an id in its path), each with the codes
+    it stands for (``{409: "`index_busy`: a build is running"}``); ``headers`` the request
+    headers it reads, as ``(name, description, required)`` with, after them, the values
+    it accepts when they are few; ``media_type`` names what a
+    streaming handler writes itself (SSE, JSONL, HTML).
     """
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
-                   dict(responses or {}), media_type, include_in_schema)
+                   dict(responses or {}), media_type, include_in_schema, dict(errors or {}),
+                   tuple(map(tuple, headers)))
 
     def mark(fn: Callable) -> Callable:
         fn.__nm_operation__ = op
@@ -117,6 +126,8 @@ class Validator:
             errors = ex.errors(include_url=False)
             if any(e["type"] == "json_invalid" for e in errors):
                 raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
+            if all(_integral_float(e) for e in errors):  # 6.0 is an integer in JSON Schema
+                return self.op.body.model_validate_json(raw)
             raise ValidationFailed(details=validation_details(errors, ("body",))) from None
 
     def write(self, resp: falcon.Response, result: Any) -> None:
@@ -128,6 +139,11 @@ class Validator:
             data = json.dumps(result, default=str).encode()
         resp.content_type = JSON
         resp.data = data
+
+
+def _integral_float(error: dict[str, Any]) -> bool:
+    value = error.get("input")
+    return error["type"] == "int_type" and isinstance(value, float) and value.is_integer()
 
 
 def read_body(req: falcon.Request, cap: int) -> bytes:

@@ -99,15 +99,17 @@ def _query_params(model: type[BaseModel], schemas: _Schemas) -> list[dict[str, A
     return out
 
 
-def _error_responses(op: Operation, has_project: bool) -> dict[str, Any]:
+def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
     out = {}
     statuses = dict(ERROR_STATUSES)
     if not op.public:
         statuses[401] = "Missing or invalid credentials"
-    if has_project:
-        statuses[404] = "Not found (`project_not_found`, …)"
+    if path_ids:
+        statuses[404] = "Not found: " + ", ".join(
+            f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
     if not op.body:
         statuses.pop(413), statuses.pop(415)
+    statuses.update(op.errors)
     for status, text in sorted(statuses.items()):
         out[str(status)] = {"description": text, "content": {
             "application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
@@ -128,6 +130,9 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                                  "tags": list(op.tags) or ["misc"]}
         if op.query is not None:
             params += _query_params(op.query, schemas)
+        params += [{"name": name, "in": "header", "required": required, "description": text,
+                    "schema": {"type": "string", **({"enum": list(values[0])} if values else {})}}
+                   for name, text, required, *values in op.headers]
         if params:
             entry["parameters"] = params
         if op.body is not None:
@@ -147,7 +152,7 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
             else:
                 responses[str(status)] = {"description": "OK", "content": {
                     "application/json": {"schema": schemas.ref(tp, "serialization")}}}
-        responses.update(_error_responses(op, "project_id" in PARAM.findall(uri)))
+        responses.update(_error_responses(op, PARAM.findall(uri)))
         entry["responses"] = responses
         if not op.public:
             entry["security"] = [{"bearer": []}]

@@ -258,7 +258,8 @@ class JobsResource:
         return job
 
     @operation(permission="jobs.read", query=JobsQuery, response=Page[Job], tags=["jobs"],
-               summary="List jobs, newest first")
+               summary="List jobs, newest first",
+               errors={404: "`project_not_found`: `project` names none the caller can see"})
     def on_get(self, req, resp):
         q = req.context.query
         if q.project is not None:
@@ -277,7 +278,8 @@ class JobsResource:
         return self._visible(req, self.kernel.jobs.get(job_id))
 
     @operation(permission="jobs.cancel", response=Job, status=202, tags=["jobs"],
-               summary="Ask a running job to stop")
+               summary="Ask a running job to stop",
+               errors={409: "`job_finished`: the job already ended"})
     def on_delete_item(self, req, resp, job_id):
         self._visible(req, self.kernel.jobs.get(job_id))
         return self.kernel.jobs.cancel(job_id)
@@ -290,7 +292,8 @@ class EventsResource:
         self.kernel = kernel
 
     @operation(permission="events.read", query=EventsQuery, media_type="text/event-stream",
-               tags=["events"], summary="Follow events as server-sent events")
+               tags=["events"], summary="Follow events as server-sent events",
+               errors={404: "`project_not_found`: `project` names none the caller can see"})
     def on_get(self, req, resp):
         kernel, actor, q = self.kernel, req.context.actor, req.context.query
         if q.project is not None:
