@@ -87,9 +87,12 @@ def _job_summary(job: Job) -> str:
     if "nodes" not in r:
         return "build done"
     seconds = r.get("duration_ms", 0) / 1000
+    skipped = r.get("skipped") or {}
+    why = ", ".join(f"{n} {reason}" for reason, n in skipped.items())
     return (f"indexed {r.get('files')} files, {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
-            f"{r.get('chunks_embedded')} embedded)")
+            f"{r.get('chunks_embedded')} embedded)"
+            + (f"; skipped {r.get('files_skipped')} files: {why}" if why else ""))
 
 
 def _incremental_note(job: Job, was_built: bool) -> str:
