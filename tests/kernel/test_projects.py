@@ -216,3 +216,21 @@ def test_a_nul_byte_in_a_memory_file_is_422_not_500(make_server, tmp_path):
         assert r.status == 422, r.body
         assert r.error["details"]["errors"][0]["loc"] == ["body", "files_affected", 0]
     assert server.get(f"/v1/projects/{pid}/memories").json["items"] == []
+
+
+def test_a_projects_state_folder_is_ignored_by_git(make_server, tmp_path):
+    """Issue 13 item 13: `.neuralmind/` showed in `git status` of every indexed repository;
+    it holds a `.gitignore` of `*` from the moment it is made."""
+    import subprocess
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    server = make_server(plugins=["auth", "memory"])
+    pid = server.register(repo)
+    assert server.post(f"/v1/projects/{pid}/memories",
+                       {"title": "t", "rationale": "r"}).status == 201
+    assert (repo / ".neuralmind" / ".gitignore").read_text() == "*\n"
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
+                            capture_output=True, text=True, check=True).stdout
+    assert status.splitlines() == ["?? a.py"]
