@@ -44,16 +44,17 @@ def _plugin_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
+    from neuralmind.commands.common import CommandError
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except ConfigError as ex:
+    except (ConfigError, CommandError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
     except NeuralMindAPIError as ex:
-        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]",
-              file=sys.stderr)
+        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]"
+              + "".join(f"\n  {line}" for line in field_errors(ex)), file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
@@ -61,6 +62,20 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def field_errors(ex) -> list[str]:
+    """``field: what is wrong`` for each error of a 422, unless the message already says it
+    (``/x is not a directory``): ``confidence: Input should be less than or equal to 1``."""
+    errors = ex.details.get("errors") if isinstance(ex.details, dict) else None
+    lines = []
+    for error in errors if isinstance(errors, list) else ():
+        loc = [p for p in error.get("loc", []) if p not in ("body", "query")]
+        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        msg = error.get("msg", "")
+        if msg and msg not in ex.message:
+            lines.append(f"{name or 'body'}: {msg}")
+    return lines
 
 
 if __name__ == "__main__":

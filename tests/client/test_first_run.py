@@ -1,0 +1,86 @@
+"""The CLI as a new user meets it, wrong input included (issue 13 items 11, 12, 14, 16): each
+message says what is wrong and what to do; nothing is registered that nobody named; a build
+left running is a job one can follow or stop. In this process against ``served``, except what
+is about a real daemon or a terminal's Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from neuralmind.cli import main
+from tests.client.conftest import git_repo
+from tests.support import ROOT, run_cli
+
+
+@pytest.fixture
+def cli(served, monkeypatch, capsys, tmp_path):
+    """``neuralmind ARGS`` in this process, pointed at ``served``, from a folder that is not
+    a repository."""
+    monkeypatch.setenv("NEURALMIND_API_URL", served.url)
+    monkeypatch.setenv("NEURALMIND_API_TOKEN", served.token)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.chdir(plain)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as ex:
+            code = ex.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    run.plain = plain
+    run.repo = git_repo(tmp_path / "repo", {"app.py": "def main():\n    return 1\n"})
+    return run
+
+
+# -- item 11: errors say what is wrong ---------------------------------------------------------
+
+def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
+    code, _, err = cli("memory", "add", "T", "-r", "why", "--confidence", "2",
+                       "--project", str(cli.repo))
+    assert code == 1 and "validation_error" in err
+    assert "\n  confidence: Input should be less than or equal to 1" in err
+    code, _, err = cli("memory", "add", "T", "-r", "why", "--review-by", "tomorrow",
+                       "--project", str(cli.repo))
+    assert code == 1 and "\n  review_by: " in err
+
+
+def test_a_directory_that_does_not_exist_is_named(cli):
+    for path in ("/does/not/exist", "./missing", "~/no-such-folder-here"):
+        code, out, err = cli("project", "show", "--project", path)
+        assert code == 2 and out == ""
+        assert f"--project {path}: no such directory" in err and "404" not in err
+    code, _, err = cli("project", "add", "/does/not/exist")
+    assert code == 1 and "/does/not/exist is not a directory" in err
+
+
+def test_no_daemon_names_the_file_it_looked_for_once_with_one_hint(tmp_path):
+    code, out, err = run_cli("memory", "list", "--project", "p_000000000000",
+                             env={"NEURALMIND_HOME": str(tmp_path / "nohome")})
+    assert code == 1 and out == ""
+    assert "None" not in err
+    assert err.count("daemon.json") == 1 and str(tmp_path / "nohome" / "daemon.json") in err
+    assert err.count("neuralmind daemon start") == 1
+
+
+# -- item 12: nothing is registered that nobody named ------------------------------------------
+
+def test_outside_a_repository_a_command_asks_for_a_project(cli, served):
+    before = served.get("/v1/projects?limit=200").json["items"]
+    code, out, err = cli("memory", "list")
+    assert code == 2 and out == ""
+    assert str(cli.plain) in err and "--project" in err
+    assert served.get("/v1/projects?limit=200").json["items"] == before
+    assert not (cli.plain / ".neuralmind").exists()
+    # named once, the folder is a project, and later commands there find it
+    assert cli("memory", "list", "--project", ".")[0] == 0
+    assert cli("memory", "list")[0] == 0
