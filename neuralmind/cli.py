@@ -1,4 +1,4 @@
-"""The ``neuralmind`` command. Exit codes: 0 ok, 1 API or runtime error, 2 usage.
+"""The ``neuralmind`` command. Exit codes: 0 ok, 1 API or runtime error, 2 usage, 130 Ctrl-C.
 
 Server commands (``serve``, ``daemon``, ``openapi``) run the kernel; ``up``, ``project`` and
 ``memory`` are clients of the daemon (``neuralmind.commands``); plugins add theirs through
@@ -15,13 +15,14 @@ from kernel.config import ConfigError, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from neuralmind.commands import memories, projects, server
+    from neuralmind.commands import jobs, memories, projects, server
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     server.add_commands(sub)
     projects.add_commands(sub)
     memories.add_commands(sub)
+    jobs.add_commands(sub)
     _plugin_commands(sub)
     return parser
 
@@ -51,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args) or 0
     except (ConfigError, CommandError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
-        return 2
+        return getattr(ex, "exit_code", 2)
+    except KeyboardInterrupt:
+        print("\nneuralmind: interrupted", file=sys.stderr)
+        return 130
     except NeuralMindAPIError as ex:
         print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]"
               + "".join(f"\n  {line}" for line in field_errors(ex)), file=sys.stderr)

@@ -101,15 +101,22 @@ def table(rows: Iterable[dict], columns: Sequence[str], width: int = 60) -> str:
 
 
 def _cell(value: Any, width: int) -> str:
-    if value is None:
-        text = "-"
-    elif isinstance(value, float):
-        text = f"{value:.3f}"
-    elif isinstance(value, (list, tuple)):
-        text = ",".join(map(str, value)) or "-"
-    else:
-        text = str(value).replace("\n", " ")
+    text = _plain(value).replace("\n", " ") or "-"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _plain(value: Any) -> str:
+    """A value as a person reads it: ``a,b`` for a list, ``key: value, …`` for a mapping —
+    never Python's repr (``{'status': [...]}``)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(_plain, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    return str(value)
 
 
 def fields(record: Any, names: Sequence[str]) -> str:

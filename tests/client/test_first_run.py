@@ -84,3 +84,66 @@ def test_outside_a_repository_a_command_asks_for_a_project(cli, served):
     # named once, the folder is a project, and later commands there find it
     assert cli("memory", "list", "--project", ".")[0] == 0
     assert cli("memory", "list")[0] == 0
+
+
+# -- item 14: a build left running is a job to follow or stop ----------------------------------
+
+def test_build_no_wait_succeeds_and_jobs_are_shown_waited_for_and_cancelled(cli):
+    code, out, err = cli("project", "build", "--no-wait", "--project", str(cli.repo))
+    assert code == 0, err
+    job_id = out.split("build job ", 1)[1].split()[0]
+    assert f"neuralmind job wait {job_id}" in out and f"neuralmind job cancel {job_id}" in out
+    code, out, _ = cli("job", "wait", job_id)
+    assert code == 0 and "indexed 1 files" in out
+    code, out, _ = cli("job", "show", job_id, "--json")
+    assert code == 0 and json.loads(out)["status"] == "done"
+    code, out, _ = cli("job", "show", job_id)
+    assert code == 0 and "status" in out and "done" in out and "{'" not in out
+    code, _, err = cli("job", "cancel", job_id)
+    assert code == 1 and "job_finished" in err
+    code, _, err = cli("job", "show", "nope")
+    assert code == 1 and "job_not_found" in err
+
+
+def test_ctrl_c_during_a_build_prints_one_line_and_the_build_goes_on(served, tmp_path):
+    from tests.client.conftest import client_of
+    files = {f"pkg/m{i:03d}.py": f'def f{i}(x):\n    """Step {i} of {i * 7} things."""\n'
+                                  f"    return x + {i}\n" for i in range(400)}
+    repo = git_repo(tmp_path / "big", files)
+    env = {**os.environ, "NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token,
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "project", "build"],
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    first = proc.stderr.readline()  # the progress bar's first line: the job is running
+    assert "files" in first or "scanning" in first, first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    job_id = err.split("build job ", 1)[1].split()[0]
+    assert f"neuralmind job wait {job_id}" in err and f"neuralmind job cancel {job_id}" in err
+    assert client_of(served).jobs.wait(job_id, timeout=300).status == "done"
+
+
+# -- item 16: what a new user reads ------------------------------------------------------------
+
+def test_help_names_only_commands_that_exist():
+    code, out, _ = run_cli("--help")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("project "))
+    verbs = line.split(":", 1)[1].replace(",", " ").split()
+    assert "ask" not in verbs
+    for verb in verbs:
+        assert run_cli("project", verb, "--help")[0] == 0, verb
+
+
+def test_tables_read_as_text_not_python(cli):
+    code, out, _ = cli("memory", "add", "Use WAL", "-r", "readers", "--tag", "db", "--json",
+                       "--project", str(cli.repo))
+    mid = json.loads(out)["id"]
+    assert cli("memory", "invalidate", mid, "--reason", "moved", "--project", str(cli.repo))[0] == 0
+    assert cli("memory", "edit", mid, "--tags", "db", "sqlite", "--project", str(cli.repo))[0] == 0
+    code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
+    assert code == 0 and "{" not in out and "[" not in out
+    assert "status: ACTIVE → INVALIDATED" in out and "tags: db → db,sqlite" in out

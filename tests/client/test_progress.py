@@ -7,8 +7,7 @@ from __future__ import annotations
 import io
 
 from neuralmind.client import Job
-from neuralmind.commands.progress import ProgressBar
-from neuralmind.commands.projects import _job_summary
+from neuralmind.commands.progress import ProgressBar, job_summary
 
 
 def job(status="running", **progress) -> Job:
@@ -41,8 +40,8 @@ def test_the_summary_says_what_was_skipped_and_why():
     result = {"files": 8, "nodes": 40, "edges": 3, "duration_ms": 1200, "files_changed": 8,
               "files_deleted": 0, "chunks_embedded": 40, "files_skipped": 3,
               "skipped": {"binary or not UTF-8 text": 2, "file name not valid UTF-8": 1}}
-    text = _job_summary(Job(id="j", kind="build", status="done", result=result))
+    text = job_summary(Job(id="j", kind="build", status="done", result=result))
     assert "indexed 8 files" in text
     assert "skipped 3 files: 2 binary or not UTF-8 text, 1 file name not valid UTF-8" in text
     del result["skipped"], result["files_skipped"]
-    assert "skipped" not in _job_summary(Job(id="j", kind="build", status="done", result=result))
+    assert "skipped" not in job_summary(Job(id="j", kind="build", status="done", result=result))
