@@ -335,6 +335,7 @@ def routes(kernel) -> list[tuple]:
         ("/v1/admin/shutdown", ShutdownResource(kernel)),
         ("/v1/openapi.json", OpenAPIResource(kernel)),
         ("/v1/docs", docs),
+        ("/v1/docs/", docs),  # the same page: a trailing slash is how many people type it
         ("/v1/docs/assets/{name}", docs, "asset"),
         ("/v1/projects", projects),
         ("/v1/projects/{project_id}", projects, "item"),

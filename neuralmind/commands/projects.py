@@ -107,7 +107,11 @@ def cmd_up(args) -> int:
         print(f"started the daemon at {info['url']} (pid {info['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:
-        print(f"daemon already running at {nm.url}")
+        from urllib.parse import urlsplit
+
+        from neuralmind.commands.server import port_note
+        print(f"daemon already running at {nm.url}"
+              + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
     root = args.path or repo_root()
     handle = nm.project(root)
     print(f"project {handle.id} → {handle.info.path or root}")

@@ -147,3 +147,18 @@ def test_tables_read_as_text_not_python(cli):
     code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
     assert code == 0 and "{" not in out and "[" not in out
     assert "status: ACTIVE → INVALIDATED" in out and "tags: db → db,sqlite" in out
+
+
+def test_a_port_asked_of_a_running_daemon_is_answered(daemon, tmp_path):
+    other = daemon.port + 1
+    again = daemon.run("daemon", "start", "--port", str(other))
+    assert again.returncode == 0 and "already running" in again.stdout
+    assert f"--port {other} was not used" in again.stdout and "daemon stop" in again.stdout
+    same = daemon.run("daemon", "start", "--port", str(daemon.port))
+    assert "was not used" not in same.stdout
+
+
+def test_the_docs_page_answers_with_a_trailing_slash_too(served):
+    for path in ("/v1/docs", "/v1/docs/"):
+        r = served.get(path, auth=False)
+        assert r.status == 200 and b"swagger-ui-bundle.js" in r.body, path
