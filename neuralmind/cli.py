@@ -66,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as ex:  # a file a command was told to read or write
+        if ex.filename is None:
+            raise
+        print(f"neuralmind: {ex.filename}: {ex.strerror}", file=sys.stderr)
+        return 1
 
 
 def field_errors(ex) -> list[str]:
@@ -74,7 +79,9 @@ def field_errors(ex) -> list[str]:
     errors = ex.details.get("errors") if isinstance(ex.details, dict) else None
     lines = []
     for error in errors if isinstance(errors, list) else ():
-        loc = [p for p in error.get("loc", []) if p not in ("body", "query")]
+        loc = list(error.get("loc", []))
+        if loc and loc[0] in ("body", "query"):
+            loc = loc[1:]
         name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
         msg = error.get("msg", "")
         if msg and msg not in ex.message:

@@ -33,7 +33,7 @@ class ProgressBar:
         p = job.progress or {}
         total, done = p.get("files_total"), p.get("files_done", 0)
         if not total:
-            return f"{job.status}: scanning files…"
+            return f"{job.status}: no files to index" if job.finished else "scanning files…"
         now = time.monotonic()
         elapsed = now - self.started
         embedded, to_embed = p.get("chunks_embedded", 0), p.get("chunks_total", 0)

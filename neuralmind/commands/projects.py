@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound
-from neuralmind.commands.common import (client, common_flags, emit, err, fields, project,
-                                        project_flags, repo_root)
+from neuralmind.commands.common import (client, common_flags, emit, err, fields, git_root,
+                                        project, project_flags, repo_root)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -114,7 +114,8 @@ def cmd_up(args) -> int:
               + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
     root = args.path or repo_root()
     handle = nm.project(root)
-    print(f"project {handle.id} → {handle.info.path or root}")
+    print(f"project {handle.id} → {handle.info.path or root}"
+          + ("" if args.path or git_root() else "  (not in a git repository: this folder)"))
     was_built = _built(handle)
     bar = ProgressBar()
     try:

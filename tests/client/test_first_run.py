@@ -54,6 +54,15 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     assert code == 1 and "\n  review_by: " in err
 
 
+def test_a_field_named_query_and_a_file_that_is_not_there(cli):
+    code, _, err = cli("project", "search", "", "--project", str(cli.repo))
+    assert code == 1 and "\n  query: String should have at least 1 character" in err
+    code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
+                       str(cli.repo))
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == f"neuralmind: {cli.plain / 'missing.jsonl'}: No such file or directory"
+
+
 def test_a_directory_that_does_not_exist_is_named(cli):
     for path in ("/does/not/exist", "./missing", "~/no-such-folder-here"):
         code, out, err = cli("project", "show", "--project", path)
