@@ -13,29 +13,21 @@ import sys
 
 import pytest
 
-from neuralmind.cli import main
 from tests.client.conftest import git_repo
 from tests.support import ROOT, run_cli
 
 
 @pytest.fixture
-def cli(served, monkeypatch, capsys, tmp_path):
+def cli(served, monkeypatch, tmp_path):
     """``neuralmind ARGS`` in this process, pointed at ``served``, from a folder that is not
     a repository."""
-    monkeypatch.setenv("NEURALMIND_API_URL", served.url)
-    monkeypatch.setenv("NEURALMIND_API_TOKEN", served.token)
     plain = tmp_path / "plain"
     plain.mkdir()
     monkeypatch.chdir(plain)
+    env = {"NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token}
 
     def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as ex:
-            code = ex.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
+        return run_cli(*args, env=env)
 
     run.plain = plain
     run.repo = git_repo(tmp_path / "repo", {"app.py": "def main():\n    return 1\n"})

@@ -7,13 +7,11 @@ error, no response outside its schema, and every status a route answers is liste
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
 from tests.plugins.index.conftest import build
-from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer
+from tests.support import DEFAULT_PLUGINS, LocalServer, schemathesis
 
 MCP_VERSION = "2025-06-18"
 MAX_EXAMPLES = 6  # per operation in the fuzzing phase; the coverage phase adds ~40 each
@@ -71,9 +69,10 @@ def config(ids: dict[str, str]) -> str:
              "[[operations]]", 'include-path = "/v1/projects/{project_id}/documents"',
              'parameters = { "query.path" = "shop/cart.py" }']
     for method, session in (("POST", ids["mcp_session"]), ("DELETE", ids["spare_mcp_session"])):
+        headers = f'"header.Mcp-Session-Id" = "{session}", "header.MCP-Protocol-Version" = ' \
+                  f'"{MCP_VERSION}"'
         lines += ["[[operations]]", 'include-path = "/v1/mcp"', f'include-method = "{method}"',
-                  f'parameters = {{ "header.Mcp-Session-Id" = "{session}", '
-                  f'"header.MCP-Protocol-Version" = "{MCP_VERSION}" }}']
+                  f"parameters = {{ {headers} }}"]
     for path, name, spare in (("/v1/projects/{project_id}", "project_id", "spare_project"),
                               ("/v1/projects/{project_id}/memories/{memory_id}", "memory_id",
                                "spare_memory"),
@@ -86,19 +85,10 @@ def config(ids: dict[str, str]) -> str:
 
 def test_every_route_keeps_its_published_contract(pinned, tmp_path):
     server, ids = pinned
-    (tmp_path / "schemathesis.toml").write_text(config(ids))
-    report = tmp_path / "schemathesis.json"
-    cmd = ["schemathesis", "--config-file", str(tmp_path / "schemathesis.toml"), "run",
-           f"{server.url}/v1/openapi.json", "-H", f"Authorization: Bearer {server.token}",
-           "--checks", "all", "--exclude-checks", "positive_data_acceptance",
-           "--exclude-path", "/v1/events",  # an endless event stream: followed in the SSE tests
-           "--phases", "coverage,fuzzing", "-n", str(MAX_EXAMPLES), "--seed", "1",
-           "--request-timeout", "30", "--generation-database", "none", "--no-color",
-           "--report", "json", "--report-json-path", str(report)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SCHEMATHESIS_HOOKS": "tests.kernel.contract_hooks"})
-    (tmp_path / "schemathesis.out").write_text(done.stdout)
-    result = json.loads(report.read_text())
+    done, result = schemathesis(server.url, server.token, tmp_path, "--checks", "all",
+                                "--exclude-checks", "positive_data_acceptance",
+                                "-n", str(MAX_EXAMPLES), "--request-timeout", "30",
+                                config=config(ids), hooks="tests.kernel.contract_hooks")
     counts = {"operations": result["operations"]["tested"], **result["test_cases"],
               "failures": len(result["failures"]), "errors": len(result["errors"])}
     print("schemathesis:", json.dumps(counts))
