@@ -198,12 +198,16 @@ def test_a_nul_byte_in_a_path_is_422_and_changes_nothing(kapp, tmp_path):
     assert kapp.get("/v1/docs/assets/swagger-ui.css%00.js").status == 404
 
 
-def test_a_nul_byte_in_a_config_project_path_is_a_config_error(tmp_path):
+def test_a_nul_byte_in_a_config_path_is_a_config_error(tmp_path):
     from kernel.config import ConfigError, load_settings
     config = tmp_path / "config.toml"
     config.write_text(server_mode_config({"x": "/tmp/a\\u0000b"}))
     with pytest.raises(ConfigError, match="NUL"):
         load_settings(config)
+    for section, key in (("kernel", "state_dir"), ("kernel", "home"), ("server", "tls_cert"),
+                         ("server", "tokens_file"), ("embeddings", "model_dir")):
+        with pytest.raises(ConfigError, match="NUL"):
+            load_settings(**{section: {key: "/tmp/a\0b"}})
 
 
 def test_a_nul_byte_in_a_memory_file_is_422_not_500(make_server, tmp_path):
