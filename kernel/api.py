@@ -64,9 +64,10 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
     ``errors`` the error statuses it may answer beyond those every route can (400, 401, 403,
     413, 415, 422, 429, 500, and 404 on a route with an id in its path), each with the codes
     it stands for (``{409: "`index_busy`: a build is running"}``); ``headers`` the request
-    headers it reads, as ``(name, description, required)`` with, after them, the values
-    it accepts when they are few; ``media_type`` names what a
-    streaming handler writes itself (SSE, JSONL, HTML).
+    headers it reads, as ``(name, description, required)``, then the values it accepts when
+    they are few; ``media_type`` names what a streaming handler writes itself (SSE, JSONL,
+    HTML). The OpenAPI document publishes all of it: a status the route answers and does not
+    list fails the contract test (tests/kernel/test_contract.py).
     """
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
                    dict(responses or {}), media_type, include_in_schema, dict(errors or {}),

@@ -66,11 +66,11 @@ def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
     return None
 
 
-def real_path(raw: str, field: str = "path") -> str:
+def real_path(raw: str) -> str:
     """``raw`` with ``~`` expanded and symlinks resolved; a NUL byte, which no path may hold,
-    is a 422 instead of the OS's ValueError."""
+    is a 422 on ``path`` instead of the OS's ValueError."""
     if "\0" in raw:
-        raise InvalidFields.one(field, "a path cannot contain a NUL byte", "path_invalid")
+        raise InvalidFields.one("path", "a path cannot contain a NUL byte", "path_invalid")
     return os.path.realpath(os.path.expanduser(raw))
 
 
