@@ -48,6 +48,7 @@ class Kernel:
         self.home.mkdir(parents=True, exist_ok=True)
         os.chmod(self.home, 0o700)
         names = list(plugins) if plugins is not None else self.settings.kernel.plugins
+        self.plugin_names = list(dict.fromkeys(names))
         self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
         storage_ = self.settings.storage
         self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
@@ -60,6 +61,7 @@ class Kernel:
         self.leases = Leases(self.db)
         self.permissions = self._collect_permissions()
         self.routes: list[tuple[str, str, Operation, str]] = []
+        self._components: dict[str, type] = {"Error": dict}  # component name → its model
         self._embedder = None
         self._embedder_lock = threading.Lock()
         self._states: dict[str, Any] = {}
@@ -247,6 +249,11 @@ class Kernel:
             if op.permission is not None and op.permission not in self.permissions:
                 raise StartupError(f"{where} names unknown permission {op.permission!r}")
             op = dataclasses.replace(op, method=method)
+            try:
+                for tp in (op.body, op.query, op.response, *op.responses.values()):
+                    openapi.claim_components(tp, self._components)
+            except openapi.ComponentClash as ex:
+                raise StartupError(f"{where}: {ex}") from None
             setattr(bound, f"on_{method}", self._wrap(handler, op))
             op_id = f"{method}_{type(resource).__name__}" + (f"_{suffix}" if suffix else "")
             self.routes.append((uri, method, op, op_id))

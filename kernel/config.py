@@ -29,12 +29,22 @@ class ConfigSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _no_nul(value: str | None) -> str | None:
+    """A path from the config or the environment: one with a NUL byte names no file (the OS
+    would refuse it with a ValueError far from here)."""
+    if value is not None and "\0" in value:
+        raise ValueError("a path cannot contain a NUL byte")
+    return value
+
+
 class KernelSection(ConfigSection):
     plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
     home: str | None = None
     state_dir: str | None = None  # per-project state outside the repositories
     max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
     sse_heartbeat_s: float = Field(5.0, gt=0)
+
+    _paths = field_validator("home", "state_dir")(_no_nul)
 
 
 class ServerSection(ConfigSection):
@@ -50,6 +60,8 @@ class ServerSection(ConfigSection):
     tls_key: str | None = None
     allow_origins: list[str] = Field(default_factory=list)
 
+    _paths = field_validator("tokens_file", "tls_cert", "tls_key")(_no_nul)
+
 
 class EmbeddingsSection(ConfigSection):
     model_dir: str | None = None
@@ -58,6 +70,8 @@ class EmbeddingsSection(ConfigSection):
     # "int8": matrix products in int8 (derived once from the model, kernel/int8model.py);
     # "float": the model file as it is. Vectors of the two differ slightly (another model_id).
     compute: Literal["int8", "float"] = "int8"
+
+    _paths = field_validator("model_dir")(_no_nul)
 
 
 class StorageSection(ConfigSection):
@@ -82,7 +96,7 @@ class ProjectAlias(ConfigSection):
     @field_validator("path")
     @classmethod
     def _expand(cls, v: str) -> str:
-        return os.path.expanduser(v)
+        return os.path.expanduser(_no_nul(v))
 
 
 class Settings(BaseModel):

@@ -194,6 +194,14 @@ class Jobs:
             "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
         return _job(row) if row else None
 
+    def active_counts(self, visible: Collection[str]) -> dict[str, int]:
+        """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
+        marks = ",".join("?" * len(visible))
+        rows = self.db.conn.execute(
+            "SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') AND "
+            f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
+        return {"queued": 0, "running": 0, **{r["status"]: r["n"] for r in rows}}
+
     def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
              limit: int, after: list | None) -> list[Job]:
         """Newest first: jobs of no project, and jobs of the ``visible`` projects."""

@@ -183,8 +183,19 @@ class Database:
             self._local.conn = None
 
 
+def state_dir(path: Path) -> Path:
+    """A project's state folder, made on first use with a ``.gitignore`` holding ``*``, so a
+    ``.neuralmind/`` inside a repository never shows in its ``git status``."""
+    ignore = Path(path) / ".gitignore"
+    if not ignore.exists():
+        ignore.parent.mkdir(parents=True, exist_ok=True)
+        ignore.write_text("*\n")
+    return Path(path)
+
+
 class ProjectStores(Generic[S]):
-    """A plugin's store per project, opened on first use and kept for the process."""
+    """A plugin's store per project, opened on first use (in the project's :func:`state_dir`)
+    and kept for the process."""
 
     def __init__(self, open_store: Callable[[Any], S]):
         self._open = open_store
@@ -197,6 +208,7 @@ class ProjectStores(Generic[S]):
             with self._lock:
                 store = self._stores.get(project.id)
                 if store is None:
+                    state_dir(project.state_dir)
                     store = self._stores[project.id] = self._open(project)
         return store
 

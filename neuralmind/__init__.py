@@ -19,7 +19,7 @@ _EXPORTS = {
     # hooks, routes, models
     "hookimpl": "kernel.plugins",
     **dict.fromkeys(("operation", "read_body", "answer_job"), "kernel.api"),
-    **dict.fromkeys(("Model", "Page", "PageQuery", "encode_cursor", "decode_cursor",
+    **dict.fromkeys(("Model", "Page", "PageQuery", "ISODate", "encode_cursor", "decode_cursor",
                      "text_pair"), "kernel.models"),
     **dict.fromkeys(("Actor", "Permission", "ROLES"), "kernel.auth"),
     **dict.fromkeys((

@@ -344,8 +344,8 @@ class NeuralMindClient:
         import urllib.request  # here, not at the top: it costs more than the rest of this module
         if not self.url:
             raise DaemonNotRunning(
-                f"no NeuralMind daemon found ({self.home / 'daemon.json'} is missing): start one "
-                "with `neuralmind daemon start` (or `neuralmind up`), or set NEURALMIND_API_URL")
+                f"no NeuralMind daemon found: {self.home / 'daemon.json'} does not exist. Start "
+                "one with `neuralmind daemon start` (or set NEURALMIND_API_URL)")
         hdrs = {"Accept": "application/json", "User-Agent": "neuralmind-client/1", **(headers or {})}
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"
@@ -389,10 +389,11 @@ class NeuralMindClient:
             last = attempt == attempts - 1
             try:
                 resp = self._send(method, path, body=body, headers=headers, timeout=timeout)
+            except DaemonNotRunning:
+                raise
             except _TRANSIENT as ex:
                 if last:
-                    raise DaemonNotRunning(f"cannot reach NeuralMind at {self.url}: {ex}. Is the "
-                                           "daemon running? `neuralmind daemon start`") from ex
+                    raise DaemonNotRunning(self._unreachable(ex)) from ex
                 self._rediscover()
             else:
                 if resp.status < 400:
@@ -401,6 +402,16 @@ class NeuralMindClient:
                     raise _api_error(resp.status, resp.body, resp.headers)
             time.sleep(BACKOFF_S * 2 ** attempt)
         raise AssertionError("unreachable")
+
+    def _unreachable(self, ex: Exception) -> str:
+        """Where the URL came from, what failed, and the one thing to do about it."""
+        reason = getattr(ex, "strerror", None) or ex
+        if self._explicit[0] or os.environ.get("NEURALMIND_API_URL"):
+            source = "given" if self._explicit[0] else "from NEURALMIND_API_URL"
+            return (f"cannot reach NeuralMind at {self.url} ({source}): {reason}. Is the server "
+                    "running?")
+        return (f"cannot reach NeuralMind at {self.url} (from {self.home / 'daemon.json'}): "
+                f"{reason}. Start the daemon with `neuralmind daemon start`")
 
     def _rediscover(self) -> None:
         """A restarted daemon may listen on a new port: read the discovery file again."""
@@ -500,6 +511,8 @@ class EventStream:
                 resp = self._nm._send("GET", self._path, headers=headers, timeout=self._timeout,
                                       stream=True)
                 break
+            except DaemonNotRunning:
+                raise
             except _TRANSIENT as ex:
                 if attempt == RETRIES:
                     raise DaemonNotRunning(f"no event stream at {self._nm.url}: {ex}") from ex

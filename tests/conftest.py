@@ -37,9 +37,11 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def hermetic_environment():
-    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them."""
+    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them (but
+    ``NEURALMIND_WRITE_DOCS``, which asks tests/kernel/test_http_api_doc.py to write)."""
     with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("NEURALMIND_")]:
+        for key in [k for k in os.environ if k.startswith("NEURALMIND_")
+                    and k != "NEURALMIND_WRITE_DOCS"]:
             mp.delenv(key)
         yield
 

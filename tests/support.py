@@ -231,6 +231,29 @@ def pythonpath(*folders: Path | str) -> str:
     return os.pathsep.join(p for p in parts if p)
 
 
+# -- schemathesis against a server --------------------------------------------------------------
+
+def schemathesis(url: str, token: str, folder: Path, *options: str, config: str | None = None,
+                 hooks: str = "", timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
+    """``schemathesis run`` over ``url``'s OpenAPI document with ``token`` (coverage and fuzzing
+    phases, seed 1, the event stream left out: it never ends), ``options`` added; ``config`` is
+    a schemathesis.toml, ``hooks`` a module of custom checks. ``(the run, its JSON report)``;
+    what it printed is kept in ``folder/schemathesis.out``."""
+    report = folder / "schemathesis.json"
+    head = ["schemathesis"]
+    if config is not None:
+        (folder / "schemathesis.toml").write_text(config)
+        head += ["--config-file", str(folder / "schemathesis.toml")]
+    cmd = [*head, "run", f"{url}/v1/openapi.json", "-H", f"Authorization: Bearer {token}",
+           "--exclude-path", "/v1/events", "--phases", "coverage,fuzzing", "--seed", "1",
+           "--generation-database", "none", "--no-color", "--report", "json",
+           "--report-json-path", str(report), *options]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "SCHEMATHESIS_HOOKS": hooks})
+    (folder / "schemathesis.out").write_text(done.stdout)
+    return done, json.loads(report.read_text())
+
+
 # -- the CLI in this process -------------------------------------------------------------------
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

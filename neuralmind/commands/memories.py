@@ -79,7 +79,21 @@ def cmd_delete(args) -> int:
 
 def cmd_history(args) -> int:
     rows = list(project(args).memories.history(args.id))
-    return emit(args, rows, rows=rows, columns=("at", "kind", "actor", "changes", "note"))
+    table = [{**row, "changes": _changes(row.get("changes") or {})} for row in rows]
+    return emit(args, rows, rows=table, columns=("at", "kind", "actor", "changes", "note"))
+
+
+def _changes(changes: dict) -> str:
+    """``status: ACTIVE → INVALIDATED; tags: db → db,sqlite`` from ``{field: [old, new]}``."""
+    return "; ".join(f"{field}: {_was(v[0])} → {_was(v[1])}"
+                     if isinstance(v, list) and len(v) == 2 else f"{field}: {_was(v)}"
+                     for field, v in changes.items())
+
+
+def _was(value) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "[]"
+    return '""' if value in ("", None) else str(value)
 
 
 def cmd_feedback(args) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,6 +26,21 @@ from plugins.index.store import FileRow, IndexStore
 from plugins.index.walker import FileEntry, select, walk
 
 BINARY_SNIFF = 8192
+NOT_TEXT = "binary or not UTF-8 text"
+BAD_NAME = "file name not valid UTF-8"
+
+
+def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
+    """The entries whose path is valid UTF-8. The OS hands any other name over with
+    surrogates (PEP 383), which SQLite, JSON and a client cannot hold."""
+    named = []
+    for entry in entries:
+        try:
+            entry.path.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        named.append(entry)
+    return named
 
 
 def read_text(path: str) -> tuple[bytes, str] | None:
@@ -87,13 +103,15 @@ class Build:
         started = time.perf_counter()
         root = str(self.project.path)
         if paths is None:
-            entries, gone = walk(root, self.rules, self.check), None
+            walked, gone = walk(root, self.rules, self.check), None
         else:
-            entries, gone = select(root, self.rules, paths)
+            walked, gone = select(root, self.rules, paths)
+        entries = utf8_named(walked)
+        skipped = Counter({BAD_NAME: len(walked) - len(entries)})
         known = self.store.file_states()
-        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0)
+        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0, chunks_total=0)
         changed: list[FileRow] = []
-        touched, seen, skipped, texts = [], set(), 0, {}
+        touched, seen, texts = [], set(), {}
         with _Embedding(self) as embedding:
             for done, entry in enumerate(entries, start=1):
                 if done % 100 == 0:
@@ -105,7 +123,7 @@ class Build:
                     continue
                 content = read_text(os.path.join(root, entry.path))
                 if content is None:
-                    skipped += 1
+                    skipped[NOT_TEXT] += 1
                     continue
                 seen.add(entry.path)
                 data, text = content
@@ -139,7 +157,8 @@ class Build:
         per = stats["languages"].values()
         return {
             "files_total": len(entries), "files_changed": len(changed),
-            "files_deleted": len(deleted), "files_skipped": skipped,
+            "files_deleted": len(deleted), "files_skipped": skipped.total(),
+            "skipped": {why: n for why, n in skipped.items() if n},
             "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),
             "edges": sum(v["edges"] for v in per), "chunks_embedded": embedded,
             "vectors_reused": reused, "semantic": model_id is not None, "full": full,
@@ -176,6 +195,7 @@ class _Embedding:
             build.store.forget_vectors()  # never mix two models' vectors in one index
         self.pool = ThreadPoolExecutor(1, "index-embed")
         self.pending = []
+        self.total = 0  # texts sent to the model: what `chunks_embedded` counts up to
 
     def __enter__(self) -> _Embedding:
         return self
@@ -186,8 +206,14 @@ class _Embedding:
     def submit(self, texts: dict[str, str]) -> None:
         fresh = {h: t for h, t in texts.items() if h not in self.sent}
         self.sent.update(fresh)
-        if fresh:
-            self.pending.append(self.pool.submit(self._embed, fresh))
+        if not fresh or self.model_id is None:
+            return
+        missing = self.build.store.missing_vectors(fresh)
+        self.reused += len(fresh) - len(missing)
+        if missing:
+            self.total += len(missing)
+            self.build.progress(chunks_total=self.total)
+            self.pending.append(self.pool.submit(self._embed, {h: fresh[h] for h in missing}))
 
     def result(self) -> tuple[int, int, str | None]:
         """``(embedded, reused, model_id)``; model_id None without a model."""
@@ -198,8 +224,7 @@ class _Embedding:
     def _embed(self, texts: dict[str, str]) -> None:
         if self.model_id is None:
             return
-        missing = sorted(self.build.store.missing_vectors(texts), key=lambda h: len(texts[h]))
-        self.reused += len(texts) - len(missing)
+        missing = sorted(texts, key=lambda h: len(texts[h]))
         batch = self.build.settings.embed_batch
         for start in range(0, len(missing), batch):
             self.build.check()

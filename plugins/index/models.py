@@ -61,14 +61,14 @@ class BuildIn(Model):
     wait: bool = Field(False, description="run inline and answer 200 with the finished job")
 
 
-class SearchIn(Model):
+class CodeSearchIn(Model):
     query: str = Field(min_length=1, max_length=2000)
     n: int = Field(10, ge=1, le=50)
     mode: Mode = "hybrid"
     file_type: FileType | None = None
 
 
-class SearchHit(Model):
+class CodeSearchHit(Model):
     id: str
     label: str
     kind: str
@@ -80,11 +80,11 @@ class SearchHit(Model):
                                                  "to POST …/documents")
 
 
-class SearchOut(Model):
+class CodeSearchOut(Model):
     project_id: str
     query: str
     mode: Mode
-    results: list[SearchHit]
+    results: list[CodeSearchHit]
     notice: str | None = Field(None, description="why a hybrid search fell back to keyword only")
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from neuralmind import InvalidFields, JobAccepted, answer_job, operation
 from plugins.index import ingest, validate
-from plugins.index.models import (ActivityIn, ActivityOut, BuildIn, DocumentIn, DocumentOut,
-                                  DocumentQuery, ImpactIn, ImpactOut, IngestedDocument,
-                                  IngestedOut, IngestQuery, LinkFeedbackIn, LinkFeedbackOut,
-                                  NextIn, NextOut, QueryIn, QueryOut, RuleCreated, RuleIn,
-                                  RulePatch, RulesOut, RuleTestIn, RuleTestOut, SavingsOut,
-                                  SavingsQuery, SearchIn, SearchOut, StatsOut, StructuralOut,
+from plugins.index.models import (ActivityIn, ActivityOut, BuildIn, CodeSearchIn, CodeSearchOut,
+                                  DocumentIn, DocumentOut, DocumentQuery, ImpactIn, ImpactOut,
+                                  IngestedDocument, IngestedOut, IngestQuery, LinkFeedbackIn,
+                                  LinkFeedbackOut, NextIn, NextOut, QueryIn, QueryOut,
+                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn,
+                                  RuleTestOut, SavingsOut, SavingsQuery, StatsOut, StructuralOut,
                                   StructuralQuery, SynapseStatsOut, SynapticOut, SynapticQuery,
                                   ValidateIn, ValidateOut, WakeupOut, WatchStatus)
 from plugins.index.walker import explain
@@ -25,7 +25,8 @@ class _Resource:
 class BuildResource(_Resource):
     @operation(permission="index.build", body=BuildIn, response=JobAccepted, status=202,
                responses={200: JobAccepted}, tags=TAGS,
-               summary="Build or refresh the code index (a job; 409 index_busy while one runs)")
+               summary="Build or refresh the code index (a job; 409 index_busy while one runs)",
+               errors={409: "`index_busy`: a build of the project is running (`details.job`)"})
     def on_post(self, req, resp, project_id):
         body = req.context.body
         job = self.service.start_build(req.context.project, req.context.actor, full=body.full,
@@ -34,21 +35,25 @@ class BuildResource(_Resource):
 
 
 class SearchResource(_Resource):
-    @operation(permission="index.read", body=SearchIn, response=SearchOut, tags=TAGS,
+    @operation(permission="index.read", body=CodeSearchIn, response=CodeSearchOut, tags=TAGS,
                summary="Search the project's symbols: keyword, semantic or hybrid "
-                       "(learns: the hit files' links strengthen)")
+                       "(learns: the hit files' links strengthen)",
+               errors={409: "`index_not_built`: build the project first",
+                       503: "`semantic_unavailable`: no model, or the index was embedded with "
+                            "another"})
     def on_post(self, req, resp, project_id):
         b = req.context.body
         results, notice = self.service.search(req.context.project, b.query, b.n, b.mode,
                                               b.file_type)
-        return SearchOut(project_id=project_id, query=b.query, mode=b.mode, results=results,
+        return CodeSearchOut(project_id=project_id, query=b.query, mode=b.mode, results=results,
                          notice=notice)
 
 
 class QueryResource(_Resource):
     @operation(permission="index.read", body=QueryIn, response=QueryOut, tags=TAGS,
                summary="Answer material for a question: L0–L3 context within a token budget "
-                       "(learns: the hit files' links strengthen)")
+                       "(learns: the hit files' links strengthen)",
+               errors={409: "`index_not_built`: build the project first"})
     def on_post(self, req, resp, project_id):
         b = req.context.body
         return self.service.query(req.context.project, b.question, b.query_type,
@@ -57,7 +62,8 @@ class QueryResource(_Resource):
 
 class WakeupResource(_Resource):
     @operation(permission="index.read", response=WakeupOut, tags=TAGS,
-               summary="L0 + L1 only: what an agent reads first, with a staleness warning")
+               summary="L0 + L1 only: what an agent reads first, with a staleness warning",
+               errors={409: "`index_not_built`: build the project first"})
     def on_get(self, req, resp, project_id):
         return self.service.wakeup(req.context.project)
 
@@ -115,7 +121,8 @@ class RuleTestResource(_Resource):
 
 class DocumentResource(_Resource):
     @operation(permission="index.read", query=DocumentQuery, response=DocumentOut, tags=TAGS,
-               summary="One indexed file: its nodes and its text")
+               summary="One indexed file: its nodes and its text",
+               errors={404: "`project_not_found`, `document_not_found`"})
     def on_get(self, req, resp, project_id):
         return self.service.document(req.context.project, req.context.query.path)
 

@@ -225,7 +225,7 @@ class IndexService:
         layers = [context.Layer("L0", context.L0_MAX, l0),
                   context.Layer("L1", context.L1_MAX, l1, "\n"),
                   context.Layer("L2", context.L2_MAX, l2),
-                  context.Layer("L3", budget, context.snippets(hit_rows))]
+                  context.Layer("L3", budget, context.snippets(hit_rows), hold_first=True)]
         text, counts, used = context.pack(layers, budget)
         total = sum(counts.values())
         files = [h["source_file"] for h in found]

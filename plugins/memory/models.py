@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
 
-from neuralmind import ConfigSection, Model, PageQuery
+from neuralmind import ConfigSection, ISODate, Model, PageQuery
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
 STATUSES = ("ACTIVE", "STALE", "INVALIDATED")
@@ -29,11 +29,15 @@ StatusFilter = Annotated[Literal[(*STATUSES, "ALL")], BeforeValidator(_upper)]
 Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(
     lambda v: v.strip().lower() if isinstance(v, str) else v)]
 
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
-Item = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_000)]
-Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-Path = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1_024)]
+NOT_BLANK = r"\S"  # published with min_length: blanks are stripped, so "  " is refused too
+
+
+def _text(max_length: int) -> Any:
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=max_length, pattern=NOT_BLANK)]
+
+
+Title, Rationale, Item, Tag, Path = _text(300), _text(20_000), _text(2_000), _text(64), _text(1_024)
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -74,7 +78,7 @@ class MemoryFields(Model):
     author: Short | None = None
     agent: Short | None = None
     session_id: Short | None = None
-    review_by: dt.date | None = Field(None, description="ISO date; STALE once it has passed (UTC)")
+    review_by: ISODate | None = Field(None, description="ISO date; STALE once it has passed (UTC)")
     evidence: list[Item] = Field(default_factory=list, max_length=200)
     rejected_alternatives: list[Item] = Field(default_factory=list, max_length=200)
     dependency_constraints: list[Item] = Field(default_factory=list, max_length=200)
@@ -92,7 +96,7 @@ class MemoryPatch(Model):
     confidence: Confidence | None = None
     tags: list[Tag] | None = Field(None, max_length=50)
     files_affected: list[Path] | None = Field(None, max_length=500)
-    review_by: dt.date | None = None
+    review_by: ISODate | None = None
     evidence_append: list[Item] = Field(default_factory=list, max_length=200)
     rejected_append: list[Item] = Field(default_factory=list, max_length=200)
 
@@ -146,8 +150,8 @@ class Filters(Model):
     author: Short | None = None
     agent: Short | None = None
     session_id: Short | None = None
-    created_after: dt.date | None = Field(None, description="Inclusive (UTC date)")
-    created_before: dt.date | None = Field(None, description="Inclusive (UTC date)")
+    created_after: ISODate | None = Field(None, description="Inclusive (UTC date)")
+    created_before: ISODate | None = Field(None, description="Inclusive (UTC date)")
     min_confidence: Confidence | None = None
 
 
@@ -156,7 +160,7 @@ class ListQuery(Filters, PageQuery):
 
 
 class SearchIn(Filters):
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_000)]
+    query: _text(2_000)
     mode: Mode = "hybrid"
     limit: int = Field(10, ge=1, le=25)
     view: Literal["full", "compact"] = "full"

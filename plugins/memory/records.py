@@ -58,6 +58,9 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
     out: list[str] = []
     base = str(root)
     for i, raw in enumerate(files):
+        if "\0" in raw:  # no file has one; the OS refuses it with a ValueError
+            errors.append(invalid((*loc, i), "a path cannot contain a NUL byte", "path_invalid"))
+            continue
         if SIMPLE.fullmatch(raw):  # the common case: already relative and clean
             if raw not in out:
                 out.append(raw)

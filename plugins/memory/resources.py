@@ -28,7 +28,8 @@ class MemoryResources:
 
     @operation(permission="memories.write", body=MemoryIn, query=CreateQuery,
                response=MemoryCreated, status=201, tags=TAGS,
-               summary="Record a decision (201 + Location, with possible duplicates)")
+               summary="Record a decision (201 + Location, with possible duplicates)",
+               errors={409: "`conflict`: a memory with the client-chosen `id` exists"})
     def on_post(self, req, resp, project_id):
         project, actor, rid = _ctx(req)
         out = self.m.create(project, req.context.body, actor, rid, req.context.query.duplicates)
@@ -42,7 +43,8 @@ class MemoryResources:
         return {"items": items, "next_cursor": cursor}
 
     @operation(permission="memories.read", body=SearchIn, response=SearchOut, tags=TAGS,
-               summary="Keyword, semantic or hybrid search")
+               summary="Keyword, semantic or hybrid search",
+               errors={503: "`semantic_unavailable`: semantic mode without a model"})
     def on_post_search(self, req, resp, project_id):
         return self.m.search(req.context.project, req.context.body)
 
@@ -59,7 +61,8 @@ class MemoryResources:
         resp.stream = self.m.export(req.context.project)
 
     @operation(permission="memories.write", query=ImportQuery, response=ImportOut, tags=TAGS,
-               summary="Restore an export (JSONL body); all or nothing")
+               summary="Restore an export (JSONL body); all or nothing",
+               errors={415: f"`unsupported_media_type`: the body is not {JSONL}"})
     def on_post_import(self, req, resp, project_id):
         if (req.content_type or "").split(";")[0].strip().lower() not in JSONL_TYPES:
             raise UnsupportedMediaType(f"an import is sent as {JSONL} (what export returns)")
@@ -87,7 +90,8 @@ class MemoryResources:
         return out
 
     @operation(permission="memories.write", body=MemoryPatch, response=Memory, tags=TAGS,
-               summary="Amend a decision (optional If-Match on updated_at → 412)")
+               summary="Amend a decision (optional If-Match on updated_at → 412)",
+               errors={412: "`precondition_failed`: `If-Match` is not the current updated_at"})
     def on_patch_item(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         return self.m.patch(project, memory_id, req.context.body, actor, rid,
@@ -107,14 +111,16 @@ class MemoryResources:
         return {"items": items, "next_cursor": cursor}
 
     @operation(permission="memories.write", body=InvalidateIn, response=Memory, tags=TAGS,
-               summary="Mark a decision INVALIDATED, with the reason")
+               summary="Mark a decision INVALIDATED, with the reason",
+               errors={409: "`invalid_transition`: it is INVALIDATED already"})
     def on_post_invalidate(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         return self.m.set_status(project, memory_id, "INVALIDATED", kind="invalidated",
                                  actor=actor, request_id=rid, note=req.context.body.reason)
 
     @operation(permission="memories.write", body=RestoreIn, response=Memory, tags=TAGS,
-               summary="Make a STALE or INVALIDATED decision ACTIVE again")
+               summary="Make a STALE or INVALIDATED decision ACTIVE again",
+               errors={409: "`invalid_transition`: it is ACTIVE already"})
     def on_post_restore(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         return self.m.set_status(project, memory_id, "ACTIVE", kind="restored", actor=actor,

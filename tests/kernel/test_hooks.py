@@ -194,8 +194,9 @@ def test_hook_track_event_sees_committed_events_and_cannot_fail_a_request(kernel
 
     tracker = Tracker()
     kernel = kernels(["auth"], tracker, Broken())
+    (tmp_path / "repo").mkdir()  # tmp_path holds the kernels' homes: never a project
     with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
-        r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)})
+        r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")})
     assert r.status_code == 201
     assert ("project.registered", True) in tracker.calls  # committed before it was told
     assert "tracker down" in caplog.text
@@ -208,9 +209,11 @@ def test_hook_describe_project_adds_to_the_status(kernels, tmp_path):
             return {"probe_name": project.name}
 
     kernel = kernels(["auth"], Describer())
-    pid = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+    (tmp_path / "repo").mkdir()
+    pid = client(kernel).simulate_post("/v1/projects",
+                                       json={"path": str(tmp_path / "repo")}).json["id"]
     status = client(kernel).simulate_get(f"/v1/projects/{pid}").json["status"]
-    assert status == {"probe_name": tmp_path.name}
+    assert status == {"probe_name": "repo"}
 
 
 def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path):

@@ -13,8 +13,6 @@ from kernel.plugins import bundled
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "http-api.md"
 MARK = "## Routes\n\n"
-# read when the module is collected, before the session's fixture clears NEURALMIND_*
-WRITE = bool(os.environ.get("NEURALMIND_WRITE_DOCS"))
 
 
 def test_route_reference_is_generated_from_the_openapi(tmp_path, monkeypatch):
@@ -24,7 +22,7 @@ def test_route_reference_is_generated_from_the_openapi(tmp_path, monkeypatch):
     try:
         head, _, _ = DOC.read_text().partition(MARK)
         fresh = head + MARK + markdown(kernel.openapi)
-        if WRITE:
+        if os.environ.get("NEURALMIND_WRITE_DOCS"):
             DOC.write_text(fresh)
         assert DOC.read_text() == fresh, "regenerate: NEURALMIND_WRITE_DOCS=1 pytest " + __file__
     finally:

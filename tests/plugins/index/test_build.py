@@ -141,3 +141,25 @@ def test_bad_build_bodies_are_422_and_unknown_projects_404(server, project):
     assert server.post("/v1/projects/p_nope/build", {}).status == 404
     r = server.post(f"/v1/projects/{pid}/search", {"query": "x"})
     assert r.status == 409 and r.error["code"] == "index_not_built"
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(server, tmp_path):
+    """Issue 13 item 10: such a name (Latin-1 ``café.py``) reached SQLite with surrogates and
+    failed every build of the repository; it is skipped, counted with its reason, and the
+    rest is indexed."""
+    import os
+    root = tmp_path / "latin1"
+    root.mkdir()
+    (root / "ok.py").write_text("def fine():\n    return 1\n")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "w") as fh:
+        fh.write("def hidden():\n    return 2\n")
+    os.makedirs(os.path.join(os.fsencode(root), b"d\xefr"))
+    with open(os.path.join(os.fsencode(root), b"d\xefr", b"inner.py"), "w") as fh:
+        fh.write("x = 1\n")
+    pid = server.register(root)
+    result = build(server, pid)
+    assert result["files"] == 1 and result["files_skipped"] == 2
+    assert result["skipped"] == {"file name not valid UTF-8": 2}
+    assert labels(server, pid, "ok.py") == ["ok", "fine"]
+    again = build(server, pid)  # and the next build too
+    assert again["files_skipped"] == 2 and again["files_changed"] == 0
