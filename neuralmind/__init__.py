@@ -38,7 +38,7 @@ _EXPORTS = {
                      "write_private"), "kernel.daemon"),
     # commands and tools that run outside a server
     "command_group": "kernel.commands",
-    "record_event": "kernel.events",
+    **dict.fromkeys(("record_event", "kind_filter"), "kernel.events"),
     "Kernel": "kernel.app",
 }
 
