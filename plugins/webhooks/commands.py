@@ -41,7 +41,7 @@ def _secret_note(hook) -> str:
 
 @explained
 def cmd_add(args) -> int:
-    hook = client(args).webhooks.create(args.url, args.event, projects=args.project,
+    hook = client(args).webhooks.create(args.target, args.event, projects=args.project,
                                         description=args.description or "")
     return emit(args, hook.raw, text=fields(hook, HOOK_DETAIL) + _secret_note(hook))
 
@@ -58,7 +58,7 @@ def cmd_show(args) -> int:
 
 @explained
 def cmd_update(args) -> int:
-    changes = {"url": args.url, "events": args.event, "description": args.description,
+    changes = {"url": args.target, "events": args.event, "description": args.description,
                "enabled": args.enabled}
     changes = {k: v for k, v in changes.items() if v is not None}
     if args.all_projects:
@@ -66,7 +66,7 @@ def cmd_update(args) -> int:
     elif args.project:
         changes["projects"] = args.project
     if not changes:
-        print("neuralmind: nothing to change: give --url, --event, --project, --all-projects, "
+        print("neuralmind: nothing to change: give --target, --event, --project, --all-projects, "
               "--description, --enable or --disable", file=sys.stderr)
         return 2
     hook = client(args).webhooks.update(args.id, **changes)
@@ -123,7 +123,8 @@ def add_commands(subparsers) -> None:
 
     add = verb("add", cmd_add, "subscribe a URL; prints the signing secret once",
                with_id=False)
-    add.add_argument("url", help="https://… (http only where the operator allows it)")
+    add.add_argument("target", metavar="URL",
+                     help="where to POST events: https://… (http where the operator allows it)")
     add.add_argument("--event", "-e", action="append", required=True, metavar="KIND",
                      help="an event kind, or a prefix ending in * (memory.*); repeatable")
     add.add_argument("--project", "-p", action="append", metavar="ID",
@@ -132,7 +133,7 @@ def add_commands(subparsers) -> None:
     verb("list", cmd_list, "the hooks you manage", with_id=False)
     verb("show", cmd_show, "one hook")
     upd = verb("update", cmd_update, "change a hook, or enable/disable it")
-    upd.add_argument("--url")
+    upd.add_argument("--target", metavar="URL", help="send to this URL instead")
     upd.add_argument("--event", "-e", action="append", metavar="KIND",
                      help="replace the event kinds (repeatable)")
     scope = upd.add_mutually_exclusive_group()

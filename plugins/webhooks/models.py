@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import (AfterValidator, Field, StringConstraints, field_validator,
+                      model_validator)
 
 from neuralmind import ConfigSection, Model, PageQuery
 
 EVENT_PATTERN = r"^(\*|[a-z0-9_][a-z0-9_.]*\*?)$"
 PROJECT_ID = r"^[a-z0-9][a-z0-9_-]{0,63}$"
-HOOK_ID = r"^wh_[0-9a-f]{16}$"
-DELIVERY_ID = r"^dl_[0-9a-f]{24}$"
 
-EventPattern = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100,
-                                                pattern=EVENT_PATTERN)]
-ProjectId = Annotated[str, StringConstraints(pattern=PROJECT_ID)]
+
+def _shaped(pattern: str, what: str) -> AfterValidator:
+    """A check whose message says what the value should have been."""
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+    return AfterValidator(check)
+
+
+EventPattern = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100),
+                         _shaped(EVENT_PATTERN, "an event kind (lower case, like memory.created) "
+                                 "or a prefix ending in * (memory.*, or * for every kind)")]
+ProjectId = Annotated[str, _shaped(PROJECT_ID, "a project id (lower-case letters, digits, - and "
+                                   "_, as GET /v1/projects lists them)")]
 Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_048)]
 Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=1_000)]
 Events = Annotated[list[EventPattern], Field(
