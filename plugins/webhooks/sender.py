@@ -19,6 +19,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from plugins.webhooks.targets import Connections
+
 log = logging.getLogger("neuralmind.webhooks")
 
 PRUNE_EVERY_S = 3600.0
@@ -38,6 +40,7 @@ class Sender:
         self._renewed_at = float("-inf")  # monotonic time the lease was last taken or renewed
         self._pruned_at = float("-inf")
         self._failing = False
+        self.connections = Connections()
 
     def start(self) -> None:
         self._pool = ThreadPoolExecutor(self.settings.concurrency,
@@ -58,6 +61,7 @@ class Sender:
             self._thread.join(timeout=self.settings.timeout_s + 5)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        self.connections.close()
         try:
             self.service.store.release_lease(self.holder)
         except Exception:  # the next holder waits out the lease instead
@@ -110,15 +114,23 @@ class Sender:
             self._pool.submit(self._deliver, row)
 
     def _deliver(self, row) -> None:
+        """Send the hook's due deliveries one after another while they succeed (a backlog
+        drains on one kept connection without a round of the main loop per delivery)."""
+        hook_id = row["hook_id"]
         try:
-            self.service.attempt(row)
+            while self.service.attempt(row) and not self._stopping.is_set() \
+                    and self.holds_lease():
+                due = self.service.store.due(self.service.clock(), hook_id=hook_id)
+                if not due:
+                    break
+                row = due[0]
         except Exception:
             log.exception("webhooks: delivery %s to hook %s could not be recorded", row["id"],
-                          row["hook_id"])
+                          hook_id)
         finally:
             with self._lock:
-                self._busy.discard(row["hook_id"])
-            self._wake.set()  # the hook's next delivery may go now
+                self._busy.discard(hook_id)
+            self._wake.set()  # the hook's next delivery may be due
 
     def _prune(self) -> None:
         if time.monotonic() - self._pruned_at < PRUNE_EVERY_S:

@@ -24,6 +24,7 @@ from plugins.webhooks.targets import TargetPolicy, TargetRefused, host_of, post
 FILE = "webhooks.db"
 BATCH = 500  # events taken into the queue per transaction, so other workers get their turn
 USER_AGENT = f"NeuralMind-Webhooks/{__version__}"
+JITTER = random.Random()  # its own generator: the jitter never draws from the global one
 
 
 def iso(at: float | None) -> str | None:
@@ -301,7 +302,7 @@ class Webhooks:
         at = self.clock()
         outcome = self.send(row["url"], row["id"], row["kind"], row["body"].encode(),
                             self.signing_secrets(row["secret"], row["previous_secret"],
-                                                 row["previous_until"], at))
+                                                 row["previous_until"], at), row["hook_id"])
         if outcome.ok:
             self.store.delivered(row["id"], row["hook_id"], outcome.code, outcome.latency_ms, at)
             return True
@@ -320,11 +321,11 @@ class Webhooks:
 
     def backoff(self, tries: int) -> float:
         """Seconds before the next try after ``tries`` failed ones: doubling from
-        ``retry_base_s`` up to ``retry_max_s``, each wait spread ±20 % so hooks that failed
-        together do not retry together."""
+        ``retry_base_s``, spread ±20 % so hooks that failed together do not retry together,
+        never above ``retry_max_s`` (at the cap, spread below it)."""
         s = self.settings
-        wait = min(s.retry_max_s, s.retry_base_s * 2 ** min(tries - 1, 60))
-        return min(s.retry_max_s, wait * random.uniform(0.8, 1.2))
+        wait = s.retry_base_s * 2 ** min(tries - 1, 60)
+        return JITTER.uniform(0.8 * min(wait, s.retry_max_s), min(1.2 * wait, s.retry_max_s))
 
     @staticmethod
     def signing_secrets(secret: str, previous: str | None, previous_until: float | None,
@@ -332,15 +333,18 @@ class Webhooks:
         return [secret, previous] if previous and previous_until and previous_until > at \
             else [secret]
 
-    def send(self, url: str, delivery_id: str, kind: str, body: bytes, keys: list[str]):
-        """POST one signed delivery. The timestamp is the wall clock's: receivers check it."""
+    def send(self, url: str, delivery_id: str, kind: str, body: bytes, keys: list[str],
+             hook_id: str | None = None):
+        """POST one signed delivery (on the hook's kept connection when ``hook_id`` is given).
+        The timestamp is the wall clock's: receivers check it."""
         timestamp = str(int(time.time()))
         headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT,
                    "NeuralMind-Event": kind, "NeuralMind-Delivery": delivery_id,
                    "NeuralMind-Timestamp": timestamp,
                    "NeuralMind-Signature": ", ".join(webhook_signature(k, timestamp, body)
                                                      for k in keys)}
-        return post(self.policy, url, body, headers, self.settings.timeout_s)
+        return post(self.policy, url, body, headers, self.settings.timeout_s,
+                    self.sender.connections if hook_id else None, hook_id or "")
 
     def close(self) -> None:
         self.sender.stop()

@@ -251,14 +251,18 @@ class WebhookStore:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def due(self, now: float, busy: Iterable[str] = ()) -> list[sqlite3.Row]:
-        """Each enabled hook's oldest pending delivery, when its time has come and the hook
-        has none in flight (``busy``): so each hook receives its events in order."""
+    def due(self, now: float, busy: Iterable[str] = (), hook_id: str | None = None
+            ) -> list[sqlite3.Row]:
+        """Each enabled hook's oldest pending delivery (or only ``hook_id``'s), when its time
+        has come and the hook has none in flight (``busy``): so each hook receives its events
+        in order."""
+        one = "AND h.id = ? " if hook_id is not None else ""
         rows = self.db.conn.execute(
             "SELECT d.*, h.url, h.secret, h.previous_secret, h.previous_until "
             "FROM hooks h JOIN deliveries d ON d.id = (SELECT id FROM deliveries "
             "WHERE hook_id = h.id AND status = 'pending' ORDER BY seq LIMIT 1) "
-            "WHERE h.enabled = 1 AND d.next_at <= ? ORDER BY d.seq", (now,)).fetchall()
+            f"WHERE h.enabled = 1 AND d.next_at <= ? {one}ORDER BY d.seq",
+            (now, *([hook_id] if hook_id is not None else []))).fetchall()
         busy = set(busy)
         return [r for r in rows if r["hook_id"] not in busy]
 

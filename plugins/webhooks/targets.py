@@ -13,6 +13,7 @@ import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -176,10 +177,61 @@ def tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str],
-         timeout: float) -> Outcome:
+class Connections:
+    """Keep-alive connections, one per hook (a hook has one try in flight at a time), so a
+    busy hook is not paid a TCP (and TLS) handshake per delivery. A connection is reused only
+    to the address the try's own check just passed, and not after ``idle_s`` unused."""
+
+    def __init__(self, idle_s: float = 15.0):
+        self.idle_s = idle_s
+        self._open: dict[str, tuple[_Pinned, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str, target: Target, address: IPAddress) -> _Pinned | None:
+        with self._lock:
+            found = self._open.pop(key, None)
+        if found is None:
+            return None
+        conn, used = found
+        if (conn._target.url, conn.host) == (target.url, str(address)) and \
+                time.monotonic() - used < self.idle_s:
+            return conn
+        conn.close()
+        return None
+
+    def keep(self, key: str, conn: _Pinned) -> None:
+        with self._lock:
+            old = self._open.pop(key, None)
+            self._open[key] = (conn, time.monotonic())
+        if old is not None:
+            old[0].close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._open = list(self._open.values()), {}
+        for conn, _ in conns:
+            conn.close()
+
+
+# a kept connection the receiver closed while idle fails before any answer: sent again on a
+# new connection (the delivery id lets the receiver drop it if the first did arrive)
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+def _exchange(conn: _Pinned, target: Target, body: bytes,
+              headers: dict[str, str]) -> tuple[int, bool]:
+    """One request and its answer: the status, and whether the connection can serve again."""
+    conn.request("POST", target.path, body=body, headers={"Host": target.host_header, **headers})
+    resp = conn.getresponse()
+    resp.read(RESPONSE_READ_MAX)
+    return resp.status, resp.isclosed() and not resp.will_close
+
+
+def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str], timeout: float,
+         connections: Connections | None = None, key: str = "") -> Outcome:
     """One POST of ``body`` to ``url``, checked against ``policy`` first; never raises.
-    Redirects are not followed: a 3xx is a failed try."""
+    Redirects are not followed: a 3xx is a failed try. With ``connections``, the connection
+    kept under ``key`` is used and kept again when the receiver allows it."""
     start = time.perf_counter()
 
     def took() -> float:
@@ -190,19 +242,28 @@ def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str],
         address = policy.addresses(target)[0]
     except TargetRefused as ex:
         return Outcome(None, took(), f"refused: {ex}")
-    conn = _Pinned(target, address, timeout, tls_context() if target.scheme == "https" else None)
+    kept = connections.take(key, target, address) if connections is not None else None
+    conn = kept or _Pinned(target, address, timeout,
+                           tls_context() if target.scheme == "https" else None)
+    reusable = False
     try:
-        conn.request("POST", target.path, body=body,
-                     headers={"Host": target.host_header, **headers})
-        resp = conn.getresponse()
-        resp.read(RESPONSE_READ_MAX)
-        code = resp.status
+        try:
+            code, reusable = _exchange(conn, target, body, headers)
+        except _STALE:
+            if kept is None:
+                raise
+            conn.close()
+            conn = _Pinned(target, address, timeout, conn._tls)
+            code, reusable = _exchange(conn, target, body, headers)
     except TimeoutError:
         return Outcome(None, took(), f"timed out after {timeout:g} s")
-    except (OSError, http.client.HTTPException, ssl.SSLError) as ex:
+    except (OSError, http.client.HTTPException) as ex:
         return Outcome(None, took(), f"{type(ex).__name__}: {ex}"[:500])
     finally:
-        conn.close()
+        if reusable and connections is not None:
+            connections.keep(key, conn)
+        else:
+            conn.close()
     if 200 <= code < 300:
         return Outcome(code, took())
     if 300 <= code < 400:

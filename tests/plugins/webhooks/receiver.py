@@ -36,8 +36,10 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, path: str = "/hook"):
+    def __init__(self, path: str = "/hook", idle_timeout: float | None = None):
+        """``idle_timeout``: close a kept-alive connection left idle this long, as servers do."""
         self.path = path
+        self.connections: set[int] = set()  # the sender's source ports: one per connection
         self.secret: str | None = None
         self.received: list[Received] = []
         self.headers: list[dict[str, str]] = []
@@ -47,6 +49,8 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             disable_nagle_algorithm = True  # the answer's body is not held back 40 ms
+            protocol_version = "HTTP/1.1"  # keep-alive, as most services answer
+            timeout = idle_timeout
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -88,6 +92,7 @@ class Receiver:
         with self._lock:
             self.received.append(record)
             self.headers.append(headers)
+            self.connections.add(handler.client_address[1])
         try:
             handler.send_response(status)
             if 300 <= status < 400:

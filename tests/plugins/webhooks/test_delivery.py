@@ -189,12 +189,12 @@ def test_a_hook_failing_for_24_hours_is_disabled_and_an_event_says_so(served, re
 
     clock.now += 23 * 3600  # a try 23 h into the streak leaves the hook on
     service.sender.notify()
-    settled(served, hook["id"], lambda items: items[0]["attempts"] == 2)
+    settled(served, hook["id"], lambda items: items and items[0]["attempts"] == 2)
     assert served.get(f"/v1/webhooks/{hook['id']}").json["enabled"] is True
 
     clock.now += 2 * 3600  # 25 h: the next failed try disables it
     service.sender.notify()
-    settled(served, hook["id"], lambda items: items[0]["attempts"] == 3)
+    settled(served, hook["id"], lambda items: items and items[0]["attempts"] == 3)
     got = served.get(f"/v1/webhooks/{hook['id']}").json
     assert got["enabled"] is False and got["failing_since"] == started
     assert "every try failed for 24 h" in got["disabled_reason"]
@@ -227,7 +227,7 @@ def test_a_success_ends_the_failure_streak(served, receiver):
     def fail_once_then_deliver(hours_later: float, count: int) -> None:
         receiver.answer(500)
         emit(served, "memory.created", n=count)
-        settled(served, hook["id"], lambda items: items[0]["attempts"] == 1)
+        settled(served, hook["id"], lambda items: items and items[0]["attempts"] == 1)
         clock.now += hours_later * 3600
         service.sender.notify()
         receiver.wait(count)
@@ -286,3 +286,21 @@ def test_back_off_doubles_from_10_s_to_6_h_with_jitter(make_server, tries, low, 
     waits = [service.backoff(tries) for _ in range(200)]
     assert low <= min(waits) and max(waits) <= high
     assert len(set(waits)) > 100  # spread, not one value
+
+
+def test_a_busy_hook_keeps_its_connection_and_one_closed_while_idle_costs_no_try(served):
+    from tests.plugins.webhooks.receiver import Receiver
+    receiver = Receiver(idle_timeout=0.3)
+    try:
+        hook = subscribe(served, receiver, events=["memory.*"])
+        for n in range(10):
+            emit(served, "memory.created", n=n)
+        receiver.wait(10)
+        assert len(receiver.connections) <= 2  # a backlog drains on one kept connection
+        time.sleep(0.6)  # the receiver has closed it by now
+        emit(served, "memory.created", n=10)
+        receiver.wait(11)
+        items = settled(served, hook["id"], lambda items: len(items) == 11)
+        assert all(d["status"] == "delivered" and d["attempts"] == 1 for d in items)
+    finally:
+        receiver.stop()

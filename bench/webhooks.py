@@ -1,0 +1,347 @@
+"""Webhook figures on real servers, each next to a baseline measured in the same run.
+
+    python bench/webhooks.py [--events 2000] [--creates 300] [--rounds 4] [--workers 2]
+
+1. Delivery throughput: a 2-worker ``neuralmind serve`` with the webhooks plugin and 1, then
+   5, hooks to one local receiver (a threaded HTTP server in a process of its own that counts
+   what arrives). ``--events`` events are written straight into the server's event log, as a CLI
+   command writes them (the workers find them by polling, so no request competes), and the
+   clock runs until every hook has every event. Baseline: the same receiver sent the same
+   number of signed POSTs by a bare loop in this process (one connection per POST, one loop
+   per hook at once) — the cost of the HTTP alone.
+2. What delivery adds to a memory create: two servers with ``auth``, ``memory`` and the
+   deterministic fake embedder (so background embedding does not swing the comparison), one
+   also with ``webhooks`` and 5 hooks on ``memory.*`` to the receiver. Rounds alternate
+   between them (off, on, off, on …); each round times ``--creates`` single creates from one
+   keep-alive client, back to back, and, when wrk is installed, 8 connections for 4 s.
+   Target: on ÷ off ≤ 1.05 for a create's latency (delivery is never on the request path).
+
+The machine is shared: compare the ratios, not the absolute figures. The last line is a
+one-line summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from neuralmind.client import verify_signature, webhook_signature  # noqa: E402
+from tests.embeddings import fake_embedder  # noqa: E402
+from tests.support import KeepAlive, Server, plugin_site, pythonpath  # noqa: E402
+
+FAST = """
+[webhooks]
+allow_private = ["127.0.0.1/32"]
+poll_s = 0.05
+"""
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """The receiving service, run in a process of its own (``--receive``) so its work never
+    holds this process's GIL while it times requests: answers POSTs 200 at once and counts
+    them per path, keeping each path's first delivery for a signature check;
+    ``GET /counts`` answers ``{path: count}``, ``GET /first?path`` the first body and headers."""
+
+    disable_nagle_algorithm = True
+    protocol_version = "HTTP/1.1"  # keep-alive, as most services answer
+    counts: dict[str, int] = {}
+    first: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with self.lock:
+            seen = self.counts.get(self.path, 0)
+            self.counts[self.path] = seen + 1
+            if not seen:
+                self.first[self.path] = {"body": body.decode(), "headers": dict(self.headers)}
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self):
+        path, _, query = self.path.partition("?")
+        with self.lock:
+            data = self.counts if path == "/counts" else self.first.get(query)
+            body = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def receive() -> int:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    httpd.daemon_threads = True
+    print(httpd.server_address[1], flush=True)
+    httpd.serve_forever()
+    return 0
+
+
+class Counter:
+    """This process's handle on the receiver process."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, __file__, "--receive"],
+                                     stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+        self.secrets: dict[str, str] = {}
+
+    def _get(self, path: str):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path)
+            return json.loads(conn.getresponse().read())
+        finally:
+            conn.close()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def total(self, prefix: str) -> int:
+        return sum(n for p, n in self._get("/counts").items() if p.startswith(prefix))
+
+    def wait(self, prefix: str, count: int, timeout: float = 600) -> float:
+        deadline = time.monotonic() + timeout
+        while (got := self.total(prefix)) < count:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {got} of {count} deliveries arrived")
+            time.sleep(0.02)
+        return time.perf_counter()
+
+    def unsigned(self) -> list[str]:
+        """The hooks whose first delivery does not carry a valid signature."""
+        bad = []
+        for path, secret in self.secrets.items():
+            first = self._get(f"/first?{path}")
+            if first is None or not verify_signature(secret, first["body"].encode(),
+                                                     first["headers"]):
+                bad.append(path)
+        return bad
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def server_env(root: Path, fake: bool = False) -> dict[str, str]:
+    """PYTHONPATH for a server: the fake embedder's entry point when asked, and the webhooks
+    entry point while the installed metadata does not declare it yet."""
+    from kernel.plugins import available
+    env = fake_embedder.server_env(root) if fake else {"PYTHONPATH": pythonpath()}
+    if "webhooks" not in available():  # until the entry point is installed
+        site = plugin_site(root / "webhooks-site", "neuralmind-webhooks-dev",
+                           {"webhooks": "plugins.webhooks.plugin"})
+        env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    return env
+
+
+def hook(server: Server, counter: Counter, path: str, events: list[str]) -> None:
+    r = server.post("/v1/webhooks", {"url": counter.url(path), "events": events})
+    if r.status != 201:
+        raise SystemExit(f"cannot subscribe: {r.body[:300]}")
+    counter.secrets[path] = r.json["secret"]
+
+
+def write_events(home: Path, kind: str, n: int) -> None:
+    """``n`` events appended to the server's log from this process, 100 per transaction."""
+    from kernel.events import EventLog
+    from kernel.storage import Database
+    log = EventLog(Database(home / "kernel.db"), lambda event: None)
+    for start in range(0, n, 100):
+        log.hold()
+        for i in range(start, min(n, start + 100)):
+            log.append(kind, None, "bench", {"n": i, "title": f"decision {i}"}, None)
+        log.release()
+
+
+def bare_posts(counter: Counter, prefix: str, hooks: int, n: int) -> float:
+    """Deliveries/s of a bare sender: per hook, a loop POSTing signed bodies one at a time."""
+    body = json.dumps({"id": 1, "kind": "bench.event", "data": {"n": 0}}).encode()
+
+    def loop(h: int) -> None:
+        for _ in range(n):
+            ts = str(int(time.time()))
+            conn = http.client.HTTPConnection("127.0.0.1", counter.port, timeout=10)
+            conn.request("POST", f"{prefix}{h}", body=body, headers={
+                "Content-Type": "application/json", "NeuralMind-Timestamp": ts,
+                "NeuralMind-Signature": webhook_signature("whsec_bare", ts, body)})
+            conn.getresponse().read()
+            conn.close()
+
+    loops = [threading.Thread(target=loop, args=(h,)) for h in range(hooks)]
+    start = time.perf_counter()
+    for t in loops:
+        t.start()
+    for t in loops:
+        t.join()
+    return hooks * n / (time.perf_counter() - start)
+
+
+def throughput(root: Path, counter: Counter, events: int, workers: int) -> list[dict]:
+    rows = []
+    server = Server(root / "home-throughput", plugins=["auth", "webhooks"], workers=workers,
+                    config=FAST, env=server_env(root)).start()
+    try:
+        for run, hooks in enumerate((1, 5)):
+            prefix = f"/t{run}/"
+            for h in range(hooks):
+                hook(server, counter, f"{prefix}{h}", [f"bench{run}.*"])
+            start = time.perf_counter()
+            write_events(server.home, f"bench{run}.event", events)
+            done = counter.wait(prefix, hooks * events)
+            ours = hooks * events / (done - start)
+            bare = bare_posts(counter, f"/bare{run}/", hooks, events)
+            rows.append({"hooks": hooks, "events": events, "ours": ours, "bare": bare})
+            print(f"{hooks} hook(s) × {events} events: {ours:,.0f} deliveries/s; bare POST "
+                  f"loop{'s' if hooks > 1 else ''} {bare:,.0f}/s ({ours / bare:.2f}×)")
+    finally:
+        server.stop()
+    return rows
+
+
+def record(rng: random.Random, i: int) -> dict:
+    words = " ".join(rng.choice(("cache", "queue", "retry", "index", "token", "vector"))
+                     + str(rng.randrange(10_000)) for _ in range(8))
+    return {"title": f"Decision {i} {words}", "rationale": f"Because {words}. " * 5}
+
+
+def creates(server: Server, pid: str, rng: random.Random, n: int, start: int) -> list[float]:
+    client = KeepAlive(server.port, server.token)
+    base = f"/v1/projects/{pid}/memories"
+    took = []
+    for i in range(n):
+        t = time.perf_counter()
+        status, body = client.call("POST", base, record(rng, start + i))
+        took.append(time.perf_counter() - t)
+        if status != 201:
+            raise SystemExit(f"create failed: {status} {body[:200]}")
+    return took
+
+
+def wrk_rate(server: Server, pid: str, seconds: int = 4) -> float | None:
+    if shutil.which("wrk") is None:
+        return None
+    out = subprocess.run(["wrk", "-t2", "-c8", f"-d{seconds}s", "-s",
+                          str(ROOT / "bench" / "memory_create.lua"),
+                          "-H", f"Authorization: Bearer {server.token}",
+                          "-H", "Content-Type: application/json",
+                          f"http://127.0.0.1:{server.port}/v1/projects/{pid}/memories"],
+                         capture_output=True, text=True, check=True).stdout
+    return float(next(line for line in out.splitlines() if line.startswith("Requests/sec"))
+                 .split()[1])
+
+
+def count_events(home: Path, kind: str) -> int:
+    import sqlite3
+    conn = sqlite3.connect(home / "kernel.db")
+    try:
+        return conn.execute("SELECT COUNT(*) FROM events WHERE kind = ?", (kind,)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def create_cost(root: Path, counter: Counter, n: int, rounds: int, workers: int) -> dict:
+    servers = {}
+    for name, extra in (("off", []), ("on", ["webhooks"])):
+        repo = root / f"repo-{name}"
+        repo.mkdir()
+        server = Server(root / f"home-{name}", plugins=["auth", "memory", "fake_embedder", *extra],
+                        workers=workers, config=FAST, env=server_env(root, fake=True)).start()
+        servers[name] = (server, server.register(repo))
+    on_server = servers["on"][0]
+    for h in range(5):
+        hook(on_server, counter, f"/c/{h}", ["memory.*"])
+    rng = random.Random(7)
+    p50 = {"off": [], "on": []}
+    mean = {"off": [], "on": []}
+    wrk = {"off": [], "on": []}
+    try:
+        creates(on_server, servers["on"][1], rng, 20, 0)  # warm both the same way
+        creates(servers["off"][0], servers["off"][1], rng, 20, 0)
+        for r in range(rounds):
+            for name in ("off", "on"):
+                server, pid = servers[name]
+                took = creates(server, pid, rng, n, 1_000 * (r + 1))
+                p50[name].append(statistics.median(took) * 1e3)
+                mean[name].append(statistics.fmean(took) * 1e3)
+                rate = wrk_rate(server, pid)
+                if rate is not None:
+                    wrk[name].append(rate)
+                print(f"round {r + 1} webhooks {name:3}: create p50 {p50[name][-1]:.2f} ms, "
+                      f"mean {mean[name][-1]:.2f} ms"
+                      + (f", wrk {rate:,.0f} creates/s" if rate is not None else ""))
+        created = count_events(on_server.home, "memory.created")
+        counter.wait("/c/", 5 * created, timeout=300)  # none lost
+    finally:
+        for server, _ in servers.values():
+            server.stop()
+
+    def paired(values: dict) -> float:
+        return statistics.median(b / a for a, b in zip(values["off"], values["on"]))
+
+    return {"p50_ratio": paired(p50), "mean_ratio": paired(mean),
+            "wrk_ratio": paired(wrk) if wrk["on"] else None,
+            "p50": {k: statistics.median(v) for k, v in p50.items()},
+            "wrk": {k: statistics.median(v) for k, v in wrk.items() if v},
+            "delivered": counter.total("/c/"), "created": created}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=2000)
+    ap.add_argument("--creates", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--receive", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.receive:
+        return receive()
+    counter = Counter()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            rows = throughput(root, counter, args.events, args.workers)
+            cost = create_cost(root, counter, args.creates, args.rounds, args.workers)
+        bad = counter.unsigned()
+    finally:
+        counter.stop()
+    if bad:
+        raise SystemExit(f"deliveries to {', '.join(bad)} failed their signature check")
+    print(f"create with 5 hooks ÷ without, per-round medians: p50 latency {cost['p50_ratio']:.3f}×"
+          f" ({cost['p50']['on']:.2f} vs {cost['p50']['off']:.2f} ms), mean {cost['mean_ratio']:.3f}×"
+          + (f", wrk throughput {cost['wrk_ratio']:.2f}× ({cost['wrk']['on']:,.0f} vs "
+             f"{cost['wrk']['off']:,.0f}/s)" if cost["wrk_ratio"] else "")
+          + f"; every one of the {cost['created']} creates reached all 5 hooks "
+            f"({cost['delivered']} deliveries)")
+    load = os.getloadavg()[0]
+    print(f"workers {args.workers}, load average {load:.1f}, shared 2-core machine")
+    five = rows[-1]
+    verdict = "meets" if cost["p50_ratio"] <= 1.05 else "MISSES"
+    print(f"SUMMARY webhooks: {rows[0]['ours']:,.0f} deliveries/s to 1 hook "
+          f"({rows[0]['ours'] / rows[0]['bare']:.2f}× a bare POST loop), {five['ours']:,.0f}/s "
+          f"to 5 hooks ({five['ours'] / five['bare']:.2f}×); a memory create with 5 hooks "
+          f"{cost['p50_ratio']:.3f}× the p50 latency without — {verdict} the ≤ 1.05× target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
