@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -45,6 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.memory import singles_wrk  # noqa: E402
 from neuralmind.client import verify_signature, webhook_signature  # noqa: E402
 from tests.embeddings import fake_embedder  # noqa: E402
 from tests.support import KeepAlive, Server, plugin_site, pythonpath  # noqa: E402
@@ -270,16 +270,11 @@ def server_cpu(server: Server) -> float:
 
 
 def wrk_rate(server: Server, pid: str, seconds: int = 4) -> float | None:
-    if shutil.which("wrk") is None:
-        return None
-    out = subprocess.run(["wrk", "-t2", "-c8", f"-d{seconds}s", "-s",
-                          str(ROOT / "bench" / "memory_create.lua"),
-                          "-H", f"Authorization: Bearer {server.token}",
-                          "-H", "Content-Type: application/json",
-                          f"http://127.0.0.1:{server.port}/v1/projects/{pid}/memories"],
-                         capture_output=True, text=True, check=True).stdout
-    return float(next(line for line in out.splitlines() if line.startswith("Requests/sec"))
-                 .split()[1])
+    """Creates/s from wrk with 8 connections (bench/memory.py's run), or None without wrk."""
+    got = singles_wrk(server.port, server.token, f"/v1/projects/{pid}/memories", seconds)
+    if got is not None and got[1]:
+        raise SystemExit(f"{got[1]} creates under wrk were not 201")
+    return None if got is None else got[0]
 
 
 def count_events(home: Path, kind: str) -> int:

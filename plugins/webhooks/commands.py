@@ -108,21 +108,31 @@ def cmd_redeliver(args) -> int:
     return emit(args, d.raw, text=f"{d.id} queued again for {d.webhook_id}")
 
 
+VERBS = {  # name: (what it runs, its help, whether it takes a hook id)
+    "add": (cmd_add, "subscribe a URL; prints the signing secret once", False),
+    "list": (cmd_list, "the hooks you manage", False),
+    "show": (cmd_show, "one hook", True),
+    "update": (cmd_update, "change a hook, or enable/disable it", True),
+    "delete": (cmd_delete, "delete a hook and its deliveries", True),
+    "rotate-secret": (cmd_rotate, "replace the signing secret; prints the new one", True),
+    "test": (cmd_test, "send a ping now; exit 1 unless the receiver took it", True),
+    "deliveries": (cmd_deliveries, "the hook's deliveries, newest first", True),
+    "redeliver": (cmd_redeliver, "queue a finished delivery again", True),
+}
+
+
 def add_commands(subparsers) -> None:
     from neuralmind import command_group
     group = command_group(subparsers, "webhook",
                           help="signed deliveries of events to your services (admin)")
     flags = common_flags()
-
-    def verb(name: str, func, help: str, with_id: bool = True):
-        parser = group.add_parser(name, parents=[flags], help=help)
+    parsers = {}
+    for name, (func, text, with_id) in VERBS.items():
+        parsers[name] = group.add_parser(name, parents=[flags], help=text)
         if with_id:
-            parser.add_argument("id", help="the webhook id (wh_…)")
-        parser.set_defaults(func=func)
-        return parser
-
-    add = verb("add", cmd_add, "subscribe a URL; prints the signing secret once",
-               with_id=False)
+            parsers[name].add_argument("id", help="the webhook id (wh_…)")
+        parsers[name].set_defaults(func=func)
+    add, upd = parsers["add"], parsers["update"]
     add.add_argument("target", metavar="URL",
                      help="where to POST events: https://… (http where the operator allows it)")
     add.add_argument("--event", "-e", action="append", required=True, metavar="KIND",
@@ -130,9 +140,6 @@ def add_commands(subparsers) -> None:
     add.add_argument("--project", "-p", action="append", metavar="ID",
                      help="only this project's events (repeatable; default every project)")
     add.add_argument("--description", "-d")
-    verb("list", cmd_list, "the hooks you manage", with_id=False)
-    verb("show", cmd_show, "one hook")
-    upd = verb("update", cmd_update, "change a hook, or enable/disable it")
     upd.add_argument("--target", metavar="URL", help="send to this URL instead")
     upd.add_argument("--event", "-e", action="append", metavar="KIND",
                      help="replace the event kinds (repeatable)")
@@ -144,13 +151,9 @@ def add_commands(subparsers) -> None:
     onoff = upd.add_mutually_exclusive_group()
     onoff.add_argument("--enable", dest="enabled", action="store_const", const=True)
     onoff.add_argument("--disable", dest="enabled", action="store_const", const=False)
-    verb("delete", cmd_delete, "delete a hook and its deliveries")
-    rot = verb("rotate-secret", cmd_rotate, "replace the signing secret; prints the new one")
-    rot.add_argument("--keep-previous", type=int, default=0, metavar="SECONDS",
+    parsers["rotate-secret"].add_argument("--keep-previous", type=int, default=0, metavar="SECONDS",
                      help="keep signing with the old secret too for this long (≤ 86400)")
-    verb("test", cmd_test, "send a ping now; exit 1 unless the receiver took it")
-    dl = verb("deliveries", cmd_deliveries, "the hook's deliveries, newest first")
-    dl.add_argument("--status", choices=["pending", "delivered", "failed"])
-    dl.add_argument("--limit", type=int, default=50, help="show at most this many (default 50)")
-    red = verb("redeliver", cmd_redeliver, "queue a finished delivery again")
-    red.add_argument("delivery", help="the delivery id (dl_…)")
+    parsers["deliveries"].add_argument("--status", choices=["pending", "delivered", "failed"])
+    parsers["deliveries"].add_argument("--limit", type=int, default=50,
+                                       help="show at most this many (default 50)")
+    parsers["redeliver"].add_argument("delivery", help="the delivery id (dl_…)")

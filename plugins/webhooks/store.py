@@ -71,8 +71,8 @@ INSERT OR IGNORE INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 
 """]
 
 HOOK_FIELDS = ("url", "events", "projects", "description", "enabled", "disabled_reason",
-               "failing_since", "updated_at")
-_JSON_FIELDS = ("events", "projects")
+               "failing_since", "updated_at")  # what change_hook may set
+_JSON_FIELDS = ("events", "projects", "owner_projects")  # lists, stored as JSON text
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class Hook:
 
 def _hook(row: sqlite3.Row) -> Hook:
     data = dict(row)
-    for key in (*_JSON_FIELDS, "owner_projects"):
+    for key in _JSON_FIELDS:
         data[key] = None if data[key] is None else json.loads(data[key])
     data["enabled"] = bool(data["enabled"])
     return Hook(**data)
@@ -132,8 +132,6 @@ class WebhookStore:
 
     def add_hook(self, hook: Hook) -> None:
         data = {k: _stored(v, k) for k, v in hook.__dict__.items()}
-        data["owner_projects"] = (None if hook.owner_projects is None
-                                  else json.dumps(hook.owner_projects))
         columns = ", ".join(data)
         with self.db.transaction() as conn:
             conn.execute(f"INSERT INTO hooks ({columns}) VALUES ({', '.join('?' * len(data))})",
@@ -244,11 +242,6 @@ class WebhookStore:
             conn.execute("UPDATE webhooks_meta SET value = NULL, until = 0 "
                          "WHERE key = 'sender' AND value = ?", (holder,))
 
-    def lease_holder(self) -> tuple[str | None, float]:
-        row = self.db.conn.execute("SELECT value, until FROM webhooks_meta WHERE key = 'sender'"
-                                   ).fetchone()
-        return row["value"], row["until"]
-
     # -- sending -----------------------------------------------------------------------------
 
     def due(self, now: float, busy: Iterable[str] = (), hook_id: str | None = None
@@ -348,10 +341,6 @@ class WebhookStore:
                          "delivered_at = NULL, seq = (SELECT MAX(seq) + 1 FROM deliveries) "
                          "WHERE id = ?", (at, delivery_id))
         return row
-
-    def pending(self, hook_id: str) -> int:
-        return self.db.conn.execute("SELECT COUNT(*) FROM deliveries WHERE hook_id = ? AND "
-                                    "status = 'pending'", (hook_id,)).fetchone()[0]
 
     def prune(self, before: float) -> int:
         """Forget finished deliveries whose last word came before ``before``."""

@@ -11,6 +11,7 @@ from falcon import testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neuralmind.client import NeuralMindClient
 from tests.plugins.webhooks.conftest import FAST
 
 URL = "http://127.0.0.1:9/hook"
@@ -40,15 +41,13 @@ def test_create_shows_the_secret_once_and_list_get_never(served):
 
 def test_list_pages_oldest_first(served):
     ids = [make(served, description=str(n))["id"] for n in range(5)]
-    seen, cursor = [], None
-    while True:
-        r = served.get("/v1/webhooks?limit=2" + (f"&cursor={cursor}" if cursor else ""))
-        assert r.status == 200 and len(r.json["items"]) <= 2
-        seen += [h["id"] for h in r.json["items"]]
-        cursor = r.json["next_cursor"]
-        if not cursor:
-            break
-    assert seen == ids
+    nm = NeuralMindClient(served.url, served.token)
+    pages = [nm._page("/v1/webhooks", dict, {"limit": 2})]
+    while pages[-1].next_cursor:
+        pages.append(nm._page("/v1/webhooks", dict, {"limit": 2,
+                                                     "cursor": pages[-1].next_cursor}))
+    assert [[h["id"] for h in page.items] for page in pages] == [ids[:2], ids[2:4], ids[4:]]
+    assert [h.id for h in nm.webhooks.list()] == ids
     assert served.get("/v1/webhooks?cursor=bm9wZQ").error["details"]["errors"][0]["loc"] == [
         "query", "cursor"]
 
