@@ -321,8 +321,9 @@ def create_cost(root: Path, counter: Counter, n: int, rounds: int, workers: int,
                 rate = wrk_rate(server, pid)
                 if rate is not None:
                     got["wrk"][name].append(rate)
-                print(f"round {r + 1} webhooks {name:3}: create p50 {got['paced'][name][-1]:.2f} ms "
-                      f"paced, {got['back_to_back'][name][-1]:.2f} ms back to back; workers' CPU "
+                print(f"round {r + 1} webhooks {name:3}: create p50 "
+                      f"{got['paced'][name][-1]:.2f} ms paced, "
+                      f"{got['back_to_back'][name][-1]:.2f} ms back to back; workers' CPU "
                       f"{got['cpu_ms'][name][-1]:.2f} ms per create"
                       + (f"; wrk {rate:,.0f} creates/s" if rate is not None else ""))
         time.sleep(1.0)  # wrk leaves requests in flight when it stops

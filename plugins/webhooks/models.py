@@ -6,8 +6,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, Field, StringConstraints, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, Field, StringConstraints, field_validator, model_validator)
 
 from neuralmind import ConfigSection, Model, PageQuery
 
@@ -24,7 +23,8 @@ def _shaped(pattern: str, what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-EventPattern = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100),
+EventPattern = Annotated[str,
+                         StringConstraints(strip_whitespace=True, min_length=1, max_length=100),
                          _shaped(EVENT_PATTERN, "an event kind (lower case, like memory.created) "
                                  "or a prefix ending in * (memory.*, or * for every kind)")]
 ProjectId = Annotated[str, _shaped(PROJECT_ID, "a project id (lower-case letters, digits, - and "

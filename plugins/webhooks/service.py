@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from neuralmind import (Actor, Conflict, InvalidFields, NotFound, __version__, decode_cursor,
-                        encode_cursor, kind_filter)
+                        encode_cursor, kind_filter, text_pair)
 from neuralmind.client import webhook_signature
 from plugins.webhooks.models import WebhookIn, WebhookPatch, WebhooksSettings
 from plugins.webhooks.sender import Sender
@@ -39,7 +39,12 @@ def _cursor_seq(state: Any) -> bool:
 
 
 def _cursor_hook(state: Any) -> bool:
-    return isinstance(state, str) and len(state) < 64
+    if not text_pair(state):
+        return False
+    try:
+        return float(state[0]) >= 0
+    except ValueError:
+        return False
 
 
 def _new_id(prefix: str, nbytes: int) -> str:
@@ -61,8 +66,9 @@ class Webhooks:
                                    require_https=kernel.settings.server_mode
                                    and not settings.insecure_http)
         path = kernel.home / FILE
+        path.touch(mode=0o600)  # it holds the signing secrets; SQLite gives -wal and -shm
+        os.chmod(path, 0o600)   # the database file's mode
         db = kernel.open_database(path, MIGRATIONS)
-        os.chmod(path, 0o600)  # it holds the signing secrets
         self.store = WebhookStore(db)
         self.store.start_cursor(kernel.events.last_id())
         self.sender = Sender(self)
@@ -146,15 +152,17 @@ class Webhooks:
         return self.out(hook, hook.secret)
 
     def page(self, actor: Actor, cursor: str | None, limit: int) -> dict[str, Any]:
+        """The hooks ``actor`` reaches, oldest first, after the cursor's ``[created_at, id]``
+        (a hook deleted since the last page does not lose the reader's place)."""
         after = decode_cursor(cursor, _cursor_hook)
-        hooks = [h for h in self.store.hooks() if self._reaches(actor)(h)]
-        if after is not None:
-            hooks = hooks[next((i + 1 for i, h in enumerate(hooks) if h.id == after),
-                               len(hooks)):]
+        reaches = self._reaches(actor)
+        hooks = [h for h in self.store.hooks() if reaches(h)
+                 and (after is None or (h.created_at, h.id) > (float(after[0]), after[1]))]
         more = len(hooks) > limit
         hooks = hooks[:limit]
+        last = hooks[-1] if hooks else None
         return {"items": [self.out(h) for h in hooks],
-                "next_cursor": encode_cursor(hooks[-1].id) if more else None}
+                "next_cursor": encode_cursor([repr(last.created_at), last.id]) if more else None}
 
     def update(self, actor: Actor, hook_id: str, patch: WebhookPatch,
                request_id: str | None) -> dict[str, Any]:

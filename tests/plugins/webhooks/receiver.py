@@ -86,7 +86,8 @@ class Receiver:
         verified = self.secret is not None and verify_signature(self.secret, body, headers)
         if delay:
             time.sleep(delay)
-        record = Received(headers.get("NeuralMind-Delivery", ""), headers.get("NeuralMind-Event", ""),
+        record = Received(headers.get("NeuralMind-Delivery", ""),
+                          headers.get("NeuralMind-Event", ""),
                           headers.get("NeuralMind-Timestamp", ""),
                           headers.get("NeuralMind-Signature", ""), body, verified, status)
         with self._lock:

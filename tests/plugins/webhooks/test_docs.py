@@ -43,7 +43,8 @@ def shell_env(served, tmp_path, webhooks_entry_point) -> dict[str, str]:
     shim = bindir / "neuralmind"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m neuralmind.cli "$@"\n')
     shim.chmod(0o755)
-    return {**os.environ, **webhooks_entry_point, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
+    return {**os.environ, **webhooks_entry_point,
+            "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
             "NEURALMIND_HOME": str(served.home), "NEURALMIND_PLUGINS": "auth,webhooks",
             "NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token,
             "NM": served.url, "TOKEN": served.token}

@@ -50,6 +50,8 @@ def refused(server, url: str) -> dict:
     ("http://100.64.0.1/", "100.64.0.1, not a public address"),
     ("http://0.0.0.0/", "the unspecified address"),
     ("http://224.0.0.1/", "a multicast address"),
+    ("http://2130706433/", "2130706433 resolves to 127.0.0.1, a loopback address"),
+    ("http://0177.0.0.1/", "resolves to 127.0.0.1, a loopback address"),
 ])
 def test_targets_inside_the_network_are_refused_by_default(make_server, url, why):
     server = make_server(plugins=["auth", "webhooks"])
@@ -218,7 +220,8 @@ def test_builders_manage_nothing_unless_the_operator_allows_it(tmp_path):
 
 
 def test_a_config_mistake_stops_start_up_with_its_reason(tmp_path):
-    for bad, said in [('allow_private = ["10.0.0.0/33"]', "'10.0.0.0/33' is not an address or CIDR"),
+    for bad, said in [('allow_private = ["10.0.0.0/33"]',
+                       "'10.0.0.0/33' is not an address or CIDR"),
                       ("lease_s = 5\ntimeout_s = 10", "must be at least twice timeout_s"),
                       ("retry_after = 3", "retry_after")]:
         with pytest.raises(Exception) as caught:
@@ -228,4 +231,8 @@ def test_a_config_mistake_stops_start_up_with_its_reason(tmp_path):
 
 
 def test_the_database_holding_secrets_is_private(served):
-    assert (served.home / "webhooks.db").stat().st_mode & 0o777 == 0o600
+    files = sorted(served.home.glob("webhooks.db*"))
+    assert [f.name for f in files if f.name != "webhooks.db-writer"][:2] == [
+        "webhooks.db", "webhooks.db-shm"]
+    assert {f.name: f.stat().st_mode & 0o777 for f in files} == dict.fromkeys(
+        [f.name for f in files], 0o600)
