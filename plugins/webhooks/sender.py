@@ -24,6 +24,7 @@ from plugins.webhooks.targets import Connections
 log = logging.getLogger("neuralmind.webhooks")
 
 PRUNE_EVERY_S = 3600.0
+GATHER_S = 0.02  # after a wake-up, wait this long for the events that follow it
 
 
 class Sender:
@@ -69,7 +70,8 @@ class Sender:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._wake.wait(self.settings.poll_s)
+            if self._wake.wait(self.settings.poll_s):
+                self._stopping.wait(GATHER_S)  # the rest of a burst: one round takes it all in
             self._wake.clear()
             if not self._stopping.is_set():
                 self.round()
