@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import ssl
 from typing import Annotated, Literal
 
 from pydantic import (AfterValidator, Field, StringConstraints, field_validator, model_validator)
@@ -46,6 +48,9 @@ class WebhooksSettings(ConfigSection):
         "CIDRs a target may resolve to although they are loopback, private, link-local or "
         "otherwise not public (e.g. 127.0.0.1/32, 10.20.0.0/16)"))
     insecure_http: bool = Field(False, description="allow http:// targets in server mode")
+    ca_file: str | None = Field(None, description=(
+        "a PEM file of CAs https targets may also be signed by (an internal CA), besides the "
+        "system's"))
     builders_manage: bool = Field(False, description=(
         "builders may manage the hooks of the projects they can read (admins manage every hook)"))
     timeout_s: float = Field(10.0, gt=0, le=120, description="connect and read timeout per try")
@@ -72,6 +77,18 @@ class WebhooksSettings(ConfigSection):
                 raise ValueError(f"{value!r} is not an address or CIDR (e.g. 127.0.0.1/32, "
                                  "10.0.0.0/8, ::1/128)") from None
         return values
+
+    @field_validator("ca_file")
+    @classmethod
+    def _readable_pem(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ssl.create_default_context(cafile=os.path.expanduser(value))
+            except (OSError, ssl.SSLError) as ex:
+                raise ValueError(f"{value!r} is not a readable PEM file of certificates: "
+                                 f"{ex}") from None
+            return os.path.expanduser(value)
+        return value
 
     @model_validator(mode="after")
     def _lease_outlives_a_try(self) -> WebhooksSettings:

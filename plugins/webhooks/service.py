@@ -64,7 +64,7 @@ class Webhooks:
         self.clock = clock  # when tries are due and how long a hook has failed (tests move it)
         self.policy = TargetPolicy(settings.allow_private,
                                    require_https=kernel.settings.server_mode
-                                   and not settings.insecure_http)
+                                   and not settings.insecure_http, ca_file=settings.ca_file)
         path = kernel.home / FILE
         path.touch(mode=0o600)  # it holds the signing secrets; SQLite gives -wal and -shm
         os.chmod(path, 0o600)   # the database file's mode

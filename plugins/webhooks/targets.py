@@ -102,13 +102,24 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 class TargetPolicy:
-    """The operator's rules: ``allow_private`` ranges, and whether only https is allowed."""
+    """The operator's rules: ``allow_private`` ranges, whether only https is allowed, and the
+    certificates https targets are checked against (the system's, and ``ca_file``)."""
 
     def __init__(self, allow_private: Sequence[str], require_https: bool,
-                 resolve: Resolver = system_resolver):
+                 ca_file: str | None = None, resolve: Resolver = system_resolver):
         self.allowed = [ipaddress.ip_network(c, strict=False) for c in allow_private]
         self.require_https = require_https
+        self.ca_file = ca_file
         self.resolve = resolve
+
+    @functools.cached_property
+    def tls(self) -> ssl.SSLContext:
+        """Loaded on first use and kept (loading the system's store takes ~40 ms, more than a
+        try): the system's trust store, and the operator's CA file besides."""
+        context = ssl.create_default_context()
+        if self.ca_file:
+            context.load_verify_locations(self.ca_file)
+        return context
 
     def target(self, url: str) -> Target:
         return parse(url, require_https=self.require_https)
@@ -169,12 +180,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The system's trust store, loaded once (loading it takes ~40 ms, longer than a try)."""
-    return ssl.create_default_context()
 
 
 class Connections:
@@ -244,7 +249,7 @@ def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str], t
         return Outcome(None, took(), f"refused: {ex}")
     kept = connections.take(key, target, address) if connections is not None else None
     conn = kept or _Pinned(target, address, timeout,
-                           tls_context() if target.scheme == "https" else None)
+                           policy.tls if target.scheme == "https" else None)
     reusable = False
     try:
         try:

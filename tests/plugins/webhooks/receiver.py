@@ -6,6 +6,7 @@ a delay longer than the sender's timeout, a redirect)."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import deque
@@ -36,8 +37,10 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, path: str = "/hook", idle_timeout: float | None = None):
-        """``idle_timeout``: close a kept-alive connection left idle this long, as servers do."""
+    def __init__(self, path: str = "/hook", idle_timeout: float | None = None,
+                 tls: ssl.SSLContext | None = None):
+        """``idle_timeout``: close a kept-alive connection left idle this long, as servers do;
+        ``tls``: serve https with this context."""
         self.path = path
         self.connections: set[int] = set()  # the sender's source ports: one per connection
         self.secret: str | None = None
@@ -61,6 +64,8 @@ class Receiver:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()

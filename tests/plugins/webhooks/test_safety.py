@@ -5,12 +5,15 @@ needs a name to answer differently swaps the service's resolver for a table."""
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 
 import pytest
+import trustme
 
 from tests.plugins.auth.helpers import create_token, server_config
-from tests.plugins.webhooks.conftest import subscribe
+from tests.plugins.webhooks.conftest import FAST, subscribe
+from tests.plugins.webhooks.receiver import Receiver
 from tests.plugins.webhooks.test_delivery import Clock, emit, settled
 from tests.support import LocalServer
 
@@ -102,6 +105,33 @@ def test_dns_is_checked_again_at_every_try_and_the_checked_address_is_used(serve
     assert got[0].verified and receiver.headers[0]["Host"] == f"hooks.example.test:{receiver.port}"
 
 
+def test_https_checks_the_name_on_the_certificate_and_trusts_the_operators_ca(make_server,
+                                                                              tmp_path):
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.example.test").configure_cert(context)
+    ca_file = tmp_path / "internal-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    receiver = Receiver(tls=context)
+    try:
+        answers = {}
+        for name, extra, host in [("untrusted", "", "hooks.example.test"),
+                                  ("trusted", f'ca_file = "{ca_file}"\n', "hooks.example.test"),
+                                  ("other name", f'ca_file = "{ca_file}"\n', "other.example.test")]:
+            server = make_server(plugins=["auth", "webhooks"], config=FAST + extra)
+            server.kernel.state("webhooks").policy.resolve = DNS(**{
+                host.replace(".", "_"): "127.0.0.1"})
+            hook = subscribe(server, receiver, events=["memory.*"],
+                             url=f"https://{host}:{receiver.port}/hook")
+            answers[name] = server.post(f"/v1/webhooks/{hook['id']}/test").json
+        assert answers["trusted"]["status"] == "delivered"
+        assert receiver.taken()[-1].verified and receiver.taken()[-1].event == "ping"
+        assert "CERTIFICATE_VERIFY_FAILED" in answers["untrusted"]["last_error"]
+        assert "Hostname mismatch" in answers["other name"]["last_error"]
+    finally:
+        receiver.stop()
+
+
 # -- server mode: https, and who receives what -------------------------------------------------
 
 TEAM = """
@@ -149,7 +179,6 @@ def test_server_mode_sends_over_https_unless_the_operator_allows_http(team, tmp_
 
 
 def test_a_subscriber_receives_only_what_its_creator_may_read(team, tmp_path):
-    from tests.plugins.webhooks.receiver import Receiver
     admin_rx, ana_rx = Receiver(), Receiver()
     try:
         r = as_(team, "admin", "POST", "/v1/webhooks", {"url": admin_rx.url,
@@ -222,6 +251,7 @@ def test_builders_manage_nothing_unless_the_operator_allows_it(tmp_path):
 def test_a_config_mistake_stops_start_up_with_its_reason(tmp_path):
     for bad, said in [('allow_private = ["10.0.0.0/33"]',
                        "'10.0.0.0/33' is not an address or CIDR"),
+                      (f'ca_file = "{tmp_path / "none.pem"}"', "is not a readable PEM file"),
                       ("lease_s = 5\ntimeout_s = 10", "must be at least twice timeout_s"),
                       ("retry_after = 3", "retry_after")]:
         with pytest.raises(Exception) as caught:
