@@ -54,11 +54,11 @@ def kind_filter(patterns: Iterable[str]) -> Callable[[str], bool]:
     """Whether an event kind matches one of ``patterns``: a kind, or a prefix ending in ``*``
     (``memory.*``; ``*`` alone matches every kind). No patterns match every kind."""
     patterns = list(patterns)
-    exact = {p for p in patterns if not p.endswith("*")}
-    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
     if not patterns:
         return lambda kind: True
-    return lambda kind: kind in exact or (bool(prefixes) and kind.startswith(prefixes))
+    exact = {p for p in patterns if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return lambda kind: kind in exact or kind.startswith(prefixes)
 
 
 def _event(row) -> Event:

@@ -30,6 +30,7 @@ _EXPORTS = {
     # helpers the plugins share
     **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
     "gitinfo": "kernel.gitinfo",
+    "kind_filter": "kernel.events",
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "estimate_tokens"), "kernel.text"),
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
     **dict.fromkeys(("ProjectStores", "statements"), "kernel.storage"),
@@ -38,7 +39,7 @@ _EXPORTS = {
                      "write_private"), "kernel.daemon"),
     # commands and tools that run outside a server
     "command_group": "kernel.commands",
-    **dict.fromkeys(("record_event", "kind_filter"), "kernel.events"),
+    "record_event": "kernel.events",
     "Kernel": "kernel.app",
 }
 
