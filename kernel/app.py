@@ -136,6 +136,25 @@ class Kernel:
                                                   project=project)
         return False not in answers and True in answers
 
+    def event_reader(self, actor: Actor) -> Callable[[Event], bool]:
+        """Whether ``actor`` may read an event, for one pass over events (answers are kept per
+        project): those of projects it can read; those of no project (token changes, job
+        cancels) and of removed projects, which name actors, roles and other projects, only
+        with ``events.global``. ``/v1/events`` and webhooks deliver by this one rule."""
+        everything = self.allowed(actor, "events.global")
+        seen: dict[str, bool] = {}
+
+        def readable(event: Event) -> bool:
+            if event.project_id is None:
+                return everything
+            if event.project_id not in seen:
+                project = self.projects.find(event.project_id)
+                seen[event.project_id] = everything if project is None else self.allowed(
+                    actor, "projects.read", project)
+            return seen[event.project_id]
+
+        return readable
+
     def authorize(self, actor: Actor, permission: str, project: Project | None) -> None:
         """403 for a missing permission; 404 when the project itself is out of the actor's
         reach, so a token never learns which other projects exist."""

@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,17 @@ class Event:
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "at": self.at, "kind": self.kind, "project_id": self.project_id,
                 "actor": self.actor, "request_id": self.request_id, "data": self.data}
+
+
+def kind_filter(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """Whether an event kind matches one of ``patterns``: a kind, or a prefix ending in ``*``
+    (``memory.*``; ``*`` alone matches every kind). No patterns match every kind."""
+    patterns = list(patterns)
+    if not patterns:
+        return lambda kind: True
+    exact = {p for p in patterns if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return lambda kind: kind in exact or kind.startswith(prefixes)
 
 
 def _event(row) -> Event:

@@ -15,6 +15,7 @@ from pydantic import Field
 from kernel import API_VERSION, __version__
 from kernel.api import JSON, operation
 from kernel.errors import Forbidden, NotFound
+from kernel.events import kind_filter
 from kernel.jobs import Job
 from kernel.models import Model, Page, PageQuery, decode_cursor, encode_cursor, text_pair
 
@@ -300,25 +301,15 @@ class EventsResource:
             kernel.authorize(actor, "projects.read", kernel.projects.get(q.project))
         last = req.get_header("Last-Event-ID")
         last_id = int(last) if last and last.isdigit() else kernel.events.last_id()
-        exact = {k for k in q.kind if not k.endswith("*")}
-        prefixes = tuple(k[:-1] for k in q.kind if k.endswith("*"))
-        seen: dict[str, bool] = {}
-        # events of no project (token changes, cancels) and of removed projects name actors,
-        # roles and other projects: only for those who may see past project boundaries
-        everything = kernel.allowed(actor, "events.global")
+        wanted = kind_filter(q.kind)
+        readable = kernel.event_reader(actor)
 
         def keep(event) -> bool:
-            if q.kind and event.kind not in exact and not event.kind.startswith(prefixes or ("\0",)):
+            if not wanted(event.kind):
                 return False
             if q.project is not None and event.project_id != q.project:
                 return False
-            if event.project_id is None:
-                return everything
-            if event.project_id not in seen:
-                project = kernel.projects.find(event.project_id)
-                seen[event.project_id] = everything if project is None else kernel.allowed(
-                    actor, "projects.read", project)
-            return seen[event.project_id]
+            return readable(event)
 
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")

@@ -15,6 +15,8 @@ so a field the server adds later is reachable before the client knows its name.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -307,6 +309,7 @@ class NeuralMindClient:
         self._opener = None
         self.projects = Projects(self)
         self.jobs = Jobs(self)
+        self.webhooks = Webhooks(self)
         if autostart and not self._answers():
             self._start_daemon()
 
@@ -909,3 +912,121 @@ class Memories:
             "".join(json.dumps(line) + "\n" for line in lines).encode()
         return self._nm._json("POST", self._url("import"), data=body, params={"mode": mode},
                               headers={"Content-Type": JSONL})
+
+
+# -- webhooks --------------------------------------------------------------------------------
+
+SIGNATURE_TOLERANCE_S = 300
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: str
+    url: str
+    events: list = field(default_factory=list)
+    projects: list | None = None
+    description: str = ""
+    enabled: bool = True
+    disabled_reason: str | None = None
+    created_by: str | None = None
+    created_at: str | None = None
+    failing_since: str | None = None
+    secret: str | None = None  # only in what create() and rotate_secret() return
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    id: str
+    webhook_id: str
+    kind: str
+    status: str
+    attempts: int = 0
+    event_id: int | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    last_latency_ms: float | None = None
+    next_attempt_at: str | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def _webhook(data: dict) -> Webhook:
+    return _build(Webhook, data)
+
+
+def _delivery(data: dict) -> WebhookDelivery:
+    return _build(WebhookDelivery, data)
+
+
+class Webhooks:
+    """``/v1/webhooks``: signed deliveries of events to your own services (docs/webhooks.md)."""
+
+    def __init__(self, nm: NeuralMindClient):
+        self._nm = nm
+
+    def create(self, url: str, events: Iterable[str], projects: Iterable[str] | None = None,
+               description: str = "") -> Webhook:
+        """Subscribe ``url``; the returned ``secret`` is shown this once — keep it."""
+        body = {"url": url, "events": list(events), "description": description,
+                "projects": None if projects is None else list(projects)}
+        return _webhook(self._nm._json("POST", "/v1/webhooks", json_body=body))
+
+    def list(self) -> Iterator[Webhook]:
+        return self._nm._pages("/v1/webhooks", _webhook)
+
+    def get(self, webhook_id: str) -> Webhook:
+        return _webhook(self._nm._json("GET", _path("/v1/webhooks", webhook_id)))
+
+    def update(self, webhook_id: str, **changes: Any) -> Webhook:
+        """PATCH ``url``, ``events``, ``projects`` (None: every project), ``description``,
+        ``enabled``."""
+        return _webhook(self._nm._json("PATCH", _path("/v1/webhooks", webhook_id),
+                                       json_body=changes))
+
+    def delete(self, webhook_id: str) -> None:
+        self._nm.request("DELETE", _path("/v1/webhooks", webhook_id))
+
+    def rotate_secret(self, webhook_id: str, keep_previous_s: int = 0) -> Webhook:
+        """A new secret (``.secret``); the old one also signs for ``keep_previous_s``."""
+        return _webhook(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "rotate-secret"),
+                                       json_body={"keep_previous_s": keep_previous_s}))
+
+    def test(self, webhook_id: str) -> WebhookDelivery:
+        """Send a ``ping`` now; the delivery says what the receiver answered."""
+        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "test")))
+
+    def deliveries(self, webhook_id: str, status: str | None = None) -> Iterator[WebhookDelivery]:
+        """The hook's deliveries, newest first: ``pending``, ``delivered`` or ``failed``."""
+        return self._nm._pages(_path("/v1/webhooks", webhook_id, "deliveries"), _delivery,
+                               {"status": status})
+
+    def redeliver(self, webhook_id: str, delivery_id: str) -> WebhookDelivery:
+        """Queue a finished delivery again (same id and body), at the end of the hook's queue."""
+        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "deliveries",
+                                                      delivery_id, "redeliver")))
+
+
+def webhook_signature(secret: str, timestamp: str | int, body: bytes) -> str:
+    """``sha256=`` + hex HMAC-SHA256, keyed with the secret's UTF-8 bytes, of
+    ``timestamp + "." + body``: the ``NeuralMind-Signature`` of a delivery."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def verify_signature(secret: str, body: bytes, headers: Any, *,
+                     tolerance_s: float = SIGNATURE_TOLERANCE_S, now: float | None = None) -> bool:
+    """Whether a webhook delivery is genuine and fresh: ``body`` is the raw request body
+    (bytes, before any JSON parsing), ``headers`` the request's headers (any mapping; names
+    are matched without regard to case). False when the signature does not match (the header
+    may carry several during a secret rotation: one matching is enough), or when
+    ``NeuralMind-Timestamp`` is more than ``tolerance_s`` seconds from ``now`` — a replayed
+    delivery. Compared in constant time."""
+    found = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    timestamp = found.get("neuralmind-timestamp", "")
+    given = [s.strip() for s in found.get("neuralmind-signature", "").split(",") if s.strip()]
+    if not timestamp.isdigit() or not given:
+        return False
+    if abs((time.time() if now is None else now) - int(timestamp)) > tolerance_s:
+        return False
+    expected = webhook_signature(secret, timestamp, body)
+    return any(hmac.compare_digest(expected, s) for s in given)
