@@ -7,7 +7,7 @@ import re
 import typing
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
 from kernel.api import Operation, _is_list
@@ -116,6 +116,15 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
     return out
 
 
+def _refuses_empty(model) -> bool:
+    """Whether ``{}`` fails ``model``: a required field, or a rule between fields."""
+    try:
+        model.model_validate({})
+    except ValidationError:
+        return True
+    return False
+
+
 def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> dict[str, Any]:
     """The document for ``routes``: ``[(uri, method, operation, operation_id)]``."""
     schemas = _Schemas()
@@ -136,9 +145,8 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
         if params:
             entry["parameters"] = params
         if op.body is not None:
-            # required when a missing body is refused: a model with a required field (a
-            # missing body is read as {}), else a body may be left out
-            required = any(f.is_required() for f in op.body.model_fields.values())
+            # required exactly when a missing body is refused: a missing body is read as {}
+            required = _refuses_empty(op.body)
             entry["requestBody"] = {"required": required, "content": {
                 "application/json": {"schema": schemas.ref(op.body, "validation")},
                 **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}

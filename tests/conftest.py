@@ -22,11 +22,16 @@ def pytest_configure(config):
     """The session's model folder (tests/support.py), its int8 model derived meanwhile in a
     child process: collecting the tests keeps this process busy for seconds anyway."""
     SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
-    threading.Thread(target=derived_model, name="derive-int8", daemon=True).start()
+    config._neuralmind_derive = threading.Thread(target=derived_model, name="derive-int8",
+                                                 daemon=True)
+    config._neuralmind_derive.start()
     SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
 
 
 def pytest_unconfigure(config):
+    deriving = getattr(config, "_neuralmind_derive", None)
+    if deriving is not None:  # a short session can end before the derivation does
+        deriving.join()
     if SESSION.models is not None:
         shutil.rmtree(SESSION.models, ignore_errors=True)
     if SESSION.pg_server is not None:
