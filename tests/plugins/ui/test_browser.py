@@ -1,0 +1,147 @@
+"""The dashboard in a real browser (Debian's chromium through Playwright), served from this
+process: sign-in, memories written here and elsewhere, search, history diffs, a build, the
+reader's view, the XSS record, CSP. Few tests, each walking a page as a user would."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.plugins.auth.helpers import create_token, server_config
+from tests.plugins.ui.conftest import PLUGINS, Page
+from tests.support import LocalServer
+
+XSS = '<img src=x onerror="document.title=\'pwned\'">'
+
+
+def memories(server, pid):
+    return f"/v1/projects/{pid}/memories"
+
+
+def test_signed_in_by_a_one_time_code_that_leaves_no_trace(tab, local):
+    t = tab()
+    page = t.signed_in()
+    assert page.url.endswith("/ui#/projects")  # the code left the address bar at once
+    assert "script-src 'self'" in t.response.headers["content-security-policy"]
+    assert page.evaluate("sessionStorage.getItem('neuralmind.token')") == local.token
+    assert page.locator("#me").text_content() == "local · admin"
+    page.wait_for_selector("dl.facts")  # the selected project's stats
+    assert page.evaluate("document.querySelectorAll('script:not([src]), [style]').length") == 0
+    assert t.problems == [] and t.dialogs == []
+    used = t.page.context.new_page()  # the same link again: refused, the paste form shown
+    code = local.post("/v1/ui/sign-in-codes").json["path"]
+    local.post("/v1/ui/sign-in", {"code": code.split("=", 1)[1]}, auth=False)
+    used.goto(local.url + code)
+    used.wait_for_selector("form input[type=password]")
+    assert "did not work" in used.locator(".notice").text_content()
+
+
+def test_memories_created_here_and_elsewhere_searched_and_diffed(tab, local):
+    t = tab()
+    page = t.signed_in("#/memories")
+    page.wait_for_selector("text=No memories match.")
+    page.click("button:has-text('New memory')")
+    page.fill("form.card input >> nth=0", "Use SQLite WAL")
+    page.fill("form.card textarea", "Readers never block writers.")
+    page.fill("form.card input >> nth=1", "sqlite")
+    page.click("form.card button:has-text('Create')")
+    page.wait_for_selector("ol.history")
+    mid = page.url.rsplit("/", 1)[1]
+    assert page.locator(".detail h2").text_content() == "Use SQLite WAL"
+    # another client writes: the list shows it through the event stream, without a reload
+    local.post(memories(local, local.pid), {"title": "Prices are integers of cents",
+                                            "rationale": "Floats lost a cent on refunds."})
+    page.wait_for_selector("table.memories a:has-text('Prices are integers of cents')")
+    # and amends the open record: its history shows the change word by word
+    r = local.patch(f"{memories(local, local.pid)}/{mid}", {"rationale": "Readers never block the writer."})
+    assert r.status == 200
+    page.wait_for_selector("ol.history li >> nth=1")
+    assert page.locator("ol.history del").first.text_content() == "writers."
+    assert page.locator("ol.history ins").first.text_content() == "the writer."
+    for mode, query in (("keyword", "cents"), ("semantic", "money rounding errors"), ("hybrid", "WAL")):
+        page.fill("input[name=query]", query)
+        page.check(f"input[name=mode][value={mode}]")
+        page.click("form[role=search] button:has-text('Search')")
+        page.wait_for_selector(f"text=results, {mode} search")
+        top = page.locator("table.memories tbody tr").first
+        assert top.locator("a").text_content() == {"keyword": "Prices are integers of cents",
+                                                   "semantic": "Prices are integers of cents",
+                                                   "hybrid": "Use SQLite WAL"}[mode]
+        float(top.locator("td.num").text_content())  # the score is shown
+    assert t.problems == []
+
+
+def test_a_build_shows_its_progress_and_the_index_it_made(tab, local):
+    t = tab()
+    page = t.signed_in()
+    page.click("button:has-text('Full rebuild')")
+    page.wait_for_selector("text=/done: 2 files/")
+    assert page.locator("progress").is_visible()
+    page.click("nav >> text=Code")
+    page.fill("input[type=search]", "sales tax")
+    page.click("form[role=search] button")
+    page.click("a:has-text('tax.py:1')")
+    page.wait_for_selector("ol.source li.target")
+    assert page.locator("ol.source li.target").text_content() == "def sales_tax(cents):"
+    assert page.evaluate("document.activeElement.id") == "L1"
+
+
+def test_the_xss_record_renders_as_text(tab, local):
+    made = local.post(memories(local, local.pid), {"title": XSS, "rationale": "<script>alert(1)</script>"})
+    t = tab()
+    page = t.signed_in(f"#/memories/{made.json['id']}")
+    page.wait_for_selector(".detail h2")
+    assert page.locator(".detail h2").text_content() == XSS
+    assert page.locator(".rationale").text_content() == "<script>alert(1)</script>"
+    assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+    assert page.title() != "pwned" and t.dialogs == [] and t.problems == []
+
+
+def test_ask_streams_an_answer_with_linked_sources(tab, local):
+    page = tab().signed_in("#/ask")
+    page.fill("textarea", "how long do refunds take?")
+    page.click("form.card button[type=submit]")
+    page.wait_for_selector("ol.sources li.cited")
+    assert "five working days" in page.locator(".answer").text_content()
+    cited = page.locator("ol.sources li.cited a").first
+    assert cited.text_content() == "README.md:5"
+    page.locator(".answer a.cite").first.click()
+    assert page.evaluate("document.activeElement.id").startswith("source-")
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ui-team")
+    config = server_config(root, {"a": root / "a"}, "[ui]\nenabled = true\n")
+    with LocalServer(root / "home", config=config, plugins=PLUGINS) as server:
+        cfg = server.home / "config.toml"
+        server.admin = create_token(server.home, cfg, "ada", "admin")["token"]
+        server.reader = create_token(server.home, cfg, "rita", "reader")["token"]
+        assert server.post(memories(server, "a"), {"title": "Only admins delete",
+                                                  "rationale": "r"}, token=server.admin).status == 201
+        yield server
+
+
+def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(browser, team):
+    t = Page(browser, team, width=390, height=844)  # a phone
+    try:
+        page = t.page
+        page.goto(team.url + "/ui")
+        page.fill("input[type=password]", team.reader)
+        page.press("input[type=password]", "Enter")
+        page.wait_for_selector("#me:has-text('rita · reader')")
+        t.go("#/memories")
+        page.click("a:has-text('Only admins delete')")
+        page.wait_for_selector("ol.history")
+        for label in ("New memory", "Edit", "Invalidate", "Delete", "Restore", "Helpful"):
+            assert page.locator(f"button:has-text('{label}')").count() == 0, label
+        status = page.evaluate("""async () => (await fetch('/v1/projects/a/memories', {method: 'POST',
+            headers: {'Content-Type': 'application/json', Authorization:
+            'Bearer ' + sessionStorage.getItem('neuralmind.token')},
+            body: JSON.stringify({title: 't', rationale: 'r'})})).status""")
+        assert status == 403
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+        t.go("#/activity")
+        page.wait_for_selector("table.events")
+        assert page.locator("text=Audit trail").count() == 0  # admins only
+    finally:
+        t.close()
