@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import (EXAMPLE, ROOT, SESSION, LocalServer, Server, derived_model,
+from tests.support import (EXAMPLE, SESSION, LocalServer, Server, bundled_site, derived_model,
                            plugin_site, pythonpath)
 
 
@@ -42,25 +42,13 @@ def hermetic_environment():
 
 @pytest.fixture(scope="session", autouse=True)
 def bundled_entry_points(tmp_path_factory, hermetic_environment):
-    """Until the entry point is installed (the lead drops this at merge): when the installed
-    metadata predates a bundled plugin this tree's pyproject.toml declares (ask, ui), a
-    ``neuralmind`` dist-info holding pyproject's entry points goes first on sys.path (and on
-    PYTHONPATH for real servers), so ``kernel.plugins.bundled()`` reads this tree's list.
-    Nothing is installed; with up-to-date metadata it does nothing."""
-    import tomllib
-
-    from kernel import __version__
-    from kernel.plugins import GROUP, bundled
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][GROUP]
-    if set(declared.items()) <= set(bundled().items()):
+    """Until the entry point is installed (the lead drops this at merge): this tree's bundled
+    plugins on sys.path and PYTHONPATH when the installed metadata predates some (ask, ui)."""
+    from kernel.plugins import bundled
+    site = bundled_site(tmp_path_factory.mktemp("bundled-site"))
+    if site is None:
         yield
         return
-    site = tmp_path_factory.mktemp("bundled-site")
-    info = site / f"neuralmind-{__version__}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: neuralmind\nVersion: {__version__}\n")
-    (info / "entry_points.txt").write_text(
-        f"[{GROUP}]\n" + "".join(f"{name} = {target}\n" for name, target in declared.items()))
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(site))
         mp.setenv("PYTHONPATH", pythonpath(site))

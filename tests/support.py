@@ -194,6 +194,27 @@ def plugin_site(site: Path, dist: str, entry_points: dict[str, str]) -> Path:
     return Path(site)
 
 
+def bundled_site(site: Path) -> Path | None:
+    """Until the entry point is installed (the lead drops this at merge): when the installed
+    metadata predates a bundled plugin pyproject.toml declares, a ``neuralmind`` dist-info in
+    ``site`` holding pyproject's entry points, to put first on sys.path / PYTHONPATH so
+    ``kernel.plugins.bundled()`` reads this tree's list; None when the metadata is current.
+    Nothing is installed."""
+    import tomllib
+
+    from kernel import __version__
+    from kernel.plugins import GROUP, bundled
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][GROUP]
+    if set(declared.items()) <= set(bundled().items()):
+        return None
+    info = Path(site) / f"neuralmind-{__version__}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: neuralmind\nVersion: {__version__}\n")
+    (info / "entry_points.txt").write_text(
+        f"[{GROUP}]\n" + "".join(f"{name} = {target}\n" for name, target in declared.items()))
+    return Path(site)
+
+
 def pythonpath(*folders: Path | str) -> str:
     """PYTHONPATH for a child process: ``folders``, this tree, then what was already there."""
     parts = [*map(str, folders), str(ROOT), os.environ.get("PYTHONPATH")]

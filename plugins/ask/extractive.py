@@ -1,7 +1,8 @@
 """The default answer, with no model to call: the sentences of the best sources that answer
 the question, each cited. A sentence scores by the question's words it shares (weighted by
 how rare they are among the candidates), by meaning when the embedder is available, and a
-little by its source's rank; the best three, at most two from one source, are the answer."""
+little by its source's rank; the best three, at most two from one source, are the answer.
+Chosen on LoCoMo dev with bench/ask_locomo.py (docs/performance-ask.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ log = logging.getLogger("neuralmind.ask")
 MAX_SENTENCES = 3
 PER_SOURCE = 2
 KEEP_RATIO = 0.6  # a sentence below this share of the best one's score is left out
+EMBED_AT_MOST = 8  # candidate sentences given a vector (plus the question)
 SENTENCE_CHARS = 400
 WORD = re.compile(r"[A-Za-z0-9]+")
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -87,10 +89,20 @@ class Extractive:
 
     def pick(self, question: str, sources: list[dict[str, Any]]) -> list[tuple[dict, str]]:
         units = candidates(sources)
-        if not units:
-            return []
         asked = set(terms(question))
         unit_terms = [set(terms(text)) for _, _, text in units]
+        rank, per_kind = {}, {}
+        for source in sources:  # each kind comes best first; scores of two kinds don't compare
+            rank[id(source)] = per_kind[source["kind"]] = per_kind.get(source["kind"], -1) + 1
+        prior = [1.0 / (1 + rank[id(source)]) for source, _, _ in units]
+        if self.embed is not None and len(units) > EMBED_AT_MOST:
+            # a vector each costs a model run: only for the likeliest units (words shared,
+            # then the source's rank); on LoCoMo dev the answers cite as well as with all
+            keep = sorted(sorted(range(len(units)),
+                                 key=lambda i: -(len(unit_terms[i] & asked) + prior[i]))[:EMBED_AT_MOST])
+            units, unit_terms, prior = ([xs[i] for i in keep] for xs in (units, unit_terms, prior))
+        if not units:
+            return []
         df: dict[str, int] = {}
         for seen in unit_terms:
             for term in seen & asked:
@@ -99,12 +111,9 @@ class Extractive:
         keyword = [sum(idf.get(t, 0.0) for t in seen & asked) for seen in unit_terms]
         top = max(keyword) or 1.0
         meaning = self._cosines(question, [text for _, _, text in units])
-        rank, per_kind = {}, {}
-        for source in sources:  # each kind comes best first; scores of two kinds don't compare
-            rank[id(source)] = per_kind[source["kind"]] = per_kind.get(source["kind"], -1) + 1
         scored = []
-        for i, (source, shown, _) in enumerate(units):
-            score = keyword[i] / top * (0.5 if meaning else 1.0) + 0.1 / (1 + rank[id(source)])
+        for i in range(len(units)):
+            score = keyword[i] / top * (0.5 if meaning else 1.0) + 0.1 * prior[i]
             if meaning:
                 score += 0.5 * meaning[i]
             scored.append((score, i))

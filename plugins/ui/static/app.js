@@ -36,18 +36,29 @@ async function boot() {
   $("#project").addEventListener("change", (e) => setProject(e.target.value));
   window.addEventListener("nm:unauthorized", () => signOut("Your token was refused (revoked, "
     + "expired or rotated): sign in again."));
-  const code = new URLSearchParams(location.hash.slice(1)).get("code");
-  if (code) {
-    history.replaceState(null, "", `${location.pathname}#/projects`);  // gone before any await
-    try {
-      const out = await api("POST", "/v1/ui/sign-in", {body: {code}});
-      session.set(out.token);
-    } catch (error) {
-      return signedOut(`That sign-in link did not work (${error.message}).`);
-    }
-  }
+  window.addEventListener("hashchange", async () => {  // a sign-in link opened in this tab
+    if (!await redeem()) return;
+    if (ctx.me) location.reload();  // signed in already, maybe as someone else: afresh
+    else await start();
+  });
+  if (await redeem() === false) return;
   if (!session.token) return signedOut();
   await start();
+}
+
+// `neuralmind ui` opens /ui#code=…: trade the one-time code for the token, over POST, and take
+// it out of the address bar first. Undefined when there is no code, else whether it worked.
+async function redeem() {
+  const code = new URLSearchParams(location.hash.slice(1)).get("code");
+  if (!code) return undefined;
+  history.replaceState(null, "", `${location.pathname}#/projects`);  // gone before any await
+  try {
+    session.set((await api("POST", "/v1/ui/sign-in", {body: {code}})).token);
+  } catch (error) {
+    signedOut(`That sign-in link did not work (${error.message}).`);
+    return false;
+  }
+  return true;
 }
 
 async function start() {
@@ -118,6 +129,7 @@ function route() {
 function signOut(message) {
   if (stopEvents) stopEvents();
   stopEvents = null;
+  ctx.me = null;
   session.clear();
   if (leave) leave();
   leave = null;
