@@ -141,6 +141,7 @@ def cmd_up(args) -> int:
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print('try:   neuralmind project query "what does this project do?"')
     print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
+    print('       neuralmind ask "why do we use WAL?"    ·    neuralmind ui  (the dashboard)')
     for folder, agent in AGENT_FOLDERS:
         if os.path.isdir(os.path.join(root, folder)):
             print(f"agent: neuralmind agent install {agent}   (found {folder}/: gives {agent} "
