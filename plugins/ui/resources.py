@@ -74,7 +74,7 @@ class PageResource:
 
 
 class RootResource:
-    """``/``: where a browser pointed at the server's address lands."""
+    """``/`` and ``/ui/``: where a browser pointed at the server's address lands."""
 
     @operation(permission=None, include_in_schema=False)
     def on_get(self, req, resp):
@@ -128,7 +128,8 @@ class SignInResource:
 
 def routes(kernel, settings, sign_in: bool) -> list[tuple]:
     page = PageResource(Static())
-    out = [("/", RootResource()), ("/ui", page), ("/ui/assets/{name}", page, "asset")]
+    root = RootResource()
+    out = [("/", root), ("/ui/", root), ("/ui", page), ("/ui/assets/{name}", page, "asset")]
     if sign_in:
         from plugins.ui.codes import MIGRATIONS, Codes
         codes = kernel.state("ui.codes", lambda: Codes(

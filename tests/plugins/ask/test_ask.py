@@ -8,6 +8,8 @@ import json
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernel.config import ConfigError
 from tests.plugins.ask.conftest import MEMORIES, shop, stock
@@ -101,6 +103,20 @@ def test_bad_questions_are_422_and_change_nothing(local):
         assert (r.status, r.error["code"]) == (422, "validation_error"), body
     assert local.post("/v1/projects/nope/ask", {"question": "q"}).error["code"] == "project_not_found"
     assert len(events(local.home, "ask.answered")) == before
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.fixed_dictionaries({}, optional={
+    "question": st.one_of(st.text(max_size=60), st.integers(), st.none()),
+    "sources": st.one_of(st.lists(st.sampled_from(["memories", "code", "web", ""]), max_size=3),
+                         st.text(max_size=5)),
+    "context_budget": st.one_of(st.integers(-10, 40_000), st.text(max_size=3)),
+    "stream": st.one_of(st.booleans(), st.text(max_size=3))}))
+def test_any_body_is_an_answer_or_a_422_never_a_500(local, body):
+    r = local.post(f"/v1/projects/{local.pid}/ask", body)
+    assert r.status in (200, 422), (body, r.body[:300])
+    if r.status == 200 and not r.headers["content-type"].startswith("text/event-stream"):
+        assert set(r.json["cited"]) <= {s["n"] for s in r.json["sources"]}
 
 
 # -- an OpenAI-compatible endpoint --------------------------------------------------------

@@ -145,3 +145,24 @@ def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(bro
         assert page.locator("text=Audit trail").count() == 0  # admins only
     finally:
         t.close()
+
+
+def test_the_keyboard_reaches_the_pages_and_the_record_controls(tab, local):
+    local.post(memories(local, local.pid), {"title": "Reached by keyboard", "rationale": "r"})
+    page = tab().signed_in("#/memories")
+    page.wait_for_selector("a:has-text('Reached by keyboard')")
+    page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    reached = []
+    for _ in range(60):  # Tab on, from the page's start, until the record's link
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.textContent.trim()"))
+        if reached[-1] == "Reached by keyboard":
+            break
+    assert "New memory" in reached and "Search" in reached and reached[-1] == "Reached by keyboard"
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    page.keyboard.press("Enter")  # the focus ring shows where the keyboard is; Enter opens
+    page.wait_for_selector(".detail h2:has-text('Reached by keyboard')")

@@ -40,8 +40,9 @@ def test_the_page_and_its_files_carry_the_csp_and_revalidate(local):
     missing = local.get("/ui/assets/nope.js", auth=False)
     assert (missing.status, missing.error["code"]) == (404, "not_found")
     assert local.get("/ui/assets/..%2Fplugin.py", auth=False).status == 404
-    root = local.get("/", auth=False)
-    assert (root.status, root.headers["location"]) == (303, "/ui")
+    for path in ("/", "/ui/"):
+        root = local.get(path, auth=False)
+        assert (root.status, root.headers["location"]) == (303, "/ui")
 
 
 def test_no_inline_script_style_or_handler_and_no_markup_from_data():
