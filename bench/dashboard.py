@@ -2,8 +2,9 @@
 UI page the same server already serves (/v1/docs) measured in the same run.
 
 The server is the local daemon as users run it (`neuralmind daemon start --foreground`: one
-gunicorn worker with threads; the default plugins and the tier2 bridge), holding one project (a copy of this repository's kernel/,
-indexed) with 1,000 memories. Each run opens a fresh browser context (empty cache):
+gunicorn worker with threads; the default plugins and the tier2 bridge), holding one project
+(a copy of this repository's kernel/, indexed) with 1,000 memories. Each run opens a fresh
+browser context (empty cache):
   * signed in: from navigation to ``/ui#code=…`` until the projects page shows the selected
     project's numbers — the code traded for the token, whoami, the OpenAPI document, the
     projects list and the stats fetched and drawn;
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.memory import fill_batches, pct, record  # noqa: E402
+from bench.memory import fill_batches, pct  # noqa: E402
 from tests.support import DEFAULT_PLUGINS, KeepAlive, Server, bundled_site, pythonpath  # noqa: E402
 
 CHROMIUM = os.environ.get("NEURALMIND_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -41,15 +42,13 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 SHOTS = {"width": 1180, "height": 760}
 
 
-def timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return (time.perf_counter() - started) * 1000
-
-
 def sign_in(srv: Server, page) -> None:
     page.goto(srv.url + srv.post("/v1/ui/sign-in-codes").json["path"])
     page.wait_for_selector("dl.facts")
+
+
+def since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
 
 
 def measure(browser, srv: Server, runs: int) -> dict[str, list[float]]:
@@ -59,35 +58,32 @@ def measure(browser, srv: Server, runs: int) -> dict[str, list[float]]:
         context = browser.new_context()
         page = context.new_page()
         code = srv.post("/v1/ui/sign-in-codes").json["path"]
-
-        def first():
-            page.goto(srv.url + code)
-            page.wait_for_selector("dl.facts")
-        out["signed in"].append(timed(first))
+        started = time.perf_counter()
+        page.goto(srv.url + code)
+        page.wait_for_selector("dl.facts")
+        out["signed in"].append(since(started))
         out["kib"].append(page.evaluate("performance.getEntriesByType('resource').concat("
                                         "performance.getEntriesByType('navigation')).reduce("
                                         "(n, e) => n + e.encodedBodySize, 0)") / 1024)
-
-        def memories():
-            page.evaluate("location.hash = '#/memories'")
-            page.wait_for_selector("table.memories tbody tr >> nth=24")
-        out["memories"].append(timed(memories))
-
-        def warm():
-            page.evaluate("location.hash = '#/projects'")
-            page.reload()
-            page.wait_for_selector("dl.facts")
-        out["warm"].append(timed(warm))
+        started = time.perf_counter()
+        page.evaluate("location.hash = '#/memories'")
+        page.wait_for_selector("table.memories tbody tr >> nth=24")
+        out["memories"].append(since(started))
+        page.evaluate("location.hash = '#/projects'")
+        page.wait_for_selector("dl.facts")
+        started = time.perf_counter()
+        page.reload()
+        page.wait_for_selector("dl.facts")
+        out["warm"].append(since(started))
         context.close()
         context = browser.new_context()
         page = context.new_page()
-
-        def docs():
-            page.goto(srv.url + "/v1/docs")
-            # Swagger UI 4.15 draws the document's title, or (today, for an OpenAPI 3.1
-            # document it cannot read) its "Unable to render" notice: either ends its work
-            page.wait_for_selector("text=/NeuralMind API \\(self-hosted\\)|Unable to render this definition/")
-        out["/v1/docs"].append(timed(docs))
+        started = time.perf_counter()
+        page.goto(srv.url + "/v1/docs")
+        # Swagger UI 4.15 draws the document's title, or (today, for an OpenAPI 3.1 document
+        # it cannot read) its "Unable to render" notice: either ends its work
+        page.wait_for_selector("text=/NeuralMind API \\(self-hosted\\)|Unable to render this definition/")
+        out["/v1/docs"].append(since(started))
         context.close()
     return out
 
