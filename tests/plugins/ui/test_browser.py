@@ -4,8 +4,14 @@ reader's view, the XSS record, CSP. Few tests, each walking a page as a user wou
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from contextlib import contextmanager
+from urllib.parse import quote
+
 import pytest
 
+from neuralmind import Permission, hookimpl, operation
 from tests.plugins.auth.helpers import create_token, server_config
 from tests.plugins.ui.conftest import PLUGINS, Page
 from tests.support import LocalServer
@@ -108,9 +114,9 @@ def test_ask_streams_an_answer_with_linked_sources(tab, local):
     assert page.evaluate("document.activeElement.id").startswith("source-")
 
 
-@pytest.fixture(scope="module")
-def team(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ui-team")
+@contextmanager
+def team_server(root):
+    """A team server (server mode, the dashboard on) with an admin and a reader token."""
     config = server_config(root, {"a": root / "a"}, "[ui]\nenabled = true\n")
     with LocalServer(root / "home", config=config, plugins=PLUGINS) as server:
         cfg = server.home / "config.toml"
@@ -118,6 +124,12 @@ def team(tmp_path_factory):
         server.reader = create_token(server.home, cfg, "rita", "reader")["token"]
         assert server.post(memories(server, "a"), {"title": "Only admins delete",
                                                   "rationale": "r"}, token=server.admin).status == 201
+        yield server
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    with team_server(tmp_path_factory.mktemp("ui-team")) as server:
         yield server
 
 
@@ -166,3 +178,114 @@ def test_the_keyboard_reaches_the_pages_and_the_record_controls(tab, local):
     assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
     page.keyboard.press("Enter")  # the focus ring shows where the keyboard is; Enter opens
     page.wait_for_selector(".detail h2:has-text('Reached by keyboard')")
+
+
+def test_a_record_edited_invalidated_restored_exported_and_deleted(tab, local):
+    made = local.post(memories(local, local.pid), {"title": "Edit me", "rationale": "First."}).json
+    page = tab().signed_in(f"#/memories/{made['id']}")
+    page.click("button:has-text('Edit')")
+    page.fill("form.card textarea >> nth=0", "Second, better.")
+    page.click("form.card button:has-text('Save')")
+    page.wait_for_selector(".rationale:has-text('Second, better.')")
+    assert page.locator("ol.history del").first.text_content() == "First."
+    page.click("button:has-text('Invalidate')")
+    page.fill("form.card input", "superseded")
+    page.click("form.card button:has-text('Invalidate')")
+    page.wait_for_selector("dd:has-text('INVALIDATED')")
+    page.click("button:has-text('Restore')")
+    page.wait_for_selector("dd:has-text('ACTIVE')")
+    with page.expect_download() as download:
+        page.click("button:has-text('Export JSONL')")
+    lines = open(download.value.path()).read().splitlines()
+    assert made["id"] in {json.loads(line)["memory"]["id"] for line in lines}
+    page.click("button:has-text('Delete')")
+    assert local.get(f"{memories(local, local.pid)}/{made['id']}").status == 200  # asks twice
+    page.click("button:has-text('Really delete?')")
+    page.wait_for_selector("text=Pick a memory")
+    assert local.get(f"{memories(local, local.pid)}/{made['id']}").status == 404
+    kinds = [e["kind"] for e in local.get(f"{memories(local, local.pid)}/{made['id']}/history").json["items"]]
+    assert kinds == ["created", "amended", "invalidated", "restored", "deleted"]
+
+
+class Later:
+    """Routes issues 14 and 17 add, as a plugin would serve them: the pages show them only
+    when the OpenAPI document lists them."""
+
+    @hookimpl
+    def register_permissions(self, kernel):
+        return [Permission("later.read", "the routes of later issues")]
+
+    @hookimpl
+    def register_routes(self, kernel):
+        class Graph:
+            @operation(permission="later.read")
+            def on_get(self, req, resp, project_id, memory_id):
+                return {"nodes": [{"id": memory_id, "title": "the record"},
+                                  {"id": "m2", "title": "<b>an older one</b>"}],
+                        "edges": [{"source": memory_id, "target": "m2", "type": "supersedes"}]}
+
+        class Savings:
+            @operation(permission="later.read")
+            def on_get(self, req, resp, project_id):
+                return {"total": {"tokens_served": 1200, "tokens_of_files": 48000}}
+        base = "/v1/projects/{project_id}"
+        return [(base + "/memories/{memory_id}/graph", Graph()), (base + "/savings", Savings())]
+
+
+def test_graph_and_savings_light_up_when_the_server_lists_them(browser, tmp_path):
+    with LocalServer(tmp_path / "home", plugins=PLUGINS, extra_plugins=[Later()]) as server:
+        pid = server.register(tmp_path)
+        made = server.post(memories(server, pid), {"title": "Linked", "rationale": "r"}).json
+        t = Page(browser, server)
+        try:
+            page = t.signed_in()
+            page.wait_for_selector("h3:has-text('Savings')")
+            assert "48000" in page.locator("dl.values").first.text_content()
+            t.go(f"#/memories/{made['id']}")
+            page.wait_for_selector("svg.graph circle >> nth=1")
+            assert page.locator("svg.graph text", has_text="supersedes").count() == 1
+            assert page.locator("svg.graph text", has_text="<b>an older one</b>").count() == 1
+            assert page.locator("h3:has-text('Links')").count() == 0  # not served: not shown
+        finally:
+            t.close()
+
+
+def test_an_admin_sees_tokens_seats_and_verifies_the_audit_trail(browser, tmp_path):
+    with team_server(tmp_path) as team:  # its own: the test edits the audit trail
+        admin_walkthrough(browser, team)
+
+
+def admin_walkthrough(browser, team):
+    spare = create_token(team.home, team.home / "config.toml", "sam", "reader")
+    r = team.post(f"/v1/projects/{quote('é')}/memories", {"title": "t", "rationale": "r"},
+                  token=team.admin)  # refused, and audited with a non-ASCII path
+    assert r.status == 404
+    t = Page(browser, team)
+    try:
+        page = t.page
+        page.goto(team.url + "/ui")
+        page.fill("input[type=password]", team.admin)
+        page.press("input[type=password]", "Enter")
+        page.wait_for_selector("#me:has-text('ada · admin')")
+        t.go("#/activity")
+        row = page.locator("tr", has=page.locator("code", has_text=spare["id"]))
+        row.locator("button:has-text('Revoke')").click()
+        row.locator("button:has-text('Really revoke?')").click()
+        page.wait_for_selector(f"text=Revoked {spare['id']}")
+        assert team.get("/v1/auth/whoami", token=spare["token"]).status == 401
+        assert page.locator("h2:has-text('Seats') + div dt:has-text('active_actors')").count() == 1
+        page.click("text=Verify chain")
+        page.wait_for_selector("p.ok")
+        trail = team.get("/v1/admin/audit?limit=200", token=team.admin).json["items"]
+        assert any("/v1/projects/é/" in (r["target"] or "") for r in trail)
+        count = len(trail)
+        assert page.locator("p.ok").text_content().startswith(f"Verified {count} records")
+        assert count >= 5 and t.problems == []
+        with sqlite3.connect(team.home / "audit.db") as db:  # someone edits the trail
+            db.execute("DROP TRIGGER audit_no_update")
+            db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2")
+        page.click("text=Verify chain")
+        page.wait_for_selector("p.error")
+        assert page.locator("p.error").text_content() == "The chain is broken: record 2 was edited."
+    finally:
+        t.close()
