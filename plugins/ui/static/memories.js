@@ -104,17 +104,21 @@ export function render(root, ctx, [openId]) {
   }
 
   // -- one record ------------------------------------------------------------------------
-  async function open(id) {
-    clear(detailBox, spinner());
+  const editing = () => detailBox.querySelector("form") !== null;  // a form being filled in
+
+  // `refresh`: redrawn because an event said it changed — never under a form being filled in
+  async function open(id, refresh = false) {
+    if (!refresh) clear(detailBox, spinner());
     const url = `${base}/${encodeURIComponent(id)}`;
     let m;
     let history;
     try {
       [m, history] = await Promise.all([api("GET", url), api("GET", `${url}/history`, {params: {limit: 200}})]);
     } catch (error) {
+      if (refresh && editing()) return;
       return clear(detailBox, h("p", {class: "error"}, error.message));
     }
-    if (stopped) return;
+    if (stopped || (refresh && editing())) return;
     const status = m.effective_status || m.status;
     const facts = [["Id", m.id], ["Status", status], ["Type", m.decision_type],
       ["Confidence", number(m.confidence, 2)], ["Author", m.author], ["Agent", m.agent],
@@ -271,8 +275,7 @@ export function render(root, ctx, [openId]) {
     timer = setTimeout(() => {  // a batch is many events: reload once
       if (stopped) return;
       load();
-      if (openId && detailBox.querySelector(".form-slot")?.childElementCount === 0
-          && (ev.data?.id === openId || !ev.data?.id)) open(openId);
+      if (openId && !editing() && (ev.data?.id === openId || !ev.data?.id)) open(openId, true);
     }, 250);
   };
   ctx.bus.addEventListener("event", onEvent);
