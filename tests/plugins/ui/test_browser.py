@@ -136,11 +136,7 @@ def team(tmp_path_factory):
 def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(browser, team):
     t = Page(browser, team, width=390, height=844)  # a phone
     try:
-        page = t.page
-        page.goto(team.url + "/ui")
-        page.fill("input[type=password]", team.reader)
-        page.press("input[type=password]", "Enter")
-        page.wait_for_selector("#me:has-text('rita · reader')")
+        page = t.pasted(team.reader, "rita · reader")
         t.go("#/memories")
         page.click("a:has-text('Only admins delete')")
         page.wait_for_selector("ol.history")
@@ -262,11 +258,7 @@ def admin_walkthrough(browser, team):
     assert r.status == 404
     t = Page(browser, team)
     try:
-        page = t.page
-        page.goto(team.url + "/ui")
-        page.fill("input[type=password]", team.admin)
-        page.press("input[type=password]", "Enter")
-        page.wait_for_selector("#me:has-text('ada · admin')")
+        page = t.pasted(team.admin, "ada · admin")
         t.go("#/activity")
         row = page.locator("tr", has=page.locator("code", has_text=spare["id"]))
         row.locator("button:has-text('Revoke')").click()
