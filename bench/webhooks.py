@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from bench.memory import singles_wrk  # noqa: E402
 from neuralmind.client import verify_signature, webhook_signature  # noqa: E402
 from tests.embeddings import fake_embedder  # noqa: E402
-from tests.support import KeepAlive, Server, plugin_site, pythonpath  # noqa: E402
+from tests.support import KeepAlive, Server, pythonpath  # noqa: E402
 
 FAST = """
 [webhooks]
@@ -160,15 +160,8 @@ class Counter:
 
 
 def server_env(root: Path, fake: bool = False) -> dict[str, str]:
-    """PYTHONPATH for a server: the fake embedder's entry point when asked, and the webhooks
-    entry point while the installed metadata does not declare it yet."""
-    from kernel.plugins import available
-    env = fake_embedder.server_env(root) if fake else {"PYTHONPATH": pythonpath()}
-    if "webhooks" not in available():  # until the entry point is installed
-        site = plugin_site(root / "webhooks-site", "neuralmind-webhooks-dev",
-                           {"webhooks": "plugins.webhooks.plugin"})
-        env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
-    return env
+    """PYTHONPATH for a server: the fake embedder's entry point when asked."""
+    return fake_embedder.server_env(root) if fake else {"PYTHONPATH": pythonpath()}
 
 
 def hook(server: Server, counter: Counter, path: str, events: list[str]) -> None:
@@ -350,12 +343,8 @@ def create_cost(root: Path, counter: Counter, n: int, rounds: int, workers: int,
 def in_process(root: Path, counter: Counter, n: int) -> dict[str, float]:
     """The plugin's own CPU, in this process (so nothing else's is counted): per delivery
     to one hook on its kept connection, and per take-in of one event for 5 hooks."""
-    from kernel.plugins import available
     from neuralmind import Actor
     from tests.support import make_kernel
-    if "webhooks" not in available():  # until the entry point is installed
-        sys.path.insert(0, str(plugin_site(root / "inproc-site", "neuralmind-webhooks-dev",
-                                           {"webhooks": "plugins.webhooks.plugin"})))
     from plugins.webhooks.models import WebhookIn
     (root / "inproc.toml").write_text(FAST.replace("poll_s = 0.05", "poll_s = 60"))
     kernel = make_kernel(root / "home-inproc", plugins=["auth", "webhooks"],

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp"]
+DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp", "ask", "ui"]
 DEFAULT_MAX_BODY = 1024 * 1024
 
 

@@ -101,3 +101,10 @@ def embedder(kernel: Kernel) -> Embedder | None:
 def server_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     """Server-mode settings (``host``, ``port``) a plugin derives from its own config section;
     the config's ``[server]`` keys win over these."""
+
+
+@hookspec(firstresult=True)
+def answer_provider(kernel: Kernel, project: Project) -> Any:
+    """What writes the answers of ``POST /v1/projects/{id}/ask`` for ``project``: an object
+    with ``name``, ``model`` and ``answer(question, sources, stream) -> Iterable[str]`` (the
+    answer in pieces, citing sources as ``[n]``); None leaves it to the next plugin."""

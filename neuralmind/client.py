@@ -217,6 +217,31 @@ class QueryResult:
 
 
 @dataclass(frozen=True)
+class AskResult:
+    """An answer with its numbered sources; ``cited`` are the numbers the answer cites."""
+
+    answer: str
+    sources: list = field(default_factory=list)
+    cited: list = field(default_factory=list)
+    provider: str | None = None
+    model: str | None = None
+    notices: list = field(default_factory=list)
+    question: str | None = None
+    project_id: str | None = None
+    ms: float | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class AskEvent:
+    """One event of a streamed answer: ``sources``, then ``delta`` (``data["text"]``), then
+    ``done``."""
+
+    kind: str
+    data: dict
+
+
+@dataclass(frozen=True)
 class Event:
     id: int | None
     kind: str
@@ -583,6 +608,16 @@ def _sse(lines: Iterable[bytes]) -> Iterator[tuple[dict[str, str], str]]:
                 fields[name] = value
 
 
+def _ask_events(resp) -> Iterator[AskEvent]:
+    with resp:
+        for fields, data in _sse(resp):
+            event = AskEvent(fields.get("event", "message"), json.loads(data))
+            if event.kind == "error":
+                err = event.data["error"]
+                raise _api_error(err.get("status", 502), json.dumps(event.data).encode(), {})
+            yield event
+
+
 def _mcp_messages(resp, streamed: bool) -> Iterator[dict[str, Any]]:
     with resp:
         if streamed:
@@ -742,6 +777,28 @@ class ProjectHandle:
 
     def wakeup(self) -> QueryResult:
         return _query_result(self._nm._json("GET", self._url("wakeup")))
+
+    def ask(self, question: str, *, sources: Iterable[str] | None = None,
+            context_budget: int | None = None, stream: bool = False,
+            timeout: float = QUERY_TIMEOUT) -> AskResult | Iterator[AskEvent]:
+        """A grounded answer citing the project's memories and code as ``[n]``. ``sources``
+        picks from ``memories`` and ``code`` (default both). ``stream=True`` gives the answer's
+        events as they arrive (``sources``, ``delta``…, ``done``); a provider failing midway
+        raises its error (``provider_error``, ``provider_timeout``) from the iteration."""
+        body: dict[str, Any] = {"question": question, "stream": stream}
+        if sources is not None:
+            body["sources"] = list(sources)
+        if context_budget is not None:
+            body["context_budget"] = context_budget
+        if not stream:
+            return _build(AskResult, self._nm._json("POST", self._url("ask"), json_body=body,
+                                                    timeout=timeout, idempotent=True))
+        resp = self._nm._send("POST", self._url("ask"), body=json.dumps(body).encode(),
+                              headers={"Accept": "text/event-stream"}, timeout=timeout,
+                              stream=True)
+        if isinstance(resp, _Response):
+            raise _api_error(resp.status, resp.body, resp.headers)
+        return _ask_events(resp)
 
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))

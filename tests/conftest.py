@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model, plugin_site,
-                           pythonpath)
+from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model,
+                           plugin_site, pythonpath)
 
 
 def pytest_configure(config):

@@ -136,6 +136,7 @@ def cmd_up(args) -> int:
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print(f'try:   neuralmind project query "{FIRST_QUERY}"')
     print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
+    print('       neuralmind ask "why do we use WAL?"    ·    neuralmind ui  (the dashboard)')
     for folder, agent in AGENT_FOLDERS:
         if os.path.isdir(os.path.join(root, folder)):
             print(f"agent: neuralmind agent install {agent}   (found {folder}/: gives {agent} "

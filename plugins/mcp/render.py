@@ -117,6 +117,15 @@ def activity(out: dict[str, Any]) -> str:
                                                  "; learning is off on this server"))
 
 
+def answer(out: dict[str, Any]) -> str:
+    """An ask's answer, then its numbered sources (cited ones marked) and notices."""
+    cited = set(out.get("cited") or ())
+    lines = [out.get("answer", ""), ""]
+    lines += [f"{'*' if s['n'] in cited else ' '}[{s['n']}] {s['cite']} — {s['title']}"
+              for s in out.get("sources") or ()]
+    return "\n".join(lines + [f"note: {n}" for n in out.get("notices") or ()]).rstrip()
+
+
 def job(job: dict[str, Any]) -> str:
     r = job.get("result") if isinstance(job.get("result"), dict) else {}
     if "nodes" not in r:

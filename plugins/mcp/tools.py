@@ -99,6 +99,12 @@ SPECS = (
              "Tell NeuralMind which files you read, edited or tested (kind: read, edit, test) "
              "so next_files learns which files go together. Report them as you work; files "
              "of one session are linked with each other.")),
+    Spec("ask", "Ask about the project", "post", PROJECT + "/ask", render.answer,
+         omit=frozenset({"stream"}), send={"stream": False}, description=(
+             "A short answer to a question about this project, grounded in its recorded "
+             "decisions and its code, citing numbered sources (memory ids, file:line). Use it "
+             "for why/where questions; read a cited source with get_memory or query_code for "
+             "the details. sources: memories, code (default both).")),
     Spec("wakeup", "Project overview", "get", PROJECT + "/wakeup", render.context, description=(
         "The project overview to read at the start of a session: what the project is, its "
         "layout and main modules (L0 + L1, a few hundred tokens), with a warning when files "

@@ -273,6 +273,49 @@ def test_hook_embedder_replaces_the_packaged_model(kernels):
     assert (status["model_id"], status["loaded"]) == ("probe-model@1", True)
 
 
+def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplog):
+    class Provider:
+        name, model = "probe", "probe-1"
+
+        def __init__(self, failure=None):
+            self.failure = failure
+
+        def answer(self, question, sources, stream):
+            if self.failure is not None:
+                raise self.failure
+            yield f"{len(sources)} sources for {question!r} "
+            yield "[1]"
+
+    class Answers(Probe):
+        def __init__(self, provider):
+            super().__init__()
+            self.provider = provider
+
+        @hookimpl
+        def answer_provider(self, kernel, project):
+            self.calls.append(("answer_provider", project.id))
+            return self.provider
+
+    probe = Answers(Provider())
+    kernel = kernels(["auth", "ask"], probe)
+    api = client(kernel)
+    pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+    out = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"}).json
+    assert (out["answer"], out["provider"], out["model"]) == ("0 sources for 'why?' [1]", "probe",
+                                                             "probe-1")
+    assert probe.calls == [("answer_provider", pid)] and out["cited"] == []  # no source [1]
+    for failure, status, code in ((TimeoutError(), 504, "provider_timeout"),
+                                  (RuntimeError("secret internals"), 502, "provider_error")):
+        kernel = kernels(["auth", "ask"], Answers(Provider(failure)))
+        api = client(kernel)
+        pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+        with caplog.at_level(logging.ERROR, logger="neuralmind.ask"):
+            r = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"})
+        assert (r.status_code, r.json["error"]["code"]) == (status, code)
+        assert "secret" not in r.text and "'probe'" in r.json["error"]["message"]
+    assert "secret internals" in caplog.text  # the server log has what the client does not
+
+
 @pytest.fixture
 def probe_installed(tmp_path, monkeypatch):
     """tests/kernel/hook_probe.py behind an entry point named ``probe``."""

@@ -117,6 +117,17 @@ def test_code_tools_build_with_a_job_and_read_the_index(local):
     assert [p["id"] for p in listed] == [local.project]
 
 
+def test_ask_answers_citing_numbered_sources_never_streamed(local):
+    assert not local.call("build_index", project=local.project)["isError"]
+    out = local.call("ask", project=local.project, question="how is the database opened in WAL?",
+                     sources=["code"], stream=True)  # stream is not the tool's to choose
+    answer = out["structuredContent"]
+    [hit] = [s for s in answer["sources"] if s["title"] == "open_wal"]
+    assert hit["cite"] == "wal.py:1" and hit["n"] in answer["cited"]
+    text = out["content"][0]["text"]
+    assert text.startswith(answer["answer"]) and f"*[{hit['n']}] wal.py:1 — open_wal" in text
+
+
 def test_refusals_are_tool_errors_carrying_the_envelope(local):
     missing = local.call("remember", project=local.project, title="no rationale")
     assert missing["isError"]
