@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -253,6 +254,12 @@ class Kernel:
         return app
 
     def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None) -> None:
+        # Falcon would let a second resource at a template replace the first without a word
+        template = re.sub(r"{\w+}", "{}", uri)
+        clash = next((u for u, *_ in self.routes if re.sub(r"{\w+}", "{}", u) == template), None)
+        if clash is not None:
+            raise StartupError(f"{type(resource).__name__} at {uri}: {clash} is already served "
+                               "(each route is declared once, by one plugin)")
         bound = _Bound()
         found = False
         for method in HTTP_METHODS:

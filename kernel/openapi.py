@@ -159,8 +159,11 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                     responses[str(status)] = {"description": "OK", "content": {
                         op.media_type.split(";")[0]: {"schema": {"type": "string"}}}}
             else:
-                responses[str(status)] = {"description": "OK", "content": {
-                    "application/json": {"schema": schemas.ref(tp, "serialization")}}}
+                content = {"application/json": {"schema": schemas.ref(tp, "serialization")}}
+                if status == op.status and op.media_type != "application/json":
+                    # a route that can also stream (ask's server-sent events) publishes both
+                    content[op.media_type.split(";")[0]] = {"schema": {"type": "string"}}
+                responses[str(status)] = {"description": "OK", "content": content}
         responses.update(_error_responses(op, PARAM.findall(uri)))
         entry["responses"] = responses
         if not op.public:

@@ -36,6 +36,7 @@ class AskResource:
         self.kernel, self.state = kernel, state
 
     @operation(permission="ask.read", body=AskIn, response=AskOut, tags=["ask"],
+               media_type="text/event-stream",
                summary="Answer a question from the project's memories and code, citing them as "
                        "[n] (stream: true answers as server-sent events: sources, delta…, done)")
     def on_post(self, req, resp, project_id):

@@ -116,7 +116,8 @@ class SignInResource:
 
     @operation(permission=None, body=SignInIn, response=SignedIn, tags=["ui"],
                summary="Trade a one-time sign-in code for the token it stands for (once, "
-                       "within its lifetime)")
+                       "within its lifetime)",
+               errors={401: "`sign_in_code_invalid`: unknown, used or expired"})
     def on_post(self, req, resp):
         token = self.codes.redeem(req.context.body.code)
         if token is None:
