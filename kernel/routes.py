@@ -3,6 +3,7 @@ projects, jobs, events, the daemon's shutdown. Plugins add theirs through ``regi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import mimetypes
 import os
@@ -177,8 +178,15 @@ class OpenAPIResource:
         resp.data = self._body
 
 
+def swagger_assets() -> str:
+    """Swagger UI 5 (it reads OpenAPI 3.1; the 4.x of ``swagger-ui-bundle`` did not) as the
+    ``swagger-ui-py`` package ships it, located without importing the package — no CDN."""
+    spec = importlib.util.find_spec("swagger_ui")
+    return os.path.realpath(os.path.join(next(iter(spec.submodule_search_locations)), "static"))
+
+
 class DocsResource:
-    """``/v1/docs``: Swagger UI from the installed ``swagger-ui-bundle`` — no CDN."""
+    """``/v1/docs``: Swagger UI served from an installed package."""
 
     @operation(permission=None, media_type="text/html", include_in_schema=False)
     def on_get(self, req, resp):
@@ -187,8 +195,7 @@ class DocsResource:
 
     @operation(permission=None, include_in_schema=False)
     def on_get_asset(self, req, resp, name):
-        import swagger_ui_bundle
-        root = os.path.realpath(swagger_ui_bundle.swagger_ui_path)
+        root = swagger_assets()
         path = "" if "\0" in name else os.path.realpath(os.path.join(root, name))
         if not path.startswith(root + os.sep) or not os.path.isfile(path):
             raise NotFound(f"no asset {name!r}")
