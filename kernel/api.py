@@ -134,15 +134,20 @@ class Validator:
                     f"the body came as {media or 'no Content-Type'}; this route takes "
                     f"application/json or one of {', '.join(self.op.raw_types)}")
             raise UnsupportedMediaType()
-        try:  # strict: JSON has types, so a wrong one is a client bug (no "5" → 5, 0 → false)
-            return self.op.body.model_validate_json(raw, strict=True)
-        except ValidationError as ex:
-            errors = ex.errors(include_url=False)
-            if any(e["type"] == "json_invalid" for e in errors):
-                raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
-            if all(_integral_float(e) for e in errors):  # 6.0 is an integer in JSON Schema
+        try:
+            try:  # strict: JSON has types, so a wrong one is a client bug (no "5" → 5, 0 → false)
+                return self.op.body.model_validate_json(raw, strict=True)
+            except ValidationError as ex:
+                errors = ex.errors(include_url=False)
+                if any(e["type"] == "json_invalid" for e in errors):
+                    raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
+                if not all(_integral_float(e) for e in errors):
+                    raise
+                # 6.0 is an integer in JSON Schema: validated again, every other rule still holds
                 return self.op.body.model_validate_json(raw)
-            raise ValidationFailed(details=validation_details(errors, ("body",))) from None
+        except ValidationError as ex:
+            raise ValidationFailed(details=validation_details(
+                ex.errors(include_url=False), ("body",))) from None
 
     def write(self, resp: falcon.Response, result: Any) -> None:
         if isinstance(result, BaseModel):

@@ -116,6 +116,16 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
     return out
 
 
+# what a text/event-stream response is made of: its schema describes one event
+SSE_EVENT = {"type": "object", "properties": {
+    "event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"},
+    "retry": {"type": "integer"}}}
+
+
+def _stream_schema(media_type: str) -> dict[str, Any]:
+    return SSE_EVENT if media_type.startswith("text/event-stream") else {"type": "string"}
+
+
 def _refuses_empty(model) -> bool:
     """Whether ``{}`` fails ``model``: a required field, or a rule between fields."""
     try:
@@ -157,12 +167,13 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                     responses[str(status)] = {"description": "No content"}
                 else:
                     responses[str(status)] = {"description": "OK", "content": {
-                        op.media_type.split(";")[0]: {"schema": {"type": "string"}}}}
+                        op.media_type.split(";")[0]: {"schema": _stream_schema(op.media_type)}}}
             else:
                 content = {"application/json": {"schema": schemas.ref(tp, "serialization")}}
                 if status == op.status and op.media_type != "application/json":
                     # a route that can also stream (ask's server-sent events) publishes both
-                    content[op.media_type.split(";")[0]] = {"schema": {"type": "string"}}
+                    content[op.media_type.split(";")[0]] = {
+                        "schema": _stream_schema(op.media_type)}
                 responses[str(status)] = {"description": "OK", "content": content}
         responses.update(_error_responses(op, PARAM.findall(uri)))
         entry["responses"] = responses

@@ -186,6 +186,18 @@ def test_a_body_of_the_wrong_type_is_refused_not_coerced(kapp, body):
     assert [e["loc"] for e in r.error["details"]["errors"]] == [["body", next(iter(body))]]
 
 
+def test_an_integral_float_passes_as_an_integer_and_every_other_rule_still_holds(make_server,
+                                                                                tmp_path):
+    """``221.0`` is an integer in JSON Schema; validated again leniently, a body that then
+    breaks a rule between fields (impact needs files or nodes) is a 422, not a 500."""
+    server = make_server(plugins=["auth", "index"])
+    (tmp_path / "r").mkdir()
+    base = f"/v1/projects/{server.register(tmp_path / 'r')}"
+    r = server.post(base + "/impact", {"limit": 221.0})
+    assert r.status == 422 and "files or nodes" in r.error["details"]["errors"][0]["msg"]
+    assert server.post(base + "/search", {"query": "x", "n": 5.0}).status != 422
+
+
 def test_the_issues_examples_are_refused(make_server, tmp_path):
     server = make_server(plugins=["auth", "memory"])
     (tmp_path / "r").mkdir()
