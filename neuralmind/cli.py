@@ -43,10 +43,35 @@ def _plugin_commands(sub) -> None:
         pm.hook.register_commands(kernel=None, subparsers=sub)
 
 
+def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """For a command no enabled plugin adds: the installed plugin that would, so the user
+    learns what to enable rather than that the word is unknown."""
+    from kernel.plugins import PluginError, available, make_plugin_manager
+    command = next((a for a in argv if not a.startswith("-")), None)
+    known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command is None or command in known:
+        return None
+    for name in sorted(available()):
+        probe = argparse.ArgumentParser().add_subparsers()
+        try:
+            make_plugin_manager([name]).hook.register_commands(kernel=None, subparsers=probe)
+        except PluginError:
+            continue
+        if command in probe.choices:
+            return (f"`neuralmind {command}` comes with the {name} plugin, which this "
+                    f"configuration does not enable: add \"{name}\" to [kernel] plugins in the "
+                    "config (or to NEURALMIND_PLUGINS)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
     from neuralmind.commands.common import CommandError
     parser = build_parser()
+    hint = _plugin_not_enabled(parser, sys.argv[1:] if argv is None else argv)
+    if hint is not None:
+        print(f"neuralmind: {hint}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0

@@ -107,3 +107,14 @@ def test_cli_as_a_subprocess(daemon, tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["path"] == str(repo)
     status = daemon.run("daemon", "status", "--json")
     assert json.loads(status.stdout)["url"] == daemon.url and "token" not in status.stdout
+
+
+def test_a_command_of_a_plugin_not_enabled_says_which_plugin_to_enable(monkeypatch, capsys):
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
+    assert main(["webhook", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "`neuralmind webhook` comes with the webhooks plugin" in err
+    assert '"webhooks" to [kernel] plugins' in err and "NEURALMIND_PLUGINS" in err
+    with pytest.raises(SystemExit) as unknown:  # a word no plugin knows stays argparse's
+        main(["nosuch"])
+    assert unknown.value.code == 2 and "invalid choice: 'nosuch'" in capsys.readouterr().err
