@@ -118,6 +118,12 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
+def _marks(values: Collection) -> str:
+    """Placeholders for ``IN (…)``: ``NULL`` (which matches nothing) for no values, as
+    PostgreSQL refuses an empty list where SQLite takes it."""
+    return ",".join("?" * len(values)) or "NULL"
+
+
 class Jobs:
     def __init__(self, db):
         self.db = db
@@ -196,7 +202,7 @@ class Jobs:
 
     def active_counts(self, visible: Collection[str]) -> dict[str, int]:
         """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
-        marks = ",".join("?" * len(visible))
+        marks = _marks(visible)
         rows = self.db.conn.execute(
             "SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') AND "
             f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
@@ -205,7 +211,7 @@ class Jobs:
     def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
              limit: int, after: list | None) -> list[Job]:
         """Newest first: jobs of no project, and jobs of the ``visible`` projects."""
-        marks = ",".join("?" * len(visible))
+        marks = _marks(visible)
         sql, args = f"SELECT * FROM jobs WHERE (project_id IS NULL OR project_id IN ({marks}))", \
             list(visible)
         if project_id:
