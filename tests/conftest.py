@@ -26,6 +26,20 @@ def pytest_configure(config):
                                                  daemon=True)
     config._neuralmind_derive.start()
     SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
+    config.addinivalue_line("markers", "sqlite_only(reason): run on the SQLite backend alone "
+                            "where the test asks for both (the reason says why)")
+
+
+def pytest_generate_tests(metafunc):
+    """A test that asks for ``backend`` (the kernel, auth and memory suites ask for it for
+    every test) runs once per storage backend, module by module — on SQLite alone when it is
+    marked ``sqlite_only``."""
+    if "backend" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("sqlite_only")
+        if marker is not None and not (marker.args or marker.kwargs.get("reason")):
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
+        metafunc.parametrize("backend", ["sqlite"] if marker else ["sqlite", "postgres"],
+                             indirect=True, scope="module")
 
 
 def pytest_unconfigure(config):
@@ -49,6 +63,17 @@ def hermetic_environment():
                     and k != "NEURALMIND_WRITE_DOCS"]:
             mp.delenv(key)
         yield
+
+
+@pytest.fixture(scope="module")
+def backend(request) -> str:
+    """The storage backend of this module's kernels, servers and CLI runs: ``sqlite`` (files in
+    each home) or ``postgres`` (a schema of the session's PostgreSQL per home,
+    tests/support.py ``home_dsn``). A module-scoped fixture that makes a server asks for it,
+    so the server is made again for each backend."""
+    SESSION.backend = request.param
+    yield request.param
+    SESSION.backend = "sqlite"
 
 
 @pytest.fixture(scope="session")

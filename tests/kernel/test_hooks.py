@@ -297,9 +297,11 @@ def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplo
             return self.provider
 
     probe = Answers(Provider())
+    repo = tmp_path / "repo"  # not tmp_path: it holds the kernels' homes, never a project
+    repo.mkdir()
     kernel = kernels(["auth", "ask"], probe)
     api = client(kernel)
-    pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
     out = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"}).json
     assert (out["answer"], out["provider"], out["model"]) == ("0 sources for 'why?' [1]", "probe",
                                                              "probe-1")
@@ -308,7 +310,7 @@ def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplo
                                   (RuntimeError("secret internals"), 502, "provider_error")):
         kernel = kernels(["auth", "ask"], Answers(Provider(failure)))
         api = client(kernel)
-        pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+        pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
         with caplog.at_level(logging.ERROR, logger="neuralmind.ask"):
             r = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"})
         assert (r.status_code, r.json["error"]["code"]) == (status, code)

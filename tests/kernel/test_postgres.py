@@ -16,6 +16,8 @@ from kernel.leases import Leases
 from kernel.pg import PgBackend, translate
 from tests.support import LocalServer, fresh_pg_dsn
 
+pytestmark = pytest.mark.sqlite_only("it names its engines and databases itself")
+
 
 @pytest.fixture
 def dsn() -> str:

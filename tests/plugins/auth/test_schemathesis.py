@@ -14,7 +14,7 @@ MAX_EXAMPLES = 10
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("fuzz")
     s = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
                plugins=list(DEFAULT_PLUGINS), workers=2, env={"HOME": str(root)}).start()
