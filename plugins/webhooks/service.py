@@ -18,10 +18,9 @@ from neuralmind import (Actor, Conflict, InvalidFields, NotFound, __version__, d
 from neuralmind.client import webhook_signature
 from plugins.webhooks.models import WebhookIn, WebhookPatch, WebhooksSettings
 from plugins.webhooks.sender import Sender
-from plugins.webhooks.store import MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore
+from plugins.webhooks.store import FILE, MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore
 from plugins.webhooks.targets import TargetPolicy, TargetRefused, host_of, post
 
-FILE = "webhooks.db"
 BATCH = 500  # events taken into the queue per transaction, so other workers get their turn
 USER_AGENT = f"NeuralMind-Webhooks/{__version__}"
 JITTER = random.Random()  # its own generator: the jitter never draws from the global one

@@ -83,6 +83,8 @@ PG_MIGRATIONS = [MIGRATIONS[0].replace(" REAL", " DOUBLE PRECISION")
                  .replace("INSERT INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 0);\n",
                           "")]
 
+FILE = "webhooks.db"
+TABLES = ("hooks", "deliveries", "webhooks_meta")
 HOOK_FIELDS = ("url", "events", "projects", "description", "enabled", "disabled_reason",
                "failing_since", "updated_at")  # what change_hook may set
 _JSON_FIELDS = ("events", "projects", "owner_projects")  # lists, stored as JSON text
@@ -339,3 +341,29 @@ class WebhookStore:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM deliveries WHERE status != 'pending' AND "
                                 "COALESCE(last_attempt_at, created_at) < ?", (before,)).rowcount
+
+
+def storage_component():
+    """For ``neuralmind storage``: webhooks.db into the shared tables — hooks, the queue with
+    its delivery ids and ``seq`` order, and the cursor over the event log (events keep their
+    ids when the kernel's log is copied)."""
+    from neuralmind import StorageComponent, StoredFile
+
+    def files(home) -> list:
+        return [StoredFile(home.path / FILE, MIGRATIONS)]
+
+    def copy(home, target) -> list:
+        from neuralmind import copy_table
+        source = home.open(files(home)[0])
+        if source is None:
+            return []
+        try:
+            checks = [copy_table(source, target, "hooks", ("id",)),
+                      copy_table(source, target, "deliveries", ("id",))]
+            if cursor := WebhookStore(source).cursor():
+                WebhookStore(target).start_cursor(cursor)
+        finally:
+            source.close()
+        return checks
+
+    return StorageComponent("webhooks", PG_MIGRATIONS, TABLES, files, copy)
