@@ -6,22 +6,17 @@ from __future__ import annotations
 
 import falcon.testing
 
-from kernel.app import Kernel
-from kernel.config import load_settings
-from plugins.auth.tokens import TokenFile, tokens_path
 from tests.plugins.auth.helpers import server_config
+from tests.support import make_kernel
 
 
 def test_a_limited_token_pages_through_every_job_of_its_project(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(server_config(tmp_path, {"a": tmp_path / "repo-a",
                                                "b": tmp_path / "repo-b"}))
-    settings = load_settings(config, kernel={"home": str(tmp_path / "home"),
-                                             "plugins": ["auth", "memory"]},
-                             embeddings={"warm": False})
-    kernel = Kernel(settings, load_entrypoints=False)
+    kernel = make_kernel(tmp_path / "home", plugins=["auth", "memory"], config=config)
     try:
-        tokens = TokenFile(tokens_path(settings))
+        tokens = kernel.state("auth").tokens
         admin = tokens.create("admin", "admin", "*")[0]
         reader_a = tokens.create("reader-a", "reader", ["a"])[0]
         client = falcon.testing.TestClient(kernel.app, headers={"Host": "127.0.0.1"})
