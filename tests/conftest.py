@@ -28,30 +28,27 @@ def pytest_configure(config):
     SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
     config.addinivalue_line("markers", "sqlite_only(reason): run on the SQLite backend alone "
                             "where the test asks for both (the reason says why)")
+    config.addinivalue_line("markers", "postgres_only(reason): run on the PostgreSQL backend "
+                            "alone (a test of servers sharing a database it names itself)")
+
+
+ONLY = {"sqlite_only": ["sqlite"], "postgres_only": ["postgres"]}
 
 
 def pytest_generate_tests(metafunc):
-    """A test that asks for ``backend`` (the kernel, auth and memory suites ask for it for
-    every test) runs once per storage backend, module by module — on SQLite alone when it is
-    marked ``sqlite_only``."""
+    """A test that asks for ``backend`` (the kernel, auth, memory and webhooks suites ask for
+    it for every test) runs once per storage backend, module by module — or on the one its
+    ``sqlite_only``/``postgres_only`` marker names."""
     if "backend" in metafunc.fixturenames:
-        marker = metafunc.definition.get_closest_marker("sqlite_only")
-        if marker is not None and not (marker.args or marker.kwargs.get("reason")):
-            raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
-        metafunc.parametrize("backend", ["sqlite"] if marker else ["sqlite", "postgres"],
-                             indirect=True, scope="module")
-
-
-def pytest_unconfigure(config):
-    deriving = getattr(config, "_neuralmind_derive", None)
-    if deriving is not None:  # a short session can end before the derivation does
-        deriving.join()
-    if SESSION.models is not None:
-        shutil.rmtree(SESSION.models, ignore_errors=True)
-    if SESSION.pg_server is not None:
-        SESSION.pg_server.cleanup()
-    SESSION.models = SESSION.derived = SESSION.embedder = SESSION.pg_server = None
-    SESSION.pg_uri = None
+        backends = ["sqlite", "postgres"]
+        for name, only in ONLY.items():
+            marker = metafunc.definition.get_closest_marker(name)
+            if marker is not None:
+                if not (marker.args or marker.kwargs.get("reason")):
+                    raise pytest.UsageError(f"{metafunc.definition.nodeid}: {name} needs a "
+                                            "reason")
+                backends = only
+        metafunc.parametrize("backend", backends, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="session", autouse=True)

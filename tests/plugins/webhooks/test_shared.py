@@ -10,7 +10,7 @@ import pytest
 from tests.plugins.webhooks.conftest import FAST, subscribe
 from tests.support import LocalServer, fresh_pg_dsn
 
-pytestmark = pytest.mark.sqlite_only("it names its shared database itself")
+pytestmark = pytest.mark.postgres_only("two servers on a database it names itself")
 
 
 @pytest.fixture
