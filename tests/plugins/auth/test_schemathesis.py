@@ -12,6 +12,9 @@ from tests.support import DEFAULT_PLUGINS, Server, schemathesis
 
 MAX_EXAMPLES = 10
 
+pytestmark = pytest.mark.sqlite_only("tests/kernel/test_contract.py fuzzes every route on both "
+                                     "backends; this run adds server mode's roles")
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, backend):
