@@ -4,6 +4,8 @@ page and end the listing with ``next_cursor: null`` while more of the token's jo
 
 from __future__ import annotations
 
+import time
+
 import falcon.testing
 
 from tests.plugins.auth.helpers import server_config
@@ -29,6 +31,7 @@ def test_a_limited_token_pages_through_every_job_of_its_project(tmp_path):
             r = call("POST", f"/v1/projects/{project}/memories/maintenance", admin,
                      params={"wait": "true"})
             assert r.status_code == 200, r.text
+            time.sleep(0.002)  # created_at counts milliseconds: no two jobs tie
         seen, cursor = [], None
         while True:
             r = call("GET", "/v1/jobs", reader_a,
