@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.clock import now_iso
+from kernel.errors import storage_failure
 
 log = logging.getLogger("neuralmind.events")
 
@@ -125,11 +126,19 @@ class EventLog:
     def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float
                ) -> Iterator[bytes]:
         """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
-        the client goes away (the server's write fails and closes the generator)."""
+        the client goes away (the server's write fails and closes the generator), and when
+        the database cannot be read (an outage, a server shutting down): the client comes
+        back after ``retry`` with its ``Last-Event-ID`` and misses nothing."""
         yield b"retry: 2000\n\n"
         quiet_since = time.monotonic()
         while True:
-            batch = self.after(last_id)
+            try:
+                batch = self.after(last_id)
+            except Exception as ex:
+                if not storage_failure(ex):
+                    raise
+                log.warning("an event stream ended after event %s: %s", last_id, ex)
+                return
             for event in batch:
                 last_id = event.id
                 if keep(event):

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
     from kernel.app import Kernel
     from kernel.auth import Actor, Permission
+    from kernel.config import Settings
     from kernel.embeddings import Embedder
     from kernel.events import Event
     from kernel.projects import Project
+    from kernel.stored import StorageComponent
 
 hookspec = pluggy.HookspecMarker("neuralmind")
 
@@ -108,3 +110,10 @@ def answer_provider(kernel: Kernel, project: Project) -> Any:
     """What writes the answers of ``POST /v1/projects/{id}/ask`` for ``project``: an object
     with ``name``, ``model`` and ``answer(question, sources, stream) -> Iterable[str]`` (the
     answer in pieces, citing sources as ``[n]``); None leaves it to the next plugin."""
+
+
+@hookspec
+def storage_components(settings: Settings) -> list[StorageComponent] | None:
+    """What the plugin stores, for ``neuralmind storage check`` and ``storage migrate``: each
+    component's name in the shared database, its PostgreSQL migrations and tables, the files
+    it keeps in a SQLite home, and how to copy them into PostgreSQL."""

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from kernel.clock import now_iso
 from kernel.daemon import pid_alive
-from kernel.errors import APIError, Conflict, NotFound
+from kernel.errors import APIError, Conflict, NotFound, storage_failure
 from kernel.leases import HOST
 from kernel.models import Model
 
@@ -45,6 +45,7 @@ PG_MIGRATION = MIGRATIONS[0].replace("    pid INTEGER,\n", "    pid INTEGER,\n  
 
 Status = Literal["queued", "running", "done", "error", "cancelled"]
 ACTIVE = ("queued", "running")
+FINISH_RETRY_S = 0.5  # first pause before recording a job's end again, doubling to 10 s
 
 
 class JobError(Model):
@@ -118,6 +119,12 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
+def _marks(values: Collection) -> str:
+    """Placeholders for ``IN (…)``: ``NULL`` (which matches nothing) for no values, as
+    PostgreSQL refuses an empty list where SQLite takes it."""
+    return ",".join("?" * len(values)) or "NULL"
+
+
 class Jobs:
     def __init__(self, db):
         self.db = db
@@ -152,18 +159,35 @@ class Jobs:
             conn.execute("DELETE FROM jobs WHERE id = ? AND status = 'queued' AND started_at IS NULL",
                          (jid,))
 
-    def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET status = ?, result = ?, error = ?, finished_at = ? "
-                         "WHERE id = ?", (status, json.dumps(result) if result is not None else None,
-                                          json.dumps(error) if error else None, now_iso(), jid))
+    def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None,
+                progress: dict | None = None) -> None:
+        """Record how the job ended (with its last progress) — once the database is back, if
+        it is out of reach now: a job's end is a write like any other, and is not lost."""
+        pause = FINISH_RETRY_S
+        while True:
+            try:
+                with self.db.transaction() as conn:
+                    conn.execute("UPDATE jobs SET status = ?, result = ?, error = ?, "
+                                 "finished_at = ?, progress = COALESCE(?, progress) WHERE id = ?",
+                                 (status, json.dumps(result) if result is not None else None,
+                                  json.dumps(error) if error else None, now_iso(),
+                                  json.dumps(progress) if progress else None, jid))
+                return
+            except Exception as ex:
+                if not storage_failure(ex):
+                    raise
+                if pause == FINISH_RETRY_S:
+                    log.warning("job %s ended %s; recording it once the database is back (%s)",
+                                jid, status, ex)
+                time.sleep(pause)
+                pause = min(pause * 2, 10.0)
 
     def _run(self, jid: str, work: Work) -> None:
         ctx = JobContext(self, jid)
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
-                         (now_iso(), jid))
         try:
+            with self.db.transaction() as conn:
+                conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
+                             (now_iso(), jid))
             result = work(ctx)
         except JobCancelled:
             self._finish(jid, "cancelled", error={"code": "cancelled", "message": "stopped on request"})
@@ -174,9 +198,7 @@ class Jobs:
             self._finish(jid, "error", error={"code": "internal_error", "message": "the job failed; "
                                               "the server log has the details"})
         else:
-            if ctx._progress:
-                ctx.progress(force=True)
-            self._finish(jid, "done", result=result)
+            self._finish(jid, "done", result=result, progress=ctx._progress)
 
     def find(self, jid: str) -> Job | None:
         row = self.db.conn.execute("SELECT * FROM jobs WHERE id = ?", (jid,)).fetchone()
@@ -196,7 +218,7 @@ class Jobs:
 
     def active_counts(self, visible: Collection[str]) -> dict[str, int]:
         """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
-        marks = ",".join("?" * len(visible))
+        marks = _marks(visible)
         rows = self.db.conn.execute(
             "SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') AND "
             f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
@@ -205,7 +227,7 @@ class Jobs:
     def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
              limit: int, after: list | None) -> list[Job]:
         """Newest first: jobs of no project, and jobs of the ``visible`` projects."""
-        marks = ",".join("?" * len(visible))
+        marks = _marks(visible)
         sql, args = f"SELECT * FROM jobs WHERE (project_id IS NULL OR project_id IN ({marks}))", \
             list(visible)
         if project_id:

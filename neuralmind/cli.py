@@ -1,8 +1,9 @@
 """The ``neuralmind`` command. Exit codes: 0 ok, 1 API or runtime error, 2 usage, 130 Ctrl-C.
 
-Server commands (``serve``, ``daemon``, ``openapi``) run the kernel; ``up``, ``project`` and
-``memory`` are clients of the daemon (``neuralmind.commands``); plugins add theirs through
-``register_commands``, sharing groups with ``neuralmind.command_group``."""
+Server commands (``serve``, ``daemon``, ``openapi``) run the kernel and ``storage`` opens its
+stores; ``up``, ``project`` and ``memory`` are clients of the daemon (``neuralmind.commands``);
+plugins add theirs through ``register_commands``, sharing groups with
+``neuralmind.command_group``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kernel.config import ConfigError, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from neuralmind.commands import jobs, memories, projects, server
+    from neuralmind.commands import jobs, memories, projects, server, storage
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     projects.add_commands(sub)
     memories.add_commands(sub)
     jobs.add_commands(sub)
+    storage.add_commands(sub)
     _plugin_commands(sub)
     return parser
 

@@ -58,7 +58,7 @@ def cmd_create(args) -> int:
         return 0
     print(f"token {digest[:SHORT_ID]} for {rec.actor} (role {rec.role}, projects "
           f"{rec.projects if rec.projects == '*' else ','.join(rec.projects)}"
-          f"{', expires ' + rec.expires_at if rec.expires_at else ''}) added to {tokens.path}.")
+          f"{', expires ' + rec.expires_at if rec.expires_at else ''}) added to {tokens.where}.")
     print("It is shown only this once; send it as `Authorization: Bearer <token>`:", file=sys.stderr)
     print(token)
     return 0

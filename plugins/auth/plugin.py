@@ -138,3 +138,9 @@ def permission_allowed(kernel, actor, permission, project):
 def register_commands(kernel, subparsers):
     from plugins.auth.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from plugins.auth.schema import storage_component
+    return [storage_component()]

@@ -316,6 +316,20 @@ def _record(row) -> TokenRecord:
                        row["expires_at"])
 
 
+def copy_tokens(home, target) -> list:
+    """``neuralmind storage migrate``: the home's tokens file into the shared table (tokens
+    already there stay); verified when every token of the file is in the table."""
+    from neuralmind import Check
+    records = TokenFile(tokens_path(home.settings)).listing()
+    shared = PgTokens(target)
+    with shared._editing() as stored:
+        for h, record in records:
+            stored.setdefault(h, record)
+    in_table = shared._read()
+    return [Check("tokens of the file in auth_tokens", len(records),
+                  sum(h in in_table for h, _ in records))]
+
+
 def token_store(settings, shared_db) -> Tokens:
     """Where server mode keeps tokens: the shared database when there is one, else the file."""
     return PgTokens(shared_db) if shared_db is not None else TokenFile(tokens_path(settings))

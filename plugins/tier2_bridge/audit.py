@@ -304,3 +304,33 @@ def shared_records(db) -> Iterator[dict[str, Any]]:
         raise StoreUnavailable(f"cannot read the audit trail: {ex}") from ex
     for row in rows:
         yield {k: row[k] for k in COLUMNS}
+
+
+# -- neuralmind storage migrate -----------------------------------------------------------------
+
+def stored_files(home) -> list:
+    from neuralmind import StoredFile
+    return [StoredFile(audit_path(home.path), MIGRATIONS)]
+
+
+def copy_trail(home, target) -> list:
+    """audit.db into the shared database, records and the cursor over the event log as they
+    are; verified by the count, the chain's head (seq and hash) in both, and a walk of the
+    whole copied chain."""
+    from neuralmind import Check, copy_table
+    source = home.open(stored_files(home)[0])
+    if source is None:
+        return []
+    try:
+        checks = [copy_table(source, target, "audit", ("seq",)),
+                  copy_table(source, target, "audit_meta", ("key",))]
+        mine = verify(dict(r) for r in source.conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM audit ORDER BY seq"))
+    finally:
+        source.close()
+    theirs = verify(shared_records(target))
+    return [*checks,
+            Check("audit chain head", f"{mine.head_seq}:{mine.head_hash[:16]}",
+                  f"{theirs.head_seq}:{theirs.head_hash[:16]}"),
+            Check("audit chain whole", "yes", "yes" if theirs.broken is None else
+                  f"broken at {theirs.broken.seq}: {theirs.broken.reason}")]

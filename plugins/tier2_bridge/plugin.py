@@ -116,3 +116,12 @@ def server_settings(config):
 def register_commands(kernel, subparsers):
     from plugins.tier2_bridge.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from neuralmind import StorageComponent
+    return [StorageComponent("tier2_audit", audit.PG_MIGRATIONS, ("audit", "audit_meta"),
+                             audit.stored_files, audit.copy_trail),
+            StorageComponent("tier2_seats", seats.PG_MIGRATIONS, seats.TABLES,
+                             seats.stored_files, seats.copy_seats)]

@@ -39,6 +39,7 @@ CREATE INDEX IF NOT EXISTS seen_by_time ON seen (last_seen);
 CREATE TABLE IF NOT EXISTS seat_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """]
 PG_MIGRATIONS = MIGRATIONS
+TABLES = ("seen", "seat_state")
 
 
 class SeatsSection(ConfigSection):
@@ -213,3 +214,21 @@ class SeatWatch:
 
     def status(self) -> SeatStatus:
         return self.ledger.status(self.license_file.current())
+
+
+def stored_files(home) -> list:
+    from neuralmind import StoredFile
+    return [StoredFile(home.path / SEATS_FILE, MIGRATIONS)]
+
+
+def copy_seats(home, target) -> list:
+    """seats.db into the shared database: who was seen when, and the exceeded flag."""
+    from neuralmind import copy_table
+    source = home.open(stored_files(home)[0])
+    if source is None:
+        return []
+    try:
+        return [copy_table(source, target, "seen", ("actor",)),
+                copy_table(source, target, "seat_state", ("key",))]
+    finally:
+        source.close()

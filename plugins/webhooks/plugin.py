@@ -57,3 +57,9 @@ def track_event(kernel, event):
 def register_commands(kernel, subparsers):
     from plugins.webhooks.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from plugins.webhooks.store import storage_component
+    return [storage_component()]

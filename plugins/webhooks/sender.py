@@ -1,12 +1,14 @@
 """The background sender: one thread per worker that takes new events into the queue, and,
-in the one worker holding the lease, sends what is due.
+in the one worker holding the lease (the kernel lease ``webhooks.sender``: one worker among
+every server's, when they share a database), sends what is due.
 
 ``track_event`` only wakes the thread, so a request never waits on a webhook. Every worker
 fills the queue (the store makes that safe); only the lease holder sends, one delivery in
 flight per hook (so each hook receives its events in order) and up to ``concurrency`` hooks
 at once. The lease is renewed between tries and outlives the longest try, so a holder still
 sending still holds it; a worker killed mid-send leaves its delivery pending, and another
-worker takes the lease once it lapses and sends it again, under the same delivery id.
+worker takes the lease once it lapses (at once, for a dead process of the same host) and
+sends it again, under the same delivery id.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from plugins.webhooks.targets import Connections
 
 log = logging.getLogger("neuralmind.webhooks")
 
+LEASE = "webhooks.sender"
 PRUNE_EVERY_S = 3600.0
 GATHER_S = 0.02  # after a wake-up, wait this long for the events that follow it
 
@@ -31,6 +34,7 @@ class Sender:
     def __init__(self, service):
         self.service = service
         self.settings = service.settings
+        self.leases = service.kernel.leases
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -64,7 +68,7 @@ class Sender:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self.connections.close()
         try:
-            self.service.store.release_lease(self.holder)
+            self.leases.release(LEASE, self.holder)
         except Exception:  # the next holder waits out the lease instead
             log.exception("webhooks: could not hand over the sender's lease")
 
@@ -99,7 +103,7 @@ class Sender:
         the holder writes about three times per lease, not once per try."""
         if time.monotonic() - self._renewed_at < self.settings.lease_s / 3:
             return True
-        if self.service.store.take_lease(self.holder, time.time(), self.settings.lease_s):
+        if self.leases.acquire(LEASE, self.holder, self.settings.lease_s) is None:
             self._renewed_at = time.monotonic()
             return True
         self._renewed_at = float("-inf")

@@ -18,10 +18,9 @@ from neuralmind import (Actor, Conflict, InvalidFields, NotFound, __version__, d
 from neuralmind.client import webhook_signature
 from plugins.webhooks.models import WebhookIn, WebhookPatch, WebhooksSettings
 from plugins.webhooks.sender import Sender
-from plugins.webhooks.store import MIGRATIONS, Hook, Queued, WebhookStore
+from plugins.webhooks.store import FILE, MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore
 from plugins.webhooks.targets import TargetPolicy, TargetRefused, host_of, post
 
-FILE = "webhooks.db"
 BATCH = 500  # events taken into the queue per transaction, so other workers get their turn
 USER_AGENT = f"NeuralMind-Webhooks/{__version__}"
 JITTER = random.Random()  # its own generator: the jitter never draws from the global one
@@ -51,6 +50,15 @@ def _new_id(prefix: str, nbytes: int) -> str:
     return f"{prefix}_{secrets.token_hex(nbytes)}"
 
 
+def _private_file(kernel):
+    """``webhooks.db`` in the home, readable by its owner only: it holds the signing secrets
+    (SQLite gives its -wal and -shm files the database file's mode)."""
+    path = kernel.home / FILE
+    path.touch(mode=0o600)
+    os.chmod(path, 0o600)
+    return kernel.open_database(path, MIGRATIONS)
+
+
 def new_secret() -> str:
     return "whsec_" + secrets.token_urlsafe(32)
 
@@ -65,11 +73,8 @@ class Webhooks:
         self.policy = TargetPolicy(settings.allow_private,
                                    require_https=kernel.settings.server_mode
                                    and not settings.insecure_http, ca_file=settings.ca_file)
-        path = kernel.home / FILE
-        path.touch(mode=0o600)  # it holds the signing secrets; SQLite gives -wal and -shm
-        os.chmod(path, 0o600)   # the database file's mode
-        db = kernel.open_database(path, MIGRATIONS)
-        self.store = WebhookStore(db)
+        self.store = WebhookStore(kernel.shared_database("webhooks", PG_MIGRATIONS)
+                                  or _private_file(kernel))
         self.store.start_cursor(kernel.events.last_id())
         self.sender = Sender(self)
 

@@ -1,12 +1,18 @@
-"""``webhooks.db`` in the state home: hooks, their delivery queue, the event cursor, the lease.
+"""The webhooks plugin's state: hooks, their delivery queue and the event cursor — in
+``webhooks.db`` in the state home, or in the database several servers share
+(``[storage] backend = "postgres"``), behind the same methods.
 
-Every line of SQL the plugin runs is here, behind methods that say what they do, so another
-backend can stand behind the same methods. Times are epoch seconds from the service's clock.
+Every line of SQL the plugin runs is here, written so both engines run it; only the tables'
+types differ (:data:`MIGRATIONS` for SQLite, :data:`PG_MIGRATIONS` for PostgreSQL). Times are
+epoch seconds from the service's clock. The sender's lease is a kernel lease
+(``webhooks.sender``), shared the same way.
 
 The queue is filled in one transaction with the cursor that says how far the kernel's event
 log has been read (:meth:`WebhookStore.queue_events`): two workers never queue an event twice,
 and a worker that dies mid-way leaves the cursor where its last commit put it, so no event is
-skipped. Deliveries leave the queue in ``seq`` order per hook, one at a time.
+skipped. Deliveries leave the queue in ``seq`` order per hook, one at a time. The writes that
+read the queue's last ``seq`` are serial (one at a time in every server, as SQLite's writers
+always are), so ``seq`` never repeats and a cursor is never read by two servers at once.
 """
 
 from __future__ import annotations
@@ -68,8 +74,17 @@ CREATE TABLE IF NOT EXISTS webhooks_meta (
 );
 INSERT OR IGNORE INTO webhooks_meta (key, value, until) VALUES ('event_cursor', NULL, NULL);
 INSERT OR IGNORE INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 0);
-"""]
+""", "DELETE FROM webhooks_meta WHERE key = 'sender';"]  # the lease is a kernel lease now
+# PostgreSQL's tables are SQLite's at their last version, with PostgreSQL's types: 8-byte
+# floats for times (its REAL has 4 bytes), 8-byte integers for event ids and seq
+PG_MIGRATIONS = [MIGRATIONS[0].replace(" REAL", " DOUBLE PRECISION")
+                 .replace("event_id INTEGER", "event_id BIGINT").replace("seq INTEGER", "seq BIGINT")
+                 .replace("INSERT OR IGNORE", "INSERT")
+                 .replace("INSERT INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 0);\n",
+                          "")]
 
+FILE = "webhooks.db"
+TABLES = ("hooks", "deliveries", "webhooks_meta")
 HOOK_FIELDS = ("url", "events", "projects", "description", "enabled", "disabled_reason",
                "failing_since", "updated_at")  # what change_hook may set
 _JSON_FIELDS = ("events", "projects", "owner_projects")  # lists, stored as JSON text
@@ -170,9 +185,10 @@ class WebhookStore:
         """A new secret; the old one keeps signing until ``previous_until`` (None: at once)."""
         with self.db.transaction() as conn:
             done = conn.execute(
-                "UPDATE hooks SET previous_secret = CASE WHEN ? IS NULL THEN NULL ELSE secret END, "
+                "UPDATE hooks SET previous_secret = CASE WHEN ? THEN secret END, "
                 "previous_until = ?, secret = ?, secret_rotated_at = ?, updated_at = ? "
-                "WHERE id = ?", (previous_until, previous_until, secret, at, at, hook_id))
+                "WHERE id = ?", (previous_until is not None, previous_until, secret, at, at,
+                                 hook_id))
         return done.rowcount == 1
 
     def remove_hook(self, hook_id: str) -> bool:
@@ -203,7 +219,7 @@ class WebhookStore:
         """One transaction: read up to ``batch`` events after the cursor (``read_after(cursor,
         limit)``, each with an ``id``), queue what ``plan(events, enabled_hooks)`` says, and
         move the cursor past them. Returns how many events were taken in."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             events = read_after(self._cursor(conn), batch)
             if not events:
                 return 0
@@ -212,35 +228,13 @@ class WebhookStore:
             if rows:
                 seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM deliveries").fetchone()[0]
                 conn.executemany(
-                    "INSERT OR IGNORE INTO deliveries (id, hook_id, event_id, kind, body, seq, "
-                    "next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO deliveries (id, hook_id, event_id, kind, body, seq, next_at, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [(q.id, q.hook_id, q.event_id, q.kind, q.body, seq + i, at, at)
                      for i, q in enumerate(rows, start=1)])
             conn.execute("UPDATE webhooks_meta SET value = ? WHERE key = 'event_cursor'",
                          (str(events[-1].id),))
         return len(events)
-
-    # -- the sender's lease ------------------------------------------------------------------
-
-    def take_lease(self, holder: str, now: float, lease_s: float) -> bool:
-        """Hold (or keep holding) the right to send until ``now + lease_s``; False while
-        another holder's lease runs."""
-        held = "SELECT value, until FROM webhooks_meta WHERE key = 'sender'"
-        row = self.db.conn.execute(held).fetchone()
-        if row["value"] not in (None, holder) and row["until"] > now:
-            return False  # answered without the write lock: the usual case for other workers
-        with self.db.transaction() as conn:
-            row = conn.execute(held).fetchone()
-            if row["value"] not in (None, holder) and row["until"] > now:
-                return False
-            conn.execute("UPDATE webhooks_meta SET value = ?, until = ? WHERE key = 'sender'",
-                         (holder, now + lease_s))
-        return True
-
-    def release_lease(self, holder: str) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE webhooks_meta SET value = NULL, until = 0 "
-                         "WHERE key = 'sender' AND value = ?", (holder,))
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -298,7 +292,7 @@ class WebhookStore:
                     code: int | None, error: str | None, latency_ms: float | None) -> None:
         """A test ping, sent at once: recorded finished, never retried, no effect on the hook's
         failure streak."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries").fetchone()[0]
             conn.execute("INSERT INTO deliveries (id, hook_id, event_id, kind, body, seq, status, "
                          "attempts, last_status_code, last_error, last_latency_ms, "
@@ -332,7 +326,7 @@ class WebhookStore:
         """Put a finished delivery back at the end of the queue, due now, its tries counted
         afresh (same id, same body). Returns it as it was, or None when there is none; a
         delivery still pending is returned unchanged."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             row = conn.execute("SELECT * FROM deliveries WHERE id = ? AND hook_id = ?",
                                (delivery_id, hook_id)).fetchone()
             if row is None or row["status"] == "pending":
@@ -347,3 +341,29 @@ class WebhookStore:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM deliveries WHERE status != 'pending' AND "
                                 "COALESCE(last_attempt_at, created_at) < ?", (before,)).rowcount
+
+
+def storage_component():
+    """For ``neuralmind storage``: webhooks.db into the shared tables — hooks, the queue with
+    its delivery ids and ``seq`` order, and the cursor over the event log (events keep their
+    ids when the kernel's log is copied)."""
+    from neuralmind import StorageComponent, StoredFile
+
+    def files(home) -> list:
+        return [StoredFile(home.path / FILE, MIGRATIONS)]
+
+    def copy(home, target) -> list:
+        from neuralmind import copy_table
+        source = home.open(files(home)[0])
+        if source is None:
+            return []
+        try:
+            checks = [copy_table(source, target, "hooks", ("id",)),
+                      copy_table(source, target, "deliveries", ("id",))]
+            if cursor := WebhookStore(source).cursor():
+                WebhookStore(target).start_cursor(cursor)
+        finally:
+            source.close()
+        return checks
+
+    return StorageComponent("webhooks", PG_MIGRATIONS, TABLES, files, copy)

@@ -24,7 +24,7 @@ FILES = {
 
 
 @pytest.fixture(scope="module")
-def pinned(tmp_path_factory):
+def pinned(tmp_path_factory, backend):
     """A server with a built project and one record of each kind, and spares for the
     operations that delete (each deletes its spare once, then answers 404)."""
     base = tmp_path_factory.mktemp("contract")

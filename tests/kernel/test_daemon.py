@@ -6,7 +6,11 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT, free_port, request
+
+pytestmark = pytest.mark.sqlite_only("the daemon's processes and files, started by hand here")
 
 
 def run(home, *args, timeout=90):

@@ -5,6 +5,7 @@ document, the CLI. ``test_every_hook_has_a_test`` keeps this module in step with
 
 from __future__ import annotations
 
+import json
 import logging
 
 import falcon.testing
@@ -15,7 +16,7 @@ from kernel import hookspecs
 from kernel.app import StartupError
 from neuralmind import Actor, Permission, hookimpl, operation
 from tests.embeddings.fake_embedder import FakeEmbedderPlugin
-from tests.support import make_kernel, plugin_site, run_cli
+from tests.support import fresh_pg_dsn, make_kernel, plugin_site, run_cli
 
 SPECS = sorted(name for name, fn in vars(hookspecs).items()
                if callable(fn) and hasattr(fn, "neuralmind_spec"))
@@ -297,10 +298,11 @@ def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplo
             return self.provider
 
     probe = Answers(Provider())
+    repo = tmp_path / "repo"  # not tmp_path: it holds the kernels' homes, never a project
+    repo.mkdir()
     kernel = kernels(["auth", "ask"], probe)
     api = client(kernel)
-    (tmp_path / "repo").mkdir()  # not the folder holding the kernels' homes
-    pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")}).json["id"]
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
     out = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"}).json
     assert (out["answer"], out["provider"], out["model"]) == ("0 sources for 'why?' [1]", "probe",
                                                              "probe-1")
@@ -309,7 +311,7 @@ def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplo
                                   (RuntimeError("secret internals"), 502, "provider_error")):
         kernel = kernels(["auth", "ask"], Answers(Provider(failure)))
         api = client(kernel)
-        pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")}).json["id"]
+        pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
         with caplog.at_level(logging.ERROR, logger="neuralmind.ask"):
             r = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"})
         assert (r.status_code, r.json["error"]["code"]) == (status, code)
@@ -341,3 +343,33 @@ def test_hook_server_settings_come_before_the_configs_server_section(probe_insta
     config.write_text("[probe]\nport = 9001\n[server]\nworkers = 5\n")
     assert _plugin_server_settings(str(config), {}) == {"port": 9001, "workers": 5}
     assert _plugin_server_settings(str(config), {"port": 9002}) == {"port": 9002, "workers": 5}
+
+
+@pytest.mark.sqlite_only("a SQLite home is the copy's source; the test names its database")
+def test_hook_storage_components_are_checked_and_copied_into_postgres(probe_installed,
+                                                                       tmp_path):
+    from kernel.pg import PgBackend
+    from kernel.storage import Database
+    from tests.kernel.hook_probe import MIGRATIONS
+    db = Database(tmp_path / "home" / "probe.db", MIGRATIONS)
+    with db.transaction() as conn:
+        conn.executemany("INSERT INTO probe_notes (id, text) VALUES (?, ?)",
+                         [(1, "a"), (2, "b"), (3, "c")])
+    db.close()
+    code, out, _ = run_cli("storage", "check", "--json", env=probe_installed)
+    probe = [c for c in json.loads(out)["components"] if c["component"] == "probe"]
+    assert code == 0 and [(c["file"].rsplit("/", 1)[-1], c["version"], c["pending"])
+                          for c in probe] == [("probe.db", 1, 0)]
+    dsn = fresh_pg_dsn()
+    code, out, err = run_cli("storage", "migrate", "--to", "postgres", "--dsn", dsn, "--json",
+                             env=probe_installed)
+    checks = [c for c in json.loads(out)["checks"] if c["component"] == "probe"]
+    assert code == 0 and [(c["what"], c["home"], c["database"]) for c in checks] == [
+        ("probe_notes rows", 3, 3)], err
+    backend = PgBackend(dsn, 1)
+    try:
+        rows = backend.database("probe", None).conn.execute(
+            "SELECT id, text FROM probe_notes ORDER BY id").fetchall()
+    finally:
+        backend.close()
+    assert [tuple(r) for r in rows] == [(1, "a"), (2, "b"), (3, "c")]

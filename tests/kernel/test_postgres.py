@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from kernel import storage
 from kernel.leases import Leases
 from kernel.pg import PgBackend, translate
 from tests.support import LocalServer, fresh_pg_dsn
+
+pytestmark = pytest.mark.sqlite_only("it names its engines and databases itself")
 
 
 @pytest.fixture
@@ -166,14 +169,25 @@ def test_an_unreachable_database_is_a_503_and_the_server_recovers_without_a_rest
         repo = tmp_path / "repo"
         repo.mkdir()
         pid = server.register(repo)
+        gate = threading.Event()
+        job = server.kernel.jobs.submit("probe", lambda ctx: gate.wait(30) and {"ok": True})
+        while server.get(f"/v1/jobs/{job.id}").json["status"] != "running":
+            time.sleep(0.05)
         db.cleanup()  # the database goes away
         down = server.get("/v1/projects")
         assert down.status == 503 and down.error["code"] == "storage_unavailable"
         assert "nothing was written" in down.error["message"]
+        gate.set()  # the job ends while it is away
+        time.sleep(0.5)
         db = pgserver.get_server(folder, cleanup_mode="stop")  # and comes back
         statuses = [server.get("/v1/projects").status for _ in range(10)]
         assert statuses[-1] == 200 and set(statuses) <= {200, 503}  # each stale connection once
         assert [p["id"] for p in server.get("/v1/projects").json["items"]] == [pid]
+        deadline = time.monotonic() + 30
+        while (ended := server.get(f"/v1/jobs/{job.id}").json)["status"] == "running":
+            assert time.monotonic() < deadline, "the job's end was never recorded"
+            time.sleep(0.2)
+        assert (ended["status"], ended["result"]) == ("done", {"ok": True})
     finally:
         server.stop()
         db.cleanup()

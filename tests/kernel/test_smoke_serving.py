@@ -12,7 +12,7 @@ PLUGINS = ["auth", "memory", "index", "tier2_bridge", "ask", "ui"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     with Server(tmp_path_factory.mktemp("smoke") / "home", plugins=PLUGINS, workers=2) as srv:
         yield srv
 

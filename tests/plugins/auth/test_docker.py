@@ -18,6 +18,8 @@ import yaml
 from tests.plugins.auth.helpers import create_token
 from tests.support import DEFAULT_PLUGINS, ROOT, free_port, request
 
+pytestmark = pytest.mark.sqlite_only("the image's own command and files, in a mapped container")
+
 
 def dockerfile() -> dict[str, list[str]]:
     """Instruction → its arguments, continuation lines joined, comments dropped."""

@@ -12,9 +12,12 @@ from tests.support import DEFAULT_PLUGINS, Server, schemathesis
 
 MAX_EXAMPLES = 10
 
+pytestmark = pytest.mark.sqlite_only("tests/kernel/test_contract.py fuzzes every route on both "
+                                     "backends; this run adds server mode's roles")
+
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("fuzz")
     s = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
                plugins=list(DEFAULT_PLUGINS), workers=2, env={"HOME": str(root)}).start()

@@ -11,6 +11,8 @@ import pytest
 from tests.plugins.auth.helpers import cli, create_token, server_config
 from tests.support import LocalServer, fresh_pg_dsn
 
+pytestmark = pytest.mark.postgres_only("two servers on a database it names itself")
+
 
 @pytest.fixture
 def team(tmp_path):

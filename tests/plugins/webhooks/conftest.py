@@ -1,5 +1,5 @@
 """Fixtures of the webhooks tests: a receiver, and servers whose sender polls fast and may
-post to 127.0.0.1."""
+post to 127.0.0.1. Every test runs on both storage backends (tests/conftest.py ``backend``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ retry_max_s = 1
 timeout_s = 0.5
 lease_s = 2
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def both_backends(backend) -> str:
+    return backend
 
 
 @pytest.fixture

@@ -147,7 +147,7 @@ BODIES = st.one_of(st.fixed_dictionaries({}, optional=FIELDS), JSON_VALUES)
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tmp_path_factory, backend):
     from tests.support import make_kernel
     home = tmp_path_factory.mktemp("fuzz") / "home"
     (home.parent / "config.toml").write_text(FAST)

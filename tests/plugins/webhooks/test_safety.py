@@ -144,7 +144,7 @@ poll_s = 0.05
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def team(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("team")
     config = server_config(root, {"a": root / "repo-a", "b": root / "repo-b"}, TEAM)
     with LocalServer(root / "home", config=config, plugins=["auth", "webhooks"]) as server:
@@ -260,6 +260,7 @@ def test_a_config_mistake_stops_start_up_with_its_reason(tmp_path):
         assert said in str(caught.value) and "[webhooks]" in str(caught.value)
 
 
+@pytest.mark.sqlite_only("the mode of the file holding the secrets")
 def test_the_database_holding_secrets_is_private(served):
     files = sorted(served.home.glob("webhooks.db*"))
     assert [f.name for f in files if f.name != "webhooks.db-writer"][:2] == [

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,7 @@ import pytest
 
 from tests.plugins.webhooks.conftest import FAST
 from tests.plugins.webhooks.receiver import Receiver
-from tests.support import Server
+from tests.support import Server, kernel_database
 
 
 @pytest.fixture
@@ -46,14 +45,12 @@ def subscribe(server, receiver: Receiver) -> str:
 
 
 def sender_pid(home) -> int:
-    conn = sqlite3.connect(home / "webhooks.db")
-    try:
-        holder, until = conn.execute(
-            "SELECT value, until FROM webhooks_meta WHERE key = 'sender'").fetchone()
-    finally:
-        conn.close()
-    assert holder and until > time.time(), "no worker holds the sender's lease"
-    return int(holder.split(":")[1])
+    """The pid of the worker holding the sender's lease (a kernel lease)."""
+    with kernel_database(home) as db:
+        row = db.conn.execute("SELECT pid, heartbeat FROM leases WHERE name = ?",
+                              ("webhooks.sender",)).fetchone()
+    assert row and row[1] > time.time() - 2, "no worker holds the sender's lease"
+    return row[0]
 
 
 def by_event(received) -> dict[int, set[str]]:
