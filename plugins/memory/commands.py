@@ -40,6 +40,18 @@ def add_commands(subparsers) -> None:
     c.add_argument("--config", help="TOML config ([embeddings] section)")
     c.set_defaults(func=run_contradictions)
 
+    d = command_group(subparsers, "eval", help="measure retrieval quality").add_parser(
+        "decisions", help="decision search on a corpus and queries in the original NeuralMind's "
+                          "eval shape")
+    d.add_argument("--corpus", required=True, help="a JSON list of decisions")
+    d.add_argument("--queries", required=True,
+                   help="a JSON object: queries [{id, kind, query, gold}], extra_decisions")
+    d.add_argument("--mode", default="keyword,semantic,hybrid",
+                   help="comma-separated: keyword, semantic, hybrid")
+    d.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    d.add_argument("--config", help="TOML config ([embeddings] section)")
+    d.set_defaults(func=run_decisions)
+
 
 def run_eval(args) -> int:
     from plugins.memory.eval import main
@@ -48,4 +60,9 @@ def run_eval(args) -> int:
 
 def run_contradictions(args) -> int:
     from plugins.memory.contradiction_eval import main
+    return main(args)
+
+
+def run_decisions(args) -> int:
+    from plugins.memory.decision_eval import main
     return main(args)
