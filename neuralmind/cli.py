@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except NeuralMindAPIError as ex:
         print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]",
               file=sys.stderr)
+        for e in (ex.details or {}).get("errors") or ():  # what did not validate, field by field
+            print(f"  {'.'.join(map(str, e.get('loc') or ())) or '-'}: {e.get('msg')}",
+                  file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
