@@ -6,7 +6,8 @@ gunicorn server with the packaged model:
   * single-create throughput into the filled project: wrk (8 keep-alive connections, a fresh
     random record per request, ``bench/memory_create.lua``) when wrk is installed, and 2,000
     creates from 8 Python client threads (which spend ~0.3 ms of the two cores per request),
-    each with the project's contradiction check on store off and then on (checks ÷ none),
+    each with the project's contradiction check on store off and on, alternating three times
+    with the backfill idle before each run (medians; checks ÷ none),
   * search p50/p95 per mode (keyword, semantic, hybrid; one client, keep-alive), and hybrid
     again with the project's decay policy off and on, alternating (decay ÷ no decay),
   * the raw cost, in this process on the same SQLite file: one query embedding + numpy
@@ -129,7 +130,7 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
     single = MemoryStore(Database(tmp / "raw-single.db", MIGRATIONS))
     searcher = Searcher(MemorySettings(), kernel=None)
     started = time.perf_counter()
-    for _, rec, sha, _ in ops:
+    for _, rec, sha, _, _ in ops:
         single.create(rec, sha, "bench")
         single.get(rec["id"])
         searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
@@ -245,16 +246,19 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
     runs: dict[str, list] = {"no_checks": [], "checks": []}
-    for _ in range(2):  # alternating, so the project's growth weighs on both alike
+    db = project / ".neuralmind" / "memory.db"
+    for _ in range(3):  # alternating, so the project's growth weighs on both alike
         for key in runs:
             set_config(client, base.replace("/memories", "/contradictions/config"),
                        {"check_on_store": key == "checks"})
+            wait_embedded(db, embedder.model_id)  # no backfill of the last run's records
             wrk_rate = singles_wrk(srv.port, srv.token, base, seconds=3)
-            runs[key].append((singles(srv.port, srv.token, base, 1000), wrk_rate))
+            wait_embedded(db, embedder.model_id)
+            runs[key].append((singles(srv.port, srv.token, base, 800), wrk_rate))
     for key, got in runs.items():
         wrk = [w for _, w in got if w]
-        out[key] = {"single_creates_per_s": round(statistics.mean(r for r, _ in got)),
-                    "single_creates_wrk_per_s": round(statistics.mean(w[0] for w in wrk))
+        out[key] = {"single_creates_per_s": round(statistics.median(r for r, _ in got)),
+                    "single_creates_wrk_per_s": round(statistics.median(w[0] for w in wrk))
                     if wrk else None, "wrk_non_201": sum(w[1] for w in wrk) if wrk else None}
     out.update(out["checks"])  # the default: checks on
     out["checks_over_none"] = {

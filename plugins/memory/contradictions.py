@@ -13,6 +13,7 @@ both records' history, and resolved later by a strategy — or at once, when the
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -21,6 +22,7 @@ from neuralmind import (APIError, Conflict, NotFound, decode_cursor, encode_curs
 from plugins.memory import detector, records
 from plugins.memory.models import ContradictionConfig
 
+log = logging.getLogger("neuralmind.memory")
 STORE_NEIGHBOURS = 3  # the duplicate hint's neighbours a create or patch is compared with
 CHECK_NEIGHBOURS = 8  # per source (title words, files, cosine) on …/contradictions/check/{id}
 SETTLED = ("supersedes", "merged_into")  # linked so: the pair is settled already
@@ -136,7 +138,15 @@ class Contradictions:
                  near: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """After a create or patch (``check_on_store``): the record's contradictions with its
         nearest neighbours (``near``, when the caller has them already), resolved at once when
-        ``auto_resolve`` names a strategy."""
+        ``auto_resolve`` names a strategy. The write has committed: a check that fails is
+        logged and answers nothing (``…/contradictions/check/{id}`` runs it again)."""
+        try:
+            return self._on_store(project, store, rec, actor, request_id, near)
+        except Exception:
+            log.exception("contradiction check failed for memory %s", rec["id"])
+            return []
+
+    def _on_store(self, project, store, rec, actor, request_id, near) -> list[dict[str, Any]]:
         config = self.config(store)
         if not config["check_on_store"] or rec["status"] != "ACTIVE":
             return []

@@ -1,7 +1,7 @@
 """Importance and decay: how strongly a record is retained now, and what ranking makes of it.
 
 A record's **strength** is its importance (plus a boost per recall), halved every half-life of
-its kind since it was last touched — written, or recalled by a search hit or a read:
+its kind since it was last touched — written, or recalled (returned by a search):
 
     strength = 1                                                        if pinned
     strength = min(1, importance + access_boost × access_count) × 0.5 ^ (days / half_life[kind])

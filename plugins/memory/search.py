@@ -255,12 +255,17 @@ class Searcher:
         fused = fuse([(rec["id"], s) for rec, s in kw], [(h[0], h[1]) for h in sem], self.settings)
         confidence = {h[0]: h[2] for h in sem}
         confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
+        base = {mid: fused[mid] * confidence_factor(confidence[mid]) for mid in fused}
         weight = self.settings.decay_weight
-        strength = (strengths(store.decay_inputs(list(fused)), policy,
-                              parse_time(now or now_iso()))
-                    if policy is not None and policy["enabled"] and weight else {})
-        score = {mid: fused[mid] * confidence_factor(confidence[mid])
-                 * rank_factor(strength.get(mid, 1.0), weight) for mid in fused}
+        strength: dict[str, float] = {}
+        if policy is not None and policy["enabled"] and weight:
+            # a decay factor lies in [1 − weight, 1]: a candidate below (1 − weight) × the
+            # limit-th best score cannot reach the top, and needs no strength
+            cut = (sorted(base.values(), reverse=True)[limit - 1] * (1 - weight)
+                   if len(base) > limit else float("-inf"))
+            strength = strengths(store.decay_inputs([m for m in base if base[m] >= cut]),
+                                 policy, parse_time(now or now_iso()))
+        score = {mid: b * rank_factor(strength.get(mid, 1.0), weight) for mid, b in base.items()}
         top = sorted(fused, key=lambda mid: -score[mid])[:limit]
         records = store.get_many(top)
         return [(records[m], round(score[m], 6)) for m in top if m in records]

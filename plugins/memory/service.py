@@ -25,6 +25,7 @@ from plugins.memory.decay import importance_of, parse_time, policy_of, strengths
 from plugins.memory.links import Links
 from plugins.memory.models import (BatchIn, ExportLine, InvalidateIn, MemoryIn,
                                    MemoryPatch, MemorySettings, SearchIn)
+from plugins.memory.recalls import Recalls
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, IdTaken, MemoryStore
 from plugins.memory.sweeps import Sweeps
@@ -51,6 +52,7 @@ class Memories:
         self.settings = settings
         self.searcher = Searcher(settings, kernel)
         self.backfill = Backfiller(self.searcher, lambda: kernel.embedder, settings)
+        self.recalls = Recalls()
         self._stores = ProjectStores(lambda project: MemoryStore(kernel.open_database(
             self.path(project), MIGRATIONS)))
         self.links = Links(self)
@@ -68,6 +70,7 @@ class Memories:
     def close(self) -> None:
         self.backfill.stop()
         self.sweeps.stop()
+        self.recalls.stop()
 
     def emit(self, kind: str, project, actor, request_id, **data) -> None:
         self.kernel.emit(f"memory.{kind}", project=project, actor=actor, data=data,
@@ -184,11 +187,11 @@ class Memories:
         store = self.store(project)
         return self.view(store, self.get_record(store, mid))
 
-    def recalled(self, store, ids: list[str]) -> None:
-        """A search returned these records — a recall: refresh their strength beside the
-        request (while decay is on). Reads by id are not recalls: they inspect."""
-        if ids and self.policy(store)["enabled"]:
-            self.kernel.beside(store.touch, ids, now_iso())
+    def recalled(self, store, ids: list[str], policy: dict[str, Any]) -> None:
+        """A search returned these records — a recall: refresh their strength, soon and off
+        the request's path (while decay is on). Reads by id are not recalls: they inspect."""
+        if ids and policy["enabled"]:
+            self.recalls.add(store, ids, now_iso())
 
     def list(self, project, query) -> tuple[list[dict[str, Any]], str | None]:
         store = self.store(project)
@@ -363,7 +366,7 @@ class Memories:
         filters = self.filters(store, body)
         hits, notice = self.searcher.search(store, body.query, body.mode, filters, on,
                                             body.limit, policy)
-        self.recalled(store, [rec["id"] for rec, _ in hits])
+        self.recalled(store, [rec["id"] for rec, _ in hits], policy)
         found = [(rec, score, None) for rec, score in hits]
         if body.expand:
             found += self.links.expand(store, hits, filters, on, EXPAND_FACTOR, body.limit)

@@ -450,14 +450,14 @@ class MemoryStore:
                     w.link(lk)
         return created, overwritten, skipped
 
-    def touch(self, ids: list[str], at: str) -> None:
-        """Recalls: ``ids`` were returned by a search or read. Moves only the access columns
-        (no event, no version: ranking reads them per search, the vector cache does not)."""
-        if ids:
+    def touch(self, recalls: dict[str, int], at: str) -> None:
+        """Recalls: ``{id: times}`` returned by searches up to ``at``. Moves only the access
+        columns (no event, no version: ranking reads them per search, the vector cache not)."""
+        if recalls:
             with self.db.transaction() as conn:
-                conn.execute(f"UPDATE memories SET last_accessed_at = ?, access_count = "
-                             f"access_count + 1 WHERE id IN ({','.join('?' * len(ids))})",
-                             (at, *ids))
+                conn.executemany("UPDATE memories SET last_accessed_at = ?, access_count = "
+                                 "access_count + ? WHERE id = ?",
+                                 [(at, n, mid) for mid, n in recalls.items()])
 
     # -- reads -----------------------------------------------------------------------------
 
