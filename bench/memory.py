@@ -82,13 +82,16 @@ def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int) -> fl
     return n / (time.perf_counter() - started)
 
 
+RUNS = iter(range(1, 1_000_000))  # each timed run's seed: fresh records every time
+
+
 def singles(port: int, token: str, base: str, total: int, threads: int = 8) -> float:
-    per = total // threads
+    per, run_seed = total // threads, next(RUNS)
 
     def run(t: int) -> None:
-        rng, client = random.Random(1000 + t), KeepAlive(port, token)
+        rng, client = random.Random(run_seed * 1000 + t), KeepAlive(port, token)
         for i in range(per):
-            status, body = client.call("POST", base, record(rng, 10_000_000 + t * per + i))
+            status, body = client.call("POST", base, record(rng, 10_000_000 * run_seed + t * per + i))
             assert status == 201, body[:300]
 
     workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
@@ -108,7 +111,7 @@ def singles_wrk(port: int, token: str, base: str, seconds: int = 5) -> tuple[flo
                           str(ROOT / "bench" / "memory_create.lua"),
                           "-H", f"Authorization: Bearer {token}",
                           "-H", "Content-Type: application/json",
-                          f"http://127.0.0.1:{port}{base}"],
+                          f"http://127.0.0.1:{port}{base}", "--", str(next(RUNS))],
                          capture_output=True, text=True, check=True).stdout
     rate = float(next(line for line in out.splitlines() if line.startswith("Requests/sec"))
                  .split()[1])
@@ -272,7 +275,7 @@ def set_config(client: KeepAlive, url: str, body: dict) -> None:
     assert status == 200, answer[:300]
 
 
-def decay_latency(client: KeepAlive, base: str, queries: list[str], rounds: int = 2) -> dict:
+def decay_latency(client: KeepAlive, base: str, queries: list[str], rounds: int = 4) -> dict:
     """Hybrid p50 with the project's decay policy off and on, alternating (the same queries,
     ``rounds`` times each): what ranking by strength (and recording recalls) costs."""
     ms: dict[str, list[float]] = {"off": [], "on": []}

@@ -111,6 +111,8 @@ class Contradictions:
         threshold = self.config(store)["threshold"]
         found, new, at = [], [], now_iso()
         for other in neighbours.values():
+            if (other["title"], other["rationale"]) == (rec["title"], rec["rationale"]):
+                continue  # a record does not contradict its own duplicate
             a, b = older_first(other, rec)
             known = store.contradiction_between(a["id"], b["id"])
             if known is not None:
