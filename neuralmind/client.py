@@ -164,6 +164,10 @@ class Memory:
     status: str | None = None
     effective_status: str | None = None
     decision_type: str | None = None
+    kind: str | None = None
+    importance: float | None = None
+    pinned: bool = False
+    strength: float | None = None
     confidence: float | None = None
     files_affected: list = field(default_factory=list)
     tags: list = field(default_factory=list)
@@ -177,8 +181,12 @@ class Memory:
     dependency_constraints: list = field(default_factory=list)
     created_at: str | None = None
     updated_at: str | None = None
+    last_accessed_at: str | None = None
+    access_count: int = 0
     score: float | None = None
+    linked_from: dict | None = None
     possible_duplicates: list = field(default_factory=list)
+    contradictions: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
 
 
@@ -884,10 +892,15 @@ class Memories:
 
     def __init__(self, nm: NeuralMindClient, project_id: str):
         self._nm = nm
-        self._base = _path("/v1/projects", project_id, "memories")
+        self._project = _path("/v1/projects", project_id)
+        self._base = _path(self._project, "memories")
 
     def _url(self, *parts: str) -> str:
         return _path(self._base, *parts)
+
+    def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
+        job = _job(self._nm._json("POST", path, json_body=body)["job"])
+        return self._nm.jobs.wait(job.id, timeout=timeout) if wait else job
 
     def add(self, title: str, rationale: str, *, duplicates: str | None = None,
             **fields: Any) -> Memory:
@@ -937,13 +950,118 @@ class Memories:
         return self._nm._pages(self._url(memory_id, "history"), dict)
 
     def feedback(self, memory_id: str, helpful: bool, note: str | None = None) -> Memory:
-        body = {"helpful": helpful, **({"note": note} if note else {})}
+        """helpful raises confidence by 0.05, unhelpful lowers it by 0.10 (floor 0.10)."""
+        body = {"signal": "helpful" if helpful else "unhelpful", **({"note": note} if note else {})}
         data = self._nm._json("POST", self._url(memory_id, "feedback"), json_body=body)
         return _memory(data.get("memory", data))
 
-    def batch(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """Creates, patches and deletes in one transaction: all land or none does."""
-        return self._nm._json("POST", self._url("batch"), json_body={"items": items})
+    def timeline(self, memory_id: str) -> list[dict[str, Any]]:
+        """The record's history merged with the git commits that touched its files."""
+        return self._nm._json("GET", self._url(memory_id, "timeline"))["items"]
+
+    # -- tags, stats, collections --------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by kind, status, author, agent and tag; embedded and pending vectors."""
+        return self._nm._json("GET", self._url("stats"))
+
+    def tags(self, status: str = "ALL") -> list[dict[str, Any]]:
+        """``[{tag, count}]``, most used first."""
+        return self._nm._json("GET", self._url("tags"), params={"status": status})["items"]
+
+    def tag(self, memory_id: str, *tags: str) -> Memory:
+        return _memory(self._nm._json("POST", self._url(memory_id, "tags"),
+                                      json_body={"tags": list(tags)}))
+
+    def untag(self, memory_id: str, *tags: str) -> Memory:
+        return _memory(self._nm._json("DELETE", self._url(memory_id, "tags"),
+                                      params={"tag": list(tags)}))
+
+    def collections(self) -> list[dict[str, Any]]:
+        return self._nm._json("GET", _path(self._project, "collections"))["items"]
+
+    def save_collection(self, name: str, description: str | None = None,
+                        **filters: Any) -> dict[str, Any]:
+        """A named saved filter; pass ``collection=name`` to ``list`` and ``search``."""
+        return self._nm._json("PUT", _path(self._project, "collections", name),
+                              json_body={"filters": filters, "description": description})
+
+    def delete_collection(self, name: str) -> None:
+        self._nm.request("DELETE", _path(self._project, "collections", name))
+
+    # -- links and graph -----------------------------------------------------------------
+
+    def link(self, memory_id: str, target: str, type: str = "relates_to",
+             note: str | None = None) -> dict[str, Any]:
+        """supersedes, depends_on, relates_to, contradicts or merged_into; a supersedes link
+        makes ``target`` SUPERSEDED."""
+        body = {"target": target, "type": type, **({"note": note} if note else {})}
+        return self._nm._json("POST", self._url(memory_id, "links"), json_body=body)
+
+    def unlink(self, memory_id: str, target: str, type: str | None = None) -> None:
+        self._nm.request("DELETE", self._url(memory_id, "links"),
+                         params={"target": target, "type": type})
+
+    def links(self, memory_id: str) -> list[dict[str, Any]]:
+        return self._nm._json("GET", self._url(memory_id, "links"))["items"]
+
+    def graph(self, memory_id: str, depth: int = 2) -> dict[str, Any]:
+        """``{root, nodes, edges}`` within ``depth`` links (1–4)."""
+        return self._nm._json("GET", self._url(memory_id, "graph"), params={"depth": depth})
+
+    # -- contradictions ------------------------------------------------------------------
+
+    def contradictions(self, status: str = "open", memory_id: str | None = None
+                       ) -> Iterator[dict[str, Any]]:
+        return self._nm._pages(_path(self._project, "contradictions"), dict,
+                               {"status": status, "memory_id": memory_id})
+
+    def check_contradictions(self, memory_id: str) -> dict[str, Any]:
+        return self._nm._json("POST", _path(self._project, "contradictions", "check", memory_id))
+
+    def resolve(self, contradiction_id: str, strategy: str, *, title: str | None = None,
+                rationale: str | None = None) -> dict[str, Any]:
+        """keep_newest, keep_oldest, keep_important, keep_both, or manual (with rationale)."""
+        body = {k: v for k, v in {"strategy": strategy, "title": title,
+                                  "rationale": rationale}.items() if v is not None}
+        return self._nm._json("POST", _path(self._project, "contradictions", contradiction_id,
+                                            "resolve"), json_body=body)
+
+    def contradiction_config(self, **changes: Any) -> dict[str, Any]:
+        """The project's settings (check_on_store, threshold, auto_resolve); changed first
+        when given."""
+        url = _path(self._project, "contradictions", "config")
+        if changes:
+            return self._nm._json("PUT", url, json_body=changes)
+        return self._nm._json("GET", url)
+
+    # -- decay and consolidation ---------------------------------------------------------
+
+    def decay_policy(self, **changes: Any) -> dict[str, Any]:
+        """The project's decay policy (enabled, half_life_days, access_boost,
+        archive_threshold); changed first when given."""
+        if changes:
+            return self._nm._json("PUT", self._url("decay-policy"), json_body=changes)
+        return self._nm._json("GET", self._url("decay-policy"))
+
+    def decay(self, dry_run: bool = False, wait: bool = True,
+              timeout: float = BUILD_TIMEOUT) -> Job:
+        """A decay sweep: records below the threshold become ARCHIVED (``dry_run``: listed)."""
+        return self._job(self._url("decay"), {"dry_run": dry_run}, wait, timeout)
+
+    def consolidate(self, dry_run: bool = False, kinds: Iterable[str] = (),
+                    threshold: float | None = None, wait: bool = True,
+                    timeout: float = BUILD_TIMEOUT) -> Job:
+        """Merge clusters of near-duplicates (``dry_run``: list them)."""
+        body = {"dry_run": dry_run, "kinds": list(kinds),
+                **({"threshold": threshold} if threshold is not None else {})}
+        return self._job(self._url("consolidate"), body, wait, timeout)
+
+    def batch(self, items: list[dict[str, Any]], atomic: bool = True) -> dict[str, Any]:
+        """Creates, patches, invalidates and deletes in one transaction, one result per item:
+        all land or none does (422); ``atomic=False`` applies the items that validate."""
+        return self._nm._json("POST", self._url("batch"),
+                              json_body={"items": items, "atomic": atomic})
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every record with its history, one dict per JSONL line, streamed."""
@@ -958,6 +1076,11 @@ class Memories:
                     if line.strip():
                         yield json.loads(line)
         return lines()
+
+    def export_markdown(self) -> str:
+        """Every record as a Markdown section (title, facts, text, lists, links, history)."""
+        return self._nm.request("GET", self._url("export"), params={"format": "md"}
+                                ).body.decode()
 
     def import_(self, lines: Iterable[dict[str, Any]] | bytes | str, mode: str = "skip"
                 ) -> dict[str, Any]:

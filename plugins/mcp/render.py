@@ -50,6 +50,11 @@ def created(record: dict[str, Any]) -> str:
         text += "\npossible duplicates (update one of them if it is the same decision):\n" + \
             "\n".join(f"- {d['id']} ({d['status']}, score {d['score']:.2f}): {d['title']}"
                       for d in dupes)
+    found = (record.get("contradictions") or {}).get("items") or []
+    if found:
+        text += "\ncontradicts (resolve_contradiction settles it):\n" + "\n".join(
+            f"- {c['id']} with {c['a'] if c['b'] == record['id'] else c['b']} "
+            f"({c['status']}, confidence {c['confidence']:.2f}): {c['explanation']}" for c in found)
     return text
 
 
@@ -60,6 +65,8 @@ def changed(record: dict[str, Any]) -> str:
 
 def recalled(out: dict[str, Any]) -> str:
     lines = [f"- {r['id']} [{r['status']}, score {r['score']:.2f}] {r['title']}"
+             + (f" (linked: {r['linked_from']['type']} {r['linked_from']['id']})"
+                if r.get("linked_from") else "")
              + (f" — {_cut(r['rationale'])}" if r.get("rationale") else "") + _files(r)
              for r in out.get("results") or []]
     if not lines:
@@ -152,3 +159,58 @@ def project(p: dict[str, Any]) -> str:
 def projects(page: dict[str, Any]) -> str:
     lines = [project(p) for p in page.get("items", [])] + _more(page)
     return "\n".join(lines) or "no projects: register_project adds one"
+
+
+def linked(link: dict[str, Any]) -> str:
+    return f"{link['source']} {link['type']} {link['target']}"
+
+
+def graph(out: dict[str, Any]) -> str:
+    lines = [f"- {n['id']} [{n['kind']}, {n['status']}, depth {n['depth']}] {n['title']}"
+             for n in out.get("nodes") or []]
+    lines += [f"  {e['source']} {e['type']} {e['target']}" for e in out.get("edges") or []]
+    return "\n".join(lines)
+
+
+def contradictions(page: dict[str, Any]) -> str:
+    lines = [f"- {c['id']} [{c['status']}, confidence {c['confidence']:.2f}] A {c['a']} vs "
+             f"B {c['b']}: {c['explanation']}" for c in page.get("items") or []]
+    return "\n".join(lines + _more(page)) or "no contradictions"
+
+
+def resolved(out: dict[str, Any]) -> str:
+    c = out["contradiction"]
+    text = (f"{c['id']} resolved ({c['strategy']}): kept {', '.join(out['kept'])}; superseded "
+            f"{', '.join(out['superseded']) or 'nothing'}")
+    return text + (f"; new record {out['created']}" if out.get("created") else "")
+
+
+def decayed(job: dict[str, Any]) -> str:
+    r = job.get("result") or {}
+    verb = "would archive" if r.get("dry_run") else "archived"
+    lines = [f"decay sweep: {verb} {r.get('archived', 0)} of {r.get('checked', 0)} records"
+             + ("" if r.get("enabled", True) else " (decay is off for this project)")]
+    lines += [f"- {c['id']} (strength {c['strength']:.3f}): {c['title']}"
+              for c in r.get("changes") or []]
+    return "\n".join(lines)
+
+
+def consolidated(job: dict[str, Any]) -> str:
+    r = job.get("result") or {}
+    verb = "would merge" if r.get("dry_run") else "merged"
+    lines = [f"consolidation: {len(r.get('clusters') or [])} cluster(s) among "
+             f"{r.get('checked', 0)} records"]
+    lines += [f"- {verb} {', '.join(c['ids'])}" + (f" into {c['merged_into']}"
+                                                   if c.get("merged_into") else "")
+              + f": {c['titles'][0]}" for c in r.get("clusters") or []]
+    return "\n".join(lines)
+
+
+def memory_stats(out: dict[str, Any]) -> str:
+    parts = [f"{out['total']} memories"]
+    for key in ("by_kind", "by_status", "by_tag"):
+        if out.get(key):
+            parts.append(f"{key[3:]}: " + ", ".join(f"{k} {v}" for k, v in out[key].items()))
+    v = out.get("vectors") or {}
+    parts.append(f"vectors: {v.get('embedded', 0)} embedded, {v.get('pending', 0)} pending")
+    return "; ".join(parts)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from neuralmind import today
 from plugins.memory import records
+from plugins.memory.decay import policy_of
 from plugins.memory.models import MemorySettings
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
@@ -120,9 +121,9 @@ def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
         seen.add(mid)
         rec = records.build({"id": mid, "title": title, "rationale": text}, root=folder, now=now,
                             head="", errors=[])
-        ops.append(("create", rec, records.content_sha(rec), {}))
+        ops.append(("create", rec, records.content_sha(rec), {}, "eval"))
     for i in range(0, len(ops), 1000):
-        store.apply_batch(ops[i:i + 1000], now, "eval")
+        store.apply_batch(ops[i:i + 1000], now)
     marker.write_text(json.dumps(want))
     return store
 
@@ -171,8 +172,9 @@ def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
 
 
 def evaluate(collections: list[Collection], modes: list[str], settings: MemorySettings,
-             variants: list[str], work: Path, kernel, semantic: bool) -> dict:
-    """Every query of every collection in each mode; ``semantic=False`` never loads a model."""
+             variants: list[str], work: Path, kernel, semantic: bool, decay: bool = True) -> dict:
+    """Every query of every collection in each mode; ``semantic=False`` never loads a model.
+    Hybrid ranks with each store's decay policy (the default: on) unless ``decay`` is off."""
     searcher = Searcher(settings, kernel)
     extra = [(name, Searcher(s, kernel)) for name, s in
              (variant(v, settings) for v in variants)]
@@ -185,6 +187,7 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
     on, limit = today(), 10
     for col in collections:
         store = open_store(kernel, work, col)
+        policy = policy_of(store.config("decay")) if decay else None
         if embedder is not None:
             embed_all(searcher, store, embedder, col.name)
         for text, kind, gold in col.queries:
@@ -198,9 +201,10 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
             latency["semantic"] += time.perf_counter() - t1
             ranked = {"keyword": [r["id"] for r, _ in kw][:limit],
                       "semantic": [h[0] for h in sem if h[1] >= settings.semantic_floor][:limit],
-                      "hybrid": [r["id"] for r, _ in searcher.hybrid(store, kw, sem, limit)]}
+                      "hybrid": [r["id"] for r, _ in searcher.hybrid(store, kw, sem, limit,
+                                                                     policy)]}
             for name, other in extra:
-                ranked[name] = [r["id"] for r, _ in other.hybrid(store, kw, sem, limit)]
+                ranked[name] = [r["id"] for r, _ in other.hybrid(store, kw, sem, limit, policy)]
             for name in names:
                 for metric, value in score(ranked[name], gold).items():
                     bucket = sums[name].setdefault(kind, dict.fromkeys(METRICS, 0.0))
@@ -254,11 +258,13 @@ def main(args) -> int:
                                   embeddings={"warm": False}), plugins=[], load_entrypoints=False)
     started = time.monotonic()
     try:
-        result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic)
+        result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic,
+                          not args.no_decay)
     finally:
         kernel.shutdown()
     result["seconds"] = round(time.monotonic() - started, 1)
     result["dataset"] = root.name
+    result["decay"] = not args.no_decay
     if semantic:
         result["model_id"] = kernel.embedder.model_id
     names = [*modes, *(variant(v, msettings)[0] for v in args.fusion)]
@@ -266,7 +272,8 @@ def main(args) -> int:
         print(json.dumps(result))
     else:
         print(f"{root.name}: {result['queries']} queries, {sum(len(c.docs) for c in collections)} "
-              f"records in {len(collections)} store(s); store {work}")
+              f"records in {len(collections)} store(s); decay {'on' if result['decay'] else 'off'}"
+              f"; store {work}")
         print(table(result, names))
         print(f"mean leg time per query: keyword {result['leg_ms']['keyword']} ms, semantic "
               f"{result['leg_ms']['semantic']} ms (in-process); {result['seconds']} s in all")

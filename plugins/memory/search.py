@@ -5,7 +5,7 @@ with prefix match). Semantic is brute-force cosine over the stored vectors of ti
 rationale, held per process in a :class:`VectorIndex` that reloads when the store's version
 stamp moves (a write in another worker). Hybrid fuses the two legs with the rule the
 ``[memory]`` settings name, then multiplies by ``0.5 + 0.5 × confidence`` so feedback moves
-ranking.
+ranking, and by the decay factor of the record's strength (:mod:`plugins.memory.decay`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuralmind import STOPWORDS, APIError, VersionedCache, top_k
+from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
+from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.models import MemorySettings
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -69,6 +70,7 @@ class VectorIndex:
     status: Any
     review_by: Any
     confidence: Any
+    kind: Any
     _masks: dict = field(default_factory=dict)
 
     @classmethod
@@ -80,7 +82,8 @@ class VectorIndex:
         return cls(np.array([r["memory_id"] for r in rows], dtype=object),
                    matrix, np.array([r["status"] for r in rows], dtype="U11"),
                    np.array([r["review_by"] or "" for r in rows], dtype="U10"),
-                   np.array([r["confidence"] for r in rows], dtype=np.float32))
+                   np.array([r["confidence"] for r in rows], dtype=np.float32),
+                   np.array([r["kind"] for r in rows], dtype="U10"))
 
     def status_mask(self, status: str, today: str):
         """Rows whose effective status is ``status``; cached, as the index lives one version."""
@@ -101,6 +104,8 @@ class VectorIndex:
             keep &= self.status_mask(status, today)
         if filters.get("min_confidence") is not None:
             keep &= self.confidence >= filters["min_confidence"]
+        if filters.get("kind"):
+            keep &= np.isin(self.kind, filters["kind"])
         if allowed is not None:
             keep &= np.fromiter((i in allowed for i in self.ids), dtype=bool, count=len(self.ids))
         return keep
@@ -115,7 +120,7 @@ HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
 # Filters the vector index applies itself; any other needs the store's id set.
-INDEX_FILTERS = frozenset({"status", "min_confidence"})
+INDEX_FILTERS = frozenset({"status", "min_confidence", "kind"})
 
 
 class Searcher:
@@ -143,15 +148,16 @@ class Searcher:
         return store.keyword(match_expression(words), words, filters, today, n, full=full)
 
     def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
-                       exclude: str) -> list[tuple[dict[str, Any], float]]:
-        """Records whose titles share ``title``'s rare words: duplicate hints on the write
-        path, where scoring a common word's whole posting list would cost more than the
-        write. The rare words are what a duplicate shares; the 50 best title matches are
-        ranked before the filters apply."""
+                       exclude: str, column: str | None = "title"
+                       ) -> list[tuple[dict[str, Any], float]]:
+        """Records whose titles (``column=None``: any indexed text) share ``title``'s rare
+        words: duplicate hints and contradiction candidates on the write path, where scoring
+        a common word's whole posting list would cost more than the write. The rare words are
+        what a duplicate shares; the 50 best matches are ranked before the filters apply."""
         words = self.informative(store, terms(title), HINT_WORD_SHARE, HINT_MIN_RECORDS)
         if not words:
             return []
-        return store.keyword(match_expression(words, "title", prefix=False), words, filters,
+        return store.keyword(match_expression(words, column, prefix=False), words, filters,
                              today, n, exclude, pool=50)
 
     def informative(self, store, words: list[str], max_share: float, min_records: int
@@ -213,8 +219,10 @@ class Searcher:
     # -- modes ---------------------------------------------------------------------------
 
     def search(self, store, query: str, mode: str, filters: dict[str, Any], today: str,
-               limit: int) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
-        """``([(record, score)], notice)``, best first."""
+               limit: int, policy: dict[str, Any] | None = None
+               ) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
+        """``([(record, score)], notice)``, best first; ``policy`` is the project's decay
+        policy (hybrid ranks by strength while it is enabled)."""
         if mode == "keyword":
             return self.keyword(store, query, filters, today, limit), None
         if mode == "semantic":
@@ -235,18 +243,29 @@ class Searcher:
             records = store.get_many([rec["id"] for rec, _ in kw[:limit]])
             return ([(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records],
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, keyword.result(), sem, limit), None
+        return self.hybrid(store, keyword.result(), sem, limit, policy), None
 
     def hybrid(self, store, kw: list[tuple[dict[str, Any], float]],
-               sem: list[tuple[str, float, float]], limit: int
+               sem: list[tuple[str, float, float]], limit: int,
+               policy: dict[str, Any] | None = None, now: str | None = None
                ) -> list[tuple[dict[str, Any], float]]:
+        """Fuse the legs; score = fused × confidence factor × decay factor."""
         kw_ids = {rec["id"] for rec, _ in kw}
         sem = [h for h in sem if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
         fused = fuse([(rec["id"], s) for rec, s in kw], [(h[0], h[1]) for h in sem], self.settings)
         confidence = {h[0]: h[2] for h in sem}
         confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
-        ranked = sorted(fused, key=lambda mid: -fused[mid] * confidence_factor(confidence[mid]))
-        top = ranked[:limit]
+        base = {mid: fused[mid] * confidence_factor(confidence[mid]) for mid in fused}
+        weight = self.settings.decay_weight
+        strength: dict[str, float] = {}
+        if policy is not None and policy["enabled"] and weight:
+            # a decay factor lies in [1 − weight, 1]: a candidate below (1 − weight) × the
+            # limit-th best score cannot reach the top, and needs no strength
+            cut = (sorted(base.values(), reverse=True)[limit - 1] * (1 - weight)
+                   if len(base) > limit else float("-inf"))
+            strength = strengths(store.decay_inputs([m for m in base if base[m] >= cut]),
+                                 policy, parse_time(now or now_iso()))
+        score = {mid: b * rank_factor(strength.get(mid, 1.0), weight) for mid, b in base.items()}
+        top = sorted(fused, key=lambda mid: -score[mid])[:limit]
         records = store.get_many(top)
-        return [(records[m], round(fused[m] * confidence_factor(confidence[m]), 6))
-                for m in top if m in records]
+        return [(records[m], round(score[m], 6)) for m in top if m in records]
