@@ -347,7 +347,7 @@ class VectorCounts(Model):
     pending: int
 
 
-class StatsOut(Model):
+class MemoryStats(Model):
     project_id: str
     total: int
     by_kind: dict[str, int]

@@ -17,7 +17,7 @@ from plugins.memory.models import (NAME_PATTERN, BatchIn, BatchOut, CheckOut, Co
                                    HistoryEvent, ImportOut, ImportQuery, InvalidateIn, JobQuery,
                                    Link, LinkIn, LinksOut, ListQuery, Memory, MemoryCreated,
                                    MemoryIn, MemoryPatch, Resolved, ResolveIn, RestoreIn,
-                                   SearchIn, SearchOut, StatsOut, StatusQuery, TagsIn, TagsOut,
+                                   SearchIn, SearchOut, MemoryStats, StatusQuery, TagsIn, TagsOut,
                                    TagsQuery, Timeline, UnlinkQuery)
 
 TAGS = ["memories"]
@@ -100,7 +100,7 @@ class MemoryResources:
         return self._job(req, resp, "memory.maintenance",
                          lambda ctx: self.m.maintain(project, actor, ctx))
 
-    @operation(permission="memories.read", response=StatsOut, tags=TAGS,
+    @operation(permission="memories.read", response=MemoryStats, tags=TAGS,
                summary="Counts by kind, status, author, agent and tag; embedded vectors")
     def on_get_stats(self, req, resp, project_id):
         return self.m.stats(req.context.project)

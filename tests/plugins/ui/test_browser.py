@@ -11,7 +11,6 @@ from urllib.parse import quote
 
 import pytest
 
-from neuralmind import Permission, hookimpl, operation
 from tests.plugins.auth.helpers import create_token, server_config
 from tests.plugins.ui.conftest import PLUGINS, Page
 from tests.support import LocalServer
@@ -203,42 +202,26 @@ def test_a_record_edited_invalidated_restored_exported_and_deleted(tab, local):
     assert kinds == ["created", "amended", "invalidated", "restored", "deleted"]
 
 
-class Later:
-    """A route issue 14 adds, as a plugin would serve it: the page shows it only when the
-    OpenAPI document lists it."""
-
-    @hookimpl
-    def register_permissions(self, kernel):
-        return [Permission("later.read", "the routes of later issues")]
-
-    @hookimpl
-    def register_routes(self, kernel):
-        class Graph:
-            @operation(permission="later.read")
-            def on_get(self, req, resp, project_id, memory_id):
-                return {"nodes": [{"id": memory_id, "title": "the record"},
-                                  {"id": "m2", "title": "<b>an older one</b>"}],
-                        "edges": [{"source": memory_id, "target": "m2", "type": "supersedes"}]}
-
-        base = "/v1/projects/{project_id}"
-        return [(base + "/memories/{memory_id}/graph", Graph())]
-
-
-def test_graph_and_savings_light_up_when_the_server_lists_them(browser, tmp_path):
-    with LocalServer(tmp_path / "home", plugins=PLUGINS, extra_plugins=[Later()]) as server:
+def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
         (tmp_path / "repo").mkdir()
         pid = server.register(tmp_path / "repo")  # not the folder holding the state home
-        made = server.post(memories(server, pid), {"title": "Linked", "rationale": "r"}).json
+        older = server.post(memories(server, pid), {"title": "<b>an older one</b>",
+                                                    "rationale": "r"}).json
+        made = server.post(memories(server, pid), {"title": "Linked", "rationale": "r2"}).json
+        linked = server.post(f"{memories(server, pid)}/{made['id']}/links",
+                             {"target": older["id"], "type": "supersedes"})
+        assert linked.status == 201, linked.json
         t = Page(browser, server)
         try:
             page = t.signed_in()
-            page.wait_for_selector("h3:has-text('Savings')")  # the index plugin's real route
+            page.wait_for_selector("h3:has-text('Savings')")  # the index plugin's route
             assert "tokens_saved" in page.locator("dl.values").first.text_content()
             t.go(f"#/memories/{made['id']}")
             page.wait_for_selector("svg.graph circle >> nth=1")
             assert page.locator("svg.graph text", has_text="supersedes").count() == 1
             assert page.locator("svg.graph text", has_text="<b>an older one</b>").count() == 1
-            assert page.locator("h3:has-text('Links')").count() == 0  # not served: not shown
+            assert page.locator("h3:has-text('Links')").count() == 1
         finally:
             t.close()
 
