@@ -10,7 +10,11 @@ real 1-worker gunicorn server with the packaged model:
   * query and search p50 over HTTP (keep-alive, after a warm-up),
   * with ``--peer /tmp/nm4venv`` (a venv holding PyPI neuralmind==4.22.1): the older
     NeuralMind's cold build (wall and CPU), peak RSS, rebuilds on a copy of the same tree,
-    and its daemon's /search and /query, timed request by request alternating with ours.
+    and its daemon's /search and /query, timed request by request alternating with ours,
+  * ``impact`` p50 over HTTP at depth 3 (target ≤ 20 ms), from the best hit of each question
+    and from whole files, beside ``GET /v1/health`` (the HTTP floor) in the same rounds,
+  * the cost of learning on ``query``: the same questions through the index service in this
+    process (on the server's index), learning on and off taking turns (target ≤ 5%).
 The machine is shared with other work: compare ratios within one run; CPU seconds are the
 load-independent figure for builds.
 
@@ -250,6 +254,75 @@ def interleaved_p50(client: KeepAlive, pid: str, peer: Peer | None, rounds: int)
     return {f"{name}_p50_ms": statistics.median(t) for name, t in times.items()}
 
 
+def impact_p50(client: KeepAlive, pid: str, rounds: int) -> dict:
+    """``POST …/impact`` at depth 3 from nodes (each question's best hit) and from files,
+    taking turns with ``GET /v1/health``; p50 of each."""
+    seeds = []
+    for q in QUESTIONS:
+        hits = json.loads(client.call("POST", f"/v1/projects/{pid}/search",
+                                      {"query": q, "mode": "keyword", "n": 1})[1])["results"]
+        seeds += [{"nodes": [h["id"]]} for h in hits]
+        seeds += [{"files": [h["source_file"]]} for h in hits]
+    times: dict[str, list[float]] = {"impact_node": [], "impact_file": [], "health": []}
+    sizes = []
+    for i in range(rounds + 3):
+        body = seeds[i % len(seeds)]
+        kind = "impact_node" if "nodes" in body else "impact_file"
+        status, raw = 0, b""
+
+        def call():
+            nonlocal status, raw
+            status, raw = client.call("POST", f"/v1/projects/{pid}/impact", {**body, "depth": 3})
+        took = timed(call)
+        health = timed(lambda: client.call("GET", "/v1/health"))
+        if status != 200:
+            raise RuntimeError(f"impact answered {status}: {raw[:300]}")
+        if i >= 3:
+            times[kind].append(took)
+            times["health"].append(health)
+            sizes.append(len(json.loads(raw)["impacted"]))
+    return {f"{k}_p50_ms": statistics.median(v) for k, v in times.items()} | {
+        "impacted_median": statistics.median(sizes)}
+
+
+def learning_cost(tree: Path, work: Path, rounds: int) -> dict:
+    """``query`` with learning on and off, taking turns, through the index service in this
+    process, on the index the server built (the same SQLite files). The learning it measures
+    is the request path's share: the co-activation buffered in memory (and the savings tally);
+    the writer thread flushes every second meanwhile, as it does in a server."""
+    from neuralmind import Kernel, load_settings
+    from plugins.index import plugin
+    settings = load_settings(kernel={"home": str(work / "learn-home")},
+                             embeddings={"warm": False})
+    kernel = Kernel(settings, plugins=["index"], load_entrypoints=False)
+    try:
+        service = plugin._service(kernel)
+        project, _ = kernel.projects.register(str(tree))
+        on = service.settings
+        off = on.model_copy(update={"learning": False})
+        service.query(project, QUESTIONS[0], "auto", None, False)  # the model loads
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(2 * rounds + 4):
+            learn = i % 2 == (i // 2) % 2  # on/off, off/on, …: neither always goes first
+            service.learning.settings = on if learn else off
+            took = timed(lambda: service.query(project, QUESTIONS[i % len(QUESTIONS)], "auto",
+                                               None, False))
+            if i >= 4:
+                times[learn].append(took)
+        service.learning.settings = on
+        started = time.perf_counter()
+        for _ in range(10_000):
+            service.learning.observe(project, "query", ["a.py", "b.py", "c.py"], 100, 1000)
+        observe_us = (time.perf_counter() - started) * 100
+        flush_ms = timed(lambda: service.learning.flush(project))
+    finally:
+        kernel.shutdown()
+    p_on, p_off = statistics.median(times[True]), statistics.median(times[False])
+    return {"query_learning_on_p50_ms": p_on, "query_learning_off_p50_ms": p_off,
+            "learning_cost": p_on / p_off - 1, "observe_us": observe_us,
+            "flush_10k_ms": flush_ms}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tree", help="source tree to index (default: falcon from site-packages)")
@@ -275,6 +348,8 @@ def main() -> int:
             if peer:
                 theirs["first_query_ms"] = peer.start_daemon()
             p50 = interleaved_p50(client, mine["pid"], peer, args.queries)
+            intel = impact_p50(client, mine["pid"], args.queries * 2)
+            intel.update(learning_cost(work / "ours", work, args.queries * 10))
         finally:
             server.stop()
             if peer:
@@ -285,6 +360,7 @@ def main() -> int:
                 embed_bound=bare_s / mine["cold_s"], embed_bound_cpu=bare_cpu / mine["cold_cpu_s"])
     if theirs:
         theirs.update(search_p50_ms=p50["peer_search_p50_ms"], query_p50_ms=p50["peer_query_p50_ms"])
+    mine.update(intel)
     report = {"tree": str(src), "ours": mine, "peer": theirs}
     if args.json:
         print(json.dumps(report))
@@ -302,6 +378,13 @@ def main() -> int:
           f"({m['onefile_embedded']} texts re-embedded)")
     print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms "
           "(HTTP, keep-alive; interleaved with the peer's requests)")
+    print(f"impact p50 at depth 3: from a node {m['impact_node_p50_ms']:.1f} ms, from a file "
+          f"{m['impact_file_p50_ms']:.1f} ms (median {m['impacted_median']:.0f} impacted; "
+          f"GET /v1/health {m['health_p50_ms']:.2f} ms in the same rounds) (target ≤ 20 ms)")
+    print(f"learning on query: p50 {m['query_learning_on_p50_ms']:.2f} ms on vs "
+          f"{m['query_learning_off_p50_ms']:.2f} ms off → {m['learning_cost'] * 100:+.1f}% "
+          f"(target ≤ 5%); observe {m['observe_us']:.1f} µs, a flush of 10,000 buffered "
+          f"queries {m['flush_10k_ms']:.0f} ms")
     if theirs:
         t = theirs
         print(f"neuralmind 4.22.1: cold {t['cold_s']:.2f} s ({t['cold_cpu_s']:.1f} s CPU), "
@@ -316,7 +399,9 @@ def main() -> int:
     summary = (f"SUMMARY index: cold {m['cold_s']:.1f}s ({m['nodes'] / m['cold_s']:.0f} nodes/s, "
                f"bare/build {m['embed_bound']:.2f} wall {m['embed_bound_cpu']:.2f} CPU), RSS {m['peak_rss_mib']:.0f}MiB, one-file "
                f"{m['onefile_s']:.2f}s, search p50 {m['search_p50_ms']:.1f}ms, query p50 "
-               f"{m['query_p50_ms']:.1f}ms")
+               f"{m['query_p50_ms']:.1f}ms, impact p50 {m['impact_node_p50_ms']:.1f}/"
+               f"{m['impact_file_p50_ms']:.1f}ms (node/file, depth 3), learning on query "
+               f"{m['learning_cost'] * 100:+.1f}%")
     if theirs:
         summary += (f"; peer cold {theirs['cold_s']:.1f}s ({theirs['cold_cpu_s']:.0f}s CPU) RSS "
                     f"{theirs['peak_rss_mib']:.0f}MiB search p50 {theirs['search_p50_ms']:.1f}ms "

@@ -6,7 +6,10 @@ gunicorn server with the packaged model:
   * single-create throughput into the filled project: wrk (8 keep-alive connections, a fresh
     random record per request, ``bench/memory_create.lua``) when wrk is installed, and 2,000
     creates from 8 Python client threads (which spend ~0.3 ms of the two cores per request),
-  * search p50/p95 per mode (keyword, semantic, hybrid; one client, keep-alive),
+    each with the project's contradiction check on store off and on, alternating three times
+    with the backfill idle before each run (medians; checks ÷ none),
+  * search p50/p95 per mode (keyword, semantic, hybrid; one client, keep-alive), and hybrid
+    again with the project's decay policy off and on, alternating (decay ÷ no decay),
   * the raw cost, in this process on the same SQLite file: one query embedding + numpy
     top-k over the project's vectors + one FTS5 bm25 query, and the ratio HTTP ÷ raw;
     for writes, the store alone on a fresh file: one create + read-back per transaction,
@@ -79,13 +82,16 @@ def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int) -> fl
     return n / (time.perf_counter() - started)
 
 
+RUNS = iter(range(1, 1_000_000))  # each timed run's seed: fresh records every time
+
+
 def singles(port: int, token: str, base: str, total: int, threads: int = 8) -> float:
-    per = total // threads
+    per, run_seed = total // threads, next(RUNS)
 
     def run(t: int) -> None:
-        rng, client = random.Random(1000 + t), KeepAlive(port, token)
+        rng, client = random.Random(run_seed * 1000 + t), KeepAlive(port, token)
         for i in range(per):
-            status, body = client.call("POST", base, record(rng, 10_000_000 + t * per + i))
+            status, body = client.call("POST", base, record(rng, 10_000_000 * run_seed + t * per + i))
             assert status == 201, body[:300]
 
     workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
@@ -105,7 +111,7 @@ def singles_wrk(port: int, token: str, base: str, seconds: int = 5) -> tuple[flo
                           str(ROOT / "bench" / "memory_create.lua"),
                           "-H", f"Authorization: Bearer {token}",
                           "-H", "Content-Type: application/json",
-                          f"http://127.0.0.1:{port}{base}"],
+                          f"http://127.0.0.1:{port}{base}", "--", str(next(RUNS))],
                          capture_output=True, text=True, check=True).stdout
     rate = float(next(line for line in out.splitlines() if line.startswith("Requests/sec"))
                  .split()[1])
@@ -123,11 +129,11 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
     from plugins.memory.store import MIGRATIONS, MemoryStore
     built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=tmp, now=
                            "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
-    ops = [("create", rec, records.content_sha(rec), {}) for rec in built]
+    ops = [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
     single = MemoryStore(Database(tmp / "raw-single.db", MIGRATIONS))
     searcher = Searcher(MemorySettings(), kernel=None)
     started = time.perf_counter()
-    for _, rec, sha, _ in ops:
+    for _, rec, sha, _, _ in ops:
         single.create(rec, sha, "bench")
         single.get(rec["id"])
         searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
@@ -136,7 +142,7 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
     batch = MemoryStore(Database(tmp / "raw-batch.db", MIGRATIONS))
     started = time.perf_counter()
     for i in range(0, n, 1000):
-        batch.apply_batch(ops[i:i + 1000], "2026-01-01T00:00:00.000Z", "bench")
+        batch.apply_batch(ops[i:i + 1000], "2026-01-01T00:00:00.000Z")
     return {"single_creates_per_s": round(single_rate),
             "batch_creates_per_s": round(n / (time.perf_counter() - started))}
 
@@ -238,13 +244,48 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
         search_latency(client, base, queries[:10], mode)  # warm both workers' caches
         ms = search_latency(client, base, queries, mode)
         out[mode] = {"p50_ms": round(pct(ms, 50), 2), "p95_ms": round(pct(ms, 95), 2)}
+    out["decay"] = decay_latency(client, base, queries)
     raw = raw_cost(project / ".neuralmind" / "memory.db", embedder, queries)
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
-    wrk_rate = singles_wrk(srv.port, srv.token, base)
-    out["single_creates_per_s"] = round(singles(srv.port, srv.token, base, 2000))
-    out["single_creates_wrk_per_s"] = round(wrk_rate[0]) if wrk_rate else None
-    out["wrk_non_201"] = wrk_rate[1] if wrk_rate else None
+    runs: dict[str, list] = {"no_checks": [], "checks": []}
+    db = project / ".neuralmind" / "memory.db"
+    for _ in range(3):  # alternating, so the project's growth weighs on both alike
+        for key in runs:
+            set_config(client, base.replace("/memories", "/contradictions/config"),
+                       {"check_on_store": key == "checks"})
+            wait_embedded(db, embedder.model_id)  # no backfill of the last run's records
+            wrk_rate = singles_wrk(srv.port, srv.token, base, seconds=3)
+            wait_embedded(db, embedder.model_id)
+            runs[key].append((singles(srv.port, srv.token, base, 800), wrk_rate))
+    for key, got in runs.items():
+        wrk = [w for _, w in got if w]
+        out[key] = {"single_creates_per_s": round(statistics.median(r for r, _ in got)),
+                    "single_creates_wrk_per_s": round(statistics.median(w[0] for w in wrk))
+                    if wrk else None, "wrk_non_201": sum(w[1] for w in wrk) if wrk else None}
+    out.update(out["checks"])  # the default: checks on
+    out["checks_over_none"] = {
+        k: round(out["checks"][k] / out["no_checks"][k], 2) if out["no_checks"][k] else None
+        for k in ("single_creates_per_s", "single_creates_wrk_per_s")}
+    return out
+
+
+def set_config(client: KeepAlive, url: str, body: dict) -> None:
+    status, answer = client.call("PUT", url, body)
+    assert status == 200, answer[:300]
+
+
+def decay_latency(client: KeepAlive, base: str, queries: list[str], rounds: int = 4) -> dict:
+    """Hybrid p50 with the project's decay policy off and on, alternating (the same queries,
+    ``rounds`` times each): what ranking by strength (and recording recalls) costs."""
+    ms: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(rounds):
+        for state in ("off", "on"):
+            set_config(client, base + "/decay-policy", {"enabled": state == "on"})
+            ms[state] += search_latency(client, base, queries, "hybrid")
+    out = {f"hybrid_p50_ms_decay_{k}": round(pct(v, 50), 2) for k, v in ms.items()}
+    out["decay_over_none"] = round(out["hybrid_p50_ms_decay_on"] / out["hybrid_p50_ms_decay_off"],
+                                   3)
     return out
 
 
@@ -289,6 +330,14 @@ def main() -> int:
                     for mode in ("keyword", "semantic", "hybrid"):
                         print(f"         {mode:<8} p50 {res[mode]['p50_ms']:>7.2f} ms  "
                               f"p95 {res[mode]['p95_ms']:>7.2f} ms")
+                    d = res["decay"]
+                    print(f"         hybrid p50 decay off {d['hybrid_p50_ms_decay_off']:.2f} ms, on "
+                          f"{d['hybrid_p50_ms_decay_on']:.2f} ms: {d['decay_over_none']}×")
+                    c, n = res["checks"], res["no_checks"]
+                    print(f"         single creates without contradiction checks "
+                          f"{n['single_creates_wrk_per_s']}/s (wrk) {n['single_creates_per_s']}/s "
+                          f"(Python), with {c['single_creates_wrk_per_s']}/s "
+                          f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
                     raw = res["raw"]
                     print(f"         raw: embed {raw['embed_ms']:.2f} + top-k {raw['topk_ms']:.3f} "
                           f"+ FTS {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms; hybrid/raw "
@@ -299,8 +348,11 @@ def main() -> int:
         print(json.dumps(results))
     last = results[-1]
     print(f"memory bench: {last['memories']} memories — hybrid p50 {last['hybrid']['p50_ms']} ms "
-          f"({last['hybrid_over_raw']}× raw {last['raw']['total_ms']} ms), single creates "
-          f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s (Python), "
+          f"({last['hybrid_over_raw']}× raw {last['raw']['total_ms']} ms; decay on ÷ off "
+          f"{last['decay']['decay_over_none']}×), single creates "
+          f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s (Python) "
+          f"with contradiction checks ({last['checks_over_none']['single_creates_wrk_per_s']}× / "
+          f"{last['checks_over_none']['single_creates_per_s']}× without), "
           f"batch creates {last['batch_creates_per_s']}/s")
     return 0
 

@@ -18,8 +18,10 @@ local function sentence(n)
   return table.concat(t, " ")
 end
 local bad = 0
+-- each thread its own stream, and each run another (the run's seed is the script's argument),
+-- so a project never receives the same records twice
 function setup(thread) thread:set("id", math.random(1, 1000000)) end
-function init(args) math.randomseed(id) end
+function init(args) math.randomseed(id + 7919 * tonumber(args[1] or "0")) end
 function request()
   local body = string.format('{"title":"%s %d","rationale":"%s","files_affected":["src/m%d.py"],"tags":["%s"]}',
     sentence(6), math.random(1, 1000000000), sentence(30), math.random(0, 199), tech[math.random(#tech)])

@@ -37,6 +37,9 @@ class Operation:
     responses: dict[int, Any] = field(default_factory=dict)
     media_type: str = "application/json"
     include_in_schema: bool = True
+    raw_types: tuple[str, ...] = ()  # other media types the body may come in, read as bytes
+    errors: dict[int, str] = field(default_factory=dict)
+    headers: tuple[tuple, ...] = ()  # (name, description, required[, allowed values])
     method: str = ""  # set when the kernel mounts the responder
 
     @property
@@ -54,14 +57,26 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
               query: type[BaseModel] | None = None, response: Any = None, status: int = 200,
               tags: tuple[str, ...] | list[str] = (), summary: str = "",
               responses: dict[int, Any] | None = None, media_type: str = "application/json",
-              include_in_schema: bool = True) -> Callable:
+              include_in_schema: bool = True, raw_types: tuple[str, ...] = (),
+              errors: dict[int, str] | None = None,
+              headers: tuple[tuple, ...] | list = ()) -> Callable:
     """Declare a responder. ``permission=None`` makes the route public (health, OpenAPI).
 
     ``responses`` documents other statuses the handler may set (``{202: JobAccepted}``);
-    ``media_type`` names what a streaming handler writes itself (SSE, JSONL, HTML).
+    ``errors`` the error statuses it may answer beyond those every route can (400, 401, 403,
+    413, 415, 422, 429, 500, and 404 on a route with an id in its path), each with the codes
+    it stands for (``{409: "`index_busy`: a build is running"}``); ``headers`` the request
+    headers it reads, as ``(name, description, required)``, then the values it accepts when
+    they are few; ``media_type`` names what a streaming handler writes itself (SSE, JSONL,
+    HTML); ``raw_types`` are media types the body may also come in besides JSON (a file
+    upload): such a body reaches the handler as bytes in ``req.context.raw``,
+    ``req.context.body`` None. The OpenAPI document publishes all of it: a status the route
+    answers and does not list fails the contract test (tests/kernel/test_contract.py).
     """
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
-                   dict(responses or {}), media_type, include_in_schema)
+                   dict(responses or {}), media_type, include_in_schema,
+                   raw_types=tuple(raw_types), errors=dict(errors or {}),
+                   headers=tuple(map(tuple, headers)))
 
     def mark(fn: Callable) -> Callable:
         fn.__nm_operation__ = op
@@ -105,19 +120,34 @@ class Validator:
             raise ValidationFailed(details=validation_details(
                 ex.errors(include_url=False), ("query",))) from None
 
-    def body(self, req: falcon.Request) -> BaseModel:
+    def body(self, req: falcon.Request) -> BaseModel | None:
         raw = read_body(req, self.max_body)
+        media = (req.content_type or "").split(";")[0].strip().lower()
+        if media in self.op.raw_types:
+            req.context.raw = raw
+            return None
         if not raw.strip():
             raw = b"{}"
-        elif (req.content_type or "").split(";")[0].strip().lower() != "application/json":
+        elif media != "application/json":
+            if self.op.raw_types:
+                raise UnsupportedMediaType(
+                    f"the body came as {media or 'no Content-Type'}; this route takes "
+                    f"application/json or one of {', '.join(self.op.raw_types)}")
             raise UnsupportedMediaType()
         try:
-            return self.op.body.model_validate_json(raw)
+            try:  # strict: JSON has types, so a wrong one is a client bug (no "5" → 5, 0 → false)
+                return self.op.body.model_validate_json(raw, strict=True)
+            except ValidationError as ex:
+                errors = ex.errors(include_url=False)
+                if any(e["type"] == "json_invalid" for e in errors):
+                    raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
+                if not all(_integral_float(e) for e in errors):
+                    raise
+                # 6.0 is an integer in JSON Schema: validated again, every other rule still holds
+                return self.op.body.model_validate_json(raw)
         except ValidationError as ex:
-            errors = ex.errors(include_url=False)
-            if any(e["type"] == "json_invalid" for e in errors):
-                raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
-            raise ValidationFailed(details=validation_details(errors, ("body",))) from None
+            raise ValidationFailed(details=validation_details(
+                ex.errors(include_url=False), ("body",))) from None
 
     def write(self, resp: falcon.Response, result: Any) -> None:
         if isinstance(result, BaseModel):
@@ -128,6 +158,11 @@ class Validator:
             data = json.dumps(result, default=str).encode()
         resp.content_type = JSON
         resp.data = data
+
+
+def _integral_float(error: dict[str, Any]) -> bool:
+    value = error.get("input")
+    return error["type"] == "int_type" and isinstance(value, float) and value.is_integer()
 
 
 def read_body(req: falcon.Request, cap: int) -> bytes:

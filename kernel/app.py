@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -23,6 +24,8 @@ from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
+from kernel.leases import Leases
+from kernel.pg import PgBackend, PgDatabase
 from kernel.plugins import make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
 
@@ -46,14 +49,20 @@ class Kernel:
         self.home.mkdir(parents=True, exist_ok=True)
         os.chmod(self.home, 0o700)
         names = list(plugins) if plugins is not None else self.settings.kernel.plugins
+        self.plugin_names = list(dict.fromkeys(names))
         self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
-        self.db = storage.Database(self.home / "kernel.db",
-                                   _kernel_migrations())
+        storage_ = self.settings.storage
+        self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
+                    if storage_.backend == "postgres" else None)
+        self.db = (self.shared_database("kernel", kernel_migrations(postgres=True))
+                   or storage.Database(self.home / "kernel.db", kernel_migrations(postgres=False)))
         self.projects = ProjectRegistry(self.db, self.settings)
         self.jobs = jobs.Jobs(self.db)
         self.events = EventLog(self.db, self._fan_out)
+        self.leases = Leases(self.db)
         self.permissions = self._collect_permissions()
         self.routes: list[tuple[str, str, Operation, str]] = []
+        self._components: dict[str, type] = {"Error": dict}  # component name → its model
         self._embedder = None
         self._embedder_lock = threading.Lock()
         self._states: dict[str, Any] = {}
@@ -71,6 +80,12 @@ class Kernel:
     def open_database(self, path: str | Path, migrations) -> storage.Database:
         """A plugin store's SQLite file, migrated, with the kernel's pragmas."""
         return storage.Database(path, migrations)
+
+    def shared_database(self, component: str, migrations) -> PgDatabase | None:
+        """With ``[storage] backend = "postgres"``, the database every server shares, with
+        ``component``'s own PostgreSQL migrations applied; None on SQLite. A plugin's store
+        factory asks once and opens its PostgreSQL twin or its SQLite store accordingly."""
+        return self._pg.database(component, migrations) if self._pg is not None else None
 
     def state(self, owner: str, factory: Callable[[], T] | None = None) -> T | None:
         """What plugin ``owner`` keeps for this kernel (services, stores, threads), made by
@@ -121,6 +136,25 @@ class Kernel:
         answers = self.pm.hook.permission_allowed(kernel=self, actor=actor, permission=permission,
                                                   project=project)
         return False not in answers and True in answers
+
+    def event_reader(self, actor: Actor) -> Callable[[Event], bool]:
+        """Whether ``actor`` may read an event, for one pass over events (answers are kept per
+        project): those of projects it can read; those of no project (token changes, job
+        cancels) and of removed projects, which name actors, roles and other projects, only
+        with ``events.global``. ``/v1/events`` and webhooks deliver by this one rule."""
+        everything = self.allowed(actor, "events.global")
+        seen: dict[str, bool] = {}
+
+        def readable(event: Event) -> bool:
+            if event.project_id is None:
+                return everything
+            if event.project_id not in seen:
+                project = self.projects.find(event.project_id)
+                seen[event.project_id] = everything if project is None else self.allowed(
+                    actor, "projects.read", project)
+            return seen[event.project_id]
+
+        return readable
 
     def authorize(self, actor: Actor, permission: str, project: Project | None) -> None:
         """403 for a missing permission; 404 when the project itself is out of the actor's
@@ -176,6 +210,8 @@ class Kernel:
         self.pm.hook.shutdown(kernel=self)
         if self._side is not None:
             self._side.shutdown(wait=False)
+        if self._pg is not None:
+            self._pg.close()
 
     # -- assembly --------------------------------------------------------------------------
 
@@ -218,6 +254,12 @@ class Kernel:
         return app
 
     def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None) -> None:
+        # Falcon would let a second resource at a template replace the first without a word
+        template = re.sub(r"{\w+}", "{}", uri)
+        clash = next((u for u, *_ in self.routes if re.sub(r"{\w+}", "{}", u) == template), None)
+        if clash is not None:
+            raise StartupError(f"{type(resource).__name__} at {uri}: {clash} is already served "
+                               "(each route is declared once, by one plugin)")
         bound = _Bound()
         found = False
         for method in HTTP_METHODS:
@@ -233,6 +275,11 @@ class Kernel:
             if op.permission is not None and op.permission not in self.permissions:
                 raise StartupError(f"{where} names unknown permission {op.permission!r}")
             op = dataclasses.replace(op, method=method)
+            try:
+                for tp in (op.body, op.query, op.response, *op.responses.values()):
+                    openapi.claim_components(tp, self._components)
+            except openapi.ComponentClash as ex:
+                raise StartupError(f"{where}: {ex}") from None
             setattr(bound, f"on_{method}", self._wrap(handler, op))
             op_id = f"{method}_{type(resource).__name__}" + (f"_{suffix}" if suffix else "")
             self.routes.append((uri, method, op, op_id))
@@ -273,7 +320,12 @@ class _Bound:
     """The object Falcon routes to: each responder wrapped with its operation's checks."""
 
 
-def _kernel_migrations():
-    from kernel import events, projects
-    # one kernel.db holds three tables; their scripts run in this order, version by version
-    return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0]]
+def kernel_migrations(postgres: bool) -> list[str]:
+    """The kernel's tables (projects, jobs, events, leases), version by version: SQLite's
+    kernel.db grew a step at a time; PostgreSQL starts at the last one."""
+    from kernel import events, leases, projects
+    if postgres:
+        return [projects.MIGRATIONS[0] + jobs.PG_MIGRATION + events.PG_MIGRATION
+                + leases.PG_MIGRATION]
+    return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0],
+            jobs.MIGRATIONS[1] + leases.SQLITE_MIGRATION]

@@ -41,4 +41,5 @@ KERNEL_PERMISSIONS = (
     Permission("events.global", "See events of no project (token changes, job cancels, seats) "
                "and of removed projects", ("admin",)),
     Permission("system.read", "See server status (embedder, plugins)", ROLES),
+    Permission("system.shutdown", "Stop the local daemon through the API", ("admin",)),
 )

@@ -12,9 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp"]
+DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp", "ask", "ui"]
 DEFAULT_MAX_BODY = 1024 * 1024
 
 
@@ -29,12 +29,22 @@ class ConfigSection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _no_nul(value: str | None) -> str | None:
+    """A path from the config or the environment: one with a NUL byte names no file (the OS
+    would refuse it with a ValueError far from here)."""
+    if value is not None and "\0" in value:
+        raise ValueError("a path cannot contain a NUL byte")
+    return value
+
+
 class KernelSection(ConfigSection):
     plugins: list[str] = Field(default_factory=lambda: list(DEFAULT_PLUGINS))
     home: str | None = None
     state_dir: str | None = None  # per-project state outside the repositories
     max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
     sse_heartbeat_s: float = Field(5.0, gt=0)
+
+    _paths = field_validator("home", "state_dir")(_no_nul)
 
 
 class ServerSection(ConfigSection):
@@ -50,6 +60,8 @@ class ServerSection(ConfigSection):
     tls_key: str | None = None
     allow_origins: list[str] = Field(default_factory=list)
 
+    _paths = field_validator("tokens_file", "tls_cert", "tls_key")(_no_nul)
+
 
 class EmbeddingsSection(ConfigSection):
     model_dir: str | None = None
@@ -59,6 +71,23 @@ class EmbeddingsSection(ConfigSection):
     # "float": the model file as it is. Vectors of the two differ slightly (another model_id).
     compute: Literal["int8", "float"] = "int8"
 
+    _paths = field_validator("model_dir")(_no_nul)
+
+
+class StorageSection(ConfigSection):
+    """Where shared state lives: SQLite files under the home (one machine), or one PostgreSQL
+    database that several servers share (docs/operations.md, "Scaling out")."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str | None = Field(None, description="postgresql://user:password@host:5432/db")
+    pool_size: int = Field(8, ge=1, le=256, description="connections per worker")
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> StorageSection:
+        if self.backend == "postgres" and not self.dsn:
+            raise ValueError('backend = "postgres" needs dsn (or NEURALMIND_DATABASE_URL)')
+        return self
+
 
 class ProjectAlias(ConfigSection):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -67,7 +96,7 @@ class ProjectAlias(ConfigSection):
     @field_validator("path")
     @classmethod
     def _expand(cls, v: str) -> str:
-        return os.path.expanduser(v)
+        return os.path.expanduser(_no_nul(v))
 
 
 class Settings(BaseModel):
@@ -81,6 +110,7 @@ class Settings(BaseModel):
     kernel: KernelSection = Field(default_factory=KernelSection)
     server: ServerSection = Field(default_factory=ServerSection)
     embeddings: EmbeddingsSection = Field(default_factory=EmbeddingsSection)
+    storage: StorageSection = Field(default_factory=StorageSection)
     projects: list[ProjectAlias] = Field(default_factory=list)
     raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
     source: str | None = None
@@ -118,6 +148,9 @@ def _env_overrides(data: dict[str, Any]) -> None:
         kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
     if env.get("NEURALMIND_EMBEDDINGS_WARM"):
         data.setdefault("embeddings", {})["warm"] = env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false")
+    if env.get("NEURALMIND_DATABASE_URL"):  # a database named is the database used
+        data.setdefault("storage", {}).update(backend="postgres",
+                                              dsn=env["NEURALMIND_DATABASE_URL"])
     if env.get("NEURALMIND_MODEL_DIR"):
         data.setdefault("embeddings", {})["model_dir"] = env["NEURALMIND_MODEL_DIR"]
     if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 DISCOVERY = "daemon.json"
+DEFAULT_PORT = 8765
 
 
 def discovery_path(home: Path) -> Path:
@@ -42,6 +44,14 @@ def write_discovery(home: Path, info: dict[str, Any]) -> None:
     write_private(discovery_path(home), json.dumps(info, indent=2))
 
 
+def forget_discovery(home: Path, pid: int) -> None:
+    """Remove the discovery file as daemon ``pid`` exits (however it was stopped), unless
+    another daemon has written its own since."""
+    info = read_discovery(home)
+    if info is not None and info.get("pid") == pid:
+        discovery_path(home).unlink(missing_ok=True)
+
+
 def update_discovery(home: Path, **fields: Any) -> bool:
     """Add fields (the auth plugin's token) to the running daemon's file, if this process
     belongs to that daemon."""
@@ -51,6 +61,21 @@ def update_discovery(home: Path, **fields: Any) -> bool:
     info.update(fields)
     write_discovery(home, info)
     return True
+
+
+def choose_port(given: int | None, default: int = DEFAULT_PORT) -> int:
+    """The port the daemon listens on: the one given (flag or config) as it is, else
+    ``default`` when it is free, else 0 — the OS picks one and daemon.json says which, so a
+    second user or a stale process on 8765 never stops a daemon from starting."""
+    if given is not None:
+        return given
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            probe.bind(("127.0.0.1", default))
+        except OSError:
+            return 0
+    return default
 
 
 def pid_alive(pid: int | None) -> bool:

@@ -147,6 +147,21 @@ _FALCON_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
                  415: "unsupported_media_type", 431: "headers_too_large"}
 
 
+def storage_failure(ex: BaseException) -> bool:
+    """Whether ``ex`` says the database is out of reach (down, restarting, its pool
+    exhausted, its file locked past the busy timeout) rather than that our code is wrong."""
+    import sqlite3
+    if isinstance(ex, sqlite3.OperationalError):
+        return "locked" in str(ex) or "unable to open" in str(ex)
+    module = type(ex).__module__
+    if module.startswith("psycopg_pool"):
+        return True
+    if module.startswith("psycopg"):
+        import psycopg
+        return isinstance(ex, psycopg.OperationalError)
+    return False
+
+
 def install(app: falcon.App) -> None:
     """Route every error through :func:`render` (Falcon's own included)."""
 
@@ -164,6 +179,13 @@ def install(app: falcon.App) -> None:
         render(req, resp, err)
 
     def on_exception(req, resp, ex, params):
+        if storage_failure(ex):
+            log.error("request %s: the database cannot be reached: %s",
+                      getattr(req.context, "request_id", "?"), ex)
+            render(req, resp, Unavailable("the database cannot be reached; nothing was "
+                                          "written — try again", code="storage_unavailable",
+                                          headers={"Retry-After": "2"}))
+            return
         log.error("unhandled error in request %s", getattr(req.context, "request_id", "?"),
                   exc_info=ex)
         render(req, resp, APIError())

@@ -11,11 +11,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.clock import now_iso
+from kernel.errors import storage_failure
 
 log = logging.getLogger("neuralmind.events")
 
@@ -31,6 +32,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_project ON events (project_id, id);
 """]
+PG_MIGRATION = MIGRATIONS[0].replace("id INTEGER PRIMARY KEY AUTOINCREMENT", "id BIGSERIAL PRIMARY KEY")
 
 POLL_S = 0.25
 
@@ -50,13 +52,24 @@ class Event:
                 "actor": self.actor, "request_id": self.request_id, "data": self.data}
 
 
+def kind_filter(patterns: Iterable[str]) -> Callable[[str], bool]:
+    """Whether an event kind matches one of ``patterns``: a kind, or a prefix ending in ``*``
+    (``memory.*``; ``*`` alone matches every kind). No patterns match every kind."""
+    patterns = list(patterns)
+    if not patterns:
+        return lambda kind: True
+    exact = {p for p in patterns if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*"))
+    return lambda kind: kind in exact or kind.startswith(prefixes)
+
+
 def _event(row) -> Event:
     return Event(row["id"], row["at"], row["kind"], row["project_id"], row["actor"],
                  row["request_id"], json.loads(row["data"]))
 
 
 INSERT = ("INSERT INTO events (at, kind, project_id, actor, request_id, data) "
-          "VALUES (?, ?, ?, ?, ?, ?)")
+          "VALUES (?, ?, ?, ?, ?, ?) RETURNING id")
 
 
 class EventLog:
@@ -94,8 +107,10 @@ class EventLog:
         return stack
 
     def _write(self, rows: list[tuple]) -> None:
-        with self.db.transaction() as conn:
-            ids = [conn.execute(INSERT, row).lastrowid for row in rows]
+        # serial: ids must commit in id order, or a stream reading past an id could skip an
+        # event that commits after a later one (PostgreSQL's sequences give ids at insert)
+        with self.db.transaction(serial=True) as conn:
+            ids = [conn.execute(INSERT, row).fetchone()[0] for row in rows]
         for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
             self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,
                                 json.loads(payload)))
@@ -111,11 +126,19 @@ class EventLog:
     def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float
                ) -> Iterator[bytes]:
         """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
-        the client goes away (the server's write fails and closes the generator)."""
+        the client goes away (the server's write fails and closes the generator), and when
+        the database cannot be read (an outage, a server shutting down): the client comes
+        back after ``retry`` with its ``Last-Event-ID`` and misses nothing."""
         yield b"retry: 2000\n\n"
         quiet_since = time.monotonic()
         while True:
-            batch = self.after(last_id)
+            try:
+                batch = self.after(last_id)
+            except Exception as ex:
+                if not storage_failure(ex):
+                    raise
+                log.warning("an event stream ended after event %s: %s", last_id, ex)
+                return
             for event in batch:
                 last_id = event.id
                 if keep(event):
@@ -149,14 +172,19 @@ class HeldEvents:
 
 def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,
                  project_id: str | None = None) -> bool:
-    """An event from a CLI command (``cli:<user>`` as actor), appended to the home's event log
-    when a server has made one — a command never creates ``kernel.db``. ``/v1/events`` and the
-    audit see it; ``track_event`` plugins are not called, as no kernel runs in the CLI."""
-    path = settings.home / "kernel.db"
-    if not path.exists():
-        return False
+    """An event from a CLI command (``cli:<user>`` as actor), appended to the event log — the
+    shared database's, or the home's when a server has made one (a command never creates
+    ``kernel.db``). ``/v1/events`` and the audit see it; ``track_event`` plugins are not
+    called, as no kernel runs in the CLI."""
+    from kernel.app import kernel_migrations
+    from kernel.pg import open_shared
     from kernel.storage import Database
-    db = Database(path)
+    db = open_shared(settings, "kernel", kernel_migrations(postgres=True))
+    if db is None:
+        path = settings.home / "kernel.db"
+        if not path.exists():
+            return False
+        db = Database(path)
     try:
         EventLog(db, lambda event: None).append(kind, project_id, f"cli:{getpass.getuser()}",
                                                 data, None)

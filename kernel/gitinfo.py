@@ -69,3 +69,26 @@ def changed_since(root: Path, sha: str) -> set[str] | None:
     if out.returncode != 0:
         return None
     return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+def commits(root: Path, paths: list[str], limit: int) -> list[dict]:
+    """The newest ``limit`` commits touching any of ``paths`` (project-relative):
+    ``[{sha, at, author, subject, files}]``, newest first; [] without paths or outside a
+    repository (``git log``, for reads that are not on a write path)."""
+    if not paths:
+        return []
+    try:
+        out = subprocess.run(["git", "-C", str(root), "log", f"-n{limit}", "--relative",
+                              "--format=%x1e%H%x1f%aI%x1f%an%x1f%s", "--name-only", "--", *paths],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    found = []
+    for block in out.stdout.split("\x1e")[1:]:
+        head, _, names = block.partition("\n")
+        sha, at, author, subject = head.split("\x1f", 3)
+        found.append({"sha": sha, "at": at, "author": author, "subject": subject,
+                      "files": [n.strip() for n in names.splitlines() if n.strip()]})
+    return found

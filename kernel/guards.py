@@ -8,6 +8,7 @@ import re
 
 import falcon
 
+from kernel import API_VERSION
 from kernel.errors import BadRequest, Forbidden, PayloadTooLarge
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
@@ -36,7 +37,7 @@ class Guards:
             rid = os.urandom(16).hex()
         req.context.request_id = rid
         resp.set_header("X-Request-Id", rid)
-        resp.set_header("NeuralMind-API-Version", "1")
+        resp.set_header("NeuralMind-API-Version", API_VERSION)
         if host_name(req.get_header("Host") or "") not in self.allowed_hosts:
             raise Forbidden("the Host header is not one this server answers to",
                             code="host_not_allowed")

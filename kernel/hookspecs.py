@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
     from kernel.app import Kernel
     from kernel.auth import Actor, Permission
+    from kernel.config import Settings
     from kernel.embeddings import Embedder
     from kernel.events import Event
     from kernel.projects import Project
+    from kernel.stored import StorageComponent
 
 hookspec = pluggy.HookspecMarker("neuralmind")
 
@@ -75,6 +77,14 @@ def query_context(kernel: Kernel, project: Project, question: str, hits: list[di
 
 
 @hookspec
+def describe_files(kernel: Kernel, project: Project, paths: list[str]
+                   ) -> list[dict[str, Any]] | None:
+    """Records the plugin keeps on these project files, one per (file, record):
+    ``[{"path", "kind", "id", "title", "status", "files"}]``, ``files`` every file the record
+    names (the memory plugin: ACTIVE decisions)."""
+
+
+@hookspec
 def describe_project(kernel: Kernel, project: Project) -> dict[str, Any] | None:
     """Facts the plugin keeps about a project, merged into the project's ``status``."""
 
@@ -93,3 +103,17 @@ def embedder(kernel: Kernel) -> Embedder | None:
 def server_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     """Server-mode settings (``host``, ``port``) a plugin derives from its own config section;
     the config's ``[server]`` keys win over these."""
+
+
+@hookspec(firstresult=True)
+def answer_provider(kernel: Kernel, project: Project) -> Any:
+    """What writes the answers of ``POST /v1/projects/{id}/ask`` for ``project``: an object
+    with ``name``, ``model`` and ``answer(question, sources, stream) -> Iterable[str]`` (the
+    answer in pieces, citing sources as ``[n]``); None leaves it to the next plugin."""
+
+
+@hookspec
+def storage_components(settings: Settings) -> list[StorageComponent] | None:
+    """What the plugin stores, for ``neuralmind storage check`` and ``storage migrate``: each
+    component's name in the shared database, its PostgreSQL migrations and tables, the files
+    it keeps in a SQLite home, and how to copy them into PostgreSQL."""

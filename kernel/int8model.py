@@ -39,10 +39,13 @@ def derive(source: Path, source_digest: str, cache_dir: Path | None) -> Path:
         cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     else:
         target = Path(tempfile.mkdtemp(prefix="neuralmind-model-")) / "model.onnx"
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # a name of its own: two threads (or workers) deriving beside each other never share it
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
     done = subprocess.run([sys.executable, "-m", "kernel.int8model", str(source), str(partial)],
                           capture_output=True, text=True, timeout=DERIVE_TIMEOUT_S)
-    if done.returncode != 0 or not partial.is_file():
+    if done.returncode != 0 or not partial.stat().st_size:
         partial.unlink(missing_ok=True)
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"deriving the int8 model failed: {tail}")

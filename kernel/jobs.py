@@ -16,7 +16,8 @@ from pydantic import Field
 
 from kernel.clock import now_iso
 from kernel.daemon import pid_alive
-from kernel.errors import APIError, Conflict, NotFound
+from kernel.errors import APIError, Conflict, NotFound, storage_failure
+from kernel.leases import HOST
 from kernel.models import Model
 
 log = logging.getLogger("neuralmind.jobs")
@@ -38,10 +39,13 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs (project_id, created_at);
-"""]
+""", "ALTER TABLE jobs ADD COLUMN host TEXT;"]
+# PostgreSQL's schema is SQLite's at its last version
+PG_MIGRATION = MIGRATIONS[0].replace("    pid INTEGER,\n", "    pid INTEGER,\n    host TEXT,\n")
 
 Status = Literal["queued", "running", "done", "error", "cancelled"]
 ACTIVE = ("queued", "running")
+FINISH_RETRY_S = 0.5  # first pause before recording a job's end again, doubling to 10 s
 
 
 class JobError(Model):
@@ -115,6 +119,12 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
+def _marks(values: Collection) -> str:
+    """Placeholders for ``IN (…)``: ``NULL`` (which matches nothing) for no values, as
+    PostgreSQL refuses an empty list where SQLite takes it."""
+    return ",".join("?" * len(values)) or "NULL"
+
+
 class Jobs:
     def __init__(self, db):
         self.db = db
@@ -129,9 +139,9 @@ class Jobs:
         starts (a lock that says which job holds it); then :meth:`start` or :meth:`discard`."""
         jid = secrets.token_hex(8)
         with self.db.transaction() as conn:
-            conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid) "
-                         "VALUES (?, ?, ?, 'queued', ?, ?, ?)",
-                         (jid, kind, project_id, actor, now_iso(), os.getpid()))
+            conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid, "
+                         "host) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
+                         (jid, kind, project_id, actor, now_iso(), os.getpid(), HOST))
         return jid
 
     def start(self, jid: str, work: Work, *, wait: bool = False) -> Job:
@@ -149,18 +159,35 @@ class Jobs:
             conn.execute("DELETE FROM jobs WHERE id = ? AND status = 'queued' AND started_at IS NULL",
                          (jid,))
 
-    def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET status = ?, result = ?, error = ?, finished_at = ? "
-                         "WHERE id = ?", (status, json.dumps(result) if result is not None else None,
-                                          json.dumps(error) if error else None, now_iso(), jid))
+    def _finish(self, jid: str, status: str, result: Any = None, error: dict | None = None,
+                progress: dict | None = None) -> None:
+        """Record how the job ended (with its last progress) — once the database is back, if
+        it is out of reach now: a job's end is a write like any other, and is not lost."""
+        pause = FINISH_RETRY_S
+        while True:
+            try:
+                with self.db.transaction() as conn:
+                    conn.execute("UPDATE jobs SET status = ?, result = ?, error = ?, "
+                                 "finished_at = ?, progress = COALESCE(?, progress) WHERE id = ?",
+                                 (status, json.dumps(result) if result is not None else None,
+                                  json.dumps(error) if error else None, now_iso(),
+                                  json.dumps(progress) if progress else None, jid))
+                return
+            except Exception as ex:
+                if not storage_failure(ex):
+                    raise
+                if pause == FINISH_RETRY_S:
+                    log.warning("job %s ended %s; recording it once the database is back (%s)",
+                                jid, status, ex)
+                time.sleep(pause)
+                pause = min(pause * 2, 10.0)
 
     def _run(self, jid: str, work: Work) -> None:
         ctx = JobContext(self, jid)
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
-                         (now_iso(), jid))
         try:
+            with self.db.transaction() as conn:
+                conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
+                             (now_iso(), jid))
             result = work(ctx)
         except JobCancelled:
             self._finish(jid, "cancelled", error={"code": "cancelled", "message": "stopped on request"})
@@ -171,9 +198,7 @@ class Jobs:
             self._finish(jid, "error", error={"code": "internal_error", "message": "the job failed; "
                                               "the server log has the details"})
         else:
-            if ctx._progress:
-                ctx.progress(force=True)
-            self._finish(jid, "done", result=result)
+            self._finish(jid, "done", result=result, progress=ctx._progress)
 
     def find(self, jid: str) -> Job | None:
         row = self.db.conn.execute("SELECT * FROM jobs WHERE id = ?", (jid,)).fetchone()
@@ -191,10 +216,18 @@ class Jobs:
             "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
         return _job(row) if row else None
 
+    def active_counts(self, visible: Collection[str]) -> dict[str, int]:
+        """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
+        marks = _marks(visible)
+        rows = self.db.conn.execute(
+            "SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') AND "
+            f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
+        return {"queued": 0, "running": 0, **{r["status"]: r["n"] for r in rows}}
+
     def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
              limit: int, after: list | None) -> list[Job]:
         """Newest first: jobs of no project, and jobs of the ``visible`` projects."""
-        marks = ",".join("?" * len(visible))
+        marks = _marks(visible)
         sql, args = f"SELECT * FROM jobs WHERE (project_id IS NULL OR project_id IN ({marks}))", \
             list(visible)
         if project_id:
@@ -219,9 +252,11 @@ class Jobs:
         return self.get(jid)
 
     def mark_interrupted(self) -> int:
-        """Jobs left queued/running by a process that no longer exists end as ``interrupted``."""
+        """Jobs left queued/running by a process of this host that no longer exists end as
+        ``interrupted`` (another server's jobs are its own to judge)."""
         rows = self.db.conn.execute(
-            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running')").fetchall()
+            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running') "
+            "AND (host = ? OR host IS NULL)", (HOST,)).fetchall()
         dead = [r["id"] for r in rows if not pid_alive(r["pid"])]
         if dead:
             error = json.dumps({"code": "interrupted",

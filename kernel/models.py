@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
+import re
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from kernel.errors import InvalidFields
 
@@ -30,6 +32,20 @@ class Page(Model, Generic[T]):
 class PageQuery(Model):
     limit: int = Field(50, ge=1, le=200, description="Items per page (at most 200)")
     cursor: str | None = Field(None, description="Opaque cursor from the previous page")
+
+
+def _iso_date(value: Any) -> Any:
+    """Only ``YYYY-MM-DD`` as text: pydantic also reads ``"0"`` as a Unix time (1970-01-01)."""
+    if not isinstance(value, str):
+        return value
+    if not _ISO_DATE.fullmatch(value):
+        raise ValueError("a date is written YYYY-MM-DD")
+    return dt.date.fromisoformat(value)  # a date, which strict validation takes as it is
+
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+ISODate = Annotated[dt.date, BeforeValidator(_iso_date)]
+"""A date field of a request: ``YYYY-MM-DD`` and nothing else (published as ``format: date``)."""
 
 
 def encode_cursor(state: Any) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import re
+import typing
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
 from kernel.api import Operation, _is_list
@@ -33,6 +35,38 @@ ERROR_STATUSES = {400: "Bad request (`invalid_json`, `token_in_query`)",
                   422: "Validation failed", 429: "Rate limited", 500: "Internal error"}
 
 
+def component_name(model: type) -> str:
+    """The name a model has under ``components.schemas``: ``Page[Job]`` → ``Page_Job``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model.__name__).strip("_")
+
+
+class ComponentClash(Exception):
+    """Two models would publish under one component name: one would document the other's
+    routes (index and memory both had a ``SearchIn``; memory's won)."""
+
+
+def claim_components(tp: Any, owners: dict[str, type]) -> None:
+    """Record in ``owners`` the component name of every model (and enum) ``tp`` reaches
+    through its fields; a name another class holds already is a :class:`ComponentClash`.
+    Walks classes only, so the kernel checks each route as it mounts it, without generating
+    the schemas."""
+    if isinstance(tp, type) and issubclass(tp, (BaseModel, enum.Enum)):
+        name = component_name(tp)
+        held = owners.get(name)
+        if held is tp:
+            return
+        if held is not None:
+            raise ComponentClash(f"two models publish as component {name!r}: "
+                                 f"{held.__module__}.{held.__qualname__} and "
+                                 f"{tp.__module__}.{tp.__qualname__}; rename one")
+        owners[name] = tp
+        for field in getattr(tp, "model_fields", {}).values():
+            claim_components(field.annotation, owners)
+        return
+    for arg in typing.get_args(tp):
+        claim_components(arg, owners)
+
+
 class _Schemas:
     """Collects model schemas into ``components.schemas`` with ``$ref``s between them."""
 
@@ -44,7 +78,7 @@ class _Schemas:
                                              schema_generator=GenerateJsonSchema)
         self.defs.update(schema.pop("$defs", {}))
         if isinstance(tp, type) and issubclass(tp, BaseModel):
-            name = re.sub(r"[^A-Za-z0-9._-]+", "_", tp.__name__).strip("_")  # Page[Job] → Page_Job
+            name = component_name(tp)
             self.defs[name] = schema
             return {"$ref": REF.format(model=name)}
         return schema
@@ -65,19 +99,40 @@ def _query_params(model: type[BaseModel], schemas: _Schemas) -> list[dict[str, A
     return out
 
 
-def _error_responses(op: Operation, has_project: bool) -> dict[str, Any]:
+def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
     out = {}
     statuses = dict(ERROR_STATUSES)
     if not op.public:
         statuses[401] = "Missing or invalid credentials"
-    if has_project:
-        statuses[404] = "Not found (`project_not_found`, …)"
+    if path_ids:
+        statuses[404] = "Not found: " + ", ".join(
+            f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
     if not op.body:
         statuses.pop(413), statuses.pop(415)
+    statuses.update(op.errors)
     for status, text in sorted(statuses.items()):
         out[str(status)] = {"description": text, "content": {
             "application/json": {"schema": {"$ref": REF.format(model="Error")}}}}
     return out
+
+
+# what a text/event-stream response is made of: its schema describes one event
+SSE_EVENT = {"type": "object", "properties": {
+    "event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"},
+    "retry": {"type": "integer"}}}
+
+
+def _stream_schema(media_type: str) -> dict[str, Any]:
+    return SSE_EVENT if media_type.startswith("text/event-stream") else {"type": "string"}
+
+
+def _refuses_empty(model) -> bool:
+    """Whether ``{}`` fails ``model``: a required field, or a rule between fields."""
+    try:
+        model.model_validate({})
+    except ValidationError:
+        return True
+    return False
 
 
 def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> dict[str, Any]:
@@ -94,11 +149,17 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                                  "tags": list(op.tags) or ["misc"]}
         if op.query is not None:
             params += _query_params(op.query, schemas)
+        params += [{"name": name, "in": "header", "required": required, "description": text,
+                    "schema": {"type": "string", **({"enum": list(values[0])} if values else {})}}
+                   for name, text, required, *values in op.headers]
         if params:
             entry["parameters"] = params
         if op.body is not None:
-            entry["requestBody"] = {"required": False, "content": {
-                "application/json": {"schema": schemas.ref(op.body, "validation")}}}
+            # required exactly when a missing body is refused: a missing body is read as {}
+            required = _refuses_empty(op.body)
+            entry["requestBody"] = {"required": required, "content": {
+                "application/json": {"schema": schemas.ref(op.body, "validation")},
+                **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}
         responses: dict[str, Any] = {}
         for status, tp in {op.status: op.response, **op.responses}.items():
             if tp is None:
@@ -106,11 +167,15 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                     responses[str(status)] = {"description": "No content"}
                 else:
                     responses[str(status)] = {"description": "OK", "content": {
-                        op.media_type.split(";")[0]: {"schema": {"type": "string"}}}}
+                        op.media_type.split(";")[0]: {"schema": _stream_schema(op.media_type)}}}
             else:
-                responses[str(status)] = {"description": "OK", "content": {
-                    "application/json": {"schema": schemas.ref(tp, "serialization")}}}
-        responses.update(_error_responses(op, "project_id" in PARAM.findall(uri)))
+                content = {"application/json": {"schema": schemas.ref(tp, "serialization")}}
+                if status == op.status and op.media_type != "application/json":
+                    # a route that can also stream (ask's server-sent events) publishes both
+                    content[op.media_type.split(";")[0]] = {
+                        "schema": _stream_schema(op.media_type)}
+                responses[str(status)] = {"description": "OK", "content": content}
+        responses.update(_error_responses(op, PARAM.findall(uri)))
         entry["responses"] = responses
         if not op.public:
             entry["security"] = [{"bearer": []}]

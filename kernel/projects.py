@@ -1,7 +1,10 @@
 """The project registry: ids, config aliases, the reserved-path denylist, state dirs.
 
 A project is a directory. In loopback mode any readable directory outside the denylist can be
-registered; in server mode projects come only from the config's ``[[projects]]`` allowlist.
+registered; in server mode projects come only from the config's ``[[projects]]`` allowlist,
+which passes the same denylist at start-up. NeuralMind's own state (the state home, the
+per-project state root, every ``.neuralmind/`` folder) is on the denylist too: a project
+holding it would index and serve the bearer token.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.clock import now_iso
+from kernel.config import ConfigError
 from kernel.errors import Forbidden, InvalidFields, NotFound
 
 RESERVED_SYSTEM = ("/", "/proc", "/sys", "/dev", "/etc", "/boot", "/run")
@@ -45,35 +49,85 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def check_path(raw: str) -> str:
-    """The real path of a directory that may be registered, or a 403/422 saying why not."""
-    real = os.path.realpath(os.path.expanduser(raw))
+def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
+    """Why the directory at real path ``real`` may not be a project, or None. ``private``
+    holds NeuralMind's own state folders (real paths): neither they, nor a folder inside
+    them, nor a folder holding them may be one."""
     home = os.path.realpath(os.path.expanduser("~"))
     if real in RESERVED_SYSTEM or real == home or any(
             _inside(real, p) for p in RESERVED_SYSTEM[1:]) or any(
             _inside(real, os.path.join(home, d)) for d in RESERVED_HOME):
-        raise Forbidden(f"{real} is a reserved system or credentials path", code="path_not_allowed")
+        return f"{real} is a reserved system or credentials path"
+    for state in private:
+        if _inside(real, state) or _inside(state, real):
+            return f"{real} holds NeuralMind's own state ({state}: its token and stores)"
+    if ".neuralmind" in real.split("/"):
+        return f"{real} is inside a .neuralmind folder, NeuralMind's own state"
+    return None
+
+
+def real_path(raw: str) -> str:
+    """``raw`` with ``~`` expanded and symlinks resolved; a NUL byte, which no path may hold,
+    is a 422 on ``path`` instead of the OS's ValueError."""
+    if "\0" in raw:
+        raise InvalidFields.one("path", "a path cannot contain a NUL byte", "path_invalid")
+    return os.path.realpath(os.path.expanduser(raw))
+
+
+def check_path(raw: str, private: tuple[str, ...] = ()) -> str:
+    """The real path of a directory that may be registered, or a 403/422 saying why not."""
+    real = real_path(raw)
+    why = refusal(real, private)
+    if why:
+        raise Forbidden(why, code="path_not_allowed")
     if not os.path.isdir(real):
         raise InvalidFields.one("path", "not a directory", "not_a_directory",
                                 f"{raw} is not a directory")
     return real
 
 
+def state_root(settings) -> Path | None:
+    """Where per-project state lives outside the repositories (``[kernel] state_dir``)."""
+    return Path(settings.kernel.state_dir).expanduser() if settings.kernel.state_dir else None
+
+
+def private_dirs(settings) -> tuple[str, ...]:
+    """NeuralMind's own state folders, real paths: the state home and the state root."""
+    return tuple(os.path.realpath(p) for p in (settings.home, state_root(settings)) if p)
+
+
+def config_projects(settings) -> dict[str, str]:
+    """The config's ``[[projects]]`` as ``{id: real path}``. An entry the denylist refuses
+    (after symlinks are resolved) is a ConfigError naming it: the server does not start."""
+    private, out = private_dirs(settings), {}
+    for alias in settings.projects:
+        real = os.path.realpath(alias.path)
+        why = refusal(real, private)
+        if why:
+            raise ConfigError(f"[[projects]] id = {alias.id!r}, path = {alias.path!r} in "
+                              f"{settings.source or 'the config'} is refused: {why}")
+        out[alias.id] = real
+    return out
+
+
 class ProjectRegistry:
     def __init__(self, db, settings):
         self._db = db
-        self._state_root = Path(settings.kernel.state_dir).expanduser() if settings.kernel.state_dir else None
+        self._state_root = state_root(settings)
         self.server_mode = settings.server_mode
-        self._aliases: dict[str, Project] = {}
-        for alias in settings.projects:
-            real = os.path.realpath(alias.path)
-            self._aliases[alias.id] = self._make(alias.id, real, "", alias=True)
+        self.private = private_dirs(settings)
+        self._aliases = {pid: self._make(pid, real, "", alias=True)
+                         for pid, real in config_projects(settings).items()}
 
     def _make(self, pid: str, real: str, registered_at: str, alias: bool = False) -> Project:
         state = (self._state_root / pid) if self._state_root else Path(real) / ".neuralmind"
         return Project(pid, os.path.basename(real) or real, Path(real), state, registered_at, alias)
 
-    def _row(self, row) -> Project:
+    def _row(self, row) -> Project | None:
+        """The project of a registry row; None for a row registered before its path was
+        refused (it held the state home then): such a row is neither listed nor served."""
+        if refusal(row["path"], self.private):
+            return None
         return self._make(row["id"], row["path"], row["registered_at"])
 
     def register(self, raw_path: str) -> tuple[Project, bool]:
@@ -81,15 +135,14 @@ class ProjectRegistry:
         if self.server_mode:
             raise Forbidden("server mode serves only the projects in its config",
                             code="registration_disabled")
-        real = check_path(raw_path)
+        real = check_path(raw_path, self.private)
         pid = project_id_for(real)
         with self._db.transaction() as conn:
-            row = conn.execute("SELECT * FROM projects WHERE id = ?", (pid,)).fetchone()
-            if row is not None:
-                return self._row(row), False
-            conn.execute("INSERT INTO projects (id, path, name, registered_at) VALUES (?, ?, ?, ?)",
-                         (pid, real, os.path.basename(real) or real, now_iso()))
-        return self.get(pid), True
+            created = conn.execute(
+                "INSERT INTO projects (id, path, name, registered_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING RETURNING id",
+                (pid, real, os.path.basename(real) or real, now_iso())).fetchone() is not None
+        return self.get(pid), created
 
     def find(self, pid: str) -> Project | None:
         if pid in self._aliases:
@@ -108,7 +161,8 @@ class ProjectRegistry:
     def all(self) -> list[Project]:
         """Every project in id order (config aliases and registered ones)."""
         rows = [] if self.server_mode else self._db.conn.execute("SELECT * FROM projects").fetchall()
-        return sorted([*self._aliases.values(), *map(self._row, rows)], key=lambda p: p.id)
+        found = [*self._aliases.values(), *filter(None, map(self._row, rows))]
+        return sorted(found, key=lambda p: p.id)
 
     def remove(self, pid: str) -> Project:
         """Unregister (never touches the user's files). Config aliases cannot be removed."""

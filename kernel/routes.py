@@ -1,19 +1,22 @@
-"""The kernel's own routes: health, the OpenAPI document and its docs page, projects, jobs,
-events. Plugins add theirs through ``register_routes``."""
+"""The kernel's own routes: health and status, the OpenAPI document and its docs page,
+projects, jobs, events, the daemon's shutdown. Plugins add theirs through ``register_routes``."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import mimetypes
 import os
+import signal
 import time
 from typing import Any, Literal
 
 from pydantic import Field
 
-from kernel import __version__
+from kernel import API_VERSION, __version__
 from kernel.api import JSON, operation
-from kernel.errors import NotFound
+from kernel.errors import Forbidden, NotFound
+from kernel.events import kind_filter
 from kernel.jobs import Job
 from kernel.models import Model, Page, PageQuery, decode_cursor, encode_cursor, text_pair
 
@@ -27,7 +30,9 @@ DOCS_PAGE = """<!doctype html>
 
 
 class Health(Model):
-    status: Literal["ok"]
+    ok: bool
+    status: Literal["ok"] = Field(description="Kept for clients that read it; `ok` is spec 000's")
+    api_version: str
     version: str
     uptime_s: float
 
@@ -67,6 +72,41 @@ class EmbeddingsStatus(Model):
     error: str | None = Field(None, description="Why no model could be loaded, with the settings to fix it")
 
 
+class ActiveJobs(Model):
+    queued: int
+    running: int
+
+
+class ServerStatus(Model):
+    version: str
+    api_version: str
+    uptime_s: float
+    mode: Literal["loopback", "server"]
+    pid: int = Field(description="The serving process (a gunicorn worker under gunicorn)")
+    workers: int
+    plugins: list[str] = Field(description="The plugins enabled, in load order")
+    model: EmbeddingsStatus
+    projects: int = Field(description="Projects the caller can see")
+    jobs: ActiveJobs = Field(description="Jobs queued and running the caller can see")
+
+
+class ShutdownOut(Model):
+    stopping: bool
+    pid: int = Field(description="The daemon's process, which exits once in-flight requests end")
+
+
+def embeddings_status(kernel) -> EmbeddingsStatus:
+    embedder = kernel.embedder  # never raises: a missing model shows in status()
+    status = getattr(embedder, "status", None)
+    if callable(status):
+        return EmbeddingsStatus(**status())
+    return EmbeddingsStatus(model_id=embedder.model_id, dim=embedder.dim, loaded=True)
+
+
+def uptime(kernel) -> float:
+    return round(time.monotonic() - kernel.started, 3)
+
+
 class EmbeddingsStatusResource:
     def __init__(self, kernel):
         self.kernel = kernel
@@ -74,11 +114,7 @@ class EmbeddingsStatusResource:
     @operation(permission="system.read", response=EmbeddingsStatus, tags=["system"],
                summary="The shared embedder: model, dimension, whether it is loaded")
     def on_get(self, req, resp):
-        embedder = self.kernel.embedder  # never raises: a missing model shows in status()
-        status = getattr(embedder, "status", None)
-        if callable(status):
-            return EmbeddingsStatus(**status())
-        return EmbeddingsStatus(model_id=embedder.model_id, dim=embedder.dim, loaded=True)
+        return embeddings_status(self.kernel)
 
 
 class HealthResource:
@@ -87,8 +123,45 @@ class HealthResource:
 
     @operation(permission=None, response=Health, tags=["system"], summary="Liveness and version")
     def on_get(self, req, resp):
-        return Health(status="ok", version=__version__,
-                      uptime_s=round(time.monotonic() - self.kernel.started, 3))
+        return Health(ok=True, status="ok", api_version=API_VERSION, version=__version__,
+                      uptime_s=uptime(self.kernel))
+
+
+class StatusResource:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="system.read", response=ServerStatus, tags=["system"],
+               summary="What runs: version, uptime, workers, plugins, model, projects, jobs")
+    def on_get(self, req, resp):
+        kernel, actor = self.kernel, req.context.actor
+        visible = [p.id for p in kernel.projects.all() if kernel.allowed(actor, "projects.read", p)]
+        return ServerStatus(
+            version=__version__, api_version=API_VERSION, uptime_s=uptime(kernel),
+            mode="server" if kernel.settings.server_mode else "loopback", pid=os.getpid(),
+            workers=int(os.environ.get("NEURALMIND_WORKERS", "1")), plugins=kernel.plugin_names,
+            model=embeddings_status(kernel), projects=len(visible),
+            jobs=ActiveJobs(**kernel.jobs.active_counts(visible)))
+
+
+class ShutdownResource:
+    """``POST /v1/admin/shutdown``: the local daemon stops (gunicorn's graceful stop, so the
+    answer and other in-flight requests finish). A team server is stopped by whatever
+    supervises it, never by a token."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    @operation(permission="system.shutdown", response=ShutdownOut, status=202, tags=["system"],
+               summary="Stop the local daemon (admin; the loopback daemon only)")
+    def on_post(self, req, resp):
+        daemon_pid = os.environ.get("NEURALMIND_DAEMON_PID")
+        if (self.kernel.settings.server_mode or os.environ.get("NEURALMIND_SERVING") != "daemon"
+                or not daemon_pid):
+            raise Forbidden("only the local daemon stops through the API; stop this server "
+                            "where it was started", code="shutdown_not_allowed")
+        os.kill(int(daemon_pid), signal.SIGTERM)
+        return ShutdownOut(stopping=True, pid=int(daemon_pid))
 
 
 class OpenAPIResource:
@@ -105,8 +178,15 @@ class OpenAPIResource:
         resp.data = self._body
 
 
+def swagger_assets() -> str:
+    """Swagger UI 5 (it reads OpenAPI 3.1; the 4.x of ``swagger-ui-bundle`` did not) as the
+    ``swagger-ui-py`` package ships it, located without importing the package — no CDN."""
+    spec = importlib.util.find_spec("swagger_ui")
+    return os.path.realpath(os.path.join(next(iter(spec.submodule_search_locations)), "static"))
+
+
 class DocsResource:
-    """``/v1/docs``: Swagger UI from the installed ``swagger-ui-bundle`` — no CDN."""
+    """``/v1/docs``: Swagger UI served from an installed package."""
 
     @operation(permission=None, media_type="text/html", include_in_schema=False)
     def on_get(self, req, resp):
@@ -115,11 +195,10 @@ class DocsResource:
 
     @operation(permission=None, include_in_schema=False)
     def on_get_asset(self, req, resp, name):
-        import swagger_ui_bundle
-        root = os.path.realpath(swagger_ui_bundle.swagger_ui_path)
-        path = os.path.realpath(os.path.join(root, name))
+        root = swagger_assets()
+        path = "" if "\0" in name else os.path.realpath(os.path.join(root, name))
         if not path.startswith(root + os.sep) or not os.path.isfile(path):
-            raise NotFound(f"no asset {name}")
+            raise NotFound(f"no asset {name!r}")
         resp.content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         with open(path, "rb") as fh:
             resp.data = fh.read()
@@ -187,7 +266,8 @@ class JobsResource:
         return job
 
     @operation(permission="jobs.read", query=JobsQuery, response=Page[Job], tags=["jobs"],
-               summary="List jobs, newest first")
+               summary="List jobs, newest first",
+               errors={404: "`project_not_found`: `project` names none the caller can see"})
     def on_get(self, req, resp):
         q = req.context.query
         if q.project is not None:
@@ -206,7 +286,8 @@ class JobsResource:
         return self._visible(req, self.kernel.jobs.get(job_id))
 
     @operation(permission="jobs.cancel", response=Job, status=202, tags=["jobs"],
-               summary="Ask a running job to stop")
+               summary="Ask a running job to stop",
+               errors={409: "`job_finished`: the job already ended"})
     def on_delete_item(self, req, resp, job_id):
         self._visible(req, self.kernel.jobs.get(job_id))
         return self.kernel.jobs.cancel(job_id)
@@ -219,32 +300,23 @@ class EventsResource:
         self.kernel = kernel
 
     @operation(permission="events.read", query=EventsQuery, media_type="text/event-stream",
-               tags=["events"], summary="Follow events as server-sent events")
+               tags=["events"], summary="Follow events as server-sent events",
+               errors={404: "`project_not_found`: `project` names none the caller can see"})
     def on_get(self, req, resp):
         kernel, actor, q = self.kernel, req.context.actor, req.context.query
         if q.project is not None:
             kernel.authorize(actor, "projects.read", kernel.projects.get(q.project))
         last = req.get_header("Last-Event-ID")
         last_id = int(last) if last and last.isdigit() else kernel.events.last_id()
-        exact = {k for k in q.kind if not k.endswith("*")}
-        prefixes = tuple(k[:-1] for k in q.kind if k.endswith("*"))
-        seen: dict[str, bool] = {}
-        # events of no project (token changes, cancels) and of removed projects name actors,
-        # roles and other projects: only for those who may see past project boundaries
-        everything = kernel.allowed(actor, "events.global")
+        wanted = kind_filter(q.kind)
+        readable = kernel.event_reader(actor)
 
         def keep(event) -> bool:
-            if q.kind and event.kind not in exact and not event.kind.startswith(prefixes or ("\0",)):
+            if not wanted(event.kind):
                 return False
             if q.project is not None and event.project_id != q.project:
                 return False
-            if event.project_id is None:
-                return everything
-            if event.project_id not in seen:
-                project = kernel.projects.find(event.project_id)
-                seen[event.project_id] = everything if project is None else kernel.allowed(
-                    actor, "projects.read", project)
-            return seen[event.project_id]
+            return readable(event)
 
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
@@ -257,8 +329,11 @@ def routes(kernel) -> list[tuple]:
     docs = DocsResource()
     return [
         ("/v1/health", HealthResource(kernel)),
+        ("/v1/status", StatusResource(kernel)),
+        ("/v1/admin/shutdown", ShutdownResource(kernel)),
         ("/v1/openapi.json", OpenAPIResource(kernel)),
         ("/v1/docs", docs),
+        ("/v1/docs/", docs),  # the same page: a trailing slash is how many people type it
         ("/v1/docs/assets/{name}", docs, "asset"),
         ("/v1/projects", projects),
         ("/v1/projects/{project_id}", projects, "item"),

@@ -13,11 +13,13 @@ import ssl
 import time
 from typing import Any
 
+from gunicorn import util
 from gunicorn.app.base import BaseApplication
 
-from kernel import __version__
+from kernel import __version__, errors
 from kernel.config import Settings
-from kernel.daemon import write_discovery
+from kernel.daemon import forget_discovery, write_discovery
+from kernel.projects import config_projects
 
 
 class BindError(Exception):
@@ -50,8 +52,11 @@ def check_tls(settings: Settings) -> None:
 
 
 def check_bind(settings: Settings) -> None:
+    """What must hold before gunicorn forks, each failure one clear line: the bind, TLS, and
+    the config's projects (the workers would each fail on a refused one)."""
     server = settings.server
     check_tls(settings)
+    config_projects(settings)
     if is_loopback(server.host):
         return
     if not settings.server_mode:
@@ -73,6 +78,12 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "workers": workers,
         "worker_class": "gthread",
         "threads": max(server.threads, 8) if daemon else server.threads,
+        # the longest request line gunicorn reads (its default is 4094): a long query string
+        # reaches the kernel, and only what is longer gets gunicorn's 414, as an envelope
+        "limit_request_line": 8190,
+        # gunicorn's default control socket is one per user (~/.gunicorn/gunicorn.ctl): two
+        # servers on a machine would share it and delete each other's. Nothing of ours uses it.
+        "control_socket_disable": True,
         "timeout": 120,
         "graceful_timeout": 10,
         "keepalive": 5,
@@ -82,11 +93,14 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "accesslog": None,
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
-        "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env()],
+        "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env(),
+                    f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}"],
     }
     if server.tls_cert and server.tls_key:
         opts.update(certfile=server.tls_cert, keyfile=server.tls_key)
     opts["when_ready"] = _announce(settings, daemon)
+    if daemon:
+        opts["on_exit"] = lambda server: forget_discovery(settings.home, server.pid)
     return opts
 
 
@@ -124,6 +138,25 @@ _checked: set[tuple[str, int]] = set()
 
 def _post_fork(server, worker) -> None:
     os.environ["NEURALMIND_DAEMON_PID"] = str(server.pid)
+    util.write_error = write_envelope
+
+
+_GUNICORN_CODES = {400: "bad_request", 403: "forbidden", 414: "uri_too_long",
+                   417: "expectation_failed", 431: "headers_too_large", 500: "internal_error",
+                   501: "not_implemented"}
+
+
+def write_envelope(sock, status: int, reason: str, message: str) -> None:
+    """What gunicorn refuses before the app sees a request (a request line or headers over
+    its limits, a line that is not HTTP) answered with the kernel's error envelope: gunicorn
+    writes every such answer through ``util.write_error``, an HTML page otherwise."""
+    rid = os.urandom(16).hex()
+    body = errors.envelope(_GUNICORN_CODES.get(status, "http_error"),
+                           f"{reason}: {message}" if message else reason, status, rid)
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+            f"X-Request-Id: {rid}\r\nNeuralMind-API-Version: 1\r\n\r\n")
+    util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
 def _worker_exit(server, worker) -> None:

@@ -158,8 +158,10 @@ class Database:
         return conn
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error."""
+    def transaction(self, serial: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): committed on exit, rolled back on error.
+        Writers of one file go one at a time anyway, so ``serial`` (which PostgreSQL needs for
+        appends that must commit in order) changes nothing here."""
         conn = self.conn
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise sqlite3.OperationalError("database is locked")
@@ -181,8 +183,19 @@ class Database:
             self._local.conn = None
 
 
+def state_dir(path: Path) -> Path:
+    """A project's state folder, made on first use with a ``.gitignore`` holding ``*``, so a
+    ``.neuralmind/`` inside a repository never shows in its ``git status``."""
+    ignore = Path(path) / ".gitignore"
+    if not ignore.exists():
+        ignore.parent.mkdir(parents=True, exist_ok=True)
+        ignore.write_text("*\n")
+    return Path(path)
+
+
 class ProjectStores(Generic[S]):
-    """A plugin's store per project, opened on first use and kept for the process."""
+    """A plugin's store per project, opened on first use (in the project's :func:`state_dir`)
+    and kept for the process."""
 
     def __init__(self, open_store: Callable[[Any], S]):
         self._open = open_store
@@ -195,5 +208,14 @@ class ProjectStores(Generic[S]):
             with self._lock:
                 store = self._stores.get(project.id)
                 if store is None:
+                    state_dir(project.state_dir)
                     store = self._stores[project.id] = self._open(project)
         return store
+
+
+def database_errors() -> tuple[type[Exception], ...]:
+    """What a store's database raises when it cannot serve: SQLite's errors, PostgreSQL's and
+    its pool's (``except database_errors():`` is evaluated only when something was raised)."""
+    import psycopg
+    import psycopg_pool
+    return sqlite3.Error, psycopg.Error, psycopg_pool.PoolTimeout

@@ -19,7 +19,7 @@ _EXPORTS = {
     # hooks, routes, models
     "hookimpl": "kernel.plugins",
     **dict.fromkeys(("operation", "read_body", "answer_job"), "kernel.api"),
-    **dict.fromkeys(("Model", "Page", "PageQuery", "encode_cursor", "decode_cursor",
+    **dict.fromkeys(("Model", "Page", "PageQuery", "ISODate", "encode_cursor", "decode_cursor",
                      "text_pair"), "kernel.models"),
     **dict.fromkeys(("Actor", "Permission", "ROLES"), "kernel.auth"),
     **dict.fromkeys((
@@ -31,9 +31,12 @@ _EXPORTS = {
     # helpers the plugins share
     **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
     "gitinfo": "kernel.gitinfo",
+    "kind_filter": "kernel.events",
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "estimate_tokens"), "kernel.text"),
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
-    **dict.fromkeys(("ProjectStores", "statements"), "kernel.storage"),
+    **dict.fromkeys(("ProjectStores", "database_errors", "statements"), "kernel.storage"),
+    **dict.fromkeys(("PgDatabase", "open_shared"), "kernel.pg"),
+    **dict.fromkeys(("StorageComponent", "StoredFile", "Check", "copy_table"), "kernel.stored"),
     **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings"), "kernel.config"),
     **dict.fromkeys(("pid_alive", "read_discovery", "update_discovery", "write_discovery",
                      "write_private"), "kernel.daemon"),

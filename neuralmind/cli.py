@@ -1,8 +1,9 @@
-"""The ``neuralmind`` command. Exit codes: 0 ok, 1 API or runtime error, 2 usage.
+"""The ``neuralmind`` command. Exit codes: 0 ok, 1 API or runtime error, 2 usage, 130 Ctrl-C.
 
-Server commands (``serve``, ``daemon``, ``openapi``) run the kernel; ``up``, ``project`` and
-``memory`` are clients of the daemon (``neuralmind.commands``); plugins add theirs through
-``register_commands``, sharing groups with ``neuralmind.command_group``."""
+Server commands (``serve``, ``daemon``, ``openapi``) run the kernel and ``storage`` opens its
+stores; ``up``, ``project`` and ``memory`` are clients of the daemon (``neuralmind.commands``);
+plugins add theirs through ``register_commands``, sharing groups with
+``neuralmind.command_group``."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from kernel.config import ConfigError, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from neuralmind.commands import memories, projects, server
+    from neuralmind.commands import jobs, memories, projects, server, storage
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     server.add_commands(sub)
     projects.add_commands(sub)
     memories.add_commands(sub)
+    jobs.add_commands(sub)
+    storage.add_commands(sub)
     _plugin_commands(sub)
     return parser
 
@@ -42,18 +45,47 @@ def _plugin_commands(sub) -> None:
         pm.hook.register_commands(kernel=None, subparsers=sub)
 
 
+def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """For a command no enabled plugin adds: the installed plugin that would, so the user
+    learns what to enable rather than that the word is unknown."""
+    from kernel.plugins import PluginError, available, make_plugin_manager
+    command = next((a for a in argv if not a.startswith("-")), None)
+    known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if command is None or command in known:
+        return None
+    for name in sorted(available()):
+        probe = argparse.ArgumentParser().add_subparsers()
+        try:
+            make_plugin_manager([name]).hook.register_commands(kernel=None, subparsers=probe)
+        except PluginError:
+            continue
+        if command in probe.choices:
+            return (f"`neuralmind {command}` comes with the {name} plugin, which this "
+                    f"configuration does not enable: add \"{name}\" to [kernel] plugins in the "
+                    "config (or to NEURALMIND_PLUGINS)")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
+    from neuralmind.commands.common import CommandError
     parser = build_parser()
+    hint = _plugin_not_enabled(parser, sys.argv[1:] if argv is None else argv)
+    if hint is not None:
+        print(f"neuralmind: {hint}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except ConfigError as ex:
+    except (ConfigError, CommandError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
-        return 2
+        return getattr(ex, "exit_code", 2)
+    except KeyboardInterrupt:
+        print("\nneuralmind: interrupted", file=sys.stderr)
+        return 130
     except NeuralMindAPIError as ex:
-        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]",
-              file=sys.stderr)
+        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]"
+              + "".join(f"\n  {line}" for line in field_errors(ex)), file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
@@ -61,6 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as ex:  # a file a command was told to read or write
+        if ex.filename is None:
+            raise
+        print(f"neuralmind: {ex.filename}: {ex.strerror}", file=sys.stderr)
+        return 1
+
+
+def field_errors(ex) -> list[str]:
+    """``field: what is wrong`` for each error of a 422, unless the message already says it
+    (``/x is not a directory``): ``confidence: Input should be less than or equal to 1``."""
+    errors = ex.details.get("errors") if isinstance(ex.details, dict) else None
+    lines = []
+    for error in errors if isinstance(errors, list) else ():
+        loc = list(error.get("loc", []))
+        if loc and loc[0] in ("body", "query"):
+            loc = loc[1:]
+        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        msg = error.get("msg", "")
+        if msg and msg not in ex.message:
+            lines.append(f"{name or 'body'}: {msg}")
+    return lines
 
 
 if __name__ == "__main__":

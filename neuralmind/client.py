@@ -15,6 +15,8 @@ so a field the server adds later is reachable before the client knows its name.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -162,6 +164,10 @@ class Memory:
     status: str | None = None
     effective_status: str | None = None
     decision_type: str | None = None
+    kind: str | None = None
+    importance: float | None = None
+    pinned: bool = False
+    strength: float | None = None
     confidence: float | None = None
     files_affected: list = field(default_factory=list)
     tags: list = field(default_factory=list)
@@ -175,8 +181,12 @@ class Memory:
     dependency_constraints: list = field(default_factory=list)
     created_at: str | None = None
     updated_at: str | None = None
+    last_accessed_at: str | None = None
+    access_count: int = 0
     score: float | None = None
+    linked_from: dict | None = None
     possible_duplicates: list = field(default_factory=list)
+    contradictions: dict = field(default_factory=dict)
     raw: dict = field(default_factory=dict, repr=False)
 
 
@@ -212,6 +222,31 @@ class QueryResult:
     trace: Any = None
     warning: str | None = None
     raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class AskResult:
+    """An answer with its numbered sources; ``cited`` are the numbers the answer cites."""
+
+    answer: str
+    sources: list = field(default_factory=list)
+    cited: list = field(default_factory=list)
+    provider: str | None = None
+    model: str | None = None
+    notices: list = field(default_factory=list)
+    question: str | None = None
+    project_id: str | None = None
+    ms: float | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class AskEvent:
+    """One event of a streamed answer: ``sources``, then ``delta`` (``data["text"]``), then
+    ``done``."""
+
+    kind: str
+    data: dict
 
 
 @dataclass(frozen=True)
@@ -307,6 +342,7 @@ class NeuralMindClient:
         self._opener = None
         self.projects = Projects(self)
         self.jobs = Jobs(self)
+        self.webhooks = Webhooks(self)
         if autostart and not self._answers():
             self._start_daemon()
 
@@ -344,8 +380,8 @@ class NeuralMindClient:
         import urllib.request  # here, not at the top: it costs more than the rest of this module
         if not self.url:
             raise DaemonNotRunning(
-                f"no NeuralMind daemon found ({self.home / 'daemon.json'} is missing): start one "
-                "with `neuralmind daemon start` (or `neuralmind up`), or set NEURALMIND_API_URL")
+                f"no NeuralMind daemon found: {self.home / 'daemon.json'} does not exist. Start "
+                "one with `neuralmind daemon start` (or set NEURALMIND_API_URL)")
         hdrs = {"Accept": "application/json", "User-Agent": "neuralmind-client/1", **(headers or {})}
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"
@@ -389,10 +425,11 @@ class NeuralMindClient:
             last = attempt == attempts - 1
             try:
                 resp = self._send(method, path, body=body, headers=headers, timeout=timeout)
+            except DaemonNotRunning:
+                raise
             except _TRANSIENT as ex:
                 if last:
-                    raise DaemonNotRunning(f"cannot reach NeuralMind at {self.url}: {ex}. Is the "
-                                           "daemon running? `neuralmind daemon start`") from ex
+                    raise DaemonNotRunning(self._unreachable(ex)) from ex
                 self._rediscover()
             else:
                 if resp.status < 400:
@@ -401,6 +438,16 @@ class NeuralMindClient:
                     raise _api_error(resp.status, resp.body, resp.headers)
             time.sleep(BACKOFF_S * 2 ** attempt)
         raise AssertionError("unreachable")
+
+    def _unreachable(self, ex: Exception) -> str:
+        """Where the URL came from, what failed, and the one thing to do about it."""
+        reason = getattr(ex, "strerror", None) or ex
+        if self._explicit[0] or os.environ.get("NEURALMIND_API_URL"):
+            source = "given" if self._explicit[0] else "from NEURALMIND_API_URL"
+            return (f"cannot reach NeuralMind at {self.url} ({source}): {reason}. Is the server "
+                    "running?")
+        return (f"cannot reach NeuralMind at {self.url} (from {self.home / 'daemon.json'}): "
+                f"{reason}. Start the daemon with `neuralmind daemon start`")
 
     def _rediscover(self) -> None:
         """A restarted daemon may listen on a new port: read the discovery file again."""
@@ -500,6 +547,8 @@ class EventStream:
                 resp = self._nm._send("GET", self._path, headers=headers, timeout=self._timeout,
                                       stream=True)
                 break
+            except DaemonNotRunning:
+                raise
             except _TRANSIENT as ex:
                 if attempt == RETRIES:
                     raise DaemonNotRunning(f"no event stream at {self._nm.url}: {ex}") from ex
@@ -565,6 +614,16 @@ def _sse(lines: Iterable[bytes]) -> Iterator[tuple[dict[str, str], str]]:
                 data.append(value)
             else:
                 fields[name] = value
+
+
+def _ask_events(resp) -> Iterator[AskEvent]:
+    with resp:
+        for fields, data in _sse(resp):
+            event = AskEvent(fields.get("event", "message"), json.loads(data))
+            if event.kind == "error":
+                err = event.data["error"]
+                raise _api_error(err.get("status", 502), json.dumps(event.data).encode(), {})
+            yield event
 
 
 def _mcp_messages(resp, streamed: bool) -> Iterator[dict[str, Any]]:
@@ -664,8 +723,15 @@ class Jobs:
             time.sleep(poll)
 
 
+DOCUMENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",
+                  ".text": "text/plain", ".html": "text/html", ".htm": "text/html",
+                  ".pdf": "application/pdf"}
+
+
 class ProjectHandle:
-    """One project: the index verbs (build, query, search, wakeup, stats) and ``memories``."""
+    """One project: the index verbs (build, query, search, wakeup, stats), its code
+    intelligence (impact, neighbours, next files, activity, savings, documents) and
+    ``memories``."""
 
     def __init__(self, nm: NeuralMindClient, info: Project):
         self._nm = nm
@@ -720,8 +786,105 @@ class ProjectHandle:
     def wakeup(self) -> QueryResult:
         return _query_result(self._nm._json("GET", self._url("wakeup")))
 
+    def ask(self, question: str, *, sources: Iterable[str] | None = None,
+            context_budget: int | None = None, stream: bool = False,
+            timeout: float = QUERY_TIMEOUT) -> AskResult | Iterator[AskEvent]:
+        """A grounded answer citing the project's memories and code as ``[n]``. ``sources``
+        picks from ``memories`` and ``code`` (default both). ``stream=True`` gives the answer's
+        events as they arrive (``sources``, ``delta``…, ``done``); a provider failing midway
+        raises its error (``provider_error``, ``provider_timeout``) from the iteration."""
+        body: dict[str, Any] = {"question": question, "stream": stream}
+        if sources is not None:
+            body["sources"] = list(sources)
+        if context_budget is not None:
+            body["context_budget"] = context_budget
+        if not stream:
+            return _build(AskResult, self._nm._json("POST", self._url("ask"), json_body=body,
+                                                    timeout=timeout, idempotent=True))
+        resp = self._nm._send("POST", self._url("ask"), body=json.dumps(body).encode(),
+                              headers={"Accept": "text/event-stream"}, timeout=timeout,
+                              stream=True)
+        if isinstance(resp, _Response):
+            raise _api_error(resp.status, resp.body, resp.headers)
+        return _ask_events(resp)
+
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))
+
+    # -- code intelligence (answers are the routes' JSON, docs/client.md) ----------------
+
+    def impact(self, files: Iterable[str] = (), nodes: Iterable[str] = (), depth: int = 2,
+               limit: int = 100, guessed: bool = True) -> dict[str, Any]:
+        """What depends on these changed files or nodes, nearest first."""
+        return self._nm._json("POST", self._url("impact"), idempotent=True, json_body={
+            "files": list(files), "nodes": list(nodes), "depth": depth, "limit": limit,
+            "guessed": guessed})
+
+    def neighbors(self, file: str | None = None, node: str | None = None, depth: int = 1,
+                  limit: int = 50) -> dict[str, Any]:
+        """Callers, callees, importers, imports, subclasses and bases of a file or node."""
+        return self._nm._json("GET", self._url("neighbors", "structural"), params={
+            "file": file, "node": node, "depth": depth, "limit": limit})
+
+    def learned_neighbors(self, file: str, limit: int = 20) -> dict[str, Any]:
+        """The files learned to go with ``file``, strongest first."""
+        return self._nm._json("GET", self._url("neighbors", "synaptic"),
+                              params={"file": file, "limit": limit})
+
+    def next_files(self, files_open: Iterable[str], task: str | None = None,
+                   limit: int = 10) -> list[dict[str, Any]]:
+        """The files to look at next, each ``{path, score, why}``."""
+        body = {"files_open": list(files_open), "task": task, "limit": limit}
+        return self._nm._json("POST", self._url("next"), idempotent=True, json_body={
+            k: v for k, v in body.items() if v is not None})["files"]
+
+    def activity(self, files: Iterable[str], kind: str = "read",
+                 session: str | None = None) -> dict[str, Any]:
+        """Report files read, edited or tested: the server links them."""
+        body = {"files": list(files), "kind": kind, "session": session}
+        return self._nm._json("POST", self._url("activity"),
+                              json_body={k: v for k, v in body.items() if v is not None})
+
+    def feedback(self, signal: str, file: str | None = None, node: str | None = None,
+                 related: Iterable[str] | None = None) -> dict[str, Any]:
+        """``helpful`` or ``unhelpful`` for a file or node (and what it came with)."""
+        body = {"signal": signal, "file": file, "node": node,
+                "related": list(related) if related is not None else None}
+        return self._nm._json("POST", self._url("feedback"),
+                              json_body={k: v for k, v in body.items() if v is not None})
+
+    def synapse_stats(self) -> dict[str, Any]:
+        return self._nm._json("GET", self._url("synapses", "stats"))
+
+    def savings(self, days: int = 30) -> dict[str, Any]:
+        """Tokens served by query and search vs the whole files, per day and in total."""
+        return self._nm._json("GET", self._url("savings"), params={"days": days})
+
+    def ingest(self, source: str | os.PathLike | bytes, name: str | None = None,
+               content_type: str | None = None) -> dict[str, Any]:
+        """Index a document that is not in the repository: a file path, or bytes with a
+        ``name``; the type comes from the name's extension unless given."""
+        if isinstance(source, bytes):
+            data = source
+            if not name:
+                raise ValueError("bytes need a name, e.g. name='notes.md'")
+        else:
+            data = Path(source).read_bytes()
+            name = name or Path(source).name
+        media = content_type or DOCUMENT_TYPES.get(Path(name).suffix.lower(),
+                                                   "application/octet-stream")
+        return self._nm._json("POST", self._url("documents"), data=data, params={"name": name},
+                              headers={"Content-Type": media})
+
+    def document(self, document_id: str) -> dict[str, Any]:
+        return self._nm._json("GET", self._url("documents", document_id))
+
+    def delete_document(self, document_id: str) -> None:
+        self._nm.request("DELETE", self._url("documents", document_id))
+
+    def validate(self, write: bool = False) -> dict[str, Any]:
+        """What the index and learned state hold and miss; ``write`` repairs (admin)."""
+        return self._nm._json("POST", self._url("validate"), json_body={"write": write})
 
 
 class Memories:
@@ -729,10 +892,15 @@ class Memories:
 
     def __init__(self, nm: NeuralMindClient, project_id: str):
         self._nm = nm
-        self._base = _path("/v1/projects", project_id, "memories")
+        self._project = _path("/v1/projects", project_id)
+        self._base = _path(self._project, "memories")
 
     def _url(self, *parts: str) -> str:
         return _path(self._base, *parts)
+
+    def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
+        job = _job(self._nm._json("POST", path, json_body=body)["job"])
+        return self._nm.jobs.wait(job.id, timeout=timeout) if wait else job
 
     def add(self, title: str, rationale: str, *, duplicates: str | None = None,
             **fields: Any) -> Memory:
@@ -782,13 +950,118 @@ class Memories:
         return self._nm._pages(self._url(memory_id, "history"), dict)
 
     def feedback(self, memory_id: str, helpful: bool, note: str | None = None) -> Memory:
-        body = {"helpful": helpful, **({"note": note} if note else {})}
+        """helpful raises confidence by 0.05, unhelpful lowers it by 0.10 (floor 0.10)."""
+        body = {"signal": "helpful" if helpful else "unhelpful", **({"note": note} if note else {})}
         data = self._nm._json("POST", self._url(memory_id, "feedback"), json_body=body)
         return _memory(data.get("memory", data))
 
-    def batch(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """Creates, patches and deletes in one transaction: all land or none does."""
-        return self._nm._json("POST", self._url("batch"), json_body={"items": items})
+    def timeline(self, memory_id: str) -> list[dict[str, Any]]:
+        """The record's history merged with the git commits that touched its files."""
+        return self._nm._json("GET", self._url(memory_id, "timeline"))["items"]
+
+    # -- tags, stats, collections --------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by kind, status, author, agent and tag; embedded and pending vectors."""
+        return self._nm._json("GET", self._url("stats"))
+
+    def tags(self, status: str = "ALL") -> list[dict[str, Any]]:
+        """``[{tag, count}]``, most used first."""
+        return self._nm._json("GET", self._url("tags"), params={"status": status})["items"]
+
+    def tag(self, memory_id: str, *tags: str) -> Memory:
+        return _memory(self._nm._json("POST", self._url(memory_id, "tags"),
+                                      json_body={"tags": list(tags)}))
+
+    def untag(self, memory_id: str, *tags: str) -> Memory:
+        return _memory(self._nm._json("DELETE", self._url(memory_id, "tags"),
+                                      params={"tag": list(tags)}))
+
+    def collections(self) -> list[dict[str, Any]]:
+        return self._nm._json("GET", _path(self._project, "collections"))["items"]
+
+    def save_collection(self, name: str, description: str | None = None,
+                        **filters: Any) -> dict[str, Any]:
+        """A named saved filter; pass ``collection=name`` to ``list`` and ``search``."""
+        return self._nm._json("PUT", _path(self._project, "collections", name),
+                              json_body={"filters": filters, "description": description})
+
+    def delete_collection(self, name: str) -> None:
+        self._nm.request("DELETE", _path(self._project, "collections", name))
+
+    # -- links and graph -----------------------------------------------------------------
+
+    def link(self, memory_id: str, target: str, type: str = "relates_to",
+             note: str | None = None) -> dict[str, Any]:
+        """supersedes, depends_on, relates_to, contradicts or merged_into; a supersedes link
+        makes ``target`` SUPERSEDED."""
+        body = {"target": target, "type": type, **({"note": note} if note else {})}
+        return self._nm._json("POST", self._url(memory_id, "links"), json_body=body)
+
+    def unlink(self, memory_id: str, target: str, type: str | None = None) -> None:
+        self._nm.request("DELETE", self._url(memory_id, "links"),
+                         params={"target": target, "type": type})
+
+    def links(self, memory_id: str) -> list[dict[str, Any]]:
+        return self._nm._json("GET", self._url(memory_id, "links"))["items"]
+
+    def graph(self, memory_id: str, depth: int = 2) -> dict[str, Any]:
+        """``{root, nodes, edges}`` within ``depth`` links (1–4)."""
+        return self._nm._json("GET", self._url(memory_id, "graph"), params={"depth": depth})
+
+    # -- contradictions ------------------------------------------------------------------
+
+    def contradictions(self, status: str = "open", memory_id: str | None = None
+                       ) -> Iterator[dict[str, Any]]:
+        return self._nm._pages(_path(self._project, "contradictions"), dict,
+                               {"status": status, "memory_id": memory_id})
+
+    def check_contradictions(self, memory_id: str) -> dict[str, Any]:
+        return self._nm._json("POST", _path(self._project, "contradictions", "check", memory_id))
+
+    def resolve(self, contradiction_id: str, strategy: str, *, title: str | None = None,
+                rationale: str | None = None) -> dict[str, Any]:
+        """keep_newest, keep_oldest, keep_important, keep_both, or manual (with rationale)."""
+        body = {k: v for k, v in {"strategy": strategy, "title": title,
+                                  "rationale": rationale}.items() if v is not None}
+        return self._nm._json("POST", _path(self._project, "contradictions", contradiction_id,
+                                            "resolve"), json_body=body)
+
+    def contradiction_config(self, **changes: Any) -> dict[str, Any]:
+        """The project's settings (check_on_store, threshold, auto_resolve); changed first
+        when given."""
+        url = _path(self._project, "contradictions", "config")
+        if changes:
+            return self._nm._json("PUT", url, json_body=changes)
+        return self._nm._json("GET", url)
+
+    # -- decay and consolidation ---------------------------------------------------------
+
+    def decay_policy(self, **changes: Any) -> dict[str, Any]:
+        """The project's decay policy (enabled, half_life_days, access_boost,
+        archive_threshold); changed first when given."""
+        if changes:
+            return self._nm._json("PUT", self._url("decay-policy"), json_body=changes)
+        return self._nm._json("GET", self._url("decay-policy"))
+
+    def decay(self, dry_run: bool = False, wait: bool = True,
+              timeout: float = BUILD_TIMEOUT) -> Job:
+        """A decay sweep: records below the threshold become ARCHIVED (``dry_run``: listed)."""
+        return self._job(self._url("decay"), {"dry_run": dry_run}, wait, timeout)
+
+    def consolidate(self, dry_run: bool = False, kinds: Iterable[str] = (),
+                    threshold: float | None = None, wait: bool = True,
+                    timeout: float = BUILD_TIMEOUT) -> Job:
+        """Merge clusters of near-duplicates (``dry_run``: list them)."""
+        body = {"dry_run": dry_run, "kinds": list(kinds),
+                **({"threshold": threshold} if threshold is not None else {})}
+        return self._job(self._url("consolidate"), body, wait, timeout)
+
+    def batch(self, items: list[dict[str, Any]], atomic: bool = True) -> dict[str, Any]:
+        """Creates, patches, invalidates and deletes in one transaction, one result per item:
+        all land or none does (422); ``atomic=False`` applies the items that validate."""
+        return self._nm._json("POST", self._url("batch"),
+                              json_body={"items": items, "atomic": atomic})
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every record with its history, one dict per JSONL line, streamed."""
@@ -804,6 +1077,11 @@ class Memories:
                         yield json.loads(line)
         return lines()
 
+    def export_markdown(self) -> str:
+        """Every record as a Markdown section (title, facts, text, lists, links, history)."""
+        return self._nm.request("GET", self._url("export"), params={"format": "md"}
+                                ).body.decode()
+
     def import_(self, lines: Iterable[dict[str, Any]] | bytes | str, mode: str = "skip"
                 ) -> dict[str, Any]:
         """Load what ``export`` produced (its dicts, or the JSONL text), all or nothing;
@@ -814,3 +1092,121 @@ class Memories:
             "".join(json.dumps(line) + "\n" for line in lines).encode()
         return self._nm._json("POST", self._url("import"), data=body, params={"mode": mode},
                               headers={"Content-Type": JSONL})
+
+
+# -- webhooks --------------------------------------------------------------------------------
+
+SIGNATURE_TOLERANCE_S = 300
+
+
+@dataclass(frozen=True)
+class Webhook:
+    id: str
+    url: str
+    events: list = field(default_factory=list)
+    projects: list | None = None
+    description: str = ""
+    enabled: bool = True
+    disabled_reason: str | None = None
+    created_by: str | None = None
+    created_at: str | None = None
+    failing_since: str | None = None
+    secret: str | None = None  # only in what create() and rotate_secret() return
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    id: str
+    webhook_id: str
+    kind: str
+    status: str
+    attempts: int = 0
+    event_id: int | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+    last_latency_ms: float | None = None
+    next_attempt_at: str | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def _webhook(data: dict) -> Webhook:
+    return _build(Webhook, data)
+
+
+def _delivery(data: dict) -> WebhookDelivery:
+    return _build(WebhookDelivery, data)
+
+
+class Webhooks:
+    """``/v1/webhooks``: signed deliveries of events to your own services (docs/webhooks.md)."""
+
+    def __init__(self, nm: NeuralMindClient):
+        self._nm = nm
+
+    def create(self, url: str, events: Iterable[str], projects: Iterable[str] | None = None,
+               description: str = "") -> Webhook:
+        """Subscribe ``url``; the returned ``secret`` is shown this once — keep it."""
+        body = {"url": url, "events": list(events), "description": description,
+                "projects": None if projects is None else list(projects)}
+        return _webhook(self._nm._json("POST", "/v1/webhooks", json_body=body))
+
+    def list(self) -> Iterator[Webhook]:
+        return self._nm._pages("/v1/webhooks", _webhook)
+
+    def get(self, webhook_id: str) -> Webhook:
+        return _webhook(self._nm._json("GET", _path("/v1/webhooks", webhook_id)))
+
+    def update(self, webhook_id: str, **changes: Any) -> Webhook:
+        """PATCH ``url``, ``events``, ``projects`` (None: every project), ``description``,
+        ``enabled``."""
+        return _webhook(self._nm._json("PATCH", _path("/v1/webhooks", webhook_id),
+                                       json_body=changes))
+
+    def delete(self, webhook_id: str) -> None:
+        self._nm.request("DELETE", _path("/v1/webhooks", webhook_id))
+
+    def rotate_secret(self, webhook_id: str, keep_previous_s: int = 0) -> Webhook:
+        """A new secret (``.secret``); the old one also signs for ``keep_previous_s``."""
+        return _webhook(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "rotate-secret"),
+                                       json_body={"keep_previous_s": keep_previous_s}))
+
+    def test(self, webhook_id: str) -> WebhookDelivery:
+        """Send a ``ping`` now; the delivery says what the receiver answered."""
+        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "test")))
+
+    def deliveries(self, webhook_id: str, status: str | None = None) -> Iterator[WebhookDelivery]:
+        """The hook's deliveries, newest first: ``pending``, ``delivered`` or ``failed``."""
+        return self._nm._pages(_path("/v1/webhooks", webhook_id, "deliveries"), _delivery,
+                               {"status": status})
+
+    def redeliver(self, webhook_id: str, delivery_id: str) -> WebhookDelivery:
+        """Queue a finished delivery again (same id and body), at the end of the hook's queue."""
+        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "deliveries",
+                                                      delivery_id, "redeliver")))
+
+
+def webhook_signature(secret: str, timestamp: str | int, body: bytes) -> str:
+    """``sha256=`` + hex HMAC-SHA256, keyed with the secret's UTF-8 bytes, of
+    ``timestamp + "." + body``: the ``NeuralMind-Signature`` of a delivery."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def verify_signature(secret: str, body: bytes, headers: Any, *,
+                     tolerance_s: float = SIGNATURE_TOLERANCE_S, now: float | None = None) -> bool:
+    """Whether a webhook delivery is genuine and fresh: ``body`` is the raw request body
+    (bytes, before any JSON parsing), ``headers`` the request's headers (any mapping; names
+    are matched without regard to case). False when the signature does not match (the header
+    may carry several during a secret rotation: one matching is enough), or when
+    ``NeuralMind-Timestamp`` is more than ``tolerance_s`` seconds from ``now`` — a replayed
+    delivery. Compared in constant time."""
+    found = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    timestamp = found.get("neuralmind-timestamp", "")
+    given = [s.strip() for s in found.get("neuralmind-signature", "").split(",") if s.strip()]
+    if not timestamp.isdigit() or not given:
+        return False
+    if abs((time.time() if now is None else now) - int(timestamp)) > tolerance_s:
+        return False
+    expected = webhook_signature(secret, timestamp, body)
+    return any(hmac.compare_digest(expected, s) for s in given)

@@ -14,30 +14,63 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model, plugin_site,
-                           pythonpath)
+from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model,
+                           plugin_site, pythonpath)
 
 
 def pytest_configure(config):
     """The session's model folder (tests/support.py), its int8 model derived meanwhile in a
     child process: collecting the tests keeps this process busy for seconds anyway."""
     SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
-    threading.Thread(target=derived_model, name="derive-int8", daemon=True).start()
+    config._neuralmind_derive = threading.Thread(target=derived_model, name="derive-int8",
+                                                 daemon=True)
+    config._neuralmind_derive.start()
+    SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
+    config.addinivalue_line("markers", "sqlite_only(reason): run on the SQLite backend alone "
+                            "where the test asks for both (the reason says why)")
+    config.addinivalue_line("markers", "postgres_only(reason): run on the PostgreSQL backend "
+                            "alone (a test of servers sharing a database it names itself)")
 
 
-def pytest_unconfigure(config):
-    if SESSION.models is not None:
-        shutil.rmtree(SESSION.models, ignore_errors=True)
-    SESSION.models = SESSION.derived = SESSION.embedder = None
+ONLY = {"sqlite_only": ["sqlite"], "postgres_only": ["postgres"]}
+
+
+def pytest_generate_tests(metafunc):
+    """A test that asks for ``backend`` (the kernel, auth, memory and webhooks suites ask for
+    it for every test) runs once per storage backend, module by module — or on the one its
+    ``sqlite_only``/``postgres_only`` marker names."""
+    if "backend" in metafunc.fixturenames:
+        backends = ["sqlite", "postgres"]
+        for name, only in ONLY.items():
+            marker = metafunc.definition.get_closest_marker(name)
+            if marker is not None:
+                if not (marker.args or marker.kwargs.get("reason")):
+                    raise pytest.UsageError(f"{metafunc.definition.nodeid}: {name} needs a "
+                                            "reason")
+                backends = only
+        metafunc.parametrize("backend", backends, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def hermetic_environment():
-    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them."""
+    """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them (but
+    ``NEURALMIND_WRITE_DOCS``, which asks tests/kernel/test_http_api_doc.py to write)."""
     with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("NEURALMIND_")]:
+        for key in [k for k in os.environ if k.startswith("NEURALMIND_")
+                    and k != "NEURALMIND_WRITE_DOCS"]:
             mp.delenv(key)
         yield
+
+
+@pytest.fixture(scope="module")
+def backend(request) -> str:
+    """The storage backend of this module's kernels, servers and CLI runs: ``sqlite`` (files in
+    each home) or ``postgres`` (a schema of the session's PostgreSQL per home,
+    tests/support.py ``home_dsn``). A module-scoped fixture that makes a server asks for it,
+    so the server is made again for each backend."""
+    SESSION.backend = request.param
+    yield request.param
+    SESSION.backend = "sqlite"
 
 
 @pytest.fixture(scope="session")

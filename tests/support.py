@@ -14,13 +14,17 @@ import io
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from contextlib import redirect_stderr, redirect_stdout
+import tomllib
+import warnings
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from socketserver import ThreadingMixIn
@@ -103,6 +107,52 @@ class KeepAlive:
         raise AssertionError("unreachable")
 
 
+class SSE:
+    """Reads a /v1/events stream on its own connection and collects what arrives."""
+
+    def __init__(self, server, query="", last_event_id=None):
+        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
+        headers = {"Host": "127.0.0.1", "Authorization": f"Bearer {server.token}"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        self.conn.request("GET", "/v1/events" + query, headers=headers)
+        self.sock = self.conn.sock  # http.client lets go of it for a response without a length
+        self.resp = self.conn.getresponse()
+        self.events, self.comments = [], 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        block = {}
+        try:
+            for raw in self.resp:
+                line = raw.decode().rstrip("\n")
+                if line.startswith(":"):
+                    self.comments += 1
+                elif line.startswith("data: "):
+                    block["data"] = json.loads(line[6:])
+                elif line.startswith("id: "):
+                    block["id"] = int(line[4:])
+                elif not line and "data" in block:
+                    self.events.append(block)
+                    block = {}
+        except (OSError, ValueError):
+            pass
+
+    def wait(self, n, timeout=10):
+        deadline = time.monotonic() + timeout
+        while len(self.events) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.events
+
+    def close(self):
+        # shutdown, not just close: the reader thread's recv holds the socket open otherwise,
+        # and the server would keep a thread streaming to it
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
+        self.conn.close()
+
+
 # -- the session's model ---------------------------------------------------------------------
 
 class _Session:
@@ -113,9 +163,82 @@ class _Session:
     derived: Path | None = None
     embedder = None
     lock = threading.Lock()
+    homes_lock = threading.Lock()
+    # PostgreSQL: NEURALMIND_TEST_DATABASE_URL (read when the session starts), else a server
+    # from the pgserver wheel started on first use
+    pg_uri: str | None = None
+    pg_server = None
+    # the storage backend the kernels, servers and CLI runs of tests use (the ``backend``
+    # fixture sets it per module), and on PostgreSQL the schema of each home
+    backend = "sqlite"
+    pg_homes: dict[str, str] = {}
 
 
 SESSION = _Session()
+
+
+def pg_uri() -> str:
+    """The session's PostgreSQL (with pgvector), started once on first use."""
+    with SESSION.lock:
+        if SESSION.pg_uri is None:
+            folder = Path(tempfile.mkdtemp(prefix="neuralmind-test-pg-"))
+            with warnings.catch_warnings():  # platformdirs: no XDG_RUNTIME_DIR as root
+                warnings.simplefilter("ignore")
+                import pgserver
+                SESSION.pg_server = pgserver.get_server(folder, cleanup_mode="delete")
+            SESSION.pg_uri = SESSION.pg_server.get_uri()
+    return SESSION.pg_uri
+
+
+def fresh_pg_dsn() -> str:
+    """A DSN whose tables land in a schema of their own: one test's empty database."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+    schema = "t_" + secrets.token_hex(6)
+    with psycopg.connect(pg_uri(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return make_conninfo(pg_uri(), options=f"-csearch_path={schema},public")
+
+
+def home_dsn(home: Path | str, config: str | Path | None = None,
+             env: dict[str, str] | None = None) -> str | None:
+    """On the PostgreSQL backend, the DSN of ``home``'s own schema (made on first use: a home's
+    state is its own, as its kernel.db is on SQLite, and a server started again on it finds
+    it); None on SQLite, or when the test names a database itself — a ``[storage]`` section
+    in ``config`` (TOML text or a file) or ``NEURALMIND_DATABASE_URL`` in ``env``."""
+    if SESSION.backend != "postgres" or (env or os.environ).get("NEURALMIND_DATABASE_URL"):
+        return None
+    if config is not None:
+        text = config.read_text() if isinstance(config, Path) else config
+        if "storage" in tomllib.loads(text):
+            return None
+    key = str(Path(home).resolve())
+    with SESSION.homes_lock:
+        if key not in SESSION.pg_homes:
+            SESSION.pg_homes[key] = fresh_pg_dsn()
+        return SESSION.pg_homes[key]
+
+
+@contextmanager
+def kernel_database(home: Path | str):
+    """The kernel's database of ``home`` under the module's backend — its kernel.db, or its
+    PostgreSQL schema — for a test reading it beside the server (``db.conn.execute``)."""
+    from kernel.pg import PgBackend
+    from kernel.storage import Database
+    dsn = home_dsn(home)
+    if dsn is None:
+        db = Database(Path(home) / "kernel.db")
+        try:
+            yield db
+        finally:
+            db.close()
+        return
+    backend = PgBackend(dsn, 1)
+    try:
+        yield backend.database("kernel", None)
+    finally:
+        backend.close()
 
 
 def derived_model() -> Path | None:
@@ -200,18 +323,47 @@ def pythonpath(*folders: Path | str) -> str:
     return os.pathsep.join(p for p in parts if p)
 
 
+# -- schemathesis against a server --------------------------------------------------------------
+
+def schemathesis(url: str, token: str, folder: Path, *options: str, config: str | None = None,
+                 hooks: str = "", timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
+    """``schemathesis run`` over ``url``'s OpenAPI document with ``token`` (coverage and fuzzing
+    phases, seed 1, the event stream left out: it never ends), ``options`` added; ``config`` is
+    a schemathesis.toml, ``hooks`` a module of custom checks. ``(the run, its JSON report)``;
+    what it printed is kept in ``folder/schemathesis.out``."""
+    report = folder / "schemathesis.json"
+    head = ["schemathesis"]
+    if config is not None:
+        (folder / "schemathesis.toml").write_text(config)
+        head += ["--config-file", str(folder / "schemathesis.toml")]
+    cmd = [*head, "run", f"{url}/v1/openapi.json", "-H", f"Authorization: Bearer {token}",
+           "--exclude-path", "/v1/events", "--phases", "coverage,fuzzing", "--seed", "1",
+           "--generation-database", "none", "--no-color", "--report", "json",
+           "--report-json-path", str(report), *options]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "SCHEMATHESIS_HOOKS": hooks})
+    (folder / "schemathesis.out").write_text(done.stdout)
+    return done, json.loads(report.read_text())
+
+
 # -- the CLI in this process -------------------------------------------------------------------
 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """``neuralmind ARGV`` through the CLI's own ``main`` in this process, with ``env`` set
     for the call only (a subprocess costs a second or two of imports on a loaded machine):
-    ``(exit code, stdout, stderr)``."""
+    ``(exit code, stdout, stderr)``. A run in a home (``NEURALMIND_HOME``) uses the module's
+    storage backend, as the home's server does."""
     import pytest
 
     from neuralmind.cli import main
+    env = dict(env or {})
+    if "NEURALMIND_HOME" in env:
+        config = argv[argv.index("--config") + 1] if "--config" in argv else None
+        if dsn := home_dsn(env["NEURALMIND_HOME"], config and Path(config), env):
+            env["NEURALMIND_DATABASE_URL"] = dsn
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
-        for key, value in (env or {}).items():
+        for key, value in env.items():
             mp.setenv(key, value)
         with redirect_stdout(out), redirect_stderr(err):
             try:
@@ -229,6 +381,7 @@ class _Api:
     home: Path
     port: int
     _started = False
+    backend = "sqlite"  # SESSION.backend when the server was made
 
     @property
     def token(self) -> str:
@@ -239,6 +392,10 @@ class _Api:
         return f"http://127.0.0.1:{self.port}"
 
     def request(self, method: str, path: str, *, auth: bool = True, **kw) -> Response:
+        # a module's server outliving its backend would test one backend twice
+        assert self.backend == SESSION.backend, (
+            f"a server made on {self.backend} serves a test on {SESSION.backend}: the fixture "
+            "that makes it must ask for `backend`")
         if auth and "token" not in kw:
             kw["token"] = self.token
         return request(self.port, method, path, **kw)
@@ -270,12 +427,15 @@ class _Api:
 def make_kernel(home: Path, *, plugins: list[str] | None = None, config: Path | None = None,
                 extra_plugins: list[object] = (), **sections):
     """A kernel in this process with ``home``, the ``plugins`` named (else the config's),
-    the session's embedder unless the settings ask for another, and no warm-up thread."""
+    the session's embedder unless the settings ask for another, no warm-up thread, and the
+    module's storage backend (:func:`home_dsn`)."""
     from kernel.app import Kernel
     from kernel.config import load_settings
     kernel_section = {"home": str(home), **({"plugins": list(plugins)} if plugins is not None
                                            else {})}
     sections.setdefault("embeddings", {}).setdefault("warm", False)
+    if "storage" not in sections and (dsn := home_dsn(home, config)):
+        sections["storage"] = {"backend": "postgres", "dsn": dsn}
     settings = load_settings(config, kernel={**sections.pop("kernel", {}), **kernel_section},
                              **sections)
     return Kernel(settings, extra_plugins=[*extra_plugins, SharedModel()])
@@ -348,6 +508,7 @@ class LocalServer(_Api):
                  extra_plugins: list[object] = (), **sections):
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
+        self.backend = SESSION.backend
         self.config = None
         if config is not None:
             self.config = self.home / "config.toml"
@@ -400,6 +561,7 @@ class Server(_Api):
                  daemon: bool = False, port: int | None = None):
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
+        self.backend = SESSION.backend
         if plugins is None or {"memory", "index"} & set(plugins):  # plugins that embed
             seed_models(self.home)
         self.port = port or free_port()
@@ -409,6 +571,8 @@ class Server(_Api):
         self.env.setdefault("NEURALMIND_EMBEDDINGS_WARM", "0")  # tests that need the model ask
         if plugins is not None:
             self.env["NEURALMIND_PLUGINS"] = ",".join(plugins)
+        if dsn := home_dsn(self.home, config, self.env):
+            self.env["NEURALMIND_DATABASE_URL"] = dsn
         cmd = [sys.executable, "-m", "neuralmind.cli"]
         if daemon:
             cmd += ["daemon", "start", "--foreground", "--port", str(self.port)]

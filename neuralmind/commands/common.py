@@ -30,23 +30,53 @@ def project_flags() -> argparse.ArgumentParser:
     return parent
 
 
+class CommandError(Exception):
+    """A command used wrongly: the CLI prints the message and exits 2."""
+
+
 def client(args) -> NeuralMindClient:
     return NeuralMindClient(url=args.url, token=args.token)
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
     """The git repository around ``start`` (the current directory), or ``start`` itself."""
+    return git_root(start) or Path(start or os.getcwd()).resolve()
+
+
+def git_root(start: str | os.PathLike | None = None) -> Path | None:
+    """The git repository around ``start`` (the current directory), if there is one."""
     here = Path(start or os.getcwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / ".git").exists():
             return folder
-    return here
+    return None
 
 
 def project(args, nm: NeuralMindClient | None = None) -> ProjectHandle:
-    """The project a command acts on: ``--project`` (a directory is registered, idempotently)
-    or the repository around the current directory."""
-    return (nm or client(args)).project(getattr(args, "project", None) or repo_root())
+    """The project a command acts on: ``--project`` (a directory is registered, idempotently;
+    anything else is an id), else the repository around the current directory. Outside a
+    repository the current folder is used only if it is a project already: a command never
+    registers a folder nobody named."""
+    nm = nm or client(args)
+    given = getattr(args, "project", None)
+    if given:
+        if looks_like_a_path(given) and not os.path.isdir(os.path.expanduser(given)):
+            raise CommandError(f"--project {given}: no such directory (give a directory or "
+                               "a project id: `neuralmind project list`)")
+        return nm.project(given)
+    root = git_root()
+    if root is not None:
+        return nm.project(root)
+    here = Path.cwd()
+    for known in nm.projects.list():
+        if known.path and Path(known.path) == here.resolve():
+            return nm.project(known.id)
+    raise CommandError(f"{here} is not inside a git repository, nor a registered project: "
+                       "pass --project PATH_OR_ID (`--project .` registers this folder)")
+
+
+def looks_like_a_path(value: str) -> bool:
+    return value.startswith((".", "~", os.sep)) or os.sep in value
 
 
 def emit(args, data: Any, rows: Sequence[dict] | None = None, columns: Sequence[str] = (),
@@ -71,15 +101,22 @@ def table(rows: Iterable[dict], columns: Sequence[str], width: int = 60) -> str:
 
 
 def _cell(value: Any, width: int) -> str:
-    if value is None:
-        text = "-"
-    elif isinstance(value, float):
-        text = f"{value:.3f}"
-    elif isinstance(value, (list, tuple)):
-        text = ",".join(map(str, value)) or "-"
-    else:
-        text = str(value).replace("\n", " ")
+    text = _plain(value).replace("\n", " ") or "-"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _plain(value: Any) -> str:
+    """A value as a person reads it: ``a,b`` for a list, ``key: value, …`` for a mapping —
+    never Python's repr (``{'status': [...]}``)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(_plain, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    return str(value)
 
 
 def fields(record: Any, names: Sequence[str]) -> str:

@@ -1,18 +1,24 @@
-"""``neuralmind memory …``: decisions about the code, mem0's verbs, through the daemon."""
+"""``neuralmind memory …``: memories about the code, mem0's verbs, through the daemon."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import sys
 
 from neuralmind.commands.common import emit, fields, project, project_flags
 
-LIST_COLUMNS = ("id", "effective_status", "decision_type", "confidence", "title")
-SEARCH_COLUMNS = ("id", "score", "effective_status", "title")
-DETAIL = ("id", "title", "rationale", "decision_type", "status", "effective_status", "confidence",
-          "files_affected", "tags", "commit_sha", "author", "agent", "session_id", "review_by",
-          "evidence", "rejected_alternatives", "dependency_constraints", "created_at", "updated_at")
+KINDS = ("decision", "fact", "preference", "procedure", "episode")
+LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
+STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
+LIST_COLUMNS = ("id", "effective_status", "kind", "decision_type", "confidence", "title")
+SEARCH_COLUMNS = ("id", "score", "effective_status", "kind", "title")
+CONTRADICTION_COLUMNS = ("id", "status", "confidence", "a", "b", "explanation")
+DETAIL = ("id", "title", "rationale", "kind", "decision_type", "status", "effective_status",
+          "importance", "strength", "pinned", "confidence", "files_affected", "tags", "commit_sha",
+          "author", "agent", "session_id", "review_by", "evidence", "rejected_alternatives",
+          "dependency_constraints", "created_at", "updated_at", "last_accessed_at")
 
 
 def _show(args, memory, note: str = "") -> int:
@@ -21,20 +27,64 @@ def _show(args, memory, note: str = "") -> int:
 
 def _filters(args) -> dict:
     return {k: v for k, v in {"status": args.status, "tag": args.tag, "file": args.file,
-                              "type": args.type, "author": args.author, "agent": args.agent,
-                              "session_id": args.session}.items() if v}
+                              "kind": args.kind, "type": args.type, "author": args.author,
+                              "agent": args.agent, "session_id": args.session,
+                              "collection": args.collection}.items() if v}
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1")
+    return value
+
+
+def _depth(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 4:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a depth from 1 to 4")
+    return int(text)
+
+
+def _half_life(text: str) -> tuple[str, float]:
+    """``KIND=DAYS``."""
+    kind, _, days = text.partition("=")
+    try:
+        value = float(days)
+    except ValueError:
+        value = 0.0
+    if kind not in KINDS or not 1 <= value <= 36_500:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KIND=DAYS (a kind of {', '.join(KINDS)}"
+                                         "; 1 to 36500 days)")
+    return kind, value
+
+
+def _on_off(text: str) -> bool:
+    if text.lower() not in ("on", "off", "true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not on or off")
+    return text.lower() in ("on", "true")
 
 
 def cmd_add(args) -> int:
     body = {"files_affected": args.file or [], "tags": args.tag or [], "decision_type": args.type,
+            "kind": args.kind, "importance": args.importance, "pinned": args.pinned or None,
             "confidence": args.confidence, "review_by": args.review_by, "agent": args.agent,
             "session_id": args.session, "author": args.author, "id": args.id,
-            "evidence": args.evidence or [], "rejected_alternatives": args.rejected or []}
+            "evidence": args.evidence or [], "rejected_alternatives": args.rejected or [],
+            "supersedes": args.supersedes or []}
     memory = project(args).memories.add(args.title, args.rationale,
                                         **{k: v for k, v in body.items() if v not in (None, [])})
     dupes = memory.possible_duplicates
     note = "" if not dupes else "\n\npossible duplicates:\n" + "\n".join(
         f"  {d['id']}  {d['title']}" for d in dupes)
+    found = memory.contradictions.get("items") or []
+    if found:
+        note += "\n\ncontradicts:\n" + "\n".join(
+            f"  {c['id']}  {c['a'] if c['b'] == memory.id else c['b']}  ({c['confidence']}) "
+            f"{c['explanation']}" for c in found)
     return _show(args, memory, note)
 
 
@@ -51,15 +101,17 @@ def cmd_list(args) -> int:
 
 def cmd_search(args) -> int:
     found = project(args).memories.search(args.query, mode=args.mode, limit=args.limit,
-                                          **_filters(args))
+                                          expand=args.expand or None, **_filters(args))
     rows = [m.raw for m in found]
     return emit(args, rows, rows=rows, columns=SEARCH_COLUMNS)
 
 
 def cmd_edit(args) -> int:
     changes = {"rationale": args.rationale, "confidence": args.confidence, "tags": args.tags,
-               "files_affected": args.files, "review_by": args.review_by,
-               "evidence_append": args.add_evidence, "rejected_append": args.add_rejected}
+               "files_affected": args.files, "review_by": args.review_by, "kind": args.kind,
+               "importance": args.importance, "pinned": args.pinned,
+               "evidence_append": args.add_evidence, "rejected_append": args.add_rejected,
+               "supersedes": args.supersedes}
     changes = {k: v for k, v in changes.items() if v is not None}
     return _show(args, project(args).memories.update(args.id, if_match=args.if_match, **changes))
 
@@ -79,7 +131,21 @@ def cmd_delete(args) -> int:
 
 def cmd_history(args) -> int:
     rows = list(project(args).memories.history(args.id))
-    return emit(args, rows, rows=rows, columns=("at", "kind", "actor", "changes", "note"))
+    table = [{**row, "changes": _changes(row.get("changes") or {})} for row in rows]
+    return emit(args, rows, rows=table, columns=("at", "kind", "actor", "changes", "note"))
+
+
+def _changes(changes: dict) -> str:
+    """``status: ACTIVE → INVALIDATED; tags: db → db,sqlite`` from ``{field: [old, new]}``."""
+    return "; ".join(f"{field}: {_was(v[0])} → {_was(v[1])}"
+                     if isinstance(v, list) and len(v) == 2 else f"{field}: {_was(v)}"
+                     for field, v in changes.items())
+
+
+def _was(value) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "[]"
+    return '""' if value in ("", None) else str(value)
 
 
 def cmd_feedback(args) -> int:
@@ -88,12 +154,18 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_export(args) -> int:
+    memories = project(args).memories
     out = open(args.output, "w") if args.output else sys.stdout
     count = 0
     try:
-        for line in project(args).memories.export():
-            out.write(json.dumps(line) + "\n")
-            count += 1
+        if args.format == "md":
+            text = memories.export_markdown()
+            out.write(text)
+            count = text.count("\n## ")
+        else:
+            for line in memories.export():
+                out.write(json.dumps(line) + "\n")
+                count += 1
     finally:
         if args.output:
             out.close()
@@ -112,11 +184,138 @@ def cmd_import(args) -> int:
     return emit(args, result, text=", ".join(f"{k} {v}" for k, v in result.items()))
 
 
+def cmd_link(args) -> int:
+    memories = project(args).memories
+    if args.remove:
+        memories.unlink(args.id, args.target, args.type)
+        return emit(args, {"unlinked": [args.id, args.target, args.type]},
+                    text=f"removed {args.type or 'every'} link from {args.id} to {args.target}")
+    if args.type is None:
+        print("neuralmind: memory link: give --type (one of "
+              f"{', '.join(LINK_TYPES)}) or --remove", file=sys.stderr)
+        return 2
+    found = memories.link(args.id, args.target, args.type, note=args.note)
+    return emit(args, found, text=f"{found['source']} {found['type']} {found['target']}")
+
+
+def cmd_graph(args) -> int:
+    graph = project(args).memories.graph(args.id, depth=args.depth)
+    edges = "\n".join(f"  {e['source']} {e['type']} {e['target']}" for e in graph["edges"])
+    from neuralmind.commands.common import table
+    text = table(graph["nodes"], ("id", "depth", "kind", "status", "title")) + \
+        ("\n\nlinks:\n" + edges if edges else "\n\nno links")
+    return emit(args, graph, text=text)
+
+
+def cmd_timeline(args) -> int:
+    rows = project(args).memories.timeline(args.id)
+    return emit(args, rows, rows=rows, columns=("at", "source", "kind", "actor", "note"))
+
+
+def cmd_contradictions(args) -> int:
+    memories = project(args).memories
+    action = args.action
+    if action in ("check", "resolve") and not args.target:
+        print(f"neuralmind: memory contradictions {action} needs "
+              f"{'a memory id' if action == 'check' else 'a contradiction id'}", file=sys.stderr)
+        return 2
+    if action == "resolve" and args.strategy is None:
+        print(f"neuralmind: memory contradictions resolve needs --strategy (one of "
+              f"{', '.join(STRATEGIES)})", file=sys.stderr)
+        return 2
+    if action == "check":
+        out = memories.check_contradictions(args.target)
+        return emit(args, out, rows=out["items"], columns=CONTRADICTION_COLUMNS)
+    if action == "resolve":
+        out = memories.resolve(args.target, args.strategy, title=args.title,
+                               rationale=args.rationale)
+        return emit(args, out, text=f"resolved {args.target} ({args.strategy}): kept "
+                                    f"{', '.join(out['kept'])}; superseded "
+                                    f"{', '.join(out['superseded']) or 'nothing'}"
+                                    + (f"; new {out['created']}" if out["created"] else ""))
+    if action == "config":
+        changes = {k: v for k, v in {"threshold": args.threshold,
+                                     "check_on_store": args.check_on_store}.items()
+                   if v is not None}
+        if args.auto_resolve is not None:
+            changes["auto_resolve"] = None if args.auto_resolve == "off" else args.auto_resolve
+        out = memories.contradiction_config(**changes)
+        return emit(args, out, text=fields(out, list(out)))
+    rows = list(memories.contradictions(status=args.status, memory_id=args.memory))
+    return emit(args, rows, rows=rows, columns=CONTRADICTION_COLUMNS)
+
+
+def _job_text(job) -> str:
+    if job.status != "done":
+        return f"{job.kind} {job.status}: {(job.error or {}).get('message', '')}"
+    return ""
+
+
+def cmd_consolidate(args) -> int:
+    job = project(args).memories.consolidate(dry_run=args.dry_run, kinds=args.kind or (),
+                                             threshold=args.threshold)
+    r = job.result or {}
+    lines = [f"{'would merge' if r.get('dry_run') else 'merged'} {len(c['ids'])} {c['kind']} "
+             f"records{' into ' + c['merged_into'] if c['merged_into'] else ''}: "
+             + "; ".join(c["titles"]) for c in r.get("clusters", [])]
+    text = _job_text(job) or "\n".join(lines) or f"no near-duplicates among {r.get('checked')} records"
+    return emit(args, job.raw, text=text)
+
+
+def cmd_decay(args) -> int:
+    memories = project(args).memories
+    if args.action == "policy":
+        changes = {k: v for k, v in {"enabled": args.enabled, "access_boost": args.access_boost,
+                                     "archive_threshold": args.archive_threshold}.items()
+                   if v is not None}
+        if args.half_life:
+            changes["half_life_days"] = dict(args.half_life)
+        policy = memories.decay_policy(**changes)
+        return emit(args, policy, text=fields(policy, list(policy)))
+    job = memories.decay(dry_run=args.dry_run)
+    r = job.result or {}
+    lines = [f"{'would archive' if r.get('dry_run') else 'archived'} {c['id']} (strength "
+             f"{c['strength']:.4f}) {c['title']}" for c in r.get("changes", [])]
+    text = _job_text(job) or "\n".join(lines) or (
+        f"nothing below the threshold among {r.get('checked')} records"
+        + ("" if r.get("enabled", True) else " (decay is off for this project)"))
+    return emit(args, job.raw, text=text)
+
+
+def cmd_stats(args) -> int:
+    stats = project(args).memories.stats()
+    lines = [f"{stats['total']} memories; vectors {stats['vectors']['embedded']} embedded, "
+             f"{stats['vectors']['pending']} pending"]
+    for key in ("by_kind", "by_status", "by_author", "by_agent", "by_tag"):
+        if stats[key]:
+            lines.append(f"{key[3:]}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+    return emit(args, stats, text="\n".join(lines))
+
+
+def cmd_tags(args) -> int:
+    memories = project(args).memories
+    if args.id is None:
+        if args.add or args.remove:
+            print("neuralmind: memory tags --add/--remove need a memory id", file=sys.stderr)
+            return 2
+        rows = memories.tags(status=args.status or "ALL")
+        return emit(args, rows, rows=rows, columns=("tag", "count"))
+    memory = None
+    if args.add:
+        memory = memories.tag(args.id, *args.add)
+    if args.remove:
+        memory = memories.untag(args.id, *args.remove)
+    memory = memory or memories.get(args.id)
+    return emit(args, memory.raw, text=f"{memory.id}: {', '.join(memory.tags) or '(no tags)'}")
+
+
 def _filter_flags(parser) -> None:
     parser.add_argument("--status", help="ACTIVE (default), STALE, INVALIDATED or ALL")
     parser.add_argument("--tag", action="append", help="any of these tags (repeatable)")
     parser.add_argument("--file", action="append", help="any of these files (repeatable)")
     parser.add_argument("--type", help="ARCHITECTURE, DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
+    parser.add_argument("--kind", action="append", choices=KINDS, help="any of these (repeatable)")
+    parser.add_argument("--collection", help="a saved filter (flags given here override it)")
     parser.add_argument("--author")
     parser.add_argument("--agent")
     parser.add_argument("--session")
@@ -140,6 +339,12 @@ def add_commands(sub) -> None:
     add.add_argument("--file", action="append", help="a file it is about (repeatable)")
     add.add_argument("--tag", action="append")
     add.add_argument("--type", help="ARCHITECTURE (default), DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
+    add.add_argument("--kind", choices=KINDS, help="decision (default), fact, preference, "
+                     "procedure, episode")
+    add.add_argument("--importance", type=_fraction, help="0–1 (default by kind)")
+    add.add_argument("--pinned", action="store_true", help="never decays, never archived")
+    add.add_argument("--supersedes", action="append", metavar="ID",
+                     help="a memory this one replaces (repeatable; it becomes SUPERSEDED)")
     add.add_argument("--confidence", type=float)
     add.add_argument("--review-by", help="ISO date after which it reads as STALE")
     add.add_argument("--evidence", action="append")
@@ -156,6 +361,8 @@ def add_commands(sub) -> None:
     search.add_argument("query")
     search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])
     search.add_argument("--limit", type=int, default=10, help="at most 25")
+    search.add_argument("--expand", action="store_true",
+                        help="add the records linked to the hits (scored below them)")
     _filter_flags(search)
     edit = verb("edit", cmd_edit, "change fields (the history keeps the diff)")
     edit.add_argument("--rationale")
@@ -163,6 +370,10 @@ def add_commands(sub) -> None:
     edit.add_argument("--tags", nargs="*", help="replace the tags")
     edit.add_argument("--files", nargs="*", help="replace files_affected")
     edit.add_argument("--review-by")
+    edit.add_argument("--kind", choices=KINDS)
+    edit.add_argument("--importance", type=_fraction)
+    edit.add_argument("--pinned", type=_on_off, metavar="on|off")
+    edit.add_argument("--supersedes", action="append", metavar="ID")
     edit.add_argument("--add-evidence", action="append")
     edit.add_argument("--add-rejected", action="append")
     edit.add_argument("--if-match", help="refuse (412) unless updated_at is still this")
@@ -177,8 +388,57 @@ def add_commands(sub) -> None:
     way.add_argument("--helpful", dest="helpful", action="store_true")
     way.add_argument("--unhelpful", dest="helpful", action="store_false")
     fb.add_argument("--note")
-    exp = verb("export", cmd_export, "JSONL of records and their history", with_id=False)
+    exp = verb("export", cmd_export, "records with their history: JSONL, or Markdown",
+               with_id=False)
     exp.add_argument("--output", "-o", help="a file (default stdout)")
+    exp.add_argument("--format", choices=["ndjson", "md"], default="ndjson",
+                     help="ndjson (what import reads; default) or md (one section per record)")
     imp = verb("import", cmd_import, "load an export", with_id=False)
     imp.add_argument("file", help="a JSONL export, or - for stdin")
     imp.add_argument("--mode", choices=["skip", "overwrite"], default="skip")
+
+    link = verb("link", cmd_link, "link two memories (or --remove the link)")
+    link.add_argument("target", help="the memory linked to")
+    link.add_argument("--type", choices=LINK_TYPES, help="supersedes makes the target SUPERSEDED")
+    link.add_argument("--note")
+    link.add_argument("--remove", action="store_true", help="remove links to target "
+                      "(of --type, else every type)")
+    verb("graph", cmd_graph, "the memories linked to this one, to --depth").add_argument(
+        "--depth", type=_depth, default=2, help="1–4 (default 2)")
+    verb("timeline", cmd_timeline, "history merged with the commits on its files")
+    con = verb("contradictions", cmd_contradictions, "list, check, resolve or configure "
+               "contradictions", with_id=False)
+    con.add_argument("action", nargs="?", default="list",
+                     choices=["list", "check", "resolve", "config"])
+    con.add_argument("target", nargs="?", help="check: a memory id; resolve: a contradiction id")
+    con.add_argument("--status", choices=["open", "resolved", "all"], default="open")
+    con.add_argument("--memory", help="list: only those involving this memory")
+    con.add_argument("--strategy", choices=STRATEGIES, help="resolve: how")
+    con.add_argument("--title", help="resolve --strategy manual: the new record's title")
+    con.add_argument("--rationale", help="resolve --strategy manual: the new record's text")
+    con.add_argument("--threshold", type=_fraction, help="config: detector confidence to report")
+    con.add_argument("--check-on-store", type=_on_off, metavar="on|off",
+                     help="config: check each create and patch")
+    con.add_argument("--auto-resolve", choices=[*STRATEGIES[:4], "off"],
+                     help="config: resolve new contradictions at once this way")
+    cons = verb("consolidate", cmd_consolidate, "merge near-duplicate memories (a job)",
+                with_id=False)
+    cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")
+    cons.add_argument("--kind", action="append", choices=KINDS, help="only these (repeatable)")
+    cons.add_argument("--threshold", type=float, help="cosine 0.5–1 (default 0.85)")
+    dec = verb("decay", cmd_decay, "run a decay sweep, or show/change the decay policy",
+               with_id=False)
+    dec.add_argument("action", nargs="?", default="run", choices=["run", "policy"])
+    dec.add_argument("--dry-run", action="store_true", help="run: list, archive nothing")
+    dec.add_argument("--enabled", type=_on_off, metavar="on|off", help="policy: decay on or off")
+    dec.add_argument("--half-life", type=_half_life, action="append", metavar="KIND=DAYS",
+                     help="policy: a kind's half-life (repeatable)")
+    dec.add_argument("--access-boost", type=_fraction, help="policy: importance added per recall")
+    dec.add_argument("--archive-threshold", type=_fraction,
+                     help="policy: a sweep archives records below this strength")
+    verb("stats", cmd_stats, "counts by kind, status, author, agent, tag", with_id=False)
+    tags = verb("tags", cmd_tags, "tags in use, or --add/--remove a memory's", with_id=False)
+    tags.add_argument("id", nargs="?", help="a memory id (to change its tags)")
+    tags.add_argument("--add", action="append", metavar="TAG")
+    tags.add_argument("--remove", action="append", metavar="TAG")
+    tags.add_argument("--status", help="count records of this status (default ALL)")

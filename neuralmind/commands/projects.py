@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound
-from neuralmind.commands.common import (client, common_flags, emit, err, fields, project,
-                                        project_flags, repo_root)
-from neuralmind.commands.progress import ProgressBar
+from neuralmind.commands.common import (client, common_flags, emit, err, fields, git_root,
+                                        project, project_flags, repo_root)
+from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
+FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
 PROJECT_COLUMNS = ("id", "name", "path", "registered_at")
 HIT_COLUMNS = ("score", "source_file", "line", "label", "file_type")
 AGENT_FOLDERS = ((".claude", "claude-code"), (".cursor", "cursor"))  # what `up` suggests wiring
@@ -38,14 +39,18 @@ def cmd_remove(args) -> int:
 
 
 def cmd_build(args) -> int:
+    """Build and follow the job to its end (exit 1 unless done); ``--no-wait`` only starts it
+    (exit 0 once the server has it)."""
     handle = project(args)
-    job = handle.build(full=args.full, wait=not args.no_wait,
-                       on_progress=None if args.json or args.no_wait else ProgressBar())
-    if args.json:
-        return emit(args, job.raw) or _job_exit(job)
-    print(_job_summary(job) if job.finished else f"build job {job.id} {job.status}; "
-          f"follow it with GET /v1/jobs/{job.id}")
-    return _job_exit(job)
+    bar = ProgressBar(quiet=args.json)
+    with detached_on_interrupt(bar):
+        job = handle.build(full=args.full, wait=not args.no_wait, on_progress=bar)
+    if not job.finished:
+        return emit(args, job.raw, text=f"build job {job.id} {job.status}: follow it with "
+                    f"`neuralmind job wait {job.id}`, stop it with `neuralmind job cancel "
+                    f"{job.id}`")
+    emit(args, job.raw, text=job_summary(job))
+    return 0 if job.status == "done" else 1
 
 
 def cmd_search(args) -> int:
@@ -75,23 +80,6 @@ def cmd_stats(args) -> int:
     return emit(args, stats, text=text)
 
 
-def _job_exit(job: Job) -> int:
-    return 0 if job.status == "done" else 1
-
-
-def _job_summary(job: Job) -> str:
-    if job.status != "done":
-        error = job.error or {}
-        return f"build {job.status}: {error.get('message', '')} [{error.get('code', job.status)}]"
-    r = job.result if isinstance(job.result, dict) else {}
-    if "nodes" not in r:
-        return "build done"
-    seconds = r.get("duration_ms", 0) / 1000
-    return (f"indexed {r.get('files')} files, {r['nodes']} nodes, {r.get('edges')} edges "
-            f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
-            f"{r.get('chunks_embedded')} embedded)")
-
-
 def _incremental_note(job: Job, was_built: bool) -> str:
     r = job.result if isinstance(job.result, dict) else {}
     if not was_built:
@@ -119,28 +107,36 @@ def cmd_up(args) -> int:
         print(f"started the daemon at {info['url']} (pid {info['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:
-        print(f"daemon already running at {nm.url}")
+        from urllib.parse import urlsplit
+
+        from neuralmind.commands.server import port_note
+        print(f"daemon already running at {nm.url}"
+              + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
     root = args.path or repo_root()
     handle = nm.project(root)
-    print(f"project {handle.id} → {handle.info.path or root}")
+    print(f"project {handle.id} → {handle.info.path or root}"
+          + ("" if args.path or git_root() else "  (not in a git repository: this folder)"))
     was_built = _built(handle)
+    bar = ProgressBar()
     try:
-        job = handle.build(wait=True, on_progress=ProgressBar())
+        with detached_on_interrupt(bar):
+            job = handle.build(wait=True, on_progress=bar)
     except NotFound as ex:
         if ex.code != "not_found":
             raise
         print("the index plugin is not enabled on this server: nothing to build")
         job = None
     if job is not None:
-        print(_job_summary(job))
+        print(job_summary(job))
         if job.status != "done":
             return 1
         print(_incremental_note(job, was_built))
     token_at = settings.home / "token"
     print(f"\nURL:   {nm.url}/v1  (API docs: {nm.url}/v1/docs)")
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
-    print('try:   neuralmind project query "what does this project do?"')
+    print(f'try:   neuralmind project query "{FIRST_QUERY}"')
     print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
+    print('       neuralmind ask "why do we use WAL?"    ·    neuralmind ui  (the dashboard)')
     for folder, agent in AGENT_FOLDERS:
         if os.path.isdir(os.path.join(root, folder)):
             print(f"agent: neuralmind agent install {agent}   (found {folder}/: gives {agent} "
@@ -165,7 +161,8 @@ def add_commands(sub) -> None:
     up.add_argument("--port", type=int, help="the daemon's port when it has to start")
     up.set_defaults(func=cmd_up)
 
-    group = command_group(sub, "project", "projects: add, list, show, remove, build, ask")
+    group = command_group(sub, "project", "projects: add, list, show, remove, build, search, "
+                          "query, wakeup, stats")
     common, scoped = common_flags(), project_flags()
     add = group.add_parser("add", parents=[common], help="register a directory (idempotent)")
     add.add_argument("path", nargs="?", help="default: the repository around here")

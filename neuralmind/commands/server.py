@@ -55,14 +55,30 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     """``(discovery info, started)``: the running daemon, or a new one spawned in the
     background. ``RuntimeError`` says why it could not start."""
     from kernel import daemon
-    settings = load_settings(config, server={"host": "127.0.0.1", "port": port})
+    settings = load_settings(config)
     running = daemon.status(settings.home)
     if running:
         return running, False
-    argv = ["daemon", "start", "--foreground", "--port", str(settings.server.port)]
+    argv = ["daemon", "start", "--foreground"] + (["--port", str(port)] if port is not None else [])
     if config:
         argv += ["--config", os.path.abspath(config)]
     return daemon.spawn(settings.home, argv), True
+
+
+def port_note(info: dict, port: int | None) -> str:
+    """What a ``--port`` asked of a daemon that already runs elsewhere comes to."""
+    if port is None or port == info.get("port"):
+        return ""
+    return (f"; --port {port} was not used: stop it first (`neuralmind daemon stop`) to move "
+            "it to another port")
+
+
+def _daemon_port(args) -> int:
+    """``--port``, else the config's ``[server] port``, else 8765 when free, else a port the
+    OS picks (daemon.json says which)."""
+    from kernel.daemon import choose_port
+    configured = load_settings(args.config).raw.get("server", {}).get("port")
+    return choose_port(args.port if args.port is not None else configured)
 
 
 def cmd_daemon(args) -> int:
@@ -75,12 +91,13 @@ def cmd_daemon(args) -> int:
                   "docs/operations.md).", file=sys.stderr)
             return 2
         if args.foreground:
-            settings = _settings(args, host=args.host or "127.0.0.1", port=args.port)
+            settings = _settings(args, host=args.host or "127.0.0.1")
             running = daemon.status(settings.home)
             if running:
-                print(f"daemon already running at {running['url']} (pid {running['pid']})")
+                print(f"daemon already running at {running['url']} (pid {running['pid']})"
+                      + port_note(running, args.port))
                 return 0
-            _export(args, {"host": args.host or "127.0.0.1", "port": args.port,
+            _export(args, {"host": args.host or "127.0.0.1", "port": _daemon_port(args),
                            "allow_remote": False})
             try:
                 options = gunicorn_options(load_settings(), daemon=True)
@@ -95,7 +112,8 @@ def cmd_daemon(args) -> int:
             print(f"neuralmind: {ex}", file=sys.stderr)
             return 1
         if not started:
-            print(f"daemon already running at {info['url']} (pid {info['pid']})")
+            print(f"daemon already running at {info['url']} (pid {info['pid']})"
+                  + port_note(info, args.port))
             return 0
         home = _settings(args).home
         print(f"daemon running at {info['url']} (pid {info['pid']}); "

@@ -11,14 +11,19 @@ from __future__ import annotations
 import json
 import sys
 
-from neuralmind import load_settings, record_event
+from neuralmind import load_settings, open_shared, record_event
 from plugins.auth import loopback
 from plugins.auth.roles import auth_section, known_roles
-from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, parse_expiry, tokens_path
+from plugins.auth.schema import PG_MIGRATIONS
+from plugins.auth.tokens import SHORT_ID, TokenFileError, Tokens, parse_expiry, token_store
 
 
 def _settings(args):
     return load_settings(args.config)
+
+
+def _tokens(settings) -> Tokens:
+    return token_store(settings, open_shared(settings, "auth", PG_MIGRATIONS))
 
 
 def _projects(text: str, settings) -> list[str] | str:
@@ -42,7 +47,7 @@ def cmd_create(args) -> int:
         raise TokenFileError(f"--role {args.role!r}: one of {', '.join(roles)}")
     projects = _projects(args.projects, settings)
     expires = parse_expiry(args.expires) if args.expires else None
-    tokens = TokenFile(tokens_path(settings))
+    tokens = _tokens(settings)
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
     record_event(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
                                         "role": rec.role, "projects": rec.projects})
@@ -53,7 +58,7 @@ def cmd_create(args) -> int:
         return 0
     print(f"token {digest[:SHORT_ID]} for {rec.actor} (role {rec.role}, projects "
           f"{rec.projects if rec.projects == '*' else ','.join(rec.projects)}"
-          f"{', expires ' + rec.expires_at if rec.expires_at else ''}) added to {tokens.path}.")
+          f"{', expires ' + rec.expires_at if rec.expires_at else ''}) added to {tokens.where}.")
     print("It is shown only this once; send it as `Authorization: Bearer <token>`:", file=sys.stderr)
     print(token)
     return 0
@@ -61,7 +66,7 @@ def cmd_create(args) -> int:
 
 def cmd_list(args) -> int:
     from plugins.auth.resources import token_out
-    rows = [token_out(h, r) for h, r in TokenFile(tokens_path(_settings(args))).listing()]
+    rows = [token_out(h, r) for h, r in _tokens(_settings(args)).listing()]
     if args.json:
         print(json.dumps([r.model_dump() for r in rows]))
         return 0
@@ -80,7 +85,7 @@ def cmd_revoke(args) -> int:
     if (args.id is None) == (args.actor is None):
         raise TokenFileError("give a token id or --actor, not both")
     settings = _settings(args)
-    removed = TokenFile(tokens_path(settings)).revoke(short_id=args.id, actor=args.actor)
+    removed = _tokens(settings).revoke(short_id=args.id, actor=args.actor)
     if not removed:
         print(f"neuralmind: no token matches {args.id or args.actor}", file=sys.stderr)
         return 1

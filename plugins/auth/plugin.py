@@ -14,9 +14,10 @@ from neuralmind import Actor, Permission, Unauthorized, hookimpl
 from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
-from plugins.auth.ratelimit import RateLimiter
+from plugins.auth.ratelimit import FileBuckets, PgBuckets, RateLimiter
 from plugins.auth.roles import AuthSection, RateLimit, RolePolicy, auth_section, rate_for
-from plugins.auth.tokens import SEEN_MAX, SHORT_ID, TokenFile, TokenRecord, tokens_path
+from plugins.auth.schema import PG_MIGRATIONS
+from plugins.auth.tokens import SEEN_MAX, SHORT_ID, TokenRecord, Tokens, token_store
 
 log = logging.getLogger("neuralmind.auth")
 
@@ -40,7 +41,9 @@ class AuthState:
         self.section: AuthSection = auth_section(kernel.settings)
         self.policy = RolePolicy(kernel.permissions, self.section)
         self.loopback: LoopbackToken | None = None
-        self.tokens: TokenFile | None = None
+        # the database servers share (tokens and rate buckets live there), or None
+        self.shared = kernel.shared_database("auth", PG_MIGRATIONS)
+        self.tokens: Tokens = token_store(kernel.settings, self.shared)
         self.limiter: RateLimiter | None = None
         # token hash → (record, actor, expiry epoch, limit): built once per version of a token
         self.actors: dict[str, tuple[TokenRecord, Actor, float, RateLimit]] = {}
@@ -77,7 +80,7 @@ def register_middleware(kernel):
 @hookimpl
 def register_routes(kernel):
     from plugins.auth.resources import TokensResource, WhoAmIResource
-    tokens = TokensResource(kernel, TokenFile(tokens_path(kernel.settings)))
+    tokens = TokensResource(kernel, _state(kernel).tokens)
     return [("/v1/auth/whoami", WhoAmIResource(kernel)),
             ("/v1/auth/tokens", tokens),
             ("/v1/auth/tokens/{token_id}", tokens, "item")]
@@ -87,11 +90,11 @@ def register_routes(kernel):
 def startup(kernel):
     state = _state(kernel)
     if kernel.settings.server_mode:
-        state.tokens = TokenFile(tokens_path(kernel.settings))
-        state.limiter = RateLimiter(kernel.home)
+        state.limiter = RateLimiter(PgBuckets(state.shared) if state.shared is not None
+                                    else FileBuckets(kernel.home))
         if not state.tokens.records():
             log.warning("no tokens in %s yet: every request is 401 until `neuralmind token "
-                        "create --actor A --role R` adds one", state.tokens.path)
+                        "create --actor A --role R` adds one", state.tokens.where)
         return
     token = ensure_token(kernel.home)
     state.loopback = LoopbackToken(kernel.home)
@@ -109,7 +112,7 @@ def actor_from_request(kernel, request):
     state = _state(kernel)
     if state.loopback is not None and state.loopback.check(token):
         return LOCAL
-    found = state.tokens.lookup(token) if state.tokens is not None else None
+    found = state.tokens.lookup(token) if kernel.settings.server_mode else None
     if found is None:
         raise Unauthorized("invalid token")
     actor, expires, limit = state.token_actor(*found)
@@ -135,3 +138,9 @@ def permission_allowed(kernel, actor, permission, project):
 def register_commands(kernel, subparsers):
     from plugins.auth.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from plugins.auth.schema import storage_component
+    return [storage_component()]

@@ -1,10 +1,12 @@
-"""Per-actor rate limits shared by every gunicorn worker on the host, in one small file.
+"""Per-actor rate limits shared by every gunicorn worker on the host — or, with a shared
+PostgreSQL database, by every server.
 
 Each actor's bucket is GCRA's "theoretical arrival time" (``tat``): a token bucket (``rate``
-per second, ``burst`` at once) stored as one number. The numbers live in a memory-mapped
-table in the state home (``ratelimit.bin``, 4,096 slots of 16 bytes), updated under a
-``flock``. A worker takes a small lease of tokens at once (at most 1/16 of the burst and
-0.1 s of the rate, so 1 for small limits) and spends it without touching the file.
+per second, ``burst`` at once) stored as one number. On one machine the numbers live in a
+memory-mapped table in the state home (``ratelimit.bin``, 4,096 slots of 16 bytes), updated
+under a ``flock``; with PostgreSQL, in a row per actor. A worker takes a small lease of tokens
+at once (at most 1/16 of the burst and 0.1 s of the rate, so 1 for small limits) and spends
+it without touching the shared numbers.
 
 Why not a SQLite row per actor (the first version: one UPSERT per request): any lock shared
 by workers is held while its holder waits for its own process's GIL (the write, and even
@@ -45,15 +47,56 @@ def actor_key(actor: str) -> int:
     return int.from_bytes(hashlib.blake2b(actor.encode(), digest_size=8).digest(), "little") or 1
 
 
+def grant(tat: float | None, limit: RateLimit, now: float) -> tuple[int, float, float]:
+    """GCRA on one bucket: ``(tokens granted, new tat, 0)`` — a lease if it fits, else one —
+    or ``(0, tat, seconds until one fits)``."""
+    interval = 1.0 / limit.rate
+    tolerance = limit.burst * interval
+    # none yet, or a tat further ahead than the burst allows (the clock went back): restart
+    if tat is None or tat - now > tolerance:
+        tat = now
+    for want in dict.fromkeys((lease_size(limit), 1)):
+        new_tat = max(tat, now) + want * interval
+        if new_tat - now <= tolerance:
+            return want, new_tat, 0.0
+    return 0, tat, new_tat - tolerance - now
+
+
 class RateLimiter:
+    """Spends a worker's leased tokens, and refills the lease from the shared buckets."""
+
+    def __init__(self, buckets: FileBuckets | PgBuckets):
+        self.buckets = buckets
+        self._lock = threading.Lock()  # one refill at a time in this process
+        self._leases: dict[str, tuple[int, float]] = {}  # actor → (tokens left, lapses at)
+
+    def take(self, actor: str, limit: RateLimit) -> None:
+        """Let one request of ``actor`` through, or raise 429 with the wait in Retry-After."""
+        if limit.rate <= 0:
+            return
+        now = time.time()
+        with self._lock:
+            left, lapses = self._leases.get(actor, (0, 0.0))
+            if left > 0 and now < lapses:
+                self._leases[actor] = (left - 1, lapses)
+                return
+            granted, wait = self.buckets.grab(actor, limit, now)
+            if granted:
+                self._leases[actor] = (granted - 1, now + LEASE_S)
+                return
+        raise RateLimited(wait, details={"retry_after": max(1, int(wait + 0.999)),
+                                         "rate": limit.rate, "burst": limit.burst})
+
+
+class FileBuckets:
+    """The buckets of one machine's workers, in a memory-mapped table of the state home."""
+
     def __init__(self, home: Path):
         path = Path(home) / RATE_FILE
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         if os.fstat(self._fd).st_size < SLOTS * SLOT.size:
             os.ftruncate(self._fd, SLOTS * SLOT.size)  # zero-filled: every slot empty
         self._map = mmap.mmap(self._fd, SLOTS * SLOT.size)
-        self._lock = threading.Lock()  # flock does not exclude threads sharing one descriptor
-        self._leases: dict[str, tuple[int, float]] = {}  # actor → (tokens left, lapses at)
 
     def _slot(self, key: int) -> int:
         """The slot holding ``key``, else the first empty one, else the stalest probed one."""
@@ -68,40 +111,40 @@ class RateLimiter:
                 stalest, stalest_tat = offset, tat
         return stalest
 
-    def take(self, actor: str, limit: RateLimit) -> None:
-        """Let one request of ``actor`` through, or raise 429 with the wait in Retry-After."""
-        if limit.rate <= 0:
-            return
-        now = time.time()
-        with self._lock:
-            left, lapses = self._leases.get(actor, (0, 0.0))
-            if left > 0 and now < lapses:
-                self._leases[actor] = (left - 1, lapses)
-                return
-            granted, wait = self._grab(actor_key(actor), limit, now)
-            if granted:
-                self._leases[actor] = (granted - 1, now + LEASE_S)
-                return
-        raise RateLimited(wait, details={"retry_after": max(1, int(wait + 0.999)),
-                                         "rate": limit.rate, "burst": limit.burst})
-
-    def _grab(self, key: int, limit: RateLimit, now: float) -> tuple[int, float]:
-        """``(tokens granted, 0)`` from the shared bucket — a lease if it fits, else one —
-        or ``(0, seconds until one fits)``."""
-        interval = 1.0 / limit.rate
-        tolerance = limit.burst * interval
+    def grab(self, actor: str, limit: RateLimit, now: float) -> tuple[int, float]:
+        key = actor_key(actor)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             offset = self._slot(key)
             found, tat = SLOT.unpack_from(self._map, offset)
-            # a tat further ahead than the burst allows means the clock went back: restart
-            if found != key or tat - now > tolerance:
-                tat = now
-            for want in dict.fromkeys((lease_size(limit), 1)):
-                new_tat = max(tat, now) + want * interval
-                if new_tat - now <= tolerance:
-                    SLOT.pack_into(self._map, offset, key, new_tat)
-                    return want, 0.0
-            return 0, new_tat - tolerance - now
+            granted, new_tat, wait = grant(tat if found == key else None, limit, now)
+            if granted:
+                SLOT.pack_into(self._map, offset, key, new_tat)
+            return granted, wait
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+# rate state is disposable: no write-ahead log for it
+PG_MIGRATION = "CREATE UNLOGGED TABLE auth_rate (actor TEXT PRIMARY KEY, tat DOUBLE PRECISION NOT NULL);\n"
+
+
+class PgBuckets:
+    """Every server's buckets, a row per actor in the shared database (the row lock taken by
+    ``FOR UPDATE`` serialises two servers refilling one actor's lease; refills are rare, as a
+    worker spends a lease of tokens between them)."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def grab(self, actor: str, limit: RateLimit, now: float) -> tuple[int, float]:
+        with self.db.transaction() as conn:
+            # a new actor's bucket is full (tat in the past); the row exists before it is locked
+            conn.execute("INSERT INTO auth_rate (actor, tat) VALUES (?, 0) ON CONFLICT (actor) "
+                         "DO NOTHING", (actor,))
+            tat = conn.execute("SELECT tat FROM auth_rate WHERE actor = ? FOR UPDATE",
+                               (actor,)).fetchone()[0]
+            granted, new_tat, wait = grant(tat, limit, now)
+            if granted:
+                conn.execute("UPDATE auth_rate SET tat = ? WHERE actor = ?", (new_tat, actor))
+        return granted, wait

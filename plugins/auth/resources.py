@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from neuralmind import Conflict, Model, NotFound, operation
-from plugins.auth.tokens import SHORT_ID, TokenFile, TokenFileError, TokenRecord
+from plugins.auth.tokens import SHORT_ID, TokenFileError, TokenRecord, Tokens
 
 
 class WhoAmI(Model):
@@ -50,7 +50,7 @@ class WhoAmIResource:
 
 
 class TokensResource:
-    def __init__(self, kernel, tokens: TokenFile):
+    def __init__(self, kernel, tokens: Tokens):
         self.kernel = kernel
         self.tokens = tokens
 

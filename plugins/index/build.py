@@ -13,18 +13,34 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from neuralmind import TOKEN_COUNTER, Unavailable, estimate_tokens, gitinfo, now_iso
-from plugins.index import chunker
+from plugins.index import chunker, resolve
 from plugins.index.ignore import RuleSet
 from plugins.index.search import fts_text
 from plugins.index.store import FileRow, IndexStore
 from plugins.index.walker import FileEntry, select, walk
 
 BINARY_SNIFF = 8192
+NOT_TEXT = "binary or not UTF-8 text"
+BAD_NAME = "file name not valid UTF-8"
+
+
+def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
+    """The entries whose path is valid UTF-8. The OS hands any other name over with
+    surrogates (PEP 383), which SQLite, JSON and a client cannot hold."""
+    named = []
+    for entry in entries:
+        try:
+            entry.path.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        named.append(entry)
+    return named
 
 
 def read_text(path: str) -> tuple[bytes, str] | None:
@@ -43,9 +59,10 @@ def read_text(path: str) -> tuple[bytes, str] | None:
 
 
 def file_row(entry: FileEntry, data: bytes, text: str, settings,
-             texts: dict[str, str]) -> FileRow:
-    """A parsed file as rows; its embed texts are added to ``texts`` by hash."""
-    parsed = chunker.parse(entry.path, text)
+             texts: dict[str, str], parsed: chunker.Parsed | None = None) -> FileRow:
+    """A parsed file as rows (``parsed``: already parsed, an ingested document); its embed
+    texts are added to ``texts`` by hash."""
+    parsed = parsed or chunker.parse(entry.path, text)
     file_type = chunker.file_type_of(parsed.language)
     rows, seen = [], {}
     for node in parsed.nodes:
@@ -67,7 +84,7 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
             "label": fts_text(f"{node.qualname} {node.signature}"),
             "body": fts_text(f"{node.docstring}\n{node.text}"),
         })
-    edges = [(e.src, e.kind, e.target) for e in parsed.edges]
+    edges = [(e.src, e.kind, e.target, e.ref, e.alias, e.dst) for e in parsed.edges]
     return FileRow(entry.path, parsed.language, file_type, entry.size, entry.mtime_ns,
                    hashlib.sha1(data).hexdigest(), text.count("\n") + 1, estimate_tokens(text),
                    rows, edges)
@@ -86,16 +103,18 @@ class Build:
         started = time.perf_counter()
         root = str(self.project.path)
         if paths is None:
-            entries, gone = walk(root, self.rules, self.check), None
+            walked, gone = walk(root, self.rules, self.check), None
         else:
-            entries, gone = select(root, self.rules, paths)
+            walked, gone = select(root, self.rules, paths)
+        entries = utf8_named(walked)
+        skipped = Counter({BAD_NAME: len(walked) - len(entries)})
         known = self.store.file_states()
         layout = f"{self.settings.embed_mode}:{self.settings.embed_chars}"
         # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
         reparse = full or (paths is None and self.store.meta().get("embed_text") != layout)
-        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0)
+        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0, chunks_total=0)
         changed: list[FileRow] = []
-        touched, seen, skipped, texts = [], set(), 0, {}
+        touched, seen, texts = [], set(), {}
         with _Embedding(self) as embedding:
             for done, entry in enumerate(entries, start=1):
                 if done % 100 == 0:
@@ -107,7 +126,7 @@ class Build:
                     continue
                 content = read_text(os.path.join(root, entry.path))
                 if content is None:
-                    skipped += 1
+                    skipped[NOT_TEXT] += 1
                     continue
                 seen.add(entry.path)
                 data, text = content
@@ -131,17 +150,24 @@ class Build:
             meta["embed_text"] = layout
         if model_id:
             meta["model_id"] = model_id
-        self.store.apply(changed, deleted, touched, meta, now_iso())
+        names = None if full else {n["name"] for f in changed for n in f.nodes}
+        moved = bool(deleted) or any(f.path not in known for f in changed)
+        links: dict[str, int] = {}
+        self.store.apply(changed, deleted, touched, meta, now_iso(),
+                         after=lambda conn: links.update(resolve.link(self.store, conn, names,
+                                                                      moved)))
         if paths is None:
             self.store.drop_orphan_vectors()
         stats = self.store.stats()
         per = stats["languages"].values()
         return {
             "files_total": len(entries), "files_changed": len(changed),
-            "files_deleted": len(deleted), "files_skipped": skipped,
+            "files_deleted": len(deleted), "files_skipped": skipped.total(),
+            "skipped": {why: n for why, n in skipped.items() if n},
             "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),
             "edges": sum(v["edges"] for v in per), "chunks_embedded": embedded,
             "vectors_reused": reused, "semantic": model_id is not None, "full": full,
+            "edges_linked": links,
             "built_head": head, "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
 
@@ -174,6 +200,7 @@ class _Embedding:
             build.store.forget_vectors()  # never mix two models' vectors in one index
         self.pool = ThreadPoolExecutor(1, "index-embed")
         self.pending = []
+        self.total = 0  # texts sent to the model: what `chunks_embedded` counts up to
 
     def __enter__(self) -> _Embedding:
         return self
@@ -184,8 +211,14 @@ class _Embedding:
     def submit(self, texts: dict[str, str]) -> None:
         fresh = {h: t for h, t in texts.items() if h not in self.sent}
         self.sent.update(fresh)
-        if fresh:
-            self.pending.append(self.pool.submit(self._embed, fresh))
+        if not fresh or self.model_id is None:
+            return
+        missing = self.build.store.missing_vectors(fresh)
+        self.reused += len(fresh) - len(missing)
+        if missing:
+            self.total += len(missing)
+            self.build.progress(chunks_total=self.total)
+            self.pending.append(self.pool.submit(self._embed, {h: fresh[h] for h in missing}))
 
     def result(self) -> tuple[int, int, str | None]:
         """``(embedded, reused, model_id)``; model_id None without a model."""
@@ -196,8 +229,7 @@ class _Embedding:
     def _embed(self, texts: dict[str, str]) -> None:
         if self.model_id is None:
             return
-        missing = sorted(self.build.store.missing_vectors(texts), key=lambda h: len(texts[h]))
-        self.reused += len(texts) - len(missing)
+        missing = sorted(texts, key=lambda h: len(texts[h]))
         batch = self.build.settings.embed_batch
         for start in range(0, len(missing), batch):
             self.build.check()

@@ -50,9 +50,23 @@ class Node:
 
 @dataclass
 class Edge:
+    """What a node refers to. ``target`` is the bare name (the query context's callers and
+    callees match on it); ``ref`` says where to look for it, and ``plugins/index/graph.py``
+    resolves it to a node after the build:
+
+    * calls and bases: a dotted path, ``self.`` / ``super.`` for the enclosing class, ``?.``
+      for a receiver the parser cannot name (``make().save`` → ``?.save``);
+    * imports: the module as the language spells it (Python absolute dotted, JS ``./a``, Go
+      ``example.com/x/util``, Rust ``crate::a``, Java ``com.x.util``), ``#member`` when the
+      import names a member (``shop.prices#round_money``, ``#*`` for a wildcard), and
+      ``alias``, the local name it binds (``""`` when it binds none)."""
+
     src: int  # index of the node the edge leaves
     kind: str  # contains | imports | calls | inherits
-    target: str  # the name it points at (resolved by name at query time)
+    target: str  # the bare name it points at
+    ref: str = ""
+    alias: str = ""
+    dst: int | None = None  # index of the node it points at, when the parser knows (contains)
 
 
 @dataclass
@@ -65,7 +79,7 @@ class Parsed:
         self.nodes.append(node)
         index = len(self.nodes) - 1
         if node.parent is not None:
-            self.edges.append(Edge(node.parent, "contains", node.qualname))
+            self.edges.append(Edge(node.parent, "contains", node.qualname, dst=index))
         return index
 
 
@@ -98,7 +112,8 @@ def parse(path: str, source: str) -> Parsed:
     parsed = None
     if language == "python":
         from plugins.index.parse_python import parse_python
-        parsed = parse_python(source, module_name(path))
+        parsed = parse_python(source, module_name(path),
+                              os.path.basename(path) in ("__init__.py", "__init__.pyi"))
     elif language == "markdown":
         from plugins.index.parse_markdown import parse_markdown
         parsed = parse_markdown(source, path)

@@ -1,10 +1,13 @@
-"""CLI commands of the index plugin: ``neuralmind eval code``."""
+"""CLI commands of the index plugin: ``neuralmind eval code|impact|next`` and, in the
+``project`` group, ``impact|next|neighbors|activity|savings|ingest|validate``."""
 
 from __future__ import annotations
 
 
 def register(subparsers) -> None:
     from neuralmind import command_group
+    from plugins.index.project_commands import register as project_commands
+    project_commands(command_group(subparsers, "project"))
     parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
         "code", help="CoSQA code search: MRR@10 and recall@1/5/10 per mode")
     parser.add_argument("--dataset", required=True, help="folder with code_idx_map.txt and "
@@ -21,6 +24,34 @@ def register(subparsers) -> None:
     parser.add_argument("--workdir", help="keep the throwaway project here (reruns reuse its "
                         "vectors); default a temporary folder removed afterwards")
     parser.set_defaults(func=_run)
+    evals = command_group(subparsers, "eval")
+    impact = evals.add_parser("impact", help="precision/recall of `impact` against the tests "
+                              "that call each function (grep), on a Python repository")
+    impact.add_argument("path", help="the repository (it is read, never written)")
+    impact.add_argument("--limit", type=int, default=200, help="impacted nodes per function")
+    impact.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    impact.set_defaults(func=_run_impact)
+    nxt = evals.add_parser("next", help="recall@k of `next` replaying a repository's commits "
+                           "(train on the older half, test on the newer)")
+    nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
+    nxt.add_argument("--rev", default="HEAD", help="the history to replay (default HEAD)")
+    nxt.add_argument("-k", "--k", type=int, default=5, help="recall@k (default 5)")
+    nxt.add_argument("--max-files", type=int, default=20,
+                     help="commits touching more files are left out (default 20)")
+    nxt.add_argument("--half-life-days", type=float,
+                     help="override [index] learn_half_life_days for the replay")
+    nxt.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    nxt.set_defaults(func=_run_next)
+
+
+def _run_impact(args) -> int:
+    from plugins.index.eval_impact import main
+    return main(args)
+
+
+def _run_next(args) -> int:
+    from plugins.index.eval_next import main
+    return main(args)
 
 
 def _weights(text: str) -> list[float]:

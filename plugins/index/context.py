@@ -4,7 +4,8 @@ L0 identity (name, README description, languages, size) · L1 summary (the main 
 what they hold) · L2 on demand (the hits' enclosing classes, callers, callees, and what other
 plugins add through ``query_context``) · L3 search (the best snippets with file:line).
 Layers are filled in that order, so when the budget runs out L3 is cut first, then L2, then
-L1; L0 is small by construction and always present."""
+L1; L0 is small by construction and always present. The best hit's snippet is held back
+from the start, though: the code a question is about goes last, after the layout."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ class Layer:
     cap: int
     items: list[str] = field(default_factory=list)
     sep: str = "\n\n"  # between items
+    hold_first: bool = False  # the layers before it leave room for its header and first item
+
+    def held(self) -> int:
+        if not (self.hold_first and self.items):
+            return 0
+        return estimate_tokens(HEADERS[self.name] + "\n") + estimate_tokens(self.items[0] + self.sep)
 
 
 def _cut(text: str, max_tokens: int) -> str:
@@ -40,10 +47,14 @@ def _cut(text: str, max_tokens: int) -> str:
 def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[str]]:
     """Join the layers within ``budget``: whole items while they fit, the first that does not
     cut to what is left, the rest dropped. Each layer's count includes its header and the
-    blank line after it, so the layer counts add up to the total exactly."""
+    blank line after it, so the layer counts add up to the total exactly. What a later layer
+    holds back (``hold_first``) the layers before it leave free, all but the first (L0)."""
     remaining, parts, counts, used = budget, [], {}, []
-    for layer in layers:
-        room = min(layer.cap, remaining)
+    held = sum(layer.held() for layer in layers[1:])
+    for i, layer in enumerate(layers):
+        if i:
+            held -= layer.held()
+        room = min(layer.cap, remaining - (held if i else 0))
         header = HEADERS[layer.name] + "\n"
         spent, pieces = estimate_tokens(header), []
         for item in layer.items:

@@ -50,12 +50,26 @@ def main(args) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def throwaway_kernel(work: Path, *, model: bool = True, plugins=("index",)):
+    """A kernel in this process whose home (and, when the projects it indexes are not ours to
+    write in, every project's state) lives under ``work``; ``model=False`` builds keyword
+    and graph only, the fastest way to an index when no vector is needed."""
+    from neuralmind import Kernel, load_settings
+    embeddings: dict = {"warm": False}
+    if not model:
+        empty = work / "no-model"
+        empty.mkdir(parents=True, exist_ok=True)
+        embeddings["model_dir"] = str(empty)
+    settings = load_settings(kernel={"home": str(work / "home"), "state_dir": str(work / "state")},
+                             embeddings=embeddings)
+    return Kernel(settings, plugins=list(plugins), load_entrypoints=False)
+
+
 def _evaluate(args, work: Path, corpus, queries) -> int:
-    from neuralmind import APIError, Kernel, load_settings
+    from neuralmind import APIError
     from plugins.index import plugin, search
     _write_corpus(work / "cosqa", corpus)
-    settings = load_settings(kernel={"home": str(work / "home")}, embeddings={"warm": False})
-    kernel = Kernel(settings, plugins=["index"], load_entrypoints=False)
+    kernel = throwaway_kernel(work)
     service = plugin._service(kernel)
     overrides = {"embed_chars": args.embed_chars, "embed_mode": args.embed_mode}
     service.settings = service.settings.model_copy(

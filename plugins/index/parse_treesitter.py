@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from plugins.index import bindings
 from plugins.index.chunker import Edge, Node, Parsed
 
 
@@ -105,6 +106,50 @@ def _callee(node) -> str:
     return _text(target).rsplit("::", 1)[-1]
 
 
+_NAMES = ("identifier", "property_identifier", "field_identifier", "type_identifier",
+          "package_identifier", "scoped_type_identifier")
+_SELF = ("this", "self", "Self")
+_CHAINS = {"member_expression": ("object", "property"), "selector_expression": ("operand", "field"),
+           "field_expression": ("value", "field"), "scoped_identifier": ("path", "name"),
+           "method_invocation": ("object", "name"), "field_access": ("object", "field")}
+
+
+def _reference(node, selves: frozenset[str] = frozenset()) -> str:
+    """A callee as a dotted path: ``a.b.f``; ``self.f`` for ``this``/``self``/``Self`` and a
+    Go method's receiver (``selves``); ``super.f``; ``?`` for what is not a name."""
+    if node is None:
+        return "?"
+    kind = node.type
+    if kind in _NAMES or kind == "identifier":
+        text = _text(node)
+        return "self" if text in _SELF or text in selves else text
+    if kind in _SELF:
+        return "self"
+    if kind == "super":
+        return "super"
+    if kind in ("generic_function", "generic_type"):
+        return _reference(node.child_by_field_name("function") or node.named_children[0], selves)
+    chain = _CHAINS.get(kind)
+    if chain is not None:
+        head, tail = (node.child_by_field_name(f) for f in chain)
+        if tail is None:
+            return "?"
+        sep = "::" if kind == "scoped_identifier" else "."  # a Rust path, not a value
+        return (_reference(head, selves) + sep if head is not None else "") + _text(tail)
+    return "?"
+
+
+def _call_ref(node, selves: frozenset[str]) -> str:
+    if node.type == "method_invocation":  # Java: object.name(…), or name(…) on this
+        ref = _reference(node, selves)
+    else:
+        ref = _reference(node.child_by_field_name("function")
+                         or node.child_by_field_name("constructor")
+                         or node.child_by_field_name("macro")
+                         or node.child_by_field_name("type"), selves)
+    return "?." + ref.rsplit("?.", 1)[1] if "?." in ref else ref
+
+
 def _import(node) -> str:
     for child in node.named_children:
         if child.type in ("string", "interpreted_string_literal", "raw_string_literal"):
@@ -138,6 +183,31 @@ def _signature(node) -> str:
     return " ".join(head.split())[:240]
 
 
+def _bases(heritage) -> list[str]:
+    """The dotted names a class's heritage clause lists (generic arguments left out)."""
+    found = []
+    stack = list(heritage.named_children)
+    while stack:
+        cur = stack.pop(0)
+        if cur.type in ("type_arguments", "type_parameters"):
+            continue
+        ref = _reference(cur)
+        if ref != "?" and ref not in ("extends", "implements"):
+            found.append(ref)
+        else:
+            stack[:0] = cur.named_children
+    return found
+
+
+def _receiver_names(node) -> frozenset[str]:
+    """A Go method's receiver variable (``g`` in ``func (g *Greeter) …``): it means self."""
+    receiver = node.child_by_field_name("receiver")
+    if receiver is None:
+        return frozenset()
+    return frozenset(_text(p.child_by_field_name("name")) for p in receiver.named_children
+                     if p.child_by_field_name("name") is not None)
+
+
 def _receiver(node) -> str:
     receiver = node.child_by_field_name("receiver")
     if receiver is None:
@@ -157,17 +227,24 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                         tree.root_node.end_point[0] + 1))
     types: dict[str, int] = {}
 
-    def calls_in(node, src: int) -> None:
-        seen: dict[str, None] = {}
+    def calls_in(node, src: int, selves: frozenset[str] = frozenset()) -> None:
+        seen: dict[str, str] = {}
         stack = [node]
         while stack:
             cur = stack.pop()
             if cur.type in spec.calls:
                 name = _callee(cur)
                 if name:
-                    seen.setdefault(name)
+                    ref = _call_ref(cur, selves)
+                    seen.setdefault(f"?.{name}" if ref == "?" else ref, name)
             stack.extend(cur.named_children)
-        out.edges.extend(Edge(src, "calls", n) for n in seen)
+        out.edges.extend(Edge(src, "calls", name, ref=ref) for ref, name in seen.items())
+
+    def imports(node) -> None:
+        target = _import(node)
+        found = list(bindings.READERS[language](node))
+        out.edges.extend(Edge(root, "imports", target, ref=ref, alias=alias)
+                         for ref, alias in found or [(target, "")])
 
     def add(node, kind: str, name: str, parent: int, prefix: str) -> int:
         return out.add(Node(kind, name, prefix + name, node.start_point[0] + 1,
@@ -177,18 +254,20 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
     def visit(node, parent: int, prefix: str, in_class: bool) -> None:
         for child in node.named_children:
             kind = child.type
-            if kind in spec.classes:
+            if kind == "mod_item" and child.child_by_field_name("body") is None:
+                imports(child)  # `mod m;`: the module lives in its own file
+            elif kind in spec.classes:
                 name = _name(child, spec) or kind
                 idx = add(child, "class", name, parent, prefix)
                 types.setdefault(name, idx)
                 for sub in child.named_children:
                     if sub.type in spec.heritage:
-                        out.edges.extend(Edge(idx, "inherits", n)
-                                         for n in _IDENT.findall(_text(sub))
-                                         if n not in ("extends", "implements"))
+                        out.edges.extend(Edge(idx, "inherits", ref.rsplit(".", 1)[-1], ref=ref)
+                                         for ref in _bases(sub))
                 trait = child.child_by_field_name("trait")
                 if trait is not None:
-                    out.edges.append(Edge(idx, "inherits", _text(trait)))
+                    ref = _reference(trait)
+                    out.edges.append(Edge(idx, "inherits", ref.rsplit(".", 1)[-1], ref=ref))
                 body = child.child_by_field_name("body") or child.child_by_field_name("type")
                 visit(body if body is not None else child, idx, prefix + name + ".", True)
             elif kind in spec.functions:
@@ -197,15 +276,20 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                 owner = types.get(receiver, parent) if receiver else parent
                 idx = add(child, "method" if method else "function", _name(child, spec) or kind,
                           owner, prefix + (receiver + "." if receiver else ""))
-                calls_in(child, idx)
+                calls_in(child, idx, _receiver_names(child))
             elif kind in spec.declarators and (child.child_by_field_name("value") is not None
                                                and child.child_by_field_name("value").type
                                                in _FUNCTION_VALUES):
                 idx = add(child, "method" if in_class else "function", _name(child, spec),
                           parent, prefix)
                 calls_in(child, idx)
-            elif kind in spec.imports:
-                out.edges.append(Edge(root, "imports", _import(child)))
+            elif kind in spec.imports or (kind == "export_statement"
+                                          and child.child_by_field_name("source") is not None):
+                imports(child)
+            elif kind in spec.declarators and language in ("javascript", "typescript", "tsx") \
+                    and any(bindings.require(child)):
+                out.edges.extend(Edge(root, "imports", ref.split("#")[0], ref=ref, alias=alias)
+                                 for ref, alias in bindings.require(child))
             else:
                 visit(child, parent, prefix, in_class)
 

@@ -29,8 +29,12 @@ def _service(kernel):
 def register_permissions(kernel):
     return [Permission("index.read", "Search, query and inspect a project's code index",
                        ("reader", "builder", "admin")),
-            Permission("index.build", "Build the index, change ignore rules, run the watcher",
-                       ("builder", "admin"))]
+            Permission("index.build", "Build the index, ingest documents, change ignore rules, "
+                       "run the watcher", ("builder", "admin")),
+            Permission("index.learn", "Report activity and feedback that train the links "
+                       "between a project's files", ("reader", "builder", "admin")),
+            Permission("index.admin", "Repair a project's index and learned state "
+                       "(validate with write)", ("admin",))]
 
 
 @hookimpl
@@ -50,6 +54,7 @@ def shutdown(kernel):
     state = kernel.drop_state("index")
     if state is not None:
         state.watchers.shutdown()
+        state.service.close()
 
 
 @hookimpl

@@ -126,5 +126,6 @@ def hits(store, ranked: list[tuple[int, float]]) -> list[dict]:
         if row is not None:
             out.append({"id": row["id"], "label": row["qualname"], "kind": row["kind"],
                         "file_type": row["file_type"], "source_file": row["path"],
-                        "line": row["line"], "score": round(float(score), 6), "nid": nid})
+                        "line": row["line"], "score": round(float(score), 6), "nid": nid,
+                        "source": "ingested" if row["path"].startswith("ingested:") else "repo"})
     return out

@@ -9,14 +9,22 @@ import secrets
 import time
 from typing import Any
 
-from neuralmind import (TOKEN_COUNTER, Conflict, Forbidden, InvalidFields, NotFound, ProjectStores,
-                        VersionedCache, estimate_tokens, gitinfo, now_iso, pid_alive)
-from plugins.index import context, search
-from plugins.index.build import Build
+from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFields, NotFound,
+                        ProjectStores, Unavailable, UnsupportedMediaType, VersionedCache,
+                        estimate_tokens, gitinfo, now_iso)
+from plugins.index import context, graph, ingest, learning, search
+from plugins.index.build import Build, file_row
+from plugins.index.chunker import embed_text
+from plugins.index.walker import FileEntry
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
 
-LOCK_TTL_S = 120.0  # a build lock not refreshed for this long belongs to a dead build
+LOCK_TTL_S = 120.0  # a build lease not refreshed for this long belongs to a dead build
+
+
+def build_lease(project) -> str:
+    """The kernel lease a build holds: one build of a project at a time, on every server."""
+    return f"index.build:{project.id}"
 HEARTBEAT_S = 2.0
 
 
@@ -28,6 +36,11 @@ class IndexService:
             self.db_path(project), MIGRATIONS)))
         self.matrices: VersionedCache[search.Matrix] = VersionedCache()  # per index path
         self.layers: VersionedCache[tuple] = VersionedCache()  # L0, L1, size per index path
+        self.graphs: VersionedCache[graph.Graph] = VersionedCache()  # per index path
+        self.learning = learning.Learning(kernel, settings)
+
+    def close(self) -> None:
+        self.learning.close()
 
     # -- stores -------------------------------------------------------------------------------
 
@@ -65,7 +78,7 @@ class IndexService:
         if not rule.enabled:
             return 0
         store, one = self.store(project), RuleSet([rule])
-        doomed = [f["path"] for f in store.files() if one.match_path(f["path"], f["size"])]
+        doomed = [f["path"] for f in store.files("repo") if one.match_path(f["path"], f["size"])]
         return store.purge(doomed)
 
     def add_rule(self, project, body) -> tuple[Rule, int]:
@@ -114,7 +127,7 @@ class IndexService:
         root = os.path.realpath(project.path)
         full = os.path.normpath(os.path.join(root, raw))
         if full != root and not full.startswith(root + os.sep):
-            raise InvalidFields.one(field, "the path is outside the project", "path_outside_project")
+            raise InvalidFields.one(field, f"{raw} is outside the project", "path_outside_project")
         if full == root:
             raise InvalidFields.one(field, "name a file or folder inside the project", "path_is_root")
         return os.path.relpath(full, root).replace(os.sep, "/")
@@ -123,12 +136,12 @@ class IndexService:
 
     def start_build(self, project, actor, *, full: bool, wait: bool, request_id: str | None):
         """Submit the build job, or 409 ``index_busy`` with the job already running."""
-        store = self.store(project)
         owner = "build-" + secrets.token_hex(6)
         # the job exists before the lock names it, so a build refused as busy always finds
         # the running build's job
         jid = self.kernel.jobs.create("build", project_id=project.id, actor=actor.id)
-        holder = store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive, job_id=jid)
+        lease = build_lease(project)
+        holder = self.kernel.leases.acquire(lease, owner, LOCK_TTL_S, job_id=jid)
         if holder is not None:
             self.kernel.jobs.discard(jid)
             job = self.kernel.jobs.find(holder["job_id"]) if holder["job_id"] else None
@@ -142,18 +155,18 @@ class IndexService:
                 ctx.progress(**fields)
                 if time.monotonic() - beat[0] > HEARTBEAT_S:
                     beat[0] = time.monotonic()
-                    store.heartbeat("build", owner)
+                    self.kernel.leases.heartbeat(lease, owner)
 
             try:
                 return self.run_build(project, check=ctx.check, progress=progress, full=full,
                                       actor=actor.id, request_id=request_id, trigger="api")
             finally:
-                store.release("build", owner)
+                self.kernel.leases.release(lease, owner)
 
         try:
             return self.kernel.jobs.start(jid, work, wait=wait)
         except BaseException:
-            store.release("build", owner)
+            self.kernel.leases.release(lease, owner)
             raise
 
     def run_build(self, project, *, check=lambda: None, progress=lambda **_: None,
@@ -171,11 +184,20 @@ class IndexService:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def search(self, project, query: str, n: int, mode: str, file_type: str | None):
+    def search(self, project, query: str, n: int, mode: str, file_type: str | None,
+               learn: bool = True):
+        """Hits, and a notice when hybrid fell back to keyword. Learns (``learn``): the hit
+        files co-activate, and the answer counts toward the savings."""
         store = self.built_store(project)
         ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
                                        query, n, mode, file_type, self.settings.keyword_weight)
-        return search.hits(store, ranked), notice
+        found = search.hits(store, ranked)
+        if learn:
+            files = [h["source_file"] for h in found]
+            served = sum(estimate_tokens(f"{h['source_file']}:{h['line']} {h['kind']} "
+                                         f"{h['label']}") for h in found)
+            self.learning.observe(project, "search", files, served, store.file_tokens(files))
+        return found, notice
 
     def query(self, project, question: str, query_type: str, budget: int | None,
               trace: bool) -> dict[str, Any]:
@@ -203,9 +225,11 @@ class IndexService:
         layers = [context.Layer("L0", context.L0_MAX, l0),
                   context.Layer("L1", context.L1_MAX, l1, "\n"),
                   context.Layer("L2", context.L2_MAX, l2),
-                  context.Layer("L3", budget, context.snippets(hit_rows))]
+                  context.Layer("L3", budget, context.snippets(hit_rows), hold_first=True)]
         text, counts, used = context.pack(layers, budget)
         total = sum(counts.values())
+        files = [h["source_file"] for h in found]
+        self.learning.observe(project, "query", files, total, store.file_tokens(files))
         out = {"project_id": project.id, "question": question, "context": text,
                "tokens": {"total": total, **counts}, "layers_used": used,
                "reduction_ratio": round(size / total, 2) if total else 0.0,
@@ -266,6 +290,281 @@ class IndexService:
                 "languages": per, "edge_kinds": stats["edge_kinds"], "index_bytes": size,
                 "model_id": meta.get("model_id"), "token_counter": TOKEN_COUNTER}
 
+    # -- the structural graph -----------------------------------------------------------------
+
+    def graph(self, project, store) -> graph.Graph:
+        return self.graphs.get(self.db_path(project), store.version,
+                               lambda: (store.version(), graph.Graph.load(store)))
+
+    def node(self, store, node_id: str, field: str = "node"):
+        row = store.node_by_id(node_id)
+        if row is None:
+            raise NotFound(f"no node with id {node_id} in this index (ids change when their "
+                           "file is re-indexed: search again)", code="node_not_found",
+                           details={"field": field})
+        return row
+
+    def indexed(self, project, store, raw: str, field: str = "file") -> str:
+        """A client's path as the indexed file it names; 404 ``file_not_indexed`` else."""
+        rel = self.relative(project, raw, field)
+        if store.file(rel) is None:
+            raise NotFound(f"{rel} is not an indexed file of {project.id} (ignored, binary, "
+                           "or not built yet)", code="file_not_indexed", details={"field": field})
+        return rel
+
+    def seeds(self, project, store, files: list[str], nodes: list[str]
+              ) -> tuple[list[int], list[str]]:
+        """The node ids and file paths a request names, checked."""
+        nids, paths = [], []
+        for raw in files:
+            rel = self.indexed(project, store, raw, "files")
+            paths.append(rel)
+            nids += [n["nid"] for n in store.nodes_of(rel) if n["parent"] is None]
+        for node_id in nodes:
+            row = self.node(store, node_id, "nodes")
+            nids.append(row["nid"])
+            paths.append(row["path"])
+        return nids, list(dict.fromkeys(paths))
+
+    def impact(self, project, body) -> dict[str, Any]:
+        store = self.built_store(project)
+        nids, paths = self.seeds(project, store, body.files, body.nodes)
+        g = self.graph(project, store)
+        items, roots, truncated = graph.impact(g, store, nids, body.depth, body.limit,
+                                               body.guessed)
+        files = graph.files_of(items, paths)
+        decisions = self.decisions(project, [f["path"] for f in files])
+        for f in files:
+            f["decisions"] = decisions.get(f["path"], [])
+        seeds = store.nodes(nids)
+        return {"project_id": project.id, "depth": body.depth,
+                "changed": [graph.node_ref(seeds[n]) for n in nids if n in seeds],
+                "impacted": items, "files": files, "truncated": truncated}
+
+    def neighbours(self, project, q) -> dict[str, Any]:
+        store = self.built_store(project)
+        if (q.node is None) == (q.file is None):
+            raise InvalidFields.one("node", "name exactly one of node and file", "node_or_file")
+        if q.node is not None:
+            row = self.node(store, q.node)
+            nids, outside, center = [row["nid"]], None, {"node": graph.node_ref(row)}
+        else:
+            outside = self.indexed(project, store, q.file)
+            nids = [n["nid"] for n in store.nodes_of(outside)]
+            center = {"file": outside}
+        g = self.graph(project, store)
+        found = graph.neighbours(g, store, nids, q.depth, q.limit, q.guessed, outside)
+        unresolved = [{"kind": r["edge_kind"], "ref": r["ref"], "source": graph.node_ref(r)}
+                      for r in store.unresolved(nids, q.limit)]
+        return {"project_id": project.id, **center, "depth": q.depth, **found,
+                "unresolved": unresolved}
+
+    def records(self, project, paths: list[str]) -> list[dict[str, Any]]:
+        """What other plugins keep on these files, one item per (file, record), through the
+        ``describe_files`` hook (the memory plugin: ACTIVE decisions)."""
+        if not paths:
+            return []
+        return [item for part in self.kernel.pm.hook.describe_files(
+            kernel=self.kernel, project=project, paths=paths) for item in part or ()]
+
+    def decisions(self, project, paths: list[str]) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for item in self.records(project, paths):
+            out.setdefault(item["path"], []).append(
+                {k: item.get(k) for k in ("kind", "id", "title", "status")})
+        return out
+
+    # -- learned links ------------------------------------------------------------------------
+
+    def activity(self, project, body, actor) -> dict[str, Any]:
+        files = list(dict.fromkeys(self.relative(project, f, "files") for f in body.files))
+        session = body.session or f"actor:{actor.id}"
+        return {"project_id": project.id, "kind": body.kind,
+                **self.learning.activity(project, files, body.kind, session)}
+
+    def feedback(self, project, body) -> dict[str, Any]:
+        if (body.node is None) == (body.file is None):
+            raise InvalidFields.one("node", "name exactly one of node and file", "node_or_file")
+        if body.node is not None:
+            path = self.node(self.built_store(project), body.node)["path"]
+        else:
+            path = self.relative(project, body.file, "file")
+        related = None if body.related is None else [
+            self.relative(project, f, "related") for f in body.related]
+        return {"project_id": project.id,
+                **self.learning.feedback(project, path, body.signal == "helpful", related)}
+
+    def synaptic(self, project, q) -> dict[str, Any]:
+        path = self.relative(project, q.file, "file")
+        store = self.store(project)
+        links = self.learning.linked(project, [path], q.limit)
+        return {"project_id": project.id, "file": path, "neighbors": [
+            {"file": other, "weight": round(w, 4), "count": count,
+             "updated_at": learning.iso(updated), "indexed": store.file(other) is not None}
+            for _, other, w, count, updated in links]}
+
+    def next_files(self, project, body, *, learned: bool = True, structural: bool = True,
+                   at: float | None = None) -> dict[str, Any]:
+        """The files to open next after ``files_open``: structural neighbours, learned
+        links, files sharing a decision, and the task's search hits, each with why
+        (``learned``/``structural`` off and ``at`` are for ``neuralmind eval next``)."""
+        store = self.built_store(project)
+        opened = list(dict.fromkeys(self.relative(project, f, "files_open")
+                                    for f in body.files_open))
+        g = self.graph(project, store)
+        found: dict[str, dict[str, Any]] = {}
+
+        def cand(path: str) -> dict[str, Any]:
+            return found.setdefault(path, {"why": []})
+
+        examples = {}
+        for path in opened if structural else ():
+            for other, (weight, edge) in g.near.get(path, {}).items():
+                entry = cand(other)
+                entry["_edges"] = entry.get("_edges", 0.0) + weight
+                examples.setdefault(other, edge)
+        rows = store.nodes({n for s, _, d in examples.values() for n in (s, d)})
+        for other, (src, kind, dst) in examples.items():
+            entry = found[other]
+            entry["structural"] = entry["_edges"] / (entry.pop("_edges") + 2)
+            if src in rows and dst in rows:
+                detail = (f"{rows[src]['qualname']} ({rows[src]['path']}) {kind} "
+                          f"{rows[dst]['qualname']} ({rows[dst]['path']})")
+                entry["why"].append({"kind": "structural", "detail": detail,
+                                     "weight": round(entry["structural"], 4)})
+        if learned:
+            for path, other, w, count, _ in self.learning.linked(project, opened, 200, at):
+                entry = cand(other)
+                if w > entry.get("learned", 0.0):
+                    entry["learned"] = w
+                    entry["why"] = [y for y in entry["why"] if y["kind"] != "learned"]
+                    entry["why"].append({"kind": "learned", "weight": round(w, 4),
+                                         "detail": f"used together with {path} ({count}×)"})
+        for item in self.records(project, opened):
+            for other in item.get("files") or ():
+                entry = cand(other)
+                entry["decision"] = 1.0
+                entry["why"].append({"kind": "decision", "id": item.get("id"),
+                                     "detail": item.get("title", "")})
+        if body.task:
+            hits, _ = self.search(project, body.task, 10, "hybrid", None, learn=False)
+            best = max((h["score"] for h in hits), default=0.0) or 1.0
+            for h in hits:
+                entry = cand(h["source_file"])
+                if "task" not in entry:
+                    entry["task"] = max(0.0, h["score"] / best)
+                    entry["why"].append({"kind": "task", "weight": round(entry["task"], 4),
+                                         "detail": f"{h['label']} matches the task"})
+        live = set(g.by_path)
+        kept = {p: c for p, c in found.items() if p not in opened and p in live}
+        return {"project_id": project.id, "files_open": opened,
+                "files": learning.next_files(kept, body.limit)}
+
+    def synapse_stats(self, project) -> dict[str, Any]:
+        return {"project_id": project.id, **self.learning.stats(project)}
+
+    def savings(self, project, days: int) -> dict[str, Any]:
+        return self.learning.savings(project, days)
+
+    # -- ingested documents -------------------------------------------------------------------
+
+    def ingest(self, project, name: str, content_type: str, data: bytes, actor,
+               request_id: str | None) -> dict[str, Any]:
+        """Index a document that is not in the repository: 201 with what it became."""
+        if content_type not in ingest.TYPES:
+            raise UnsupportedMediaType(f"{content_type or 'no type'} is not a document type "
+                                       f"this server reads: {', '.join(ingest.TYPES)}")
+        if len(data) > self.settings.max_document_bytes:
+            raise APIError(f"the document is {len(data):,} bytes; at most "
+                           f"{self.settings.max_document_bytes:,} are taken ([index] "
+                           "max_document_bytes)", code="document_too_large", status=413,
+                           details={"max_bytes": self.settings.max_document_bytes})
+        try:
+            name = ingest.clean_name(name)
+        except ValueError as ex:
+            raise InvalidFields.one("name", str(ex), "document_name") from None
+        if not data.strip():
+            raise InvalidFields.one("content", "the document is empty", "document_empty")
+        try:
+            text = ingest.to_text(data, content_type)
+        except ingest.Unreadable as ex:
+            raise APIError(str(ex), code="document_unreadable", status=422) from None
+        store = self.store(project)
+        doc_id = "doc_" + secrets.token_hex(8)
+        doc = {"id": doc_id, "name": name, "path": f"{ingest.PREFIX}{doc_id}/{name}",
+               "content_type": content_type, "size": len(data),
+               "sha": hashlib.sha1(data).hexdigest(), "text": text, "created_at": now_iso(),
+               "actor": getattr(actor, "id", None)}
+        store.add_document(self._document_row(store, doc), doc, doc["created_at"])
+        out = self.ingested(project, doc_id)
+        self.kernel.emit("index.document_added", project=project, actor=actor,
+                         data={k: out[k] for k in ("id", "name", "content_type", "size", "nodes")},
+                         request_id=request_id)
+        return out
+
+    def _document_row(self, store, doc):
+        """A document's file row, its new texts embedded first when a model is at hand."""
+        texts: dict[str, str] = {}
+        row = file_row(FileEntry(doc["path"], doc["size"], 0), doc["text"].encode(),
+                       doc["text"], self.settings, texts, ingest.parse(doc["name"], doc["text"]))
+        row.source = "ingested"
+        self._embed(store, texts)
+        return row
+
+    def reindex_document(self, project, store, doc) -> None:
+        """Derive a document's nodes again from its stored text (validate's repair)."""
+        store.add_document(self._document_row(store, dict(doc)), None, now_iso())
+
+    def embed_missing(self, store) -> int:
+        """Vectors for the nodes that have none (indexed while no model was available)."""
+        texts = {}
+        for row in store.unembedded():
+            text = embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
+                              bool(row["whole"]), self.settings.embed_chars, row["signature"],
+                              self.settings.embed_mode)
+            if text:
+                texts[row["embed_hash"]] = text
+        return self._embed(store, texts)
+
+    def _embed(self, store, texts: dict[str, str]) -> int:
+        try:
+            embedder = self.kernel.embedder
+            model_id = embedder.model_id
+        except Unavailable:
+            return 0
+        if store.meta().get("model_id", model_id) != model_id:
+            return 0  # the next build re-embeds everything with the new model
+        missing = sorted(store.missing_vectors(texts), key=lambda h: len(texts[h]))
+        batch = self.settings.embed_batch
+        for start in range(0, len(missing), batch):
+            keys = missing[start:start + batch]
+            try:
+                vectors = embedder.embed([texts[k] for k in keys])
+            except Unavailable:
+                return start
+            store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
+        return len(missing)
+
+    def ingested(self, project, doc_id: str, text: bool = False) -> dict[str, Any]:
+        store = self.store(project)
+        doc = store.document_record(doc_id)
+        if doc is None:
+            raise NotFound(f"no ingested document with id {doc_id}", code="document_not_found")
+        nodes = store.nodes_of(doc["path"])
+        out = {"project_id": project.id, "id": doc["id"], "name": doc["name"],
+               "path": doc["path"], "source": "ingested", "content_type": doc["content_type"],
+               "size": doc["size"], "created_at": doc["created_at"], "actor": doc["actor"],
+               "nodes": len(nodes)}
+        if text:
+            out.update(nodes=[_node_out(n) for n in nodes], text=doc["text"])
+        return out
+
+    def delete_document(self, project, doc_id: str, actor, request_id: str | None) -> None:
+        if not self.store(project).remove_document(doc_id):
+            raise NotFound(f"no ingested document with id {doc_id}", code="document_not_found")
+        self.kernel.emit("index.document_deleted", project=project, actor=actor,
+                         data={"id": doc_id}, request_id=request_id)
+
     def document(self, project, raw: str) -> dict[str, Any]:
         store = self.store(project)
         missing = NotFound(f"{raw} is not an indexed file of {project.id}",
@@ -278,16 +577,21 @@ class IndexService:
         full = os.path.join(project.path, rel)
         if row is None or os.path.islink(full):
             raise missing
-        try:
-            data = open(full, "rb").read()
-        except OSError:
-            data = b""
+        if row["source"] == "ingested":
+            data = store.document_record(rel[len(ingest.PREFIX):].split("/")[0])["text"].encode()
+        else:
+            try:
+                data = open(full, "rb").read()
+            except OSError:
+                data = b""
         return {"project_id": project.id, "path": rel, "language": row["language"],
                 "file_type": row["file_type"], "size": row["size"], "lines": row["lines"],
-                "indexed_at": row["indexed_at"],
+                "indexed_at": row["indexed_at"], "source": row["source"],
                 "stale": hashlib.sha1(data).hexdigest() != row["hash"],
-                "nodes": [{"id": n["id"], "kind": n["kind"], "label": n["qualname"],
-                           "signature": n["signature"], "docstring": n["docstring"],
-                           "line": n["line"], "end_line": n["end_line"]}
-                          for n in store.nodes_of(rel)],
+                "nodes": [_node_out(n) for n in store.nodes_of(rel)],
                 "text": data.decode("utf-8", "replace")}
+
+
+def _node_out(n) -> dict[str, Any]:
+    return {"id": n["id"], "kind": n["kind"], "label": n["qualname"], "signature": n["signature"],
+            "docstring": n["docstring"], "line": n["line"], "end_line": n["end_line"]}

@@ -1,10 +1,10 @@
-"""The index's SQLite (``<state_dir>/index.db``): files, symbol nodes, edges, the FTS5
-keyword index, vectors keyed by the hash of the text they embed, ignore rules, and the lock
-rows that keep one build and one watcher per project across workers. Only SQL lives here."""
+"""The index's SQLite (``<state_dir>/index.db``): files, symbol nodes, edges with what they
+resolve to, the FTS5 keyword index, vectors keyed by the hash of the text they embed,
+ingested documents, ignore rules, and the lock rows that keep one build and one watcher per
+project across workers. Only SQL lives here."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +70,32 @@ CREATE TABLE locks (
     stop_requested INTEGER NOT NULL DEFAULT 0,
     state TEXT NOT NULL DEFAULT '{}'
 );
+""", """
+-- the resolved graph: what each edge points at (plugins/index/resolve.py), NULL until linked
+ALTER TABLE edges ADD COLUMN ref TEXT;
+ALTER TABLE edges ADD COLUMN alias TEXT;
+ALTER TABLE edges ADD COLUMN dst INTEGER REFERENCES nodes(nid) ON DELETE SET NULL;
+ALTER TABLE edges ADD COLUMN how TEXT;
+CREATE INDEX edges_by_dst ON edges (dst);
+CREATE INDEX edges_unlinked ON edges (how) WHERE dst IS NULL;
+-- documents ingested over the API live beside the repository's files
+ALTER TABLE files ADD COLUMN source TEXT NOT NULL DEFAULT 'repo';
+CREATE TABLE documents (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    path TEXT NOT NULL UNIQUE,
+    content_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    sha TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    actor TEXT
+);
+-- files parsed before edges carried references are parsed again by the next build
+UPDATE files SET hash = '', mtime_ns = -1;
+""", """
+-- the build and watch locks are kernel leases now (shared by every server of a team)
+DROP TABLE IF EXISTS locks;
 """]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
@@ -87,7 +113,8 @@ class FileRow:
     lines: int
     tokens: int
     nodes: list[dict[str, Any]]  # NODE_COLUMNS + label/body for FTS; parent as list index
-    edges: list[tuple[int, str, str]]  # (node index, kind, target)
+    edges: list[tuple[int, str, str, str, str, int | None]]  # node indexes: src … dst
+    source: str = "repo"  # or "ingested" (a document sent to POST …/documents)
 
 
 class IndexStore:
@@ -114,19 +141,24 @@ class IndexStore:
     # -- files and nodes ----------------------------------------------------------------------
 
     def file_states(self) -> dict[str, tuple[int, int, str]]:
-        return {r[0]: (r[1], r[2], r[3]) for r in
-                self.db.conn.execute("SELECT path, size, mtime_ns, hash FROM files")}
+        """The repository's indexed files (ingested documents are not the walker's)."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self.db.conn.execute(
+            "SELECT path, size, mtime_ns, hash FROM files WHERE source = 'repo'")}
 
     def apply(self, changed: list[FileRow], deleted: Iterable[str],
-              touched: Iterable[tuple[str, int, int]], meta: dict[str, Any], now: str) -> None:
-        """One transaction: replace changed files, drop deleted ones, refresh mtimes."""
+              touched: Iterable[tuple[str, int, int]], meta: dict[str, Any], now: str,
+              after: Callable[[Any], None] = lambda conn: None) -> None:
+        """One transaction: replace changed files, drop deleted ones, refresh mtimes, then
+        ``after(conn)`` (the graph's links) before it commits."""
         with self.db.transaction() as conn:
             for path in [*deleted, *(f.path for f in changed)]:
                 self._drop(conn, path)
             for f in changed:
-                conn.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                conn.execute("INSERT INTO files (path, language, file_type, size, mtime_ns, hash, "
+                             "lines, tokens, indexed_at, source) VALUES "
+                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (f.path, f.language, f.file_type, f.size, f.mtime_ns, f.hash,
-                              f.lines, f.tokens, now))
+                              f.lines, f.tokens, now, f.source))
                 nids: list[int] = []
                 for node in f.nodes:
                     parent = nids[node["parent"]] if node["parent"] is not None else None
@@ -137,16 +169,22 @@ class IndexStore:
                     nids.append(cur.lastrowid)
                     conn.execute("INSERT INTO nodes_fts (rowid, label, body) VALUES (?, ?, ?)",
                                  (cur.lastrowid, node["label"], node["body"]))
-                conn.executemany("INSERT INTO edges (src, kind, target) VALUES (?, ?, ?)",
-                                 [(nids[i], kind, target) for i, kind, target in f.edges])
+                conn.executemany(
+                    "INSERT INTO edges (src, kind, target, ref, alias, dst, how) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(nids[i], kind, target, ref, alias, None if d is None else nids[d],
+                      None if d is None else "exact")
+                     for i, kind, target, ref, alias, d in f.edges])
             conn.executemany("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?",
                              [(m, s, p) for p, s, m in touched])
+            after(conn)
             self.set_meta(conn, **meta)
             self._bump(conn)
 
     def _drop(self, conn, path: str) -> None:
         conn.execute("DELETE FROM nodes_fts WHERE rowid IN (SELECT nid FROM nodes WHERE path = ?)",
                      (path,))
+        conn.execute("DELETE FROM nodes WHERE path = ?", (path,))  # even where FKs were off
         conn.execute("DELETE FROM files WHERE path = ?", (path,))
 
     def purge(self, paths: Iterable[str]) -> int:
@@ -160,11 +198,52 @@ class IndexStore:
             self._bump(conn)
         return len(paths)
 
+    # -- ingested documents -------------------------------------------------------------------
+
+    def add_document(self, row: FileRow, doc: dict[str, Any] | None, now: str) -> None:
+        """The document's nodes and its record (None: it has one), in one transaction."""
+        def record(conn) -> None:
+            if doc is not None:
+                conn.execute("INSERT INTO documents (id, name, path, content_type, size, sha, "
+                             "text, created_at, actor) VALUES (:id, :name, :path, :content_type, "
+                             ":size, :sha, :text, :created_at, :actor)", doc)
+        self.apply([row], [], [], {}, now, after=record)
+
+    def document_record(self, doc_id: str):
+        return self.db.conn.execute("SELECT * FROM documents WHERE id = ?", (doc_id,)).fetchone()
+
+    def document_records(self) -> list:
+        return self.db.conn.execute("SELECT id, name, path, content_type, size, sha, created_at, "
+                                    "actor FROM documents ORDER BY created_at, id").fetchall()
+
+    def remove_document(self, doc_id: str) -> bool:
+        with self.db.transaction() as conn:
+            row = conn.execute("SELECT path FROM documents WHERE id = ?", (doc_id,)).fetchone()
+            if row is None:
+                return False
+            self._drop(conn, row[0])
+            conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            self._bump(conn)
+        self.drop_orphan_vectors()
+        return True
+
     def file(self, path: str):
         return self.db.conn.execute("SELECT * FROM files WHERE path = ?", (path,)).fetchone()
 
-    def files(self) -> list:
-        return self.db.conn.execute("SELECT * FROM files ORDER BY path").fetchall()
+    def file_tokens(self, paths: Iterable[str]) -> int:
+        """The tokens of these files, each counted once (the whole files an answer drew on)."""
+        paths = sorted(set(paths))
+        if not paths:
+            return 0
+        return self.db.conn.execute(
+            f"SELECT COALESCE(SUM(tokens), 0) FROM files WHERE path IN "
+            f"({','.join('?' * len(paths))})", paths).fetchone()[0]
+
+    def files(self, source: str | None = None) -> list:
+        if source is None:
+            return self.db.conn.execute("SELECT * FROM files ORDER BY path").fetchall()
+        return self.db.conn.execute("SELECT * FROM files WHERE source = ? ORDER BY path",
+                                    (source,)).fetchall()
 
     def nodes_of(self, path: str) -> list:
         return self.db.conn.execute("SELECT * FROM nodes WHERE path = ? ORDER BY line, nid",
@@ -208,8 +287,104 @@ class IndexStore:
             [*names, limit]).fetchall()
 
     def import_counts(self) -> dict[str, int]:
+        """How many modules import each name (a module importing three of its names counts once)."""
         return {r[0]: r[1] for r in self.db.conn.execute(
-            "SELECT target, COUNT(*) FROM edges WHERE kind = 'imports' GROUP BY target")}
+            "SELECT target, COUNT(DISTINCT src) FROM edges WHERE kind = 'imports' GROUP BY target")}
+
+    # -- the resolved graph (plugins/index/graph.py) ------------------------------------------
+
+    def node_tree(self) -> list[tuple[int, str, int | None]]:
+        return [(r[0], r[1], r[2]) for r in
+                self.db.conn.execute("SELECT nid, path, parent FROM nodes")]
+
+    def resolved_edges(self) -> list[tuple[int, int, str, str]]:
+        return [(r[0], r[1], r[2], r[3]) for r in self.db.conn.execute(
+            "SELECT src, dst, kind, how FROM edges WHERE dst IS NOT NULL "
+            "AND kind IN ('calls', 'imports', 'inherits')")]
+
+    def unresolved(self, nids: Iterable[int], limit: int) -> list:
+        """The references of ``nids`` no node answers (other packages, builtins)."""
+        nids = list(nids)
+        if not nids:
+            return []
+        return self.db.conn.execute(
+            f"SELECT e.kind AS edge_kind, COALESCE(e.ref, e.target) AS ref, n.id, n.qualname, "
+            f"n.kind, n.path, n.line FROM edges e JOIN nodes n ON n.nid = e.src WHERE e.src "
+            f"IN ({','.join('?' * len(nids))}) AND e.how = 'unresolved' "
+            f"AND e.kind IN ('calls', 'imports', 'inherits') ORDER BY n.path, n.line "
+            f"LIMIT ?", [*nids, limit]).fetchall()
+
+    def symbols(self, kinds: Iterable[str], language: str) -> list:
+        """Nodes of these kinds in one language, each with its file's module name."""
+        kinds = list(kinds)
+        return self.db.conn.execute(
+            f"SELECT n.nid, n.name, n.kind, n.qualname, n.path, m.qualname AS module FROM nodes n "
+            f"JOIN nodes m ON m.path = n.path AND m.parent IS NULL WHERE n.kind IN "
+            f"({','.join('?' * len(kinds))}) AND n.language = ? ORDER BY n.nid",
+            [*kinds, language]).fetchall()
+
+    def call_sites(self) -> list[tuple[str, str]]:
+        """``(bare name called, file of the caller)`` of every call edge."""
+        return [(r[0], r[1]) for r in self.db.conn.execute(
+            "SELECT e.target, n.path FROM edges e JOIN nodes n ON n.nid = e.src "
+            "WHERE e.kind = 'calls'")]
+
+    def node_by_id(self, node_id: str):
+        return self.db.conn.execute("SELECT * FROM nodes WHERE id = ?", (node_id,)).fetchone()
+
+    def link_counts(self) -> dict[str, int]:
+        return {r[0] or "unlinked": r[1] for r in self.db.conn.execute(
+            "SELECT how, COUNT(*) FROM edges WHERE kind != 'contains' GROUP BY how")}
+
+    # -- the graph's links (plugins/index/resolve.py), read inside the build's transaction ----
+
+    @staticmethod
+    def graph_nodes(conn) -> list:
+        return conn.execute("SELECT n.nid, n.path, n.kind, n.name, n.qualname, n.parent, "
+                            "n.language FROM nodes n ORDER BY n.nid").fetchall()
+
+    @staticmethod
+    def graph_bindings(conn) -> list[tuple[str, str, str]]:
+        return [(r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT n.path, e.ref, e.alias FROM edges e JOIN nodes n ON n.nid = e.src "
+            "WHERE e.kind = 'imports' AND e.alias IS NOT NULL AND e.alias != ''")]
+
+    @staticmethod
+    def graph_bases(conn) -> list[tuple[int, int]]:
+        return [(r[0], r[1]) for r in conn.execute(
+            "SELECT src, dst FROM edges WHERE kind = 'inherits' AND dst IS NOT NULL")]
+
+    @staticmethod
+    def graph_returns(conn) -> list[tuple[int, str]]:
+        return [(r[0], r[1]) for r in conn.execute(
+            "SELECT src, ref FROM edges WHERE kind = 'returns' AND ref IS NOT NULL")]
+
+    @staticmethod
+    def texts_named(conn, name: str) -> list[tuple[str, str]]:
+        """``(path, text)`` of the whole-file nodes of files called ``name`` (``go.mod``)."""
+        return [(r[0], r[1]) for r in conn.execute(
+            "SELECT path, text FROM nodes WHERE parent IS NULL AND (path = ? OR path LIKE ?)",
+            (name, f"%/{name}"))]
+
+    @staticmethod
+    def edges_to_link(conn, names: set[str] | None, unresolved: bool = False) -> list:
+        """Every edge but ``contains`` when ``names`` is None; else new edges, edges whose
+        target went away, and unresolved (all of them with ``unresolved``: a file came or
+        went) or name-guessed edges that ``names`` may now answer."""
+        sql = "SELECT rowid, src, kind, target, ref FROM edges WHERE kind != 'contains'"
+        if names is None:
+            return conn.execute(sql).fetchall()
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS link_names (name TEXT PRIMARY KEY)")
+        conn.execute("DELETE FROM link_names")
+        conn.executemany("INSERT OR IGNORE INTO link_names VALUES (?)", [(n,) for n in names])
+        return conn.execute(
+            sql + " AND (how IS NULL OR (dst IS NULL AND how != 'unresolved') "
+            "OR (how = 'unresolved' AND (? OR target IN link_names)) "
+            "OR (how = 'name' AND target IN link_names))", (int(unresolved),)).fetchall()
+
+    @staticmethod
+    def set_links(conn, updates: list[tuple[int | None, str, int]]) -> None:
+        conn.executemany("UPDATE edges SET dst = ?, how = ? WHERE rowid = ?", updates)
 
     # -- keyword ------------------------------------------------------------------------------
 
@@ -282,6 +457,50 @@ class IndexStore:
         vectors = conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
         return {"languages": per, "edge_kinds": kinds, "vectors": vectors}
 
+    # -- consistency (POST …/validate) ------------------------------------------------------
+
+    def integrity(self) -> str:
+        return self.db.conn.execute("PRAGMA quick_check").fetchone()[0]
+
+    def schema_version(self) -> int:
+        return self.db.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def fts_gaps(self) -> tuple[list[int], int]:
+        """Nodes without a keyword row, and how many keyword rows have no node."""
+        missing = [r[0] for r in self.db.conn.execute(
+            "SELECT nid FROM nodes WHERE nid NOT IN (SELECT rowid FROM nodes_fts)")]
+        orphans = self.db.conn.execute("SELECT COUNT(*) FROM nodes_fts WHERE rowid NOT IN "
+                                       "(SELECT nid FROM nodes)").fetchone()[0]
+        return missing, orphans
+
+    def mend_fts(self, rows: list[tuple[int, str, str]]) -> None:
+        """Add the missing keyword rows ``(nid, label, body)``; drop those of no node."""
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM nodes_fts WHERE rowid NOT IN (SELECT nid FROM nodes)")
+            conn.executemany("INSERT INTO nodes_fts (rowid, label, body) VALUES (?, ?, ?)", rows)
+            self._bump(conn)
+
+    def orphan_vectors(self) -> int:
+        return self.db.conn.execute(
+            "SELECT COUNT(*) FROM vectors WHERE hash NOT IN (SELECT embed_hash FROM nodes "
+            "WHERE embed_hash IS NOT NULL)").fetchone()[0]
+
+    def relink(self, link: Callable[[Any], Any]) -> None:
+        """Run ``link(conn)`` (every edge re-resolved) in a transaction of its own."""
+        with self.db.transaction() as conn:
+            link(conn)
+            self._bump(conn)
+
+    def orphan_ingested(self) -> list[str]:
+        """Ingested files no document record names, and records whose file is gone."""
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT path FROM files WHERE source = 'ingested' AND path NOT IN "
+            "(SELECT path FROM documents)")]
+
+    def documents_without_file(self) -> list:
+        return self.db.conn.execute("SELECT * FROM documents WHERE path NOT IN "
+                                    "(SELECT path FROM files)").fetchall()
+
     # -- ignore rules -------------------------------------------------------------------------
 
     def rules(self) -> list:
@@ -300,38 +519,3 @@ class IndexStore:
     def delete_rule(self, rid: str) -> bool:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM rules WHERE id = ?", (rid,)).rowcount > 0
-
-    # -- locks (one build, one watcher per project across workers) ---------------------------
-
-    def acquire(self, name: str, owner: str, pid: int, ttl_s: float,
-                alive: Callable[[int], bool], job_id: str | None = None):
-        """Take lock ``name``; the holder's row when someone live holds it, else None."""
-        now = time.time()
-        with self.db.transaction() as conn:
-            row = conn.execute("SELECT * FROM locks WHERE name = ?", (name,)).fetchone()
-            if row is not None and now - row["heartbeat"] < ttl_s and alive(row["pid"]):
-                return row
-            conn.execute("INSERT OR REPLACE INTO locks (name, owner, pid, job_id, heartbeat) "
-                         "VALUES (?, ?, ?, ?, ?)", (name, owner, pid, job_id, now))
-        return None
-
-    def heartbeat(self, name: str, owner: str, **fields: Any) -> bool:
-        """Refresh the lock; False when it is no longer ours (taken over after expiry)."""
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        with self.db.transaction() as conn:
-            return conn.execute(
-                f"UPDATE locks SET heartbeat = ?{', ' + sets if sets else ''} "
-                "WHERE name = ? AND owner = ?",
-                (time.time(), *fields.values(), name, owner)).rowcount > 0
-
-    def lock(self, name: str):
-        return self.db.conn.execute("SELECT * FROM locks WHERE name = ?", (name,)).fetchone()
-
-    def request_stop(self, name: str) -> bool:
-        with self.db.transaction() as conn:
-            return conn.execute("UPDATE locks SET stop_requested = 1 WHERE name = ?",
-                                (name,)).rowcount > 0
-
-    def release(self, name: str, owner: str) -> None:
-        with self.db.transaction() as conn:
-            conn.execute("DELETE FROM locks WHERE name = ? AND owner = ?", (name, owner))

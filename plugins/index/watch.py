@@ -1,7 +1,7 @@
 """Watch mode: watchdog reports file changes, and after a short quiet period only those
-files are re-indexed. One watcher per project across all workers: it holds the ``watch``
-lock row in the project's index.db, refreshes it with its status every second, and stops
-when any worker sets ``stop_requested`` (or on shutdown)."""
+files are re-indexed. One watcher per project across all workers: it holds the project's
+``index.watch`` kernel lease, refreshes it with its status every second, and stops when any
+worker sets ``stop_requested`` (or on shutdown)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections import deque
 from typing import Any
 
 from neuralmind import now_iso
-from plugins.index.service import pid_alive
+from plugins.index.service import LOCK_TTL_S, build_lease
 
 log = logging.getLogger("neuralmind.index.watch")
 TTL_S = 15.0
@@ -26,10 +26,16 @@ SKIP_DIRS = (".git", ".neuralmind")
 CHANGES = ("created", "modified", "deleted", "moved", "closed")
 
 
+def watch_lease(project) -> str:
+    """The kernel lease a project's one watcher holds, whichever worker runs it."""
+    return f"index.watch:{project.id}"
+
+
 class _Watcher:
     def __init__(self, service, project, owner: str, debounce_s: float):
         self.service, self.project, self.owner = service, project, owner
-        self.store = service.store(project)
+        self.leases = service.kernel.leases
+        self.lease = watch_lease(project)
         self.root = os.path.realpath(project.path)
         self.state_dir = os.path.realpath(project.state_dir)
         self.debounce_s = debounce_s
@@ -88,23 +94,23 @@ class _Watcher:
         finally:
             self.observer.stop()
             self.observer.join(5)
-            self.store.release("watch", self.owner)
+            self.leases.release(self.lease, self.owner)
 
     def _beat(self) -> bool:
         """Publish the status; False when a stop was asked for or the lock was lost."""
         with self.guard:
             self.state["queued"] = len(self.pending) + (1 if self.rescan else 0)
             self.state["recent_errors"] = list(self.errors)
-            state = json.dumps(self.state)
-        if not self.store.heartbeat("watch", self.owner, state=state):
+            state = dict(self.state)
+        if not self.leases.heartbeat(self.lease, self.owner, state):
             return False
-        row = self.store.lock("watch")
+        row = self.leases.get(self.lease)
         return not (row and row["stop_requested"])
 
     def _index(self) -> None:
         owner = "watch-build-" + secrets.token_hex(4)
-        from plugins.index.service import LOCK_TTL_S
-        if self.store.acquire("build", owner, os.getpid(), LOCK_TTL_S, pid_alive) is not None:
+        build = build_lease(self.project)
+        if self.leases.acquire(build, owner, LOCK_TTL_S) is not None:
             return  # a build is running; it or the next tick picks the changes up
         with self.guard:
             paths, rescan = set(self.pending), self.rescan
@@ -118,7 +124,7 @@ class _Watcher:
             self.errors.append({"at": now_iso(), "error": f"{type(ex).__name__}: {ex}"[:300],
                                 "paths": sorted(paths)[:20]})
         finally:
-            self.store.release("build", owner)
+            self.leases.release(build, owner)
 
 
 class Watchers:
@@ -133,9 +139,8 @@ class Watchers:
         with self._lock:
             mine = self._mine.get(project.id)
             if mine is None or not mine.thread.is_alive():
-                store = self.service.store(project)
                 owner = f"watch-{os.getpid()}-{secrets.token_hex(4)}"
-                if store.acquire("watch", owner, os.getpid(), TTL_S, pid_alive) is None:
+                if self.service.kernel.leases.acquire(watch_lease(project), owner, TTL_S) is None:
                     watcher = _Watcher(self.service, project, owner,
                                        self.service.settings.watch_debounce_s)
                     watcher.start()
@@ -144,25 +149,21 @@ class Watchers:
         return self.status(project)
 
     def stop(self, project) -> dict[str, Any]:
-        store = self.service.store(project)
-        store.request_stop("watch")
+        self.service.kernel.leases.request_stop(watch_lease(project))
         mine = self._mine.pop(project.id, None)
         if mine is not None:
             mine.stopping.set()
             mine.thread.join(10)
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and self._running(store):
+        while time.monotonic() < deadline and self._running(project):
             time.sleep(0.1)
         return self.status(project)
 
-    def _running(self, store):
-        row = store.lock("watch")
-        if row is None or time.time() - row["heartbeat"] > TTL_S or not pid_alive(row["pid"]):
-            return None
-        return row
+    def _running(self, project):
+        return self.service.kernel.leases.holder(watch_lease(project), TTL_S)
 
     def status(self, project) -> dict[str, Any]:
-        row = self._running(self.service.store(project))
+        row = self._running(project)
         if row is None:
             return {"project_id": project.id, "running": False}
         state = json.loads(row["state"] or "{}")

@@ -45,7 +45,11 @@ class MCPResource:
     @operation(permission="mcp.read", body=MCPMessages, query=MCPQuery, response=MCPReplies,
                responses={202: None}, tags=TAGS,
                summary="Model Context Protocol (Streamable HTTP): JSON-RPC requests and "
-                       "batches; server-sent events while a tool reports progress")
+                       "batches; server-sent events while a tool reports progress",
+               headers=[(SESSION, "the session an `initialize` opened (none: stateless)", False),
+                        (VERSION, "the protocol version the session speaks", False,
+                         HANDSHAKE_PROTOCOL_VERSIONS)],
+               errors={404: "`mcp_session_not_found`: the session ended, or is another token's"})
     def on_post(self, req, resp):
         kernel, actor = self.kernel, req.context.actor
         session = self._session(req, required=False)
@@ -77,7 +81,11 @@ class MCPResource:
         return MCPReplies(finals if batch else finals[0])
 
     @operation(permission="mcp.read", status=204, tags=TAGS,
-               summary="End the MCP session named by Mcp-Session-Id")
+               summary="End the MCP session named by Mcp-Session-Id",
+               headers=[(SESSION, "the session to end", True),
+                        (VERSION, "the protocol version the session speaks", False,
+                         HANDSHAKE_PROTOCOL_VERSIONS)],
+               errors={404: "`mcp_session_not_found`: the session ended, or is another token's"})
     def on_delete(self, req, resp):
         session = self._session(req, required=True)
         self.state.sessions.end(session.id, req.context.actor.id)

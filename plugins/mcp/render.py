@@ -50,6 +50,11 @@ def created(record: dict[str, Any]) -> str:
         text += "\npossible duplicates (update one of them if it is the same decision):\n" + \
             "\n".join(f"- {d['id']} ({d['status']}, score {d['score']:.2f}): {d['title']}"
                       for d in dupes)
+    found = (record.get("contradictions") or {}).get("items") or []
+    if found:
+        text += "\ncontradicts (resolve_contradiction settles it):\n" + "\n".join(
+            f"- {c['id']} with {c['a'] if c['b'] == record['id'] else c['b']} "
+            f"({c['status']}, confidence {c['confidence']:.2f}): {c['explanation']}" for c in found)
     return text
 
 
@@ -60,6 +65,8 @@ def changed(record: dict[str, Any]) -> str:
 
 def recalled(out: dict[str, Any]) -> str:
     lines = [f"- {r['id']} [{r['status']}, score {r['score']:.2f}] {r['title']}"
+             + (f" (linked: {r['linked_from']['type']} {r['linked_from']['id']})"
+                if r.get("linked_from") else "")
              + (f" — {_cut(r['rationale'])}" if r.get("rationale") else "") + _files(r)
              for r in out.get("results") or []]
     if not lines:
@@ -90,6 +97,42 @@ def context(out: dict[str, Any]) -> str:
     return text
 
 
+def impact(out: dict[str, Any]) -> str:
+    lines = [f"- d{i['distance']} {i['node']['path']}:{i['node']['line']} {i['node']['kind']} "
+             f"{i['node']['label']}" + (f" (via {i['path'][0]['kind']} "
+                                         f"{i['path'][-1]['dst']['label']})" if i["path"] else "")
+             for i in out.get("impacted") or []]
+    if not lines:
+        lines.append(f"nothing in the index depends on it within depth {out.get('depth')}")
+    for f in out.get("files") or []:
+        for d in f.get("decisions") or []:
+            lines.append(f"decision on {f['path']}: {d.get('id')} {d.get('title')}")
+    if out.get("truncated"):
+        lines.append("(more impacted than listed: raise limit)")
+    return "\n".join(lines)
+
+
+def next_files(out: dict[str, Any]) -> str:
+    lines = [f"- {f['path']} ({f['score']:.2f}): " + "; ".join(
+        f"{w['kind']} {w['detail']}" for w in f["why"][:3]) for f in out.get("files") or []]
+    return "\n".join(lines) or "no suggestions yet: nothing links these files to others"
+
+
+def activity(out: dict[str, Any]) -> str:
+    return (f"recorded {out['files']} file(s) as {out['kind']} (session {out['session']}): "
+            f"{out['pairs']} pair(s) linked" + ("" if out["learning"] else
+                                                 "; learning is off on this server"))
+
+
+def answer(out: dict[str, Any]) -> str:
+    """An ask's answer, then its numbered sources (cited ones marked) and notices."""
+    cited = set(out.get("cited") or ())
+    lines = [out.get("answer", ""), ""]
+    lines += [f"{'*' if s['n'] in cited else ' '}[{s['n']}] {s['cite']} — {s['title']}"
+              for s in out.get("sources") or ()]
+    return "\n".join(lines + [f"note: {n}" for n in out.get("notices") or ()]).rstrip()
+
+
 def job(job: dict[str, Any]) -> str:
     r = job.get("result") if isinstance(job.get("result"), dict) else {}
     if "nodes" not in r:
@@ -116,3 +159,58 @@ def project(p: dict[str, Any]) -> str:
 def projects(page: dict[str, Any]) -> str:
     lines = [project(p) for p in page.get("items", [])] + _more(page)
     return "\n".join(lines) or "no projects: register_project adds one"
+
+
+def linked(link: dict[str, Any]) -> str:
+    return f"{link['source']} {link['type']} {link['target']}"
+
+
+def graph(out: dict[str, Any]) -> str:
+    lines = [f"- {n['id']} [{n['kind']}, {n['status']}, depth {n['depth']}] {n['title']}"
+             for n in out.get("nodes") or []]
+    lines += [f"  {e['source']} {e['type']} {e['target']}" for e in out.get("edges") or []]
+    return "\n".join(lines)
+
+
+def contradictions(page: dict[str, Any]) -> str:
+    lines = [f"- {c['id']} [{c['status']}, confidence {c['confidence']:.2f}] A {c['a']} vs "
+             f"B {c['b']}: {c['explanation']}" for c in page.get("items") or []]
+    return "\n".join(lines + _more(page)) or "no contradictions"
+
+
+def resolved(out: dict[str, Any]) -> str:
+    c = out["contradiction"]
+    text = (f"{c['id']} resolved ({c['strategy']}): kept {', '.join(out['kept'])}; superseded "
+            f"{', '.join(out['superseded']) or 'nothing'}")
+    return text + (f"; new record {out['created']}" if out.get("created") else "")
+
+
+def decayed(job: dict[str, Any]) -> str:
+    r = job.get("result") or {}
+    verb = "would archive" if r.get("dry_run") else "archived"
+    lines = [f"decay sweep: {verb} {r.get('archived', 0)} of {r.get('checked', 0)} records"
+             + ("" if r.get("enabled", True) else " (decay is off for this project)")]
+    lines += [f"- {c['id']} (strength {c['strength']:.3f}): {c['title']}"
+              for c in r.get("changes") or []]
+    return "\n".join(lines)
+
+
+def consolidated(job: dict[str, Any]) -> str:
+    r = job.get("result") or {}
+    verb = "would merge" if r.get("dry_run") else "merged"
+    lines = [f"consolidation: {len(r.get('clusters') or [])} cluster(s) among "
+             f"{r.get('checked', 0)} records"]
+    lines += [f"- {verb} {', '.join(c['ids'])}" + (f" into {c['merged_into']}"
+                                                   if c.get("merged_into") else "")
+              + f": {c['titles'][0]}" for c in r.get("clusters") or []]
+    return "\n".join(lines)
+
+
+def memory_stats(out: dict[str, Any]) -> str:
+    parts = [f"{out['total']} memories"]
+    for key in ("by_kind", "by_status", "by_tag"):
+        if out.get(key):
+            parts.append(f"{key[3:]}: " + ", ".join(f"{k} {v}" for k, v in out[key].items()))
+    v = out.get("vectors") or {}
+    parts.append(f"vectors: {v.get('embedded', 0)} embedded, {v.get('pending', 0)} pending")
+    return "; ".join(parts)

@@ -20,6 +20,7 @@ from plugins.mcp import render
 PATH_PARAM = re.compile(r"{(\w+)}")
 PROJECT = "/v1/projects/{project_id}"
 MEMORY = PROJECT + "/memories/{memory_id}"
+CONTRADICTIONS = PROJECT + "/contradictions"
 JOB = "/v1/jobs/{job_id}"
 
 
@@ -72,6 +73,42 @@ SPECS = (
              "results leave it out.")),
     Spec("memory_history", "A decision's history", "get", MEMORY + "/history", render.history,
          description="The change history of one decision, oldest first: who changed what, when."),
+    Spec("link_memories", "Link two decisions", "post", MEMORY + "/links", render.linked,
+         read_only=False, idempotent=False, description=(
+             "Link a memory to another: supersedes (the target is replaced and leaves recall), "
+             "depends_on, relates_to, contradicts. Use supersedes when a new decision replaces "
+             "an old one. Both memories' histories record the link.")),
+    Spec("memory_graph", "A decision's connections", "get", MEMORY + "/graph", render.graph,
+         description=(
+             "The memories linked to one memory, up to depth links away (1–4), with the links: "
+             "what it supersedes, depends on or contradicts.")),
+    Spec("list_contradictions", "Contradicting decisions", "get", CONTRADICTIONS,
+         render.contradictions, description=(
+             "Pairs of memories that cannot both hold (one replaces or forbids what the other "
+             "uses, the same setting with two values, opposite stances), found when memories "
+             "are written; open ones by default. Settle each with resolve_contradiction.")),
+    Spec("resolve_contradiction", "Settle a contradiction", "post",
+         CONTRADICTIONS + "/{contradiction_id}/resolve", render.resolved, read_only=False,
+         idempotent=False, description=(
+             "Settle a contradiction: keep_newest or keep_oldest or keep_important (the other "
+             "is superseded), keep_both (both stand), or manual with a rationale (a new memory "
+             "replaces both).")),
+    Spec("consolidate_memories", "Merge near-duplicate decisions", "post",
+         PROJECT + "/memories/consolidate", render.consolidated, read_only=False,
+         idempotent=False, omit=frozenset({"wait"}), job=True, description=(
+             "Merge clusters of near-duplicate memories of one kind into one memory that keeps "
+             "every distinct sentence and the files and tags of all; dry_run lists the clusters "
+             "without merging. Never merges pinned memories or memories that contradict.")),
+    Spec("decay_memories", "Run a decay sweep", "post", PROJECT + "/memories/decay",
+         render.decayed, read_only=False, idempotent=False, omit=frozenset({"wait"}), job=True,
+         description=(
+             "Archive the memories whose strength (importance, halved every half-life of their "
+             "kind since last recalled) fell below the project's threshold; dry_run lists them. "
+             "Archived memories leave recall and can be restored.")),
+    Spec("memory_stats", "Memory statistics", "get", PROJECT + "/memories/stats",
+         render.memory_stats, description=(
+             "The project's memories in numbers: by kind, status, author, agent and tag, and "
+             "how many are embedded for semantic recall.")),
     Spec("search_code", "Search code", "post", PROJECT + "/search", render.code_hits, description=(
         "Find code in the project's index by name or by meaning: functions, classes, methods, "
         "documentation sections. Returns file, line, symbol and score per hit — use it to locate "
@@ -82,6 +119,29 @@ SPECS = (
              "the project overview (L0–L1), the relevant symbols with their code (L2–L3) and the "
              "decisions recorded on those files. Set context_budget (tokens) to what your window "
              "can spare. Returns the context text.")),
+    Spec("impact", "What a change touches", "post", PROJECT + "/impact", render.impact,
+         description=(
+             "Before you change code, ask what depends on it: give the files (or node ids from "
+             "search_code) you will change. Returns the functions, methods and modules that "
+             "call, import or subclass them, nearest first with the chain of edges, and per "
+             "file the decisions recorded on it. depth (default 2) is how many edges to follow.")),
+    Spec("next_files", "Files to look at next", "post", PROJECT + "/next", render.next_files,
+         description=(
+             "Given the files you have open (and optionally your task), the files you should "
+             "look at next, each with why: code that calls or imports it (structural), files "
+             "used together with it before (learned), files sharing a recorded decision, or "
+             "a match for the task.")),
+    Spec("record_activity", "Record file activity", "post", PROJECT + "/activity",
+         render.activity, read_only=False, idempotent=False, description=(
+             "Tell NeuralMind which files you read, edited or tested (kind: read, edit, test) "
+             "so next_files learns which files go together. Report them as you work; files "
+             "of one session are linked with each other.")),
+    Spec("ask", "Ask about the project", "post", PROJECT + "/ask", render.answer,
+         omit=frozenset({"stream"}), send={"stream": False}, description=(
+             "A short answer to a question about this project, grounded in its recorded "
+             "decisions and its code, citing numbered sources (memory ids, file:line). Use it "
+             "for why/where questions; read a cited source with get_memory or query_code for "
+             "the details. sources: memories, code (default both).")),
     Spec("wakeup", "Project overview", "get", PROJECT + "/wakeup", render.context, description=(
         "The project overview to read at the start of a session: what the project is, its "
         "layout and main modules (L0 + L1, a few hundred tokens), with a warning when files "
@@ -151,6 +211,8 @@ PATH_SCHEMA = {
     "project": {"type": "string", "description": "The project id (from list_projects); "
                 "defaults to the project this MCP connection was opened for"},
     "memory_id": {"type": "string", "description": "The memory's id (from recall or remember)"},
+    "contradiction_id": {"type": "string",
+                         "description": "The contradiction's id (from list_contradictions)"},
 }
 
 

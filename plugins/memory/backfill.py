@@ -77,7 +77,7 @@ class Backfiller:
     def run_once(self, store) -> int | None:
         """Embed what ``store`` is missing; None when another process holds the lease."""
         lease = self.settings.backfill_lease_s
-        if not store.lease_backfill(self.owner, time.time(), lease):
+        if not store.lease("backfill", self.owner, time.time(), lease):
             return None
         key = str(store.db.path)
 
@@ -87,9 +87,9 @@ class Backfiller:
             if time.monotonic() - self._last_write.get(key, 0.0) < self.settings.backfill_delay_s:
                 self.notify(store)  # writes resumed: yield the CPU to them, finish later
                 return True
-            return not store.lease_backfill(self.owner, time.time(), lease)
+            return not store.lease("backfill", self.owner, time.time(), lease)
 
         try:
             return self.searcher.fill(store, self._embedder(), stop=stop)
         finally:
-            store.release_backfill(self.owner)
+            store.release("backfill", self.owner)

@@ -1,4 +1,5 @@
-"""CLI commands of the memory plugin: ``neuralmind eval memory``."""
+"""CLI commands of the memory plugin: ``neuralmind eval memory``, ``eval contradictions`` and
+``eval decisions`` (run in this process: they measure the plugin's own code)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,49 @@ def add_commands(subparsers) -> None:
                    "(bench/data/ranker_folds.json): each training query is ranked by the model "
                    "that did not see it")
     p.add_argument("--limit-queries", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--no-decay", action="store_true",
+                   help="rank hybrid without the decay policy (default: the policy, on)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     p.add_argument("--config", help="TOML config ([memory] and [embeddings] sections)")
     p.set_defaults(func=run_eval)
 
 
+    c = command_group(subparsers, "eval", help="measure retrieval quality").add_parser(
+        "contradictions", help="precision/recall of the contradiction detector on labelled pairs")
+    c.add_argument("--pairs", action="append", default=[], metavar="FILE",
+                   help="a JSONL file of labelled pairs (repeatable; default: the repository's "
+                        "bench/data/contradictions/pairs.jsonl and pairs_fresh.jsonl)")
+    c.add_argument("--threshold", type=float, default=0.5, help="detector confidence (0.5)")
+    c.add_argument("--no-cosine", action="store_true",
+                   help="no model: the records' word overlap stands for their cosine")
+    c.add_argument("--errors", action="store_true", help="list every false positive/negative")
+    c.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    c.add_argument("--config", help="TOML config ([embeddings] section)")
+    c.set_defaults(func=run_contradictions)
+
+    d = command_group(subparsers, "eval", help="measure retrieval quality").add_parser(
+        "decisions", help="decision search on a corpus and queries in the original NeuralMind's "
+                          "eval shape")
+    d.add_argument("--corpus", required=True, help="a JSON list of decisions")
+    d.add_argument("--queries", required=True,
+                   help="a JSON object: queries [{id, kind, query, gold}], extra_decisions")
+    d.add_argument("--mode", default="keyword,semantic,hybrid",
+                   help="comma-separated: keyword, semantic, hybrid")
+    d.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    d.add_argument("--config", help="TOML config ([embeddings] section)")
+    d.set_defaults(func=run_decisions)
+
+
 def run_eval(args) -> int:
     from plugins.memory.eval import main
+    return main(args)
+
+
+def run_contradictions(args) -> int:
+    from plugins.memory.contradiction_eval import main
+    return main(args)
+
+
+def run_decisions(args) -> int:
+    from plugins.memory.decision_eval import main
     return main(args)

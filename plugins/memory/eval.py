@@ -24,6 +24,7 @@ from pathlib import Path
 
 from neuralmind import today
 from plugins.memory import records
+from plugins.memory.decay import policy_of
 from plugins.memory.models import MemorySettings
 from plugins.memory.rerank import shipped
 from plugins.memory.search import Searcher
@@ -140,9 +141,9 @@ def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
         session, created = col.sessions.get(mid, (None, now))
         rec = records.build({"id": mid, "title": title, "rationale": text, "session_id": session},
                             root=folder, now=created, head="", errors=[])
-        ops.append(("create", rec, records.content_sha(rec), {}))
+        ops.append(("create", rec, records.content_sha(rec), {}, "eval"))
     for i in range(0, len(ops), 1000):
-        store.apply_batch(ops[i:i + 1000], now, "eval")
+        store.apply_batch(ops[i:i + 1000], now)
     marker.write_text(json.dumps(want))
     return store
 
@@ -228,7 +229,7 @@ def load_queries(root: Path, split: str) -> list[str]:
 
 
 def answers(searcher: Searcher, store: MemoryStore, text: str, kw, leg, modes: list[str],
-            limit: int) -> dict[str, list[str]]:
+            limit: int, policy: dict | None = None) -> dict[str, list[str]]:
     """What each mode returns for one query, from legs already run (``leg`` None: no model)."""
     out = {}
     if "keyword" in modes:
@@ -238,14 +239,17 @@ def answers(searcher: Searcher, store: MemoryStore, text: str, kw, leg, modes: l
     if "semantic" in modes:
         out["semantic"] = [h[0] for h in searcher.semantic_results(leg)][:limit]
     if "hybrid" in modes:
-        out["hybrid"] = [r["id"] for r, _ in searcher.hybrid(store, text, kw, leg, limit)]
+        out["hybrid"] = [r["id"] for r, _ in searcher.hybrid(store, text, kw, leg, limit,
+                                                                policy)]
     return out
 
 
 def evaluate(collections: list[Collection], modes: list[str], settings: MemorySettings,
              variants: list[str], work: Path, kernel, semantic: bool,
-             negatives: dict[str, list[str]] | None = None, folds: Folds | None = None) -> dict:
+             negatives: dict[str, list[str]] | None = None, folds: Folds | None = None,
+             decay: bool = True) -> dict:
     """Every query of every collection in each mode; ``semantic=False`` never loads a model.
+    Hybrid ranks with each store's decay policy (the default: on) unless ``decay`` is off.
     With the floor on, also what it costs (recall@10 the same modes lose to it); with
     ``negatives`` (``{set name: query texts}``), the share of those queries each mode
     answers with nothing, asked of every collection."""
@@ -277,6 +281,7 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
 
     for col in collections:
         store = open_store(kernel, work, col)
+        policy = policy_of(store.config("decay")) if decay else None
         if embedder is not None:
             embed_all(searcher, store, embedder, col.name)
         for text, kind, gold in col.queries:
@@ -284,16 +289,17 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
             if folds is not None:
                 searcher.ranker = folds.model(col.name, text)
             kw, leg = legs(store, text)
-            ranked = answers(searcher, store, text, kw, leg, modes, limit)
+            ranked = answers(searcher, store, text, kw, leg, modes, limit, policy)
             for name, other in extra:
-                ranked[name] = [r["id"] for r, _ in other.hybrid(store, text, kw, leg, limit)]
+                ranked[name] = [r["id"] for r, _ in other.hybrid(store, text, kw, leg, limit,
+                                                                policy)]
             for name in names:
                 for metric, value in score(ranked[name], gold).items():
                     bucket = sums[name].setdefault(kind, dict.fromkeys(METRICS, 0.0))
                     bucket[metric] += value
             if bare is not None:
                 bare.ranker = searcher.ranker
-                unfloored = answers(bare, store, text, kw, leg, modes, limit)
+                unfloored = answers(bare, store, text, kw, leg, modes, limit, policy)
                 for mode in modes:
                     lost[mode] += (score(unfloored[mode], gold)["recall@10"]
                                    - score(ranked[mode], gold)["recall@10"])
@@ -302,7 +308,7 @@ def evaluate(collections: list[Collection], modes: list[str], settings: MemorySe
             tally = empty.setdefault(name, dict.fromkeys(modes, 0))
             asked[name] = asked.get(name, 0) + len(texts)
             for text in texts:
-                found = answers(searcher, store, text, *legs(store, text), modes, limit)
+                found = answers(searcher, store, text, *legs(store, text), modes, limit, policy)
                 for mode in modes:
                     tally[mode] += not found[mode]
         store.db.close()
@@ -394,7 +400,7 @@ def main(args) -> int:
     started = time.monotonic()
     try:
         result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic,
-                          negatives, folds)
+                          negatives, folds, decay=not args.no_decay)
     finally:
         kernel.shutdown()
     result["seconds"] = round(time.monotonic() - started, 1)
@@ -403,6 +409,7 @@ def main(args) -> int:
     result["ranker"] = ("out-of-fold" if folds else "in-sample" if in_sample else "shipped")
     if folds is not None and folds.unseen:
         result["ranker_unseen_queries"] = folds.unseen
+    result["decay"] = not args.no_decay
     if semantic:
         result["model_id"] = kernel.embedder.model_id
     names = [*modes, *(variant(v, msettings)[0] for v in args.fusion)]
@@ -410,7 +417,8 @@ def main(args) -> int:
         print(json.dumps(result))
     else:
         print(f"{root.name}: {result['queries']} queries, {sum(len(c.docs) for c in collections)} "
-              f"records in {len(collections)} store(s); store {work}")
+              f"records in {len(collections)} store(s); decay {'on' if result['decay'] else 'off'}"
+              f"; store {work}")
         print("settings: " + ", ".join(f"{k} {v}" for k, v in result["settings"].items())
               + f"; ranker {result['ranker']}")
         print(table(result, names))

@@ -9,34 +9,53 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict, Field, StringConstraints,
+                      model_validator)
 
-from neuralmind import ConfigSection, Model, PageQuery
+from neuralmind import ConfigSection, ISODate, Model, PageQuery
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
-STATUSES = ("ACTIVE", "STALE", "INVALIDATED")
-RESERVED_IDS = frozenset({"search", "batch", "export", "import", "maintenance"})
+STATUSES = ("ACTIVE", "STALE", "INVALIDATED", "ARCHIVED", "SUPERSEDED", "MERGED")
+KINDS = ("decision", "fact", "preference", "procedure", "episode")
+LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
+STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
+# path segments after /memories/ that name routes, so no record may take them as its id
+RESERVED_IDS = frozenset({"search", "batch", "export", "import", "maintenance", "stats", "tags",
+                          "decay", "decay-policy", "consolidate"})
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 def _upper(value: Any) -> Any:
     return value.strip().upper() if isinstance(value, str) else value
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
 DecisionType = Annotated[Literal[DECISION_TYPES], BeforeValidator(_upper)]
 Status = Annotated[Literal[STATUSES], BeforeValidator(_upper)]
 StatusFilter = Annotated[Literal[(*STATUSES, "ALL")], BeforeValidator(_upper)]
-Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(
-    lambda v: v.strip().lower() if isinstance(v, str) else v)]
+Kind = Annotated[Literal[KINDS], BeforeValidator(_lower)]
+LinkType = Annotated[Literal[LINK_TYPES], BeforeValidator(_lower)]
+Strategy = Annotated[Literal[STRATEGIES], BeforeValidator(_lower)]
+Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(_lower)]
 
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=300)]
-Rationale = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20_000)]
-Item = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_000)]
-Tag = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
-Path = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=1_024)]
+NOT_BLANK = r"\S"  # published with min_length: blanks are stripped, so "  " is refused too
+
+
+def _text(max_length: int) -> Any:
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=max_length, pattern=NOT_BLANK)]
+
+
+Title, Rationale, Item, Tag, Path = _text(300), _text(20_000), _text(2_000), _text(64), _text(1_024)
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
+Importance = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class MemorySettings(ConfigSection):
@@ -67,10 +86,16 @@ class MemorySettings(ConfigSection):
     passage_chars: int = Field(700, ge=100, le=5_000, description="a passage's most characters")
     session_context: bool = Field(True, description="hybrid: a record's neighbours in its "
                                   "session (session_id, created_at order) inform its rank")
-    feedback_step: float = Field(0.1, gt=0.0, le=0.5)
+    decay_weight: float = Field(0.3, ge=0.0, le=1.0,
+                                description="hybrid: score × (1 − w × (1 − strength))")
+    feedback_up: float = Field(0.05, gt=0.0, le=0.5, description="confidence step of 'helpful'")
+    feedback_down: float = Field(0.10, gt=0.0, le=0.5, description="confidence step of 'unhelpful'")
+    feedback_floor: float = Field(0.10, ge=0.0, le=1.0, description="feedback never goes below")
     backfill_delay_s: float = Field(0.5, ge=0.0, le=60.0, description="debounce after a write")
     backfill_batch: int = Field(64, ge=1, le=1_024)
     backfill_lease_s: float = Field(60.0, ge=1.0, le=3_600.0)
+    decay_sweep_hours: float = Field(24.0, ge=0.0, le=8_760.0,
+                                     description="the daemon's decay sweep period; 0 turns it off")
 
 
 # -- records ---------------------------------------------------------------------------------
@@ -84,12 +109,15 @@ class MemoryFields(Model):
                                                  pattern=r"^[0-9a-fA-F]*$")] | None = None
     files_affected: list[Path] = Field(default_factory=list, max_length=500)
     decision_type: DecisionType = "ARCHITECTURE"
+    kind: Kind = Field("decision", description="decision, fact, preference, procedure or episode")
+    importance: Importance | None = Field(None, description="0–1; default by kind (docs/memory.md)")
+    pinned: bool = Field(False, description="never decays, never archived")
     confidence: Confidence = 1.0
     status: Status = "ACTIVE"
     author: Short | None = None
     agent: Short | None = None
     session_id: Short | None = None
-    review_by: dt.date | None = Field(None, description="ISO date; STALE once it has passed (UTC)")
+    review_by: ISODate | None = Field(None, description="ISO date; STALE once it has passed (UTC)")
     evidence: list[Item] = Field(default_factory=list, max_length=200)
     rejected_alternatives: list[Item] = Field(default_factory=list, max_length=200)
     dependency_constraints: list[Item] = Field(default_factory=list, max_length=200)
@@ -98,6 +126,8 @@ class MemoryFields(Model):
 
 class MemoryIn(MemoryFields):
     id: MemoryId | None = Field(None, description="A client-chosen id; 409 when it exists")
+    supersedes: list[MemoryId] = Field(default_factory=list, max_length=50, description=(
+        "Records this one replaces: each gets a supersedes link and becomes SUPERSEDED"))
 
 
 class MemoryPatch(Model):
@@ -105,11 +135,16 @@ class MemoryPatch(Model):
 
     rationale: Rationale | None = None
     confidence: Confidence | None = None
+    importance: Importance | None = None
+    pinned: bool | None = None
+    kind: Kind | None = None
     tags: list[Tag] | None = Field(None, max_length=50)
     files_affected: list[Path] | None = Field(None, max_length=500)
-    review_by: dt.date | None = None
+    review_by: ISODate | None = None
     evidence_append: list[Item] = Field(default_factory=list, max_length=200)
     rejected_append: list[Item] = Field(default_factory=list, max_length=200)
+    supersedes: list[MemoryId] = Field(default_factory=list, max_length=50, description=(
+        "Records this one replaces: each gets a supersedes link and becomes SUPERSEDED"))
 
 
 class Memory(Model):
@@ -119,6 +154,9 @@ class Memory(Model):
     commit_sha: str
     files_affected: list[str]
     decision_type: str
+    kind: str
+    importance: float
+    pinned: bool
     confidence: float
     status: str
     author: str | None
@@ -131,7 +169,10 @@ class Memory(Model):
     tags: list[str]
     created_at: str
     updated_at: str
+    last_accessed_at: str | None = Field(description="The last recall (search hit or read)")
+    access_count: int
     effective_status: str = Field(description="STALE once review_by has passed, else status")
+    strength: float = Field(description="Retention now, 0–1, by the project's decay policy")
 
 
 class Duplicate(Model):
@@ -141,9 +182,32 @@ class Duplicate(Model):
     score: float
 
 
+class Contradiction(Model):
+    id: str
+    a: str = Field(description="The older record")
+    b: str = Field(description="The newer record")
+    confidence: float
+    kind: str | None = Field(description="replaces, forbids, setting_value or polarity")
+    explanation: str = Field(description="The conflicting phrases; A is the older record")
+    status: Literal["open", "resolved"]
+    detected_at: str
+    resolved_at: str | None = None
+    resolved_by: str | None = None
+    strategy: str | None = None
+    outcome: dict[str, Any] | None = None
+
+
+class Contradictions(Model):
+    count: int
+    items: list[Contradiction]
+
+
 class MemoryCreated(Memory):
     possible_duplicates: list[Duplicate] = Field(
         default_factory=list, description="Advisory: up to 3 similar ACTIVE records")
+    contradictions: Contradictions = Field(
+        default_factory=lambda: Contradictions(count=0, items=[]),
+        description="Open contradictions with ACTIVE neighbours found by this write")
 
 
 class CreateQuery(Model):
@@ -154,16 +218,19 @@ class CreateQuery(Model):
 class Filters(Model):
     """Filters shared by listing and search, combined with AND."""
 
-    status: StatusFilter = "ACTIVE"
+    status: StatusFilter | None = Field(None, description="ACTIVE unless the collection says")
     file: list[Path] = Field(default_factory=list, description="Any of these files (repeatable)")
     tag: list[Tag] = Field(default_factory=list, description="Any of these tags (repeatable)")
+    kind: list[Kind] = Field(default_factory=list, description="Any of these kinds (repeatable)")
     type: DecisionType | None = None
     author: Short | None = None
     agent: Short | None = None
     session_id: Short | None = None
-    created_after: dt.date | None = Field(None, description="Inclusive (UTC date)")
-    created_before: dt.date | None = Field(None, description="Inclusive (UTC date)")
+    created_after: ISODate | None = Field(None, description="Inclusive (UTC date)")
+    created_before: ISODate | None = Field(None, description="Inclusive (UTC date)")
     min_confidence: Confidence | None = None
+    collection: Name | None = Field(None, description=(
+        "A saved filter (…/collections/{name}); filters given here override its own"))
 
 
 class ListQuery(Filters, PageQuery):
@@ -171,22 +238,34 @@ class ListQuery(Filters, PageQuery):
 
 
 class SearchIn(Filters):
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_000)]
+    query: _text(2_000)
+    kind: list[Kind] = Field(default_factory=list, validation_alias=AliasChoices("kinds", "kind"),
+                             description="Any of these kinds")
     mode: Mode = "hybrid"
     limit: int = Field(10, ge=1, le=25)
     view: Literal["full", "compact"] = "full"
+    expand: bool = Field(False, description=(
+        "Add the records linked to the hits, marked linked_from, scored below their source"))
+
+
+class LinkedFrom(Model):
+    id: str
+    type: str
 
 
 class ScoredMemory(Memory):
     score: float
+    linked_from: LinkedFrom | None = None
 
 
 class CompactMemory(Model):
     id: str
     title: str
     status: str
+    kind: str
     score: float
     files_affected: list[str]
+    linked_from: LinkedFrom | None = None
 
 
 class SearchOut(Model):
@@ -208,8 +287,19 @@ class RestoreIn(Model):
 
 
 class FeedbackIn(Model):
-    helpful: bool
+    """Spec 000 G9: ``{signal, note?}``; ``helpful: bool`` is still read (v1 is additive)."""
+
+    signal: Annotated[Literal["helpful", "unhelpful"], BeforeValidator(_lower)] | None = None
+    helpful: bool | None = Field(None, description="Deprecated spelling of signal")
     note: Item | None = None
+
+    @model_validator(mode="after")
+    def _one_signal(self) -> FeedbackIn:
+        if (self.signal is None) == (self.helpful is None):
+            raise ValueError("give signal: helpful or unhelpful")
+        if self.signal is None:
+            self.signal = "helpful" if self.helpful else "unhelpful"
+        return self
 
 
 class HistoryEvent(Model):
@@ -221,24 +311,271 @@ class HistoryEvent(Model):
     note: str | None
 
 
+class TimelineCommit(Model):
+    sha: str
+    author: str
+    subject: str
+    files: list[str]
+
+
+class TimelineEntry(Model):
+    at: str
+    source: Literal["history", "git"]
+    kind: str = Field(description="The history event's kind, or 'commit'")
+    actor: str | None
+    note: str | None = None
+    changes: dict[str, Any] = Field(default_factory=dict)
+    commit: TimelineCommit | None = None
+
+
+class Timeline(Model):
+    memory_id: str
+    items: list[TimelineEntry]
+
+
+# -- kinds, tags, stats ------------------------------------------------------------------------
+
+class TagsIn(Model):
+    tags: list[Tag] = Field(min_length=1, max_length=50)
+
+
+class TagsQuery(Model):
+    tag: list[Tag] = Field(min_length=1, description="Tags to remove (repeatable)")
+
+
+class TagCount(Model):
+    tag: str
+    count: int
+
+
+class TagsOut(Model):
+    items: list[TagCount]
+
+
+class StatusQuery(Model):
+    status: StatusFilter = Field("ALL", description="Count records of this effective status")
+
+
+class VectorCounts(Model):
+    model_id: str | None
+    embedded: int
+    pending: int
+
+
+class MemoryStats(Model):
+    project_id: str
+    total: int
+    by_kind: dict[str, int]
+    by_status: dict[str, int] = Field(description="Effective status")
+    by_author: dict[str, int]
+    by_agent: dict[str, int]
+    by_tag: dict[str, int]
+    vectors: VectorCounts
+
+
+# -- links and graph ---------------------------------------------------------------------------
+
+class LinkIn(Model):
+    target: MemoryId
+    type: LinkType
+    note: Item | None = None
+
+
+class Link(Model):
+    source: str
+    target: str
+    type: str
+    created_at: str
+    actor: str | None
+    note: str | None
+
+
+class LinkedItem(Link):
+    direction: Literal["out", "in"] = Field(description="out: this record is the source")
+
+
+class LinksOut(Model):
+    items: list[LinkedItem]
+
+
+class UnlinkQuery(Model):
+    target: MemoryId
+    type: LinkType | None = Field(None, description="Only links of this type (default: all)")
+
+
+class GraphQuery(Model):
+    depth: int = Field(2, ge=1, le=4)
+
+
+class GraphNode(Model):
+    id: str
+    title: str
+    kind: str
+    status: str
+    depth: int
+
+
+class GraphOut(Model):
+    root: str
+    nodes: list[GraphNode]
+    edges: list[Link]
+
+
+# -- decay -------------------------------------------------------------------------------------
+
+HalfLife = Annotated[float, Field(ge=1.0, le=36_500.0)]
+
+
+class DecayPolicy(Model):
+    """A project's decay policy (docs/memory.md gives the formula)."""
+
+    enabled: bool = True
+    half_life_days: dict[Kind, HalfLife] = Field(default_factory=lambda: {
+        "decision": 180.0, "fact": 120.0, "preference": 365.0, "procedure": 180.0,
+        "episode": 14.0})
+    access_boost: float = Field(0.1, ge=0.0, le=1.0, description="added to importance per recall")
+    archive_threshold: float = Field(0.05, ge=0.0, le=1.0,
+                                     description="a sweep archives records whose strength is below")
+
+
+class DecayPolicyPatch(Model):
+    enabled: bool | None = None
+    half_life_days: dict[Kind, HalfLife] | None = Field(None, description="Kinds given change")
+    access_boost: float | None = Field(None, ge=0.0, le=1.0)
+    archive_threshold: float | None = Field(None, ge=0.0, le=1.0)
+
+
+class JobQuery(Model):
+    wait: bool = Field(False, description="Run before answering (200) instead of 202 + Location")
+
+
+class DryRunIn(Model):
+    dry_run: bool = Field(False, description="Report what would change; change nothing")
+
+
+class ConsolidateIn(DryRunIn):
+    kinds: list[Kind] = Field(default_factory=list, description="Only these kinds (default all)")
+    threshold: float = Field(0.85, ge=0.5, le=1.0,
+                             description="Cosine of title + rationale at or above which two merge")
+
+
+# -- contradictions ----------------------------------------------------------------------------
+
+def _automatic(value: Any) -> Any:
+    if value == "manual":
+        raise ValueError("auto_resolve cannot be manual: manual needs the new record's text")
+    return value
+
+
+AutoStrategy = Annotated[Strategy, AfterValidator(_automatic)]
+
+
+class ContradictionConfig(Model):
+    check_on_store: bool = Field(True, description="Check each create and patch")
+    threshold: float = Field(0.5, ge=0.0, le=1.0, description="Detector confidence to report")
+    auto_resolve: AutoStrategy | None = Field(None, description=(
+        "Resolve each new contradiction with this strategy (not manual); null: leave open"))
+
+
+class ContradictionConfigPatch(Model):
+    check_on_store: bool | None = None
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
+    auto_resolve: AutoStrategy | None = None
+
+
+class ContradictionQuery(PageQuery):
+    status: Literal["open", "resolved", "all"] = "open"
+    memory_id: MemoryId | None = Field(None, description="Only those involving this record")
+
+
+class ResolveIn(Model):
+    strategy: Strategy
+    title: Title | None = Field(None, description="manual: the new record's title (default B's)")
+    rationale: Rationale | None = Field(None, description="manual: the new record's text")
+
+    @model_validator(mode="after")
+    def _manual_text(self) -> ResolveIn:
+        if self.strategy == "manual" and self.rationale is None:
+            raise ValueError("manual needs rationale: the text of the record that replaces both")
+        return self
+
+
+class Resolved(Model):
+    contradiction: Contradiction
+    kept: list[str]
+    superseded: list[str]
+    created: str | None = Field(None, description="manual: the new record's id")
+
+
+class CheckOut(Model):
+    memory_id: str
+    count: int
+    items: list[Contradiction]
+
+
+# -- collections -------------------------------------------------------------------------------
+
+class CollectionFilters(Model):
+    """A saved filter: any of the list/search filters."""
+
+    status: StatusFilter | None = None
+    file: list[Path] = Field(default_factory=list, max_length=100)
+    tag: list[Tag] = Field(default_factory=list, max_length=50)
+    kind: list[Kind] = Field(default_factory=list)
+    type: DecisionType | None = None
+    author: Short | None = None
+    agent: Short | None = None
+    session_id: Short | None = None
+    created_after: dt.date | None = None
+    created_before: dt.date | None = None
+    min_confidence: Confidence | None = None
+
+
+class CollectionIn(Model):
+    filters: CollectionFilters
+    description: Short | None = None
+
+
+class Collection(Model):
+    name: str
+    filters: CollectionFilters
+    description: str | None
+    created_at: str
+    updated_at: str
+
+
+class CollectionsOut(Model):
+    items: list[Collection]
+
+
 # -- batch, export, import ---------------------------------------------------------------------
 
 class BatchItem(Model):
-    """One batch operation; its other fields are those of a create or a patch."""
+    """One batch operation; its other fields are those of a create, a patch or an invalidate."""
 
     model_config = ConfigDict(extra="allow")
 
-    op: Literal["create", "patch", "delete"]
+    op: Literal["create", "patch", "delete", "invalidate"]
     id: MemoryId | None = None
 
 
 class BatchIn(Model):
     items: list[BatchItem] = Field(min_length=1, max_length=1_000)
+    atomic: bool = Field(True, description=(
+        "All or nothing (422 when any item is bad); false applies the items that validate"))
+
+
+class BatchError(Model):
+    loc: list[str | int]
+    msg: str
+    type: str
 
 
 class BatchResult(Model):
     op: str
-    id: str
+    id: str | None
+    status: Literal["ok", "error"] = "ok"
+    errors: list[BatchError] = Field(default_factory=list)
 
 
 class BatchOut(Model):
@@ -250,14 +587,24 @@ class StoredMemory(MemoryFields):
 
     id: MemoryId
     commit_sha: str = ""
+    importance: Importance | None = None
     review_by: dt.date | None = None
     created_at: str
     updated_at: str
+    last_accessed_at: str | None = None
+    access_count: int = Field(0, ge=0)
 
 
 class ExportLine(Model):
     memory: StoredMemory
     history: list[HistoryEvent]
+    links: list[Link] = Field(default_factory=list, description="Links this record is the source of")
+
+
+class ExportQuery(Model):
+    format: Literal["ndjson", "json", "md"] = Field(
+        "ndjson", description="ndjson (one line per record; import reads it), json (one array), "
+                              "md (Markdown, one section per record)")
 
 
 class ImportQuery(Model):
@@ -268,7 +615,3 @@ class ImportOut(Model):
     created: int
     overwritten: int
     skipped: int
-
-
-class MaintenanceQuery(Model):
-    wait: bool = Field(False, description="Run before answering (200) instead of 202 + Location")

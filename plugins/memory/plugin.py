@@ -1,4 +1,5 @@
-"""Hooks of the memory plugin: decision records with history and search, per project.
+"""Hooks of the memory plugin: memories (decisions, facts, preferences, procedures, episodes)
+with history, search, links, contradictions and decay, per project.
 
 Kept cheap to import (the CLI loads every plugin on each run): the service, pydantic models
 and numpy are imported on first use.
@@ -25,7 +26,8 @@ def register_permissions(kernel):
     return [
         Permission("memories.read", "Read, list, search and export memories",
                    ("reader", "builder", "admin")),
-        Permission("memories.write", "Create, amend, invalidate, restore, import memories",
+        Permission("memories.write", "Create, amend, link, resolve, sweep, consolidate, import "
+                   "memories", 
                    ("builder", "admin")),
         Permission("memories.delete", "Hard-delete memories (their history is kept)", ("admin",)),
     ]
@@ -39,7 +41,8 @@ def register_routes(kernel):
 
 @hookimpl
 def startup(kernel):
-    memories(kernel)  # a bad [memory] section fails start-up, not the first request
+    service = memories(kernel)  # a bad [memory] section fails start-up, not the first request
+    service.sweeps.start(service.settings.decay_sweep_hours)
 
 
 @hookimpl
@@ -52,6 +55,11 @@ def shutdown(kernel):
 @hookimpl
 def query_context(kernel, project, question, hits, budget):
     return memories(kernel).context(project, hits, budget)
+
+
+@hookimpl
+def describe_files(kernel, project, paths):
+    return memories(kernel).on_files(project, paths)
 
 
 @hookimpl

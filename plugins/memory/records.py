@@ -1,5 +1,6 @@
 """Pure record rules: building a record from a create body, applying a patch with its diff,
-normalising file paths, the effective status, and the content hash vectors are keyed by."""
+normalising file paths, the effective status, the content hash vectors are keyed by, and the
+actor a history event names."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from neuralmind import InvalidFields, today
+from plugins.memory.decay import importance_of
+from plugins.memory.models import RESERVED_IDS
 
 LOC = tuple[str | int, ...]
 # A relative path with no empty, "." or ".." segment and no backslash needs no normalising.
@@ -33,8 +36,17 @@ def effective_status(rec: dict[str, Any], on: str) -> str:
     return rec["status"]
 
 
-def view(rec: dict[str, Any], on: str) -> dict[str, Any]:
-    return {**rec, "effective_status": effective_status(rec, on)}
+def view(rec: dict[str, Any], on: str, strength: float) -> dict[str, Any]:
+    return {**rec, "effective_status": effective_status(rec, on), "strength": round(strength, 6)}
+
+
+def history_actor(rec: dict[str, Any], actor) -> str:
+    """Who a history event names: the authenticated caller, except the loopback caller — the
+    one local token stands for every agent on the machine, so the record's agent or author
+    says more (spec 000 §4.2)."""
+    if actor.kind == "loopback":
+        return rec.get("agent") or rec.get("author") or actor.id
+    return actor.id
 
 
 def invalid(loc: LOC, msg: str, kind: str) -> dict[str, Any]:
@@ -58,6 +70,9 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
     out: list[str] = []
     base = str(root)
     for i, raw in enumerate(files):
+        if "\0" in raw:  # no file has one; the OS refuses it with a ValueError
+            errors.append(invalid((*loc, i), "a path cannot contain a NUL byte", "path_invalid"))
+            continue
         if SIMPLE.fullmatch(raw):  # the common case: already relative and clean
             if raw not in out:
                 out.append(raw)
@@ -91,13 +106,19 @@ def _unique(items: list[str]) -> list[str]:
 def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (),
           errors: list[dict[str, Any]]) -> dict[str, Any]:
     """A new record from a validated create body (``MemoryIn.model_dump()``)."""
+    if body.get("id") in RESERVED_IDS:
+        errors.append(invalid((*loc, "id"), f"{body['id']} names a route; choose another id",
+                              "reserved_id"))
+    kind = body.get("kind", "decision")
     rec = {
         "id": body.get("id") or new_id(),
         "title": body["title"], "rationale": body["rationale"],
         "commit_sha": head if body.get("commit_sha") is None else body["commit_sha"],
         "files_affected": normalise_files(root, body.get("files_affected", []),
                                           (*loc, "files_affected"), errors),
-        "decision_type": body.get("decision_type", "ARCHITECTURE"),
+        "decision_type": body.get("decision_type", "ARCHITECTURE"), "kind": kind,
+        "importance": importance_of(kind, body.get("importance")),
+        "pinned": bool(body.get("pinned", False)),
         "confidence": body.get("confidence", 1.0), "status": body.get("status", "ACTIVE"),
         "author": body.get("author"), "agent": body.get("agent"),
         "session_id": body.get("session_id"),
@@ -107,6 +128,8 @@ def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (
         "dependency_constraints": body.get("dependency_constraints", []),
         "tags": _unique(body.get("tags", [])),
         "created_at": now, "updated_at": now,
+        "last_accessed_at": body.get("last_accessed_at"),
+        "access_count": body.get("access_count", 0),
     }
     return rec
 
@@ -116,7 +139,7 @@ def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
             ) -> tuple[dict[str, Any], dict[str, list]]:
     """``(new record, {field: [old, new]})`` for the fields ``patch`` holds (only set ones)."""
     new = dict(rec)
-    for field in ("rationale", "confidence"):
+    for field in ("rationale", "confidence", "importance", "pinned", "kind"):
         if patch.get(field) is not None:
             new[field] = patch[field]
     if "tags" in patch:

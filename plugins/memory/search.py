@@ -6,7 +6,8 @@ rationale (and a long record's passages), held per process in a :class:`VectorIn
 reloads when the store's version stamp moves (a write in another worker). Hybrid ranks both
 legs' pools with the learned second stage (:mod:`plugins.memory.rerank`; or fuses them with
 the rule the ``[memory]`` settings name), then multiplies by ``0.5 + 0.5 × confidence`` so
-feedback moves ranking. Every mode answers nothing when the relevance floor says no record
+feedback moves ranking, and by the decay factor of the record's strength
+(:mod:`plugins.memory.decay`). Every mode answers nothing when the relevance floor says no record
 fits the query.
 """
 
@@ -17,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuralmind import STOPWORDS, APIError, VersionedCache, top_k
+from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
+from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
 
@@ -77,6 +79,7 @@ class VectorIndex:
     status: Any
     review_by: Any
     confidence: Any
+    kind: Any
     starts: Any = None
     prev: Any = None
     next: Any = None
@@ -99,7 +102,7 @@ class VectorIndex:
         return cls(ids, matrix, np.array([r["status"] for r in rows], dtype="U11"),
                    np.array([r["review_by"] or "" for r in rows], dtype="U10"),
                    np.array([r["confidence"] for r in rows], dtype=np.float32),
-                   starts, prev, nxt, {mid: i for i, mid in enumerate(ids)})
+                   np.array([r["kind"] for r in rows], dtype="U10"), starts, prev, nxt, {mid: i for i, mid in enumerate(ids)})
 
     def scores(self, vector):
         """The query's cosine per record: its best vector's."""
@@ -131,6 +134,8 @@ class VectorIndex:
             keep &= self.status_mask(status, today)
         if filters.get("min_confidence") is not None:
             keep &= self.confidence >= filters["min_confidence"]
+        if filters.get("kind"):
+            keep &= np.isin(self.kind, filters["kind"])
         if allowed is not None:
             keep &= np.fromiter((i in allowed for i in self.ids), dtype=bool, count=len(self.ids))
         return keep
@@ -145,7 +150,7 @@ HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
 # Filters the vector index applies itself; any other needs the store's id set.
-INDEX_FILTERS = frozenset({"status", "min_confidence"})
+INDEX_FILTERS = frozenset({"status", "min_confidence", "kind"})
 
 
 class Searcher:
@@ -174,18 +179,19 @@ class Searcher:
         return store.keyword(match_expression(words), words, filters, today, n, full=full)
 
     def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
-                       exclude: str) -> list[tuple[dict[str, Any], float]]:
-        """Records whose titles share ``title``'s rare words: duplicate hints on the write
-        path, where scoring a common word's whole posting list would cost more than the
-        write. The rare words are what a duplicate shares; the 50 best title matches are
-        ranked (bm25) before the filters apply. Each is scored by its title's share of the
-        title's idf mass."""
+                       exclude: str, column: str | None = "title"
+                       ) -> list[tuple[dict[str, Any], float]]:
+        """Records whose titles (``column=None``: any indexed text) share ``title``'s rare
+        words: duplicate hints and contradiction candidates on the write path, where scoring
+        a common word's whole posting list would cost more than the write. The rare words are
+        what a duplicate shares; the 50 best matches are ranked (bm25) before the filters
+        apply. Each is scored by its title's share of the title's idf mass."""
         from plugins.memory.features import Query
         every = terms(title)
         words = self.informative(store, every, HINT_WORD_SHARE, HINT_MIN_RECORDS)
         if not words:
             return []
-        hits = store.keyword(match_expression(words, "title", prefix=False), words, filters,
+        hits = store.keyword(match_expression(words, column, prefix=False), words, filters,
                              today, n, exclude, pool=50)
         if not hits:
             return []
@@ -266,8 +272,10 @@ class Searcher:
     # -- modes ---------------------------------------------------------------------------
 
     def search(self, store, query: str, mode: str, filters: dict[str, Any], today: str,
-               limit: int) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
-        """``([(record, score)], notice)``, best first; nothing when the floor says so."""
+               limit: int, policy: dict[str, Any] | None = None
+               ) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
+        """``([(record, score)], notice)``, best first; nothing when the floor says so.
+        ``policy`` is the project's decay policy (hybrid ranks by strength while it is on)."""
         if mode == "keyword":
             hits = self.keyword(store, query, filters, today, limit)
             return self.keyword_results(store, query, hits, lambda: self.best_cosine(
@@ -291,7 +299,7 @@ class Searcher:
             hits = [(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records]
             return (self.keyword_results(store, query, hits, lambda: None),
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, query, keyword.result(), leg, limit), None
+        return self.hybrid(store, query, keyword.result(), leg, limit, policy), None
 
     def best_cosine(self, store, query: str, filters: dict[str, Any], today: str
                     ) -> float | None:
@@ -335,9 +343,11 @@ class Searcher:
         return hits
 
     def hybrid(self, store, query: str, kw: list[tuple[dict[str, Any], float]],
-               leg: SemanticLeg, limit: int) -> list[tuple[dict[str, Any], float]]:
+               leg: SemanticLeg, limit: int, policy: dict[str, Any] | None = None,
+               now: str | None = None) -> list[tuple[dict[str, Any], float]]:
         """The legs' pools ranked by the second stage (its calibrated probability of
-        relevance) or fused by the ``fusion`` rule, × ``0.5 + 0.5 × confidence``."""
+        relevance) or fused by the ``fusion`` rule, × ``0.5 + 0.5 × confidence`` × the decay
+        factor of the record's strength (while ``policy`` is on)."""
         from plugins.memory import rerank
         kw_ids = {rec["id"] for rec, _ in kw}
         sem = [h for h in leg.hits if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
@@ -355,7 +365,17 @@ class Searcher:
             relevance = dict(zip(cands.ids, model.probability(model.score(cands.X)).tolist()))
         else:
             relevance = fuse(keyword, [(h[0], h[1]) for h in sem], self.settings)
-        score = {m: r * confidence_factor(confidence[m]) for m, r in relevance.items()}
+        base = {m: r * confidence_factor(confidence[m]) for m, r in relevance.items()}
+        weight = self.settings.decay_weight
+        strength: dict[str, float] = {}
+        if policy is not None and policy["enabled"] and weight:
+            # a decay factor lies in [1 − weight, 1]: a candidate below (1 − weight) × the
+            # limit-th best score cannot reach the top, and needs no strength
+            cut = (sorted(base.values(), reverse=True)[limit - 1] * (1 - weight)
+                   if len(base) > limit else float("-inf"))
+            strength = strengths(store.decay_inputs([m for m in base if base[m] >= cut]),
+                                 policy, parse_time(now or now_iso()))
+        score = {m: b * rank_factor(strength.get(m, 1.0), weight) for m, b in base.items()}
         top = sorted(score, key=lambda m: -score[m])[:limit]
         records = store.get_many(top)
         return [(records[m], round(score[m], 4)) for m in top if m in records]

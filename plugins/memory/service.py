@@ -1,13 +1,14 @@
-"""Memories: what the routes, the job and the query_context hook do, on top of the store.
+"""Memories: what the routes, the jobs and the query_context hook do, on top of the store.
 
-It owns one :class:`MemoryStore` per project (kept for the process), the :class:`Searcher`
-and the backfill thread, turns domain failures into API errors, and emits a kernel event
-after each write has committed.
+It owns one :class:`MemoryStore` per project (kept for the process), the :class:`Searcher`,
+the backfill thread and the feature services (links, contradictions, decay, consolidation),
+turns domain failures into API errors, and emits a kernel event after each write has
+committed.
 """
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,19 +17,29 @@ from pydantic import ValidationError
 from neuralmind import (APIError, Conflict, Forbidden, NotFound, PreconditionFailed, ProjectStores,
                         decode_cursor, encode_cursor, estimate_tokens, gitinfo, now_iso, text_pair,
                         today)
-from plugins.memory import records
+from plugins.memory import exports, records
 from plugins.memory.backfill import Backfiller
-from plugins.memory.models import (BatchIn, ExportLine, MemoryIn, MemoryPatch, MemorySettings,
-                                   SearchIn)
+from plugins.memory.consolidation import Consolidation
+from plugins.memory.contradictions import Contradictions
+from plugins.memory.decay import importance_of, parse_time, policy_of, strengths
+from plugins.memory.links import Links
+from plugins.memory.models import (BatchIn, ExportLine, InvalidateIn, MemoryIn,
+                                   MemoryPatch, MemorySettings, SearchIn)
+from plugins.memory.recalls import Recalls
 from plugins.memory.search import Searcher
-from plugins.memory.store import MIGRATIONS, MemoryStore
+from plugins.memory.store import MIGRATIONS, IdTaken, MemoryStore
+from plugins.memory.sweeps import Sweeps
 
-FILTER_FIELDS = ("status", "file", "tag", "type", "author", "agent", "session_id",
+FILTER_FIELDS = ("status", "file", "tag", "kind", "type", "author", "agent", "session_id",
                  "created_after", "created_before", "min_confidence")
+EXPAND_FACTOR = 0.5  # a linked record's score: its source's × this, so it ranks below it
+TIMELINE_COMMITS = 200
 
 
-def filters_of(model) -> dict[str, Any]:
-    return {name: getattr(model, name) for name in FILTER_FIELDS}
+def utc(stamp: str) -> str:
+    """An ISO 8601 time with any offset as the store writes times (UTC, ms, ``Z``)."""
+    return parse_time(stamp).astimezone(dt.UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
 
 
 def not_found(mid: str) -> NotFound:
@@ -41,27 +52,88 @@ class Memories:
         self.settings = settings
         self.searcher = Searcher(settings, kernel)
         self.backfill = Backfiller(self.searcher, lambda: kernel.embedder, settings)
+        self.recalls = Recalls()
         self._stores = ProjectStores(lambda project: MemoryStore(kernel.open_database(
-            project.state_dir / "memory.db", MIGRATIONS)))
+            self.path(project), MIGRATIONS)))
+        self.links = Links(self)
+        self.contradictions = Contradictions(self)
+        self.sweeps = Sweeps(self)
+        self.consolidation = Consolidation(self)
+
+    @staticmethod
+    def path(project):
+        return project.state_dir / "memory.db"
 
     def store(self, project) -> MemoryStore:
         return self._stores.get(project)
 
     def close(self) -> None:
         self.backfill.stop()
+        self.sweeps.stop()
+        self.recalls.stop()
 
-    def _emit(self, kind: str, project, actor, request_id, **data) -> None:
+    def emit(self, kind: str, project, actor, request_id, **data) -> None:
         self.kernel.emit(f"memory.{kind}", project=project, actor=actor, data=data,
                          request_id=request_id)
 
-    def _written(self, project, store) -> None:
+    def written(self, store) -> None:
+        """A record changed: embed it soon."""
         self.backfill.notify(store)
 
-    def _get(self, store, mid: str) -> dict[str, Any]:
+    def get_record(self, store, mid: str) -> dict[str, Any]:
         rec = store.get(mid)
         if rec is None:
             raise not_found(mid)
         return rec
+
+    def actor_for(self, actor, rec: dict[str, Any]) -> str:
+        """The actor a history event on ``rec`` names (records.history_actor)."""
+        return records.history_actor(rec, actor)
+
+    def policy(self, store) -> dict[str, Any]:
+        """The project's decay policy, as a dict (defaults until one is put)."""
+        return policy_of(store.config("decay"))
+
+    def views(self, store, recs: list[dict[str, Any]], policy: dict[str, Any] | None = None
+              ) -> list[dict[str, Any]]:
+        """Records as answered: effective status and strength now."""
+        on, now = today(), parse_time(now_iso())
+        strength = strengths({r["id"]: r for r in recs}, policy or self.policy(store), now)
+        return [records.view(r, on, strength[r["id"]]) for r in recs]
+
+    def view(self, store, rec: dict[str, Any]) -> dict[str, Any]:
+        return self.views(store, [rec])[0]
+
+    def filters(self, store, model) -> dict[str, Any]:
+        """The list/search filters of ``model``: a named collection's, overridden by those
+        given; status ACTIVE when neither says."""
+        given = {name: getattr(model, name) for name in FILTER_FIELDS}
+        out = dict.fromkeys(FILTER_FIELDS)
+        if model.collection:
+            saved = store.collection(model.collection)
+            if saved is None:
+                raise NotFound(f"no collection named {model.collection}",
+                               code="collection_not_found")
+            out.update(saved["filters"])
+        out.update({k: v for k, v in given.items() if v not in (None, [])})
+        out["status"] = out["status"] or "ACTIVE"
+        return out
+
+    def change_status(self, w, rec: dict[str, Any], status: str, *, kind: str, actor: str,
+                      at: str, note: str | None = None) -> dict[str, Any]:
+        """Inside a write: move ``rec`` to ``status`` with its event; the new record."""
+        new = {**rec, "status": status, "updated_at": at}
+        w.update(new, records.content_sha(new), kind=kind, actor=actor,
+                 changes={"status": [rec["status"], status]}, note=note)
+        return new
+
+    def check_ids(self, store, ids: list[str], own: str | None, field: str, loc=()) -> list[dict]:
+        """Errors for ``ids`` (a body list field) that name no record, or the record itself."""
+        found = store.exists(ids)
+        return [records.invalid((*loc, field, i), "a record cannot name itself" if mid == own
+                                else f"no memory with id {mid}",
+                                "self_reference" if mid == own else "memory_not_found")
+                for i, mid in enumerate(ids) if mid == own or mid not in found]
 
     # -- records ---------------------------------------------------------------------------
 
@@ -71,82 +143,112 @@ class Memories:
         errors: list[dict] = []
         rec = records.build(body.model_dump(), root=project.path, now=now_iso(),
                             head=gitinfo.head(project.path), errors=errors)
+        errors += self.check_ids(store, body.supersedes, rec["id"], "supersedes")
         if errors:
             raise records.fail(errors)
-        if not store.create(rec, records.content_sha(rec), actor.id):
-            raise Conflict(f"a memory with id {rec['id']} already exists")
+        who = self.actor_for(actor, rec)
+        try:
+            with store.writing() as w:
+                w.create([(rec, records.content_sha(rec), who)])
+                replaced = self.links.supersede(w, rec, body.supersedes, actor, rec["created_at"])
+        except IdTaken:
+            raise Conflict(f"a memory with id {rec['id']} already exists") from None
         stored = store.get(rec["id"])
         if stored is None:
             raise APIError("write did not persist")
-        self._written(project, store)
-        self._emit("created", project, actor, request_id, id=rec["id"])
-        out = records.view(stored, today())
-        out["possible_duplicates"] = self.duplicates(store, stored, duplicates)
+        self.written(store)
+        self.emit("created", project, actor, request_id, id=rec["id"])
+        for old in replaced:
+            self.emit("superseded", project, actor, request_id, id=old, by=rec["id"])
+        near = self.duplicates(store, stored, duplicates)
+        found = self.contradictions.on_store(project, store, stored, actor, request_id,
+                                             [r for r, _ in near] if duplicates == "keyword"
+                                             else None)
+        out = self.view(store, store.get(rec["id"]) or stored)
+        out["possible_duplicates"] = [{"id": r["id"], "title": r["title"], "status": r["status"],
+                                       "score": round(s, 6)} for r, s in near]
+        out["contradictions"] = {"count": len(found), "items": found}
         return out
 
-    def duplicates(self, store, rec: dict[str, Any], mode: str) -> list[dict[str, Any]]:
-        """Up to 3 ACTIVE records like ``rec`` (sharing a file when it has files)."""
+    def duplicates(self, store, rec: dict[str, Any], mode: str
+                   ) -> list[tuple[dict[str, Any], float]]:
+        """Up to 3 ACTIVE records like ``rec`` (sharing a file when it has files), scored."""
         if mode == "none":
             return []
         filters = {"status": "ACTIVE", "file": rec["files_affected"]}
         if mode == "hybrid":
-            hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters,
-                                           today(), 4)
+            hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters, today(), 4)
         else:
-            hits = self.searcher.similar_titles(store, rec["title"], filters, today(),
-                                                4, exclude=rec["id"])
-        return [{"id": r["id"], "title": r["title"], "status": r["status"], "score": round(s, 6)}
-                for r, s in hits if r["id"] != rec["id"]][:3]
+            hits = self.searcher.similar_titles(store, rec["title"], filters, today(), 4,
+                                                exclude=rec["id"])
+        return [(r, s) for r, s in hits if r["id"] != rec["id"]][:3]
 
     def get(self, project, mid: str) -> dict[str, Any]:
-        return records.view(self._get(self.store(project), mid), today())
+        store = self.store(project)
+        return self.view(store, self.get_record(store, mid))
+
+    def recalled(self, store, ids: list[str], policy: dict[str, Any]) -> None:
+        """A search returned these records — a recall: refresh their strength, soon and off
+        the request's path (while decay is on). Reads by id are not recalls: they inspect."""
+        if ids and policy["enabled"]:
+            self.recalls.add(store, ids, now_iso())
 
     def list(self, project, query) -> tuple[list[dict[str, Any]], str | None]:
+        store = self.store(project)
         before = decode_cursor(query.cursor, text_pair)
-        on = today()
-        rows = self.store(project).list(filters_of(query), on, query.limit + 1,
-                                        tuple(before) if before else None)
+        rows = store.list(self.filters(store, query), today(), query.limit + 1,
+                          tuple(before) if before else None)
         more = len(rows) > query.limit
         rows = rows[: query.limit]
         cursor = encode_cursor([rows[-1]["created_at"], rows[-1]["id"]]) if more else None
-        return [records.view(r, on) for r in rows], cursor
+        return self.views(store, rows), cursor
 
-    def _write(self, project, store, rec, changes, *, kind, actor, request_id, note=None,
-               expect: str | None = None) -> dict[str, Any]:
-        if not store.update(rec, records.content_sha(rec), kind=kind, actor=actor.id,
-                            changes=changes, note=note, expect_updated_at=expect):
+    def write(self, project, store, rec, changes, *, kind, actor, request_id, note=None,
+              expect: str | None = None) -> dict[str, Any]:
+        """One record change with its event; 404 when it vanished, 412 when ``expect`` (an
+        ``updated_at``) no longer holds."""
+        if not store.update(rec, records.content_sha(rec), kind=kind,
+                            actor=self.actor_for(actor, rec), changes=changes, note=note,
+                            expect_updated_at=expect):
             if store.get(rec["id"]) is None:
                 raise not_found(rec["id"])
             raise PreconditionFailed("the memory changed since that updated_at",
                                      details={"updated_at": store.get(rec["id"])["updated_at"]})
-        self._written(project, store)
-        self._emit(kind, project, actor, request_id, id=rec["id"],
-                   changes=sorted(changes))
-        return records.view(rec, today())
+        self.written(store)
+        self.emit(kind, project, actor, request_id, id=rec["id"], changes=sorted(changes))
+        return self.view(store, rec)
 
     def patch(self, project, mid: str, body: MemoryPatch, actor, request_id,
               if_match: str | None) -> dict[str, Any]:
         store = self.store(project)
-        rec = self._get(store, mid)
+        rec = self.get_record(store, mid)
         expect = if_match.strip().strip('"') if if_match else None
         if expect is not None and expect != rec["updated_at"]:
             raise PreconditionFailed("the memory changed since that updated_at",
                                      details={"updated_at": rec["updated_at"]})
         errors: list[dict] = []
-        new, changes = records.patched(rec, body.model_dump(exclude_unset=True), root=project.path,
-                                       now=now_iso(), errors=errors)
+        fields = body.model_dump(exclude_unset=True)
+        replaces = fields.pop("supersedes", [])
+        new, changes = records.patched(rec, fields, root=project.path, now=now_iso(),
+                                       errors=errors)
+        errors += self.check_ids(store, replaces, mid, "supersedes")
         if errors:
             raise records.fail(errors)
+        if replaces:
+            self.links.add_supersedes(project, store, rec, replaces, actor, request_id)
         if not changes:
-            return records.view(rec, today())
-        return self._write(project, store, new, changes, kind="amended", actor=actor,
-                           request_id=request_id, expect=expect or rec["updated_at"])
+            return self.view(store, store.get(mid) or rec)
+        out = self.write(project, store, new, changes, kind="amended", actor=actor,
+                         request_id=request_id, expect=expect or rec["updated_at"])
+        if {"rationale", "files_affected", "tags", "kind"} & set(changes):
+            self.contradictions.on_store(project, store, new, actor, request_id)
+        return out
 
     def set_status(self, project, mid: str, status: str, *, kind: str, actor, request_id,
                    note: str | None = None, commit_sha: str | None = None) -> dict[str, Any]:
         """invalidate / restore: a status change with its event; 409 when it changes nothing."""
         store = self.store(project)
-        rec = self._get(store, mid)
+        rec = self.get_record(store, mid)
         on = today()
         current = records.effective_status(rec, on)
         if current == status:
@@ -158,28 +260,30 @@ class Memories:
                 new["review_by"] = None  # else the record would read STALE straight away
         changes = {f: [rec[f], new[f]] for f in ("status", "commit_sha", "review_by")
                    if new[f] != rec[f]}
-        return self._write(project, store, new, changes, kind=kind, actor=actor,
-                           request_id=request_id, note=note, expect=rec["updated_at"])
+        return self.write(project, store, new, changes, kind=kind, actor=actor,
+                          request_id=request_id, note=note, expect=rec["updated_at"])
 
-    def feedback(self, project, mid: str, helpful: bool, note: str | None, actor,
+    def feedback(self, project, mid: str, signal: str, note: str | None, actor,
                  request_id) -> dict[str, Any]:
+        """Spec 000 G9: helpful +feedback_up, unhelpful −feedback_down, within
+        [feedback_floor, 1]."""
         store = self.store(project)
-        rec = self._get(store, mid)
-        step = self.settings.feedback_step if helpful else -self.settings.feedback_step
-        confidence = round(min(1.0, max(0.05, rec["confidence"] + step)), 6)
+        rec = self.get_record(store, mid)
+        s = self.settings
+        step = s.feedback_up if signal == "helpful" else -s.feedback_down
+        confidence = round(min(1.0, max(s.feedback_floor, rec["confidence"] + step)), 6)
         new = {**rec, "confidence": confidence, "updated_at": now_iso()}
-        text = ("helpful" if helpful else "unhelpful") + (f": {note}" if note else "")
-        return self._write(project, store, new, {"confidence": [rec["confidence"], confidence]},
-                           kind="feedback", actor=actor, request_id=request_id, note=text,
-                           expect=rec["updated_at"])
+        return self.write(project, store, new, {"confidence": [rec["confidence"], confidence]},
+                          kind="feedback", actor=actor, request_id=request_id,
+                          note=signal + (f": {note}" if note else ""), expect=rec["updated_at"])
 
     def delete(self, project, mid: str, actor, request_id) -> None:
         store = self.store(project)
-        rec = self._get(store, mid)
-        if not store.delete(mid, now_iso(), actor.id, rec["title"]):
+        rec = self.get_record(store, mid)
+        if not store.delete(mid, now_iso(), self.actor_for(actor, rec), rec["title"]):
             raise not_found(mid)
-        self._written(project, store)
-        self._emit("deleted", project, actor, request_id, id=mid)
+        self.written(store)
+        self.emit("deleted", project, actor, request_id, id=mid)
 
     def history(self, project, mid: str, limit: int, cursor: str | None
                 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -191,87 +295,189 @@ class Memories:
         rows = rows[:limit]
         return [ev for _, ev in rows], (encode_cursor(rows[-1][0]) if more else None)
 
+    def timeline(self, project, mid: str) -> dict[str, Any]:
+        """The record's history merged with the commits that touched its files, oldest first."""
+        store = self.store(project)
+        events = [ev for _, ev in store.history(mid, 100_000, None)]
+        if not events:
+            raise not_found(mid)
+        rec = store.get(mid)
+        items = [{"at": e["at"], "source": "history", "kind": e["kind"], "actor": e["actor"],
+                  "note": e["note"], "changes": e["changes"]} for e in events]
+        for c in gitinfo.commits(project.path, rec["files_affected"] if rec else [],
+                                 TIMELINE_COMMITS):
+            items.append({"at": utc(c["at"]), "source": "git", "kind": "commit", "actor": c["author"],
+                          "note": c["subject"], "commit": {k: c[k] for k in
+                                                           ("sha", "author", "subject", "files")}})
+        items.sort(key=lambda e: parse_time(e["at"]))
+        return {"memory_id": mid, "items": items}
+
+    # -- tags, stats, collections ----------------------------------------------------------
+
+    def tag_counts(self, project, status: str) -> list[dict[str, Any]]:
+        return [{"tag": t, "count": n} for t, n in self.store(project).tag_counts(today(), status)]
+
+    def retag(self, project, mid: str, add: list[str], remove: list[str], actor,
+              request_id) -> dict[str, Any]:
+        store = self.store(project)
+        rec = self.get_record(store, mid)
+        tags = [t for t in dict.fromkeys([*rec["tags"], *add]) if t not in remove]
+        if len(tags) > 50:
+            raise records.fail([records.invalid(("tags",), "a record holds at most 50 tags",
+                                                "too_long")])
+        if tags == rec["tags"]:
+            return self.view(store, rec)
+        new = {**rec, "tags": tags, "updated_at": now_iso()}
+        return self.write(project, store, new, {"tags": [rec["tags"], tags]}, kind="amended",
+                          actor=actor, request_id=request_id, expect=rec["updated_at"])
+
+    def stats(self, project) -> dict[str, Any]:
+        try:
+            model_id = self.kernel.embedder.model_id
+        except APIError:
+            model_id = None
+        return {"project_id": project.id, **self.store(project).stats(today(), model_id)}
+
+    def collection(self, project, name: str) -> dict[str, Any]:
+        found = self.store(project).collection(name)
+        if found is None:
+            raise NotFound(f"no collection named {name}", code="collection_not_found")
+        return found
+
+    def put_collection(self, project, name: str, filters: dict[str, Any],
+                       description: str | None, actor, request_id) -> tuple[dict[str, Any], bool]:
+        store = self.store(project)
+        with store.writing() as w:
+            created = w.put_collection(name, filters, description, now_iso())
+        self.emit("collection_saved", project, actor, request_id, name=name)
+        return store.collection(name), created
+
+    def delete_collection(self, project, name: str, actor, request_id) -> None:
+        with self.store(project).writing() as w:
+            if not w.delete_collection(name):
+                raise NotFound(f"no collection named {name}", code="collection_not_found")
+        self.emit("collection_deleted", project, actor, request_id, name=name)
+
     # -- search ------------------------------------------------------------------------------
 
     def search(self, project, body: SearchIn) -> dict[str, Any]:
         store = self.store(project)
-        on = today()
-        hits, notice = self.searcher.search(store, body.query, body.mode, filters_of(body), on,
-                                            body.limit)
-        results = [{**records.view(rec, on), "score": round(score, 6)} for rec, score in hits]
+        on, policy = today(), self.policy(store)
+        filters = self.filters(store, body)
+        hits, notice = self.searcher.search(store, body.query, body.mode, filters, on,
+                                            body.limit, policy)
+        self.recalled(store, [rec["id"] for rec, _ in hits], policy)
+        found = [(rec, score, None) for rec, score in hits]
+        if body.expand:
+            found += self.links.expand(store, hits, filters, on, EXPAND_FACTOR, body.limit)
+            found.sort(key=lambda h: -h[1])
+        views = self.views(store, [rec for rec, _, _ in found], policy)
+        results = [{**v, "score": round(score, 6), "linked_from": via}
+                   for v, (_, score, via) in zip(views, found, strict=True)]
         if body.view == "compact":
-            results = [{k: r[k] for k in ("id", "title", "status", "score", "files_affected")}
-                       for r in results]
+            results = [{k: r[k] for k in ("id", "title", "status", "kind", "score",
+                                          "files_affected", "linked_from")} for r in results]
         return {"project_id": project.id, "query": body.query, "mode": body.mode,
                 "results": results, "notice": notice}
 
     # -- batch, export, import ---------------------------------------------------------------
 
-    def batch(self, project, body: BatchIn, actor, request_id) -> list[dict[str, str]]:
+    def batch(self, project, body: BatchIn, actor, request_id) -> list[dict[str, Any]]:
+        """Every item validated against the records as the items before it leave them; all or
+        nothing unless ``atomic`` is false, then the items that validate are applied."""
         if any(item.op == "delete" for item in body.items) and not self.kernel.allowed(
                 actor, "memories.delete", project):
             raise Forbidden(f"{actor.id} may not memories.delete",
                             details={"permission": "memories.delete"})
         store = self.store(project)
         now, head = now_iso(), gitinfo.head(project.path)
-        ids = {item.id for item in body.items if item.id}
-        working = store.get_many(sorted(ids))
-        errors: list[dict] = []
-        ops, done = [], []
+        working = store.get_many(sorted({item.id for item in body.items if item.id}))
+        results, ops, bad = [], [], 0
         for i, item in enumerate(body.items):
-            loc = ("items", i)
-            fields = {**(item.model_extra or {}), **({"id": item.id} if item.id else {})}
-            if item.op != "create" and not item.id:
-                errors.append(records.invalid((*loc, "id"), "required for patch and delete",
-                                              "missing"))
+            errors: list[dict] = []
+            op = self._batch_op(item, ("items", i), working, project.path, now, head, errors)
+            if errors:
+                bad += 1
+                results.append({"op": item.op, "id": item.id, "status": "error",
+                                 "errors": [{**e, "loc": list(e["loc"])} for e in errors]})
                 continue
-            if item.op == "create":
-                try:
-                    body_i = MemoryIn.model_validate(fields)
-                except ValidationError as ex:
-                    errors.extend(records.located(ex, loc))
-                    continue
-                rec = records.build(body_i.model_dump(), root=project.path, now=now, head=head,
-                                    loc=loc, errors=errors)
-                if rec["id"] in working:
-                    errors.append(records.invalid((*loc, "id"), "a memory with this id exists",
-                                                  "memory_exists"))
-                    continue
-                working[rec["id"]] = rec
-                ops.append(("create", rec, records.content_sha(rec), {}))
-            elif item.id not in working:
-                errors.append(records.invalid((*loc, "id"), "no memory with this id",
-                                              "memory_not_found"))
-                continue
-            elif item.op == "patch":
-                try:
-                    patch = MemoryPatch.model_validate(fields)
-                except ValidationError as ex:
-                    errors.extend(records.located(ex, loc))
-                    continue
-                rec, changes = records.patched(working[item.id], patch.model_dump(exclude_unset=True),
-                                               root=project.path, now=now, loc=loc, errors=errors)
-                working[item.id] = rec
-                if changes:
-                    ops.append(("patch", rec, records.content_sha(rec), changes))
-            else:
-                rec = working.pop(item.id)
-                ops.append(("delete", rec, None, {}))
-            done.append({"op": item.op, "id": item.id or rec["id"]})
-        if errors:
-            raise records.fail(errors, f"{len({tuple(e['loc'][:2]) for e in errors})} batch "
-                                       "item(s) did not validate; nothing was written")
-        store.apply_batch(ops, now, actor.id)
-        self._written(project, store)
-        counts = {op: sum(1 for d in done if d["op"] == op) for op in ("create", "patch", "delete")}
-        self._emit("batch", project, actor, request_id, **counts)
-        return done
+            if op is not None:
+                ops.append((*op[:4], self.actor_for(actor, op[1])))
+            results.append({"op": item.op, "id": item.id or op[1]["id"], "status": "ok",
+                            "errors": []})
+        if bad and body.atomic:
+            raise records.fail([e for r in results for e in r["errors"]],
+                               f"{bad} batch item(s) did not validate; nothing was written")
+        store.apply_batch(ops, now)
+        self.written(store)
+        counts = {op: sum(1 for r in results if r["op"] == op and r["status"] == "ok")
+                  for op in ("create", "patch", "invalidate", "delete")}
+        self.emit("batch", project, actor, request_id, **counts, failed=bad)
+        return results
 
-    def export(self, project) -> Iterator[bytes]:
-        store = self.store(project)
-        for rec, history in store.export():
-            yield (json.dumps({"memory": rec, "history": history}, ensure_ascii=False) + "\n"
-                   ).encode()
+    @staticmethod
+    def _batch_op(item, loc, working, root, now, head, errors) -> tuple | None:
+        """One item as a store op ``(op, record, content_sha, changes)`` (None: nothing to
+        write), updating ``working``; its problems go to ``errors``."""
+        fields = {**(item.model_extra or {}), **({"id": item.id} if item.id else {})}
+        if item.op != "create" and not item.id:
+            errors.append(records.invalid((*loc, "id"), "required for patch, invalidate and "
+                                          "delete", "missing"))
+            return None
+        if item.op == "create":
+            try:
+                body = MemoryIn.model_validate(fields)
+            except ValidationError as ex:
+                errors.extend(records.located(ex, loc))
+                return None
+            if body.supersedes:
+                errors.append(records.invalid((*loc, "supersedes"), "not in a batch: create the "
+                                              "record, then link it", "unsupported"))
+            rec = records.build(body.model_dump(), root=root, now=now, head=head, loc=loc,
+                                errors=errors)
+            if rec["id"] in working:
+                errors.append(records.invalid((*loc, "id"), "a memory with this id exists",
+                                              "memory_exists"))
+            if errors:
+                return None
+            working[rec["id"]] = rec
+            return "create", rec, records.content_sha(rec), {}
+        if item.id not in working:
+            errors.append(records.invalid((*loc, "id"), "no memory with this id",
+                                          "memory_not_found"))
+            return None
+        if item.op == "delete":
+            return "delete", working.pop(item.id), None, {}
+        model = MemoryPatch if item.op == "patch" else InvalidateIn
+        try:
+            parsed = model.model_validate(fields)
+        except ValidationError as ex:
+            errors.extend(records.located(ex, loc))
+            return None
+        current = working[item.id]
+        if item.op == "invalidate":
+            if current["status"] == "INVALIDATED":
+                errors.append(records.invalid((*loc, "id"), "already INVALIDATED",
+                                              "invalid_transition"))
+                return None
+            rec = {**current, "status": "INVALIDATED", "updated_at": now}
+            working[item.id] = rec
+            return ("invalidate", rec, records.content_sha(rec),
+                    {"status": [current["status"], "INVALIDATED"], "reason": parsed.reason})
+        patch = parsed.model_dump(exclude_unset=True)
+        if patch.pop("supersedes", None):
+            errors.append(records.invalid((*loc, "supersedes"), "not in a batch: use "
+                                          "…/{id}/links", "unsupported"))
+            return None
+        rec, changes = records.patched(current, patch, root=root, now=now, loc=loc,
+                                       errors=errors)
+        if errors:
+            return None
+        working[item.id] = rec
+        return ("patch", rec, records.content_sha(rec), changes) if changes else None
+
+    def export(self, project, fmt: str) -> Iterator[bytes]:
+        return exports.render(self.store(project).export(), fmt)
 
     def import_(self, project, raw: bytes, overwrite: bool, actor, request_id) -> dict[str, int]:
         lines, errors = [], []
@@ -284,14 +490,16 @@ class Memories:
                 errors.extend(records.located(ex, (f"line {n}",)))
                 continue
             rec = parsed.memory.model_dump(mode="json")
-            lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history]))
+            rec["importance"] = importance_of(rec["kind"], rec["importance"])
+            lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history],
+                          [lk.model_dump() for lk in parsed.links]))
         if errors:
             raise records.fail(errors, "the import did not validate; nothing was written")
         store = self.store(project)
         created, overwritten, skipped = store.import_lines(lines, overwrite)
-        self._written(project, store)
+        self.written(store)
         out = {"created": created, "overwritten": overwritten, "skipped": skipped}
-        self._emit("imported", project, actor, request_id, **out)
+        self.emit("imported", project, actor, request_id, **out)
         return out
 
     # -- maintenance and context -------------------------------------------------------------
@@ -319,14 +527,24 @@ class Memories:
         review = sum(1 for _, note in stale if note.startswith("review_by"))
         for rec, note in stale:
             new = {**rec, "status": "STALE", "updated_at": now_iso()}
-            if store.update(new, records.content_sha(new), kind="stale", actor=actor.id,
+            if store.update(new, records.content_sha(new), kind="stale",
+                            actor=self.actor_for(actor, rec),
                             changes={"status": ["ACTIVE", "STALE"]}, note=note,
                             expect_updated_at=rec["updated_at"]):
-                self._emit("stale", project, actor, None, id=rec["id"], note=note)
+                self.emit("stale", project, actor, None, id=rec["id"], note=note)
         if stale:
-            self._written(project, store)
+            self.written(store)
         return {"checked": len(active), "stale_review_by": review,
                 "stale_files_changed": len(stale) - review}
+
+    def on_files(self, project, paths: list[str]) -> list[dict[str, Any]]:
+        """The ACTIVE decisions on these files, one item per (file, decision), with every
+        file the decision names."""
+        wanted = set(paths)
+        return [{"path": path, "kind": "decision", "id": rec["id"], "title": rec["title"],
+                 "status": "ACTIVE", "files": rec["files_affected"]}
+                for rec in self.store(project).files_context(sorted(wanted), today())
+                for path in rec["files_affected"] if path in wanted]
 
     def context(self, project, hits: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
         """The ACTIVE decisions on the files a code query hit, best hit first, within budget."""
@@ -357,3 +575,4 @@ class Memories:
             return []
         text = "\n".join(lines)
         return [{"title": "Decisions on these files", "text": text, "tokens": estimate_tokens(text)}]
+

@@ -2,7 +2,10 @@
 
 Every write is one transaction holding the row change, its FTS update (triggers), its
 history event and a bump of the version stamp — the stamp tells each process's vector cache
-that it must reload. Records go in and come out as plain dicts; lists are JSON text.
+that it must reload. A write of several steps (a supersede, a merge, a resolution) runs its
+steps on one :class:`Writer`, in one transaction. Records go in and come out as plain dicts;
+lists are JSON text. Links, contradictions, per-project config (the decay policy, the
+contradiction settings) and collections live beside the records (schema step 3).
 """
 
 from __future__ import annotations
@@ -13,15 +16,21 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from neuralmind import statements
+from plugins.memory.decay import DEFAULT_IMPORTANCE
 
 LIST_FIELDS = ("files_affected", "evidence", "rejected_alternatives", "dependency_constraints",
                "tags")
-FIELDS = ("id", "title", "rationale", "commit_sha", "files_affected", "decision_type",
-          "confidence", "status", "author", "agent", "session_id", "review_by", "evidence",
-          "rejected_alternatives", "dependency_constraints", "tags", "created_at", "updated_at")
+FIELDS = ("id", "title", "rationale", "commit_sha", "files_affected", "decision_type", "kind",
+          "importance", "pinned", "confidence", "status", "author", "agent", "session_id",
+          "review_by", "evidence", "rejected_alternatives", "dependency_constraints", "tags",
+          "created_at", "updated_at", "last_accessed_at", "access_count")
+# what a write sets; recalls alone move last_accessed_at and access_count (MemoryStore.touch)
+WRITTEN = tuple(f for f in FIELDS if f not in ("id", "created_at", "last_accessed_at",
+                                               "access_count"))
 FTS_COLUMNS = ("title", "rationale", "evidence", "tags")
 
 SCHEMA = """
@@ -114,7 +123,51 @@ def _fts_automerge(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 2)")
 
 
-MIGRATIONS = [_schema_v1, _fts_automerge]
+SCHEMA_V3 = f"""
+ALTER TABLE memories ADD COLUMN kind TEXT NOT NULL DEFAULT 'decision';
+ALTER TABLE memories ADD COLUMN importance REAL NOT NULL DEFAULT {DEFAULT_IMPORTANCE['decision']};
+ALTER TABLE memories ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN last_accessed_at TEXT;
+ALTER TABLE memories ADD COLUMN access_count INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE memory_links (
+    source TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    target TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    actor TEXT,
+    note TEXT,
+    PRIMARY KEY (source, type, target)
+) WITHOUT ROWID;
+CREATE INDEX memory_links_by_target ON memory_links (target);
+CREATE TABLE memory_contradictions (
+    id TEXT PRIMARY KEY,
+    a TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    b TEXT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    confidence REAL NOT NULL,
+    kind TEXT,
+    explanation TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'open',
+    detected_at TEXT NOT NULL,
+    resolved_at TEXT,
+    resolved_by TEXT,
+    strategy TEXT,
+    outcome TEXT,
+    UNIQUE (a, b)
+);
+CREATE INDEX memory_contradictions_by_b ON memory_contradictions (b);
+CREATE INDEX memory_contradictions_by_time ON memory_contradictions (detected_at, id);
+CREATE TABLE memory_config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE memory_collections (
+    name TEXT PRIMARY KEY,
+    filters TEXT NOT NULL,
+    description TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+INSERT INTO memory_meta (key, value) VALUES ('decay_until', 0), ('decay_last', 0);
+"""
+
+MIGRATIONS = [_schema_v1, _fts_automerge, SCHEMA_V3]
 
 COUNTS_TTL_S = 60.0  # how long a process trusts its per-word record counts
 COUNTS_MAX = 50_000  # words remembered before the counts start over
@@ -141,7 +194,23 @@ def record_of(row: sqlite3.Row) -> dict[str, Any]:
     rec = {f: row[f] for f in FIELDS}
     for f in LIST_FIELDS:
         rec[f] = json.loads(rec[f])
+    rec["pinned"] = bool(rec["pinned"])
     return rec
+
+
+LINK_FIELDS = ("source", "target", "type", "created_at", "actor", "note")
+CONTRADICTION_FIELDS = ("id", "a", "b", "confidence", "kind", "explanation", "status",
+                        "detected_at", "resolved_at", "resolved_by", "strategy", "outcome")
+
+
+def link_of(row: sqlite3.Row) -> dict[str, Any]:
+    return {f: row[f] for f in LINK_FIELDS}
+
+
+def contradiction_of(row: sqlite3.Row) -> dict[str, Any]:
+    out = {f: row[f] for f in CONTRADICTION_FIELDS}
+    out["outcome"] = json.loads(out["outcome"]) if out["outcome"] else None
+    return out
 
 
 def event_of(row: sqlite3.Row) -> dict[str, Any]:
@@ -149,8 +218,138 @@ def event_of(row: sqlite3.Row) -> dict[str, Any]:
             "changes": json.loads(row["changes"]), "note": row["note"]}
 
 
+class IdTaken(Exception):
+    """A create named an id that exists (the write rolled back)."""
+
+
+class Writer:
+    """The steps of one write transaction (:meth:`MemoryStore.writing`); each record change
+    comes with its history event, and the store's version moves once at the end."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.records_changed = False
+
+    @staticmethod
+    def _row(rec: dict[str, Any], content_sha: str) -> tuple:
+        return (*(_json(rec[f]) if f in LIST_FIELDS else rec[f] for f in FIELDS), content_sha)
+
+    def get(self, memory_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?",
+                                (memory_id,)).fetchone()
+        return record_of(row) if row else None
+
+    def insert(self, recs: list[tuple[dict[str, Any], str]]) -> None:
+        """Rows and their file index, no events (creates and imports add their own)."""
+        self.conn.executemany(INSERT, [self._row(rec, sha) for rec, sha in recs])
+        files = [(p, rec["id"]) for rec, _ in recs for p in rec["files_affected"]]
+        if files:
+            self.conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) "
+                                  "VALUES (?, ?)", files)
+        self.records_changed = True
+
+    def create(self, recs: list[tuple[dict[str, Any], str, str | None]]) -> None:
+        """Insert ``[(record, content_sha, actor)]`` with their ``created`` events; a taken id
+        raises :class:`IdTaken` (the transaction then rolls back)."""
+        try:
+            self.insert([(rec, sha) for rec, sha, _ in recs])
+        except sqlite3.IntegrityError:
+            raise IdTaken() from None
+        self.conn.executemany(EVENT, [(new_event_id(), rec["id"], rec["created_at"], "created",
+                                       actor, "{}", None) for rec, _, actor in recs])
+
+    def update(self, rec: dict[str, Any], content_sha: str, *, kind: str, actor: str | None,
+               changes: dict[str, Any], note: str | None = None,
+               expect_updated_at: str | None = None) -> bool:
+        """Write ``rec`` over the stored row; False when ``expect_updated_at`` no longer holds."""
+        if expect_updated_at is not None:
+            row = self.conn.execute("SELECT updated_at FROM memories WHERE id = ?",
+                                    (rec["id"],)).fetchone()
+            if row is None or row[0] != expect_updated_at:
+                return False
+        values = [json.dumps(rec[f]) if f in LIST_FIELDS else rec[f] for f in WRITTEN]
+        self.conn.execute(f"UPDATE memories SET {', '.join(f'{f} = ?' for f in WRITTEN)}, "
+                          "content_sha = ? WHERE id = ?", (*values, content_sha, rec["id"]))
+        if "files_affected" in changes:
+            self.conn.execute("DELETE FROM memory_files WHERE memory_id = ?", (rec["id"],))
+            self.conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) "
+                                  "VALUES (?, ?)", [(p, rec["id"]) for p in rec["files_affected"]])
+        self.event(rec["id"], rec["updated_at"], kind, actor, changes, note)
+        self.records_changed = True
+        return True
+
+    def delete(self, memory_id: str, at: str, actor: str | None, title: str) -> bool:
+        """Remove the record, its vector, links and contradictions; its events stay, closed by
+        a ``deleted`` event."""
+        if self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
+            return False
+        self.event(memory_id, at, "deleted", actor, note=title)
+        self.records_changed = True
+        return True
+
+    def event(self, memory_id: str, at: str, kind: str, actor: str | None,
+              changes: dict | None = None, note: str | None = None,
+              event_id: str | None = None) -> None:
+        self.conn.execute(EVENT, (event_id or new_event_id(), memory_id, at, kind, actor,
+                                  json.dumps(changes, default=str) if changes else "{}", note))
+
+    def link(self, link: dict[str, Any]) -> bool:
+        """Add a link (no events: the caller writes them on both records); False if it exists."""
+        return self.conn.execute(
+            f"INSERT OR IGNORE INTO memory_links ({', '.join(LINK_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(LINK_FIELDS))})",
+            tuple(link[f] for f in LINK_FIELDS)).rowcount == 1
+
+    def unlink(self, source: str, target: str, link_type: str | None) -> list[dict[str, Any]]:
+        """Remove the links from ``source`` to ``target`` (of ``link_type``, else all); returns them."""
+        sql = "FROM memory_links WHERE source = ? AND target = ?"
+        args: tuple = (source, target)
+        if link_type is not None:
+            sql += " AND type = ?"
+            args += (link_type,)
+        gone = [link_of(r) for r in self.conn.execute(f"SELECT * {sql}", args)]
+        self.conn.execute(f"DELETE {sql}", args)
+        return gone
+
+    def contradiction(self, row: dict[str, Any]) -> bool:
+        """Store a detected contradiction; False when the pair is known already (any status)."""
+        return self.conn.execute(
+            f"INSERT OR IGNORE INTO memory_contradictions ({', '.join(CONTRADICTION_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(CONTRADICTION_FIELDS))})",
+            tuple(json.dumps(row[f]) if f == "outcome" and row[f] is not None else row[f]
+                  for f in CONTRADICTION_FIELDS)).rowcount == 1
+
+    def resolve(self, cid: str, *, at: str, actor: str | None, strategy: str,
+                outcome: dict[str, Any]) -> bool:
+        """Close an open contradiction; False when it is not open (any more)."""
+        return self.conn.execute(
+            "UPDATE memory_contradictions SET status = 'resolved', resolved_at = ?, "
+            "resolved_by = ?, strategy = ?, outcome = ? WHERE id = ? AND status = 'open'",
+            (at, actor, strategy, json.dumps(outcome), cid)).rowcount == 1
+
+    def put_config(self, name: str, value: dict[str, Any]) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO memory_config (name, value) VALUES (?, ?)",
+                          (name, json.dumps(value)))
+
+    def put_collection(self, name: str, filters: dict[str, Any], description: str | None,
+                       at: str) -> bool:
+        """Create or replace a collection; True when it is new."""
+        new = self.conn.execute("SELECT 1 FROM memory_collections WHERE name = ?",
+                                (name,)).fetchone() is None
+        self.conn.execute(
+            "INSERT INTO memory_collections (name, filters, description, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, "
+            "description = excluded.description, updated_at = excluded.updated_at",
+            (name, json.dumps(filters, default=str), description, at, at))
+        return new
+
+    def delete_collection(self, name: str) -> bool:
+        return self.conn.execute("DELETE FROM memory_collections WHERE name = ?",
+                                 (name,)).rowcount == 1
+
+
 class MemoryStore:
-    """One project's memories, history and vectors."""
+    """One project's memories, history, vectors, links, contradictions and settings."""
 
     def __init__(self, db):
         self.db = db
@@ -162,32 +361,14 @@ class MemoryStore:
 
     # -- writes (each one transaction: change + event + stamp) ------------------------------
 
-    @staticmethod
-    def _row(rec: dict[str, Any], content_sha: str) -> tuple:
-        return (*(_json(rec[f]) if f in LIST_FIELDS else rec[f] for f in FIELDS), content_sha)
-
-    @classmethod
-    def _insert_many(cls, conn, recs: list[tuple[dict[str, Any], str]]) -> None:
-        conn.executemany(INSERT, [cls._row(rec, sha) for rec, sha in recs])
-        files = [(p, rec["id"]) for rec, _ in recs for p in rec["files_affected"]]
-        if files:
-            conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) VALUES (?, ?)",
-                             files)
-
-    @classmethod
-    def _insert(cls, conn, rec: dict[str, Any], content_sha: str) -> None:
-        cls._insert_many(conn, [(rec, content_sha)])
-
-    @staticmethod
-    def _event(conn, memory_id: str, at: str, kind: str, actor: str | None,
-               changes: dict | None = None, note: str | None = None,
-               event_id: str | None = None) -> None:
-        conn.execute(EVENT, (event_id or new_event_id(), memory_id, at, kind, actor,
-                             json.dumps(changes, default=str) if changes else "{}", note))
-
-    @staticmethod
-    def _bump(conn) -> None:
-        conn.execute("UPDATE memory_meta SET value = value + 1 WHERE key = 'version'")
+    @contextmanager
+    def writing(self) -> Iterator[Writer]:
+        """One write transaction; the version stamp moves when a record changed."""
+        with self.db.transaction() as conn:
+            writer = Writer(conn)
+            yield writer
+            if writer.records_changed:
+                conn.execute("UPDATE memory_meta SET value = value + 1 WHERE key = 'version'")
 
     def exists(self, ids: Iterable[str], conn=None) -> set[str]:
         ids = list(ids)
@@ -201,93 +382,82 @@ class MemoryStore:
 
     def create(self, rec: dict[str, Any], content_sha: str, actor: str | None) -> bool:
         """Insert ``rec`` with its ``created`` event; False when the id is taken."""
-        with self.db.transaction() as conn:
-            try:
-                self._insert(conn, rec, content_sha)
-            except sqlite3.IntegrityError:
-                return False
-            self._event(conn, rec["id"], rec["created_at"], "created", actor)
-            self._bump(conn)
+        try:
+            with self.writing() as w:
+                w.create([(rec, content_sha, actor)])
+        except IdTaken:
+            return False
         return True
 
     def update(self, rec: dict[str, Any], content_sha: str, *, kind: str, actor: str | None,
                changes: dict[str, Any], note: str | None = None,
                expect_updated_at: str | None = None) -> bool:
         """Write ``rec`` over the stored row; False when ``expect_updated_at`` no longer holds."""
-        with self.db.transaction() as conn:
-            return self._update(conn, rec, content_sha, kind=kind, actor=actor, changes=changes,
-                                note=note, expect_updated_at=expect_updated_at)
-
-    def _update(self, conn, rec, content_sha, *, kind, actor, changes, note=None,
-                expect_updated_at=None) -> bool:
-        if expect_updated_at is not None:
-            row = conn.execute("SELECT updated_at FROM memories WHERE id = ?", (rec["id"],)).fetchone()
-            if row is None or row[0] != expect_updated_at:
-                return False
-        sets = [f for f in FIELDS if f not in ("id", "created_at")]
-        values = [json.dumps(rec[f]) if f in LIST_FIELDS else rec[f] for f in sets]
-        conn.execute(f"UPDATE memories SET {', '.join(f'{f} = ?' for f in sets)}, content_sha = ? "
-                     "WHERE id = ?", (*values, content_sha, rec["id"]))
-        if "files_affected" in changes:
-            conn.execute("DELETE FROM memory_files WHERE memory_id = ?", (rec["id"],))
-            conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) VALUES (?, ?)",
-                             [(p, rec["id"]) for p in rec["files_affected"]])
-        self._event(conn, rec["id"], rec["updated_at"], kind, actor, changes, note)
-        self._bump(conn)
-        return True
+        with self.writing() as w:
+            return w.update(rec, content_sha, kind=kind, actor=actor, changes=changes, note=note,
+                            expect_updated_at=expect_updated_at)
 
     def delete(self, memory_id: str, at: str, actor: str | None, title: str) -> bool:
-        """Remove the record and its vector; its events stay, closed by a ``deleted`` event."""
-        with self.db.transaction() as conn:
-            return self._delete(conn, memory_id, at, actor, title)
+        with self.writing() as w:
+            return w.delete(memory_id, at, actor, title)
 
-    def _delete(self, conn, memory_id, at, actor, title) -> bool:
-        if conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
-            return False
-        self._event(conn, memory_id, at, "deleted", actor, note=title)
-        self._bump(conn)
-        return True
-
-    def apply_batch(self, ops: list[tuple[str, dict[str, Any], str | None, dict[str, Any]]],
-                    at: str, actor: str | None) -> None:
-        """``[(op, record, content_sha, changes)]`` in one transaction (all or nothing)."""
-        with self.db.transaction() as conn:
-            for i, (op, rec, sha, changes) in enumerate(ops):
+    def apply_batch(self, ops: list[tuple[str, dict[str, Any], str | None, dict[str, Any],
+                                          str | None]], at: str) -> None:
+        """``[(op, record, content_sha, changes, actor)]`` in one transaction (all or nothing);
+        ``op`` is create, patch, invalidate or delete."""
+        with self.writing() as w:
+            for i, (op, rec, sha, changes, actor) in enumerate(ops):
                 if op == "create" and (i == 0 or ops[i - 1][0] != "create"):
-                    run = [(r, s) for _, r, s, _ in itertools.takewhile(
+                    run = [(r, s, a) for _, r, s, _, a in itertools.takewhile(
                         lambda o: o[0] == "create", ops[i:])]
-                    self._insert_many(conn, run)  # a run of creates: two executemany calls
-                    conn.executemany(EVENT, [(new_event_id(), r["id"], at, "created", actor,
-                                              "{}", None) for r, _ in run])
+                    w.create(run)  # a run of creates: three executemany calls
                 elif op == "create":
                     continue
                 elif op == "patch":
-                    self._update(conn, rec, sha, kind="amended", actor=actor, changes=changes)
+                    w.update(rec, sha, kind="amended", actor=actor, changes=changes)
+                elif op == "invalidate":
+                    w.update(rec, sha, kind="invalidated", actor=actor,
+                             changes={"status": changes["status"]}, note=changes["reason"])
                 else:
-                    self._delete(conn, rec["id"], at, actor, rec["title"])
-            self._bump(conn)
+                    w.delete(rec["id"], at, actor, rec["title"])
 
-    def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]]]],
+    def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]],
+                                             list[dict[str, Any]]]],
                      overwrite: bool) -> tuple[int, int, int]:
-        """Restore exported ``(record, content_sha, history)``; returns (created, overwritten, skipped)."""
+        """Restore exported ``(record, content_sha, history, links)``; returns (created,
+        overwritten, skipped). Links go in after every record, so they may point forward."""
         created = overwritten = skipped = 0
-        with self.db.transaction() as conn:
-            taken = self.exists([rec["id"] for rec, _, _ in lines], conn)
-            for rec, sha, history in lines:
+        with self.writing() as w:
+            taken = self.exists([rec["id"] for rec, _, _, _ in lines], w.conn)
+            links = []
+            for rec, sha, history, out in lines:
                 if rec["id"] in taken:
                     if not overwrite:
                         skipped += 1
                         continue
-                    conn.execute("DELETE FROM memories WHERE id = ?", (rec["id"],))
+                    w.conn.execute("DELETE FROM memories WHERE id = ?", (rec["id"],))
                     overwritten += 1
                 else:
                     created += 1
-                self._insert(conn, rec, sha)
+                w.insert([(rec, sha)])
                 for ev in history:
-                    self._event(conn, rec["id"], ev["at"], ev["kind"], ev["actor"], ev["changes"],
-                                ev["note"], event_id=ev["id"])
-            self._bump(conn)
+                    w.event(rec["id"], ev["at"], ev["kind"], ev["actor"], ev["changes"],
+                            ev["note"], event_id=ev["id"])
+                links += out
+            present = self.exists({lk["target"] for lk in links}, w.conn)
+            for lk in links:
+                if lk["target"] in present:
+                    w.link(lk)
         return created, overwritten, skipped
+
+    def touch(self, recalls: dict[str, int], at: str) -> None:
+        """Recalls: ``{id: times}`` returned by searches up to ``at``. Moves only the access
+        columns (no event, no version: ranking reads them per search, the vector cache not)."""
+        if recalls:
+            with self.db.transaction() as conn:
+                conn.executemany("UPDATE memories SET last_accessed_at = ?, access_count = "
+                                 "access_count + ? WHERE id = ?",
+                                 [(at, n, mid) for mid, n in recalls.items()])
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -320,6 +490,10 @@ class MemoryStore:
             where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN "
                          f"({', '.join(':' + k for k in keys)}))")
             args.update(zip(keys, f["tag"]))
+        if f.get("kind"):
+            keys = [f"kind{i}" for i in range(len(f["kind"]))]
+            where.append(f"m.kind IN ({', '.join(':' + k for k in keys)})")
+            args.update(zip(keys, f["kind"]))
         for name, column in (("type", "decision_type"), ("author", "author"), ("agent", "agent"),
                              ("session_id", "session_id")):
             if f.get(name) is not None:
@@ -348,8 +522,13 @@ class MemoryStore:
         args["limit"] = limit
         return [record_of(r) for r in self.db.conn.execute(sql, args)]
 
-    def filter_ids(self, filters: dict[str, Any], today: str) -> set[str]:
+    def filter_ids(self, filters: dict[str, Any], today: str,
+                   among: list[str] | None = None) -> set[str]:
+        """Ids of the records passing ``filters`` (only those ``among`` these, if given)."""
         where, args = self._where(filters, today)
+        if among is not None:
+            where.append(f"m.id IN ({', '.join(f':id{i}' for i in range(len(among)))})")
+            args.update({f"id{i}": mid for i, mid in enumerate(among)})
         sql = f"SELECT m.id FROM memories m {'WHERE ' + ' AND '.join(where) if where else ''}"
         return {r[0] for r in self.db.conn.execute(sql, args)}
 
@@ -438,8 +617,10 @@ class MemoryStore:
             (memory_id, after or 0, limit)).fetchall()
         return [(r["seq"], event_of(r)) for r in rows]
 
-    def export(self, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
-        """Every record (oldest first) with its history, read page by page."""
+    def export(self, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]],
+                                                          list[dict[str, Any]]]]:
+        """Every record (oldest first) with its history and the links it is the source of,
+        read page by page."""
         last = ("", "")
         conn = self.db.conn
         while True:
@@ -452,8 +633,9 @@ class MemoryStore:
             for ev in conn.execute("SELECT * FROM memory_events WHERE memory_id IN "
                                    f"({','.join('?' * len(ids))}) ORDER BY seq", ids):
                 events[ev["memory_id"]].append(event_of(ev))
+            links = self.links_from(ids)
             for r in rows:
-                yield record_of(r), events[r["id"]]
+                yield record_of(r), events[r["id"]], links[r["id"]]
             last = (rows[-1]["created_at"], rows[-1]["id"])
 
     def files_context(self, paths: list[str], today: str) -> list[dict[str, Any]]:
@@ -472,6 +654,141 @@ class MemoryStore:
                                     "m.review_by < ?) AS overdue FROM memories m "
                                     "WHERE m.status = 'ACTIVE'", (today,)).fetchall()
         return [{**record_of(r), "overdue": bool(r["overdue"])} for r in rows]
+
+    def decay_inputs(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What strength is computed from, for ``ids`` (ranking's candidates)."""
+        if not ids:
+            return {}
+        rows = self.db.conn.execute(
+            "SELECT id, kind, importance, pinned, updated_at, last_accessed_at, access_count "
+            f"FROM memories WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {r["id"]: {**dict(r), "pinned": bool(r["pinned"])} for r in rows}
+
+    def retained(self) -> list[dict[str, Any]]:
+        """Records a decay sweep looks at: stored ACTIVE or STALE, not pinned."""
+        rows = self.db.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.status IN "
+                                    "('ACTIVE', 'STALE') AND m.pinned = 0 ORDER BY m.id")
+        return [record_of(r) for r in rows]
+
+    def active(self, kinds: list[str], today: str) -> list[dict[str, Any]]:
+        """Effectively ACTIVE records of ``kinds`` (every kind when empty), oldest first."""
+        where, args = self._where({"status": "ACTIVE", "kind": kinds}, today)
+        rows = self.db.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE {' AND '.join(where)}"
+                                    " ORDER BY m.created_at, m.id", args)
+        return [record_of(r) for r in rows]
+
+    def sharing(self, files: list[str], tags: list[str], today: str, limit: int,
+                exclude: str) -> list[dict[str, Any]]:
+        """Effectively ACTIVE records sharing a file or a tag with a record, newest first."""
+        if not files and not tags:
+            return []
+        where, args = self._where({"status": "ACTIVE"}, today)
+        either = []
+        if files:
+            either.append(f"m.id IN (SELECT memory_id FROM memory_files WHERE path IN "
+                          f"({', '.join(f':f{i}' for i in range(len(files)))}))")
+            args.update({f"f{i}": p for i, p in enumerate(files)})
+        if tags:
+            either.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN "
+                          f"({', '.join(f':t{i}' for i in range(len(tags)))}))")
+            args.update({f"t{i}": t for i, t in enumerate(tags)})
+        args.update(exclude=exclude, limit=limit)
+        rows = self.db.conn.execute(
+            f"SELECT {COLUMNS} FROM memories m WHERE {' AND '.join(where)} AND m.id != :exclude "
+            f"AND ({' OR '.join(either)}) ORDER BY m.created_at DESC LIMIT :limit", args)
+        return [record_of(r) for r in rows]
+
+    def tag_counts(self, today: str, status: str) -> list[tuple[str, int]]:
+        """``[(tag, records)]`` over records of effective ``status`` (ALL: every record)."""
+        where, args = self._where({"status": status}, today)
+        rows = self.db.conn.execute(
+            "SELECT t.value AS tag, COUNT(*) AS n FROM memories m, json_each(m.tags) t "
+            f"{'WHERE ' + ' AND '.join(where) if where else ''} GROUP BY t.value "
+            "ORDER BY n DESC, t.value", args)
+        return [(r["tag"], r["n"]) for r in rows]
+
+    def stats(self, today: str, model_id: str | None) -> dict[str, Any]:
+        """Counts by kind, effective status, author, agent and tag; embedded/pending vectors."""
+        conn, args = self.db.conn, {"today": today}
+        out: dict[str, Any] = {"total": conn.execute("SELECT COUNT(*) FROM memories").fetchone()[0]}
+        for name, expr in (("by_kind", "m.kind"), ("by_status", EFFECTIVE),
+                           ("by_author", "m.author"), ("by_agent", "m.agent")):
+            out[name] = {r[0]: r[1] for r in conn.execute(
+                f"SELECT {expr} AS k, COUNT(*) FROM memories m WHERE k IS NOT NULL GROUP BY k "
+                "ORDER BY k", args)}
+        out["by_tag"] = dict(self.tag_counts(today, "ALL"))
+        embedded = 0 if model_id is None else conn.execute(
+            "SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.model_id = ? AND v.content_sha = m.content_sha", (model_id,)).fetchone()[0]
+        out["vectors"] = {"model_id": model_id, "embedded": embedded,
+                          "pending": out["total"] - embedded}
+        return out
+
+    # -- links, contradictions, config, collections ---------------------------------------
+
+    def links(self, ids: Iterable[str]) -> list[dict[str, Any]]:
+        """Every link from or to any of ``ids``."""
+        ids = list(ids)
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.db.conn.execute(
+            f"SELECT * FROM memory_links WHERE source IN ({marks}) UNION "
+            f"SELECT * FROM memory_links WHERE target IN ({marks}) ORDER BY created_at, source",
+            (*ids, *ids))
+        return [link_of(r) for r in rows]
+
+    def links_from(self, ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """``{id: links it is the source of}`` (what an export line carries)."""
+        out: dict[str, list] = {i: [] for i in ids}
+        if ids:
+            for r in self.db.conn.execute(
+                    f"SELECT * FROM memory_links WHERE source IN ({','.join('?' * len(ids))}) "
+                    "ORDER BY created_at, type, target", ids):
+                out[r["source"]].append(link_of(r))
+        return out
+
+    def contradiction(self, cid: str) -> dict[str, Any] | None:
+        row = self.db.conn.execute("SELECT * FROM memory_contradictions WHERE id = ?",
+                                   (cid,)).fetchone()
+        return contradiction_of(row) if row else None
+
+    def contradiction_between(self, a: str, b: str) -> dict[str, Any] | None:
+        row = self.db.conn.execute("SELECT * FROM memory_contradictions WHERE a = ? AND b = ?",
+                                   (a, b)).fetchone()
+        return contradiction_of(row) if row else None
+
+    def contradictions(self, status: str, memory_id: str | None, limit: int,
+                       before: tuple[str, str] | None) -> list[dict[str, Any]]:
+        """Newest first; ``before`` is the (detected_at, id) of the previous page's last row."""
+        where, args = [], []
+        if status != "all":
+            where.append("status = ?")
+            args.append(status)
+        if memory_id is not None:
+            where.append("(a = ? OR b = ?)")
+            args += [memory_id, memory_id]
+        if before:
+            where.append("(detected_at, id) < (?, ?)")
+            args += list(before)
+        rows = self.db.conn.execute(
+            f"SELECT * FROM memory_contradictions {'WHERE ' + ' AND '.join(where) if where else ''}"
+            " ORDER BY detected_at DESC, id DESC LIMIT ?", (*args, limit))
+        return [contradiction_of(r) for r in rows]
+
+    def config(self, name: str) -> dict[str, Any] | None:
+        row = self.db.conn.execute("SELECT value FROM memory_config WHERE name = ?",
+                                   (name,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def collection(self, name: str) -> dict[str, Any] | None:
+        row = self.db.conn.execute("SELECT * FROM memory_collections WHERE name = ?",
+                                   (name,)).fetchone()
+        return {**dict(row), "filters": json.loads(row["filters"])} if row else None
+
+    def collections(self) -> list[dict[str, Any]]:
+        return [{**dict(r), "filters": json.loads(r["filters"])} for r in
+                self.db.conn.execute("SELECT * FROM memory_collections ORDER BY name")]
 
     # -- vectors ---------------------------------------------------------------------------
 
@@ -503,31 +820,47 @@ class MemoryStore:
                     "content_sha) SELECT id, ?, ?, ?, content_sha FROM memories "
                     "WHERE id = ? AND content_sha = ?", (model_id, dim, blob, memory_id, sha)).rowcount
             if n:
-                self._bump(conn)
+                conn.execute("UPDATE memory_meta SET value = value + 1 WHERE key = 'version'")
         return n
 
     def vectors(self, model_id: str) -> list[sqlite3.Row]:
         """Current vectors of ``model_id`` (a blob of one or more: the record's own, then its
-        passages') with what filtering needs (status, review_by, confidence) and what orders
-        a session (session_id, created_at)."""
+        passages') with what filtering needs (status, review_by, confidence, kind) and what
+        orders a session (session_id, created_at)."""
         return self.db.conn.execute(
-            "SELECT v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.session_id, "
-            "m.created_at "
+            "SELECT v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.kind, "
+            "m.session_id, m.created_at "
             "FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
             "WHERE v.model_id = ? AND v.content_sha = m.content_sha", (model_id,)).fetchall()
 
-    def lease_backfill(self, owner: str, now: float, lease_s: float) -> bool:
-        """Take the project's backfill lease (one embedder per project across processes)."""
+    def lease(self, name: str, owner: str, now: float, lease_s: float) -> bool:
+        """Take (or renew) the project's lease ``name`` — ``backfill``: one embedder per
+        project across processes; ``decay``: one sweep at a time."""
         with self.db.transaction() as conn:
-            row = conn.execute("SELECT value, owner FROM memory_meta WHERE key = 'backfill_until'"
-                               ).fetchone()
+            row = conn.execute("SELECT value, owner FROM memory_meta WHERE key = ?",
+                               (f"{name}_until",)).fetchone()
             if row["value"] > now and row["owner"] not in (None, owner):
                 return False
-            conn.execute("UPDATE memory_meta SET value = ?, owner = ? WHERE key = 'backfill_until'",
-                         (now + lease_s, owner))
+            conn.execute("UPDATE memory_meta SET value = ?, owner = ? WHERE key = ?",
+                         (now + lease_s, owner, f"{name}_until"))
         return True
 
-    def release_backfill(self, owner: str) -> None:
+    def release(self, name: str, owner: str) -> None:
         with self.db.transaction() as conn:
             conn.execute("UPDATE memory_meta SET value = 0, owner = NULL "
-                         "WHERE key = 'backfill_until' AND owner = ?", (owner,))
+                         "WHERE key = ? AND owner = ?", (f"{name}_until", owner))
+
+    def sweep_due(self, now: float, period_s: float) -> bool:
+        """Whether the daily decay sweep is due: ``period_s`` since the last one. A project
+        first seen starts its clock instead (its records are as fresh as they will be)."""
+        with self.db.transaction() as conn:
+            last = conn.execute("SELECT value FROM memory_meta WHERE key = 'decay_last'"
+                                ).fetchone()[0]
+            if not last:
+                conn.execute("UPDATE memory_meta SET value = ? WHERE key = 'decay_last'", (now,))
+                return False
+            return now - last >= period_s
+
+    def swept(self, now: float) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE memory_meta SET value = ? WHERE key = 'decay_last'", (now,))

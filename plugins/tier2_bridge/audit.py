@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neuralmind import database_errors
 from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
 
 log = logging.getLogger("neuralmind.tier2.audit")
@@ -55,6 +56,12 @@ CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+"""]
+PG_MIGRATIONS = [MIGRATIONS[0][:MIGRATIONS[0].index("CREATE TRIGGER")] + """
+CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the audit trail is append-only'; END $$;
+CREATE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON audit
+FOR EACH ROW EXECUTE FUNCTION audit_append_only();
 """]
 
 
@@ -212,11 +219,11 @@ class AuditTrail:
         db = self.db.get()
         if self._cursor(db.conn) >= upto:  # the common case, answered without a write lock
             return 0
-        with db.transaction() as conn:
+        with db.transaction(serial=True) as conn:  # one copier at a time: the chain never forks
             cursor = self._cursor(conn)  # again: another worker may have copied meanwhile
             if cursor >= upto:
                 return 0
-            # ids are dense (AUTOINCREMENT under one write lock), so this bounds the read too
+            # ids commit in order (serial appends), so this bounds the read too
             batch = self._events.after(cursor, min(CATCH_UP_BATCH, upto - cursor))
             pending = [e for e in batch if e.id <= upto]
             if not pending:
@@ -258,9 +265,9 @@ class AuditTrail:
         sql = f"SELECT * FROM audit WHERE {' AND '.join(where)} ORDER BY seq LIMIT ?"
         try:
             rows = self.db.get().conn.execute(sql, (*args, limit)).fetchall()
-        except sqlite3.Error as ex:
+        except database_errors() as ex:
             raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
-        return [dict(r) for r in rows]
+        return [{k: r[k] for k in r.keys()} for r in rows]
 
 
 # -- the operator's side: read-only, never creates or migrates the file -----------------------
@@ -285,3 +292,45 @@ def records(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
         conn.execute("COMMIT")
     except sqlite3.Error as ex:
         raise StoreUnavailable(f"cannot read the audit trail: {ex}") from ex
+
+
+def shared_records(db) -> Iterator[dict[str, Any]]:
+    """Every record of the shared database's trail in ``seq`` order, from one snapshot."""
+    try:
+        with db.transaction() as conn:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM audit ORDER BY seq").fetchall()
+    except database_errors() as ex:
+        raise StoreUnavailable(f"cannot read the audit trail: {ex}") from ex
+    for row in rows:
+        yield {k: row[k] for k in COLUMNS}
+
+
+# -- neuralmind storage migrate -----------------------------------------------------------------
+
+def stored_files(home) -> list:
+    from neuralmind import StoredFile
+    return [StoredFile(audit_path(home.path), MIGRATIONS)]
+
+
+def copy_trail(home, target) -> list:
+    """audit.db into the shared database, records and the cursor over the event log as they
+    are; verified by the count, the chain's head (seq and hash) in both, and a walk of the
+    whole copied chain."""
+    from neuralmind import Check, copy_table
+    source = home.open(stored_files(home)[0])
+    if source is None:
+        return []
+    try:
+        checks = [copy_table(source, target, "audit", ("seq",)),
+                  copy_table(source, target, "audit_meta", ("key",))]
+        mine = verify(dict(r) for r in source.conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM audit ORDER BY seq"))
+    finally:
+        source.close()
+    theirs = verify(shared_records(target))
+    return [*checks,
+            Check("audit chain head", f"{mine.head_seq}:{mine.head_hash[:16]}",
+                  f"{theirs.head_seq}:{theirs.head_hash[:16]}"),
+            Check("audit chain whole", "yes", "yes" if theirs.broken is None else
+                  f"broken at {theirs.broken.seq}: {theirs.broken.reason}")]

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from neuralmind import load_settings
-from plugins.tier2_bridge.audit import audit_path, read_only, records, verify
+from neuralmind import load_settings, open_shared
+from plugins.tier2_bridge.audit import audit_path, read_only, records, shared_records, verify
 from plugins.tier2_bridge.storage import StoreUnavailable
 
 
@@ -38,9 +39,15 @@ def _where(parser) -> None:
     parser.add_argument("--config", help="TOML config to take the home from")
 
 
-def _audit_file(args) -> Path:
-    home = Path(args.home).expanduser() if args.home else load_settings(args.config).home
-    return audit_path(home)
+def _trail(args) -> tuple[Iterator[dict], str]:
+    """The records to read and where they are: the home's audit.db, or the shared database
+    when the config names one (and no --home points at a file)."""
+    settings = load_settings(args.config)
+    shared = None if args.home else open_shared(settings, "tier2_audit", None)
+    if shared is not None:
+        return shared_records(shared), "the shared database"
+    path = audit_path(Path(args.home).expanduser() if args.home else settings.home)
+    return records(read_only(path)), str(path)
 
 
 def _anchor(text: str | None) -> tuple[int, str] | None:
@@ -58,9 +65,9 @@ def cmd_verify(args) -> int:
     except ValueError as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
-    path = _audit_file(args)
     try:
-        verdict = verify(records(read_only(path)), anchor)
+        rows, path = _trail(args)
+        verdict = verify(rows, anchor)
     except StoreUnavailable as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 1
@@ -81,7 +88,7 @@ def cmd_verify(args) -> int:
 
 def cmd_export(args) -> int:
     try:
-        rows = records(read_only(_audit_file(args)))
+        rows, _ = _trail(args)
         if args.out:
             fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:

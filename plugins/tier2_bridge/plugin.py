@@ -23,12 +23,11 @@ class Bridge:
     def __init__(self, kernel):
         self.kernel = kernel
         section = kernel.settings.section("tier2", seats.SeatsSection)
-        self.trail = audit.AuditTrail(
-            LazyDatabase(audit.audit_path(kernel.home), audit.MIGRATIONS, kernel.open_database),
-            kernel.events)
-        ledger = seats.SeatLedger(
-            LazyDatabase(kernel.home / seats.SEATS_FILE, seats.MIGRATIONS, kernel.open_database),
-            section.seats_window_days)
+        self.trail = audit.AuditTrail(_lazy(kernel, "tier2_audit", audit.audit_path(kernel.home),
+                                            audit.MIGRATIONS, audit.PG_MIGRATIONS), kernel.events)
+        ledger = seats.SeatLedger(_lazy(kernel, "tier2_seats", kernel.home / seats.SEATS_FILE,
+                                        seats.MIGRATIONS, seats.PG_MIGRATIONS),
+                                  section.seats_window_days)
         licence = seats.LicenseFile(seats.license_path(kernel.home, section.license_path))
         self.seats = seats.SeatWatch(ledger, licence, self._seats_changed)
 
@@ -41,6 +40,14 @@ class Bridge:
         else:
             log.warning("tier2 seats: back within the %s seats licensed (%d active)",
                         status.seats, status.active_actors)
+
+
+def _lazy(kernel, component: str, path, migrations, pg_migrations) -> LazyDatabase:
+    """The file in the home, or the database servers share when the kernel has one."""
+    if kernel.settings.storage.backend == "postgres":
+        return LazyDatabase(f"the shared database ({component})",
+                            lambda: kernel.shared_database(component, pg_migrations))
+    return LazyDatabase(str(path), lambda: kernel.open_database(path, migrations))
 
 
 def bridge(kernel) -> Bridge:
@@ -109,3 +116,12 @@ def server_settings(config):
 def register_commands(kernel, subparsers):
     from plugins.tier2_bridge.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from neuralmind import StorageComponent
+    return [StorageComponent("tier2_audit", audit.PG_MIGRATIONS, ("audit", "audit_meta"),
+                             audit.stored_files, audit.copy_trail),
+            StorageComponent("tier2_seats", seats.PG_MIGRATIONS, seats.TABLES,
+                             seats.stored_files, seats.copy_seats)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 
 from pydantic import Field
 
-from neuralmind import ConfigSection
+from neuralmind import ConfigSection, database_errors
 
 from plugins.tier2_bridge.selfhosted import SelfHosted
 from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
@@ -39,6 +38,8 @@ CREATE TABLE IF NOT EXISTS seen (actor TEXT PRIMARY KEY, last_seen TEXT NOT NULL
 CREATE INDEX IF NOT EXISTS seen_by_time ON seen (last_seen);
 CREATE TABLE IF NOT EXISTS seat_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """]
+PG_MIGRATIONS = MIGRATIONS
+TABLES = ("seen", "seat_state")
 
 
 class SeatsSection(ConfigSection):
@@ -161,9 +162,10 @@ class SeatLedger:
         """Mark ``actor`` seen; returns the status and whether ``exceeded`` just changed
         (decided inside the write transaction, so exactly one worker sees each change)."""
         now = now or datetime.now(UTC)
-        with self.db.get().transaction() as conn:
+        with self.db.get().transaction(serial=True) as conn:
             conn.execute("INSERT INTO seen (actor, last_seen) VALUES (?, ?) ON CONFLICT (actor) "
-                         "DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+                         "DO UPDATE SET last_seen = excluded.last_seen "
+                         "WHERE excluded.last_seen > seen.last_seen",
                          (actor, _iso(now)))
             status = self._status(conn, lic, now)
             row = conn.execute("SELECT value FROM seat_state WHERE key = 'exceeded'").fetchone()
@@ -177,7 +179,7 @@ class SeatLedger:
     def status(self, lic: License, now: datetime | None = None) -> SeatStatus:
         try:
             return self._status(self.db.get().conn, lic, now or datetime.now(UTC))
-        except sqlite3.Error as ex:
+        except database_errors() as ex:
             raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
 
     def _status(self, conn, lic: License, now: datetime) -> SeatStatus:
@@ -212,3 +214,21 @@ class SeatWatch:
 
     def status(self) -> SeatStatus:
         return self.ledger.status(self.license_file.current())
+
+
+def stored_files(home) -> list:
+    from neuralmind import StoredFile
+    return [StoredFile(home.path / SEATS_FILE, MIGRATIONS)]
+
+
+def copy_seats(home, target) -> list:
+    """seats.db into the shared database: who was seen when, and the exceeded flag."""
+    from neuralmind import copy_table
+    source = home.open(stored_files(home)[0])
+    if source is None:
+        return []
+    try:
+        return [copy_table(source, target, "seen", ("actor",)),
+                copy_table(source, target, "seat_state", ("key",))]
+    finally:
+        source.close()

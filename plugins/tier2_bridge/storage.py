@@ -1,26 +1,29 @@
-"""A SQLite file opened on first use, so a broken file costs its feature, never the server."""
+"""A database opened on first use, so a broken file (or an unreachable shared database) costs
+its feature, never the server."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
+
+from neuralmind import database_errors
 
 RETRY_OPEN_S = 5.0  # after a failed open, callers fail fast for this long before trying again
 
 
 class StoreUnavailable(Exception):
-    """The file cannot be opened, migrated or read (corrupt, unreadable, locked too long)."""
+    """The database cannot be opened, migrated or read (corrupt, unreadable, locked too long,
+    unreachable)."""
 
 
 class LazyDatabase:
-    """``kernel.open_database(path, migrations)``, deferred until first use and retried."""
+    """``open()`` — a SQLite file or the shared database — deferred until first use and
+    retried; ``where`` names it in messages."""
 
-    def __init__(self, path: Path, migrations, open_database):
-        self.path = Path(path)
-        self._migrations = migrations
-        self._open_database = open_database
+    def __init__(self, where: str, open: Callable[[], object]):
+        self.path = where
+        self._open = open
         self._db = None
         self._failed_at = float("-inf")
         self._lock = threading.Lock()
@@ -32,8 +35,8 @@ class LazyDatabase:
                     if time.monotonic() - self._failed_at < RETRY_OPEN_S:
                         raise StoreUnavailable(f"{self.path} failed to open moments ago")
                     try:
-                        self._db = self._open_database(self.path, self._migrations)
-                    except (sqlite3.Error, OSError) as ex:
+                        self._db = self._open()
+                    except (*database_errors(), OSError) as ex:
                         self._failed_at = time.monotonic()
                         raise StoreUnavailable(f"cannot open {self.path}: {ex}") from ex
         return self._db

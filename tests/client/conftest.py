@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, free_port, seed_models
+from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, free_port, pythonpath, seed_models
 
 
 class Daemon:
@@ -34,7 +34,7 @@ class Daemon:
         self.config.write_text(f'[kernel]\nplugins = {json.dumps(self.plugins)}\n'
                                f'sse_heartbeat_s = 1\n[server]\nport = {self.port}\n')
         self.env = {**os.environ, "NEURALMIND_HOME": str(self.home),
-                    "NEURALMIND_CONFIG": str(self.config), "PYTHONPATH": str(ROOT)}
+                    "NEURALMIND_CONFIG": str(self.config), "PYTHONPATH": pythonpath()}
         for key in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN", "NEURALMIND_PLUGINS"):
             self.env.pop(key, None)
 

@@ -107,3 +107,61 @@ def test_cli_as_a_subprocess(daemon, tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["path"] == str(repo)
     status = daemon.run("daemon", "status", "--json")
     assert json.loads(status.stdout)["url"] == daemon.url and "token" not in status.stdout
+
+
+def test_a_command_of_a_plugin_not_enabled_says_which_plugin_to_enable(monkeypatch, capsys):
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
+    assert main(["webhook", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "`neuralmind webhook` comes with the webhooks plugin" in err
+    assert '"webhooks" to [kernel] plugins' in err and "NEURALMIND_PLUGINS" in err
+    with pytest.raises(SystemExit) as unknown:  # a word no plugin knows stays argparse's
+        main(["nosuch"])
+    assert unknown.value.code == 2 and "invalid choice: 'nosuch'" in capsys.readouterr().err
+
+
+def test_memory_model_v2_commands(cli, nm):
+    needs(nm, "/v1/projects/{project_id}/memories/stats")
+    code, out, _ = cli("memory", "add", "Use password_encryption = md5", "-r", "MD5 hashes.",
+                       "--file", "app.py", "--kind", "fact", "--json")
+    old = json.loads(out)["id"]
+    code, out, _ = cli("memory", "add", "Use password_encryption = scram-sha-256", "-r",
+                       "The default.", "--file", "app.py", "--kind", "fact")
+    assert code == 0 and "contradicts:" in out and old in out
+    code, out, _ = cli("memory", "contradictions", "--json")
+    [found] = json.loads(out)
+    code, out, _ = cli("memory", "contradictions", "resolve", found["id"], "--strategy",
+                       "keep_newest")
+    assert code == 0 and f"superseded {old}" in out
+    code, out, _ = cli("memory", "graph", old)
+    assert code == 0 and "supersedes" in out and "SUPERSEDED" in out
+    code, out, _ = cli("memory", "link", old, found["b"], "--type", "relates_to")
+    assert code == 0 and "relates_to" in out
+    assert cli("memory", "link", old, found["b"], "--remove")[0] == 0
+    code, out, _ = cli("memory", "tags", found["b"], "--add", "db")
+    assert code == 0 and out.strip().endswith("db")
+    code, out, _ = cli("memory", "tags")
+    assert code == 0 and "db" in out and "COUNT" in out
+    code, out, _ = cli("memory", "stats")
+    assert code == 0 and "kind: fact 2" in out
+    code, out, _ = cli("memory", "decay", "policy", "--half-life", "fact=30")
+    assert code == 0 and "'fact': 30.0" in out
+    code, out, _ = cli("memory", "decay", "--dry-run")
+    assert code == 0 and "nothing below the threshold" in out
+    code, out, _ = cli("memory", "consolidate", "--dry-run", "--kind", "fact")
+    assert code == 0 and "no near-duplicates" in out
+    # wrong input: every message says what is wrong
+    for args, words in [(("memory", "add", "t", "-r", "r", "--kind", "memo"), "invalid choice"),
+                        (("memory", "graph", old, "--depth", "9"), "not a depth from 1 to 4"),
+                        (("memory", "link", old, found["b"]), "give --type"),
+                        (("memory", "contradictions", "resolve", found["id"]), "--strategy"),
+                        (("memory", "contradictions", "check"), "needs a memory id"),
+                        (("memory", "decay", "policy", "--half-life", "fact"), "KIND=DAYS"),
+                        (("memory", "tags", "--add", "x"), "need a memory id")]:
+        code, _, err = cli(*args)
+        assert code == 2 and words in err, (args, err)
+    code, _, err = cli("memory", "add", "t", "-r", "r", "--supersedes", "nope")
+    assert code == 1 and "body.supersedes.0: no memory with id nope" in err
+    code, _, err = cli("memory", "contradictions", "resolve", found["id"], "--strategy",
+                       "keep_both")
+    assert code == 1 and "already resolved" in err

@@ -2,8 +2,9 @@
 order, against a real daemon from inside a small git repository — ```sh blocks with bash
 (-e, pipefail) in the user's environment, ```python blocks with this Python.
 
-One line is not run as written: `pip install .` (the test runs from the installed tree);
-it is replaced by a check that the `neuralmind` command it provides is on PATH."""
+One line is not run as written: `pip install -e .` (the test runs from the installed tree);
+it is replaced by a check that the `neuralmind` command it provides is on PATH. The README
+and the quickstart agree on the install command and on the first query `up` suggests."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def blocks(page: str) -> list[tuple[str, str]]:
 def run_block(lang: str, code: str, d: Daemon, cwd: Path, bindir: Path) -> subprocess.CompletedProcess:
     env = {**d.env, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     if lang == "sh":
-        code = re.sub(r"^pip install \.$", "command -v neuralmind", code, flags=re.M)
+        code = re.sub(r"^pip install -e \.$", "command -v neuralmind", code, flags=re.M)
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
     else:
         cmd = [sys.executable, "-c", code]
@@ -57,6 +58,17 @@ def bindir(tmp_path) -> Path:
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m neuralmind.cli "$@"\n')
     script.chmod(0o755)
     return path
+
+
+def test_the_readme_and_the_quickstart_agree():
+    """Issue 13 item 16: they named two install commands and two first queries."""
+    from neuralmind.commands.projects import FIRST_QUERY
+    readme = (ROOT / "README.md").read_text()
+    install = blocks("quickstart.md")[0][1].strip()
+    assert f"{install} && neuralmind up" in readme
+    for text in (readme, (DOCS / "quickstart.md").read_text()):
+        queries = set(re.findall(r'neuralmind project query "([^"]+)"', text))
+        assert queries == {FIRST_QUERY}
 
 
 def test_quickstart(tmp_path, bindir):

@@ -35,6 +35,9 @@ def test_build_waits_and_reports_progress(built):
     assert job.result["files"] == 2 and job.result["nodes"] >= 4
     assert seen[-1].status == "done" and "files_total" in seen[-1].progress
     assert job.progress["files_done"] == job.progress["files_total"] == 2
+    # the embedding's own count and total (issue 13 item 15), what the progress bar shows
+    assert job.progress["chunks_embedded"] == job.progress["chunks_total"] == job.result[
+        "chunks_embedded"] > 0
 
 
 def test_search_query_wakeup_stats(built):

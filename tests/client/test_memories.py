@@ -126,3 +126,54 @@ def test_any_text_and_id_round_trip(repo, title, rationale, mid):
         assert (made.title, made.rationale) == (title.strip(), rationale.strip())
     assert repo.memories.get(made.id).id == made.id == f"h-{mid}"
     assert [e["kind"] for e in repo.memories.history(made.id)][0] == "created"
+
+
+def test_model_v2_verbs(repo):
+    """Kinds, links and graph, contradictions and their resolution, tags and collections,
+    decay and consolidation jobs, stats and timeline — each through its client verb."""
+    old = repo.memories.add("Use password_encryption = md5", "Role passwords are MD5 hashes.",
+                            files_affected=["store.py"], kind="fact")
+    new = repo.memories.add("Use password_encryption = scram-sha-256", "The PostgreSQL 14 default.",
+                            files_affected=["store.py"], kind="fact")
+    assert (new.kind, new.importance, new.pinned) == ("fact", 0.6, False) and new.strength > 0.5
+    assert new.contradictions["count"] == 1
+    [found] = list(repo.memories.contradictions(memory_id=new.id))
+    assert repo.memories.check_contradictions(new.id)["items"] == [found]
+    resolved = repo.memories.resolve(found["id"], "keep_newest")
+    assert resolved["superseded"] == [old.id] and repo.memories.get(old.id).status == "SUPERSEDED"
+    assert [l["type"] for l in repo.memories.links(new.id)] == ["supersedes"]
+    dep = repo.memories.add("Rotate role passwords yearly", "Audit asks for it.")
+    link = repo.memories.link(dep.id, new.id, "depends_on", note="needs scram")
+    assert link["type"] == "depends_on"
+    graph = repo.memories.graph(dep.id, depth=2)
+    assert {n["id"] for n in graph["nodes"]} == {dep.id, new.id, old.id}
+    repo.memories.unlink(dep.id, new.id)
+    assert repo.memories.links(dep.id) == []
+    assert repo.memories.tag(dep.id, "security", "audit").tags == ["security", "audit"]
+    assert repo.memories.untag(dep.id, "audit").tags == ["security"]
+    assert {"tag": "security", "count": 1} in repo.memories.tags()
+    saved = repo.memories.save_collection("security", tag=["security"], description="sec")
+    assert saved["filters"]["tag"] == ["security"]
+    assert [m.id for m in repo.memories.list(collection="security")] == [dep.id]
+    assert [c["name"] for c in repo.memories.collections()] == ["security"]
+    repo.memories.delete_collection("security")
+    assert repo.memories.contradiction_config(threshold=0.7)["threshold"] == 0.7
+    assert repo.memories.decay_policy(archive_threshold=0.02)["archive_threshold"] == 0.02
+    assert repo.memories.decay_policy()["enabled"] is True
+    job = repo.memories.decay(dry_run=True)
+    assert job.status == "done" and job.result["dry_run"] is True
+    job = repo.memories.consolidate(dry_run=True, kinds=["fact"])
+    assert job.status == "done" and job.result["clusters"] == []
+    stats = repo.memories.stats()
+    assert stats["by_kind"]["fact"] == 2 and stats["by_status"]["SUPERSEDED"] == 1
+    assert [e["kind"] for e in repo.memories.timeline(old.id)][-1] == "contradiction_resolved"
+    assert repo.memories.export_markdown().startswith("# Memories\n")
+    result = repo.memories.batch([{"op": "invalidate", "id": dep.id, "reason": "done"},
+                                  {"op": "patch", "id": "missing", "rationale": "x"}],
+                                 atomic=False)
+    assert [i["status"] for i in result["items"]] == ["ok", "error"]
+    with pytest.raises(ValidationFailed):
+        repo.memories.resolve(found["id"], "keep_everything")
+    with pytest.raises(NotFound) as missing:
+        repo.memories.graph("no-such-memory")
+    assert missing.value.code == "memory_not_found"

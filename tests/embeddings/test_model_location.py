@@ -4,6 +4,7 @@ files; the hash in model_id; every way of having no model is Unavailable with th
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -138,16 +139,26 @@ def test_float_compute_runs_the_file_as_it_is_under_its_own_id(tmp_path):
 
 
 def test_a_damaged_cached_model_is_named_then_derived_again_once_and_read_after(tmp_path):
-    """One derivation serves three checks: a damaged cached file is named in the error, the
-    deleted file is derived again, and another embedder reads it instead of deriving it."""
+    """One derivation serves four checks: a damaged cached file is named in the error, the
+    deleted file is derived again — by two threads at once, each getting it whole — and
+    another embedder reads it instead of deriving it."""
     cached = tmp_path / f"{embeddings.PACKAGED_SHA256[:16]}-{RECIPE}.onnx"
     cached.write_bytes(b"not a model")
     err = unavailable(OnnxEmbedder(cache_dir=tmp_path))
     assert f"cannot load {cached}" in err.message and 'compute = "float"' in err.message
     cached.unlink()
-    first = OnnxEmbedder(cache_dir=tmp_path)
-    vectors = first.embed(["derived again"])
-    assert vectors.shape == (1, 384) and cached.stat().st_size > 1_000_000
+    # two embedders of one process derive it at once into one folder: each gets it whole
+    pair, results = [OnnxEmbedder(cache_dir=tmp_path) for _ in range(2)], {}
+    threads = [threading.Thread(target=lambda e=e: results.update({e: e.embed(["derived again"])}))
+               for e in pair]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first, vectors = pair[0], results.get(pair[0])
+    assert vectors is not None and vectors.shape == (1, 384), "a deriving thread failed"
+    np.testing.assert_allclose(results[pair[1]], vectors, atol=1e-6)
+    assert cached.stat().st_size > 1_000_000
     stamp = cached.stat().st_mtime_ns
     second = OnnxEmbedder(cache_dir=tmp_path)
     np.testing.assert_allclose(second.embed(["derived again"]), vectors, atol=1e-6)

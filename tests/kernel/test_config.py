@@ -11,7 +11,7 @@ def test_defaults(monkeypatch, tmp_path):
     monkeypatch.delenv("NEURALMIND_PLUGINS", raising=False)
     s = load_settings()
     assert s.home == tmp_path and s.kernel.max_body_bytes == 1024 * 1024
-    assert s.kernel.plugins == ["auth", "memory", "index", "mcp"] and not s.server_mode
+    assert s.kernel.plugins == ["auth", "memory", "index", "mcp", "ask", "ui"] and not s.server_mode
 
 
 def test_file_then_environment(monkeypatch, tmp_path):

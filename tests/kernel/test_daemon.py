@@ -6,7 +6,11 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT, free_port, request
+
+pytestmark = pytest.mark.sqlite_only("the daemon's processes and files, started by hand here")
 
 
 def run(home, *args, timeout=90):
@@ -62,3 +66,25 @@ def test_serve_refuses_a_port_another_server_listens_on(tmp_path):
         other.listen()
         r = run(tmp_path, "serve", "--port", str(port), "--workers", "2")
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr
+
+
+def test_a_daemon_on_an_os_port_is_found_and_stops_through_the_api(tmp_path):
+    """Issue 13 item 9: port 0 asks the OS (what the daemon does when 8765 is taken), the
+    port it got is in daemon.json, and ``POST /v1/admin/shutdown`` stops it."""
+    import time
+    home = tmp_path / "nmhome"
+    started = run(home, "daemon", "start", "--port", "0")
+    info = json.loads((home / "daemon.json").read_text())
+    try:
+        assert started.returncode == 0, started.stderr
+        assert info["port"] > 0 and f":{info['port']}" in started.stdout
+        assert request(info["port"], "GET", "/v1/health").json["ok"] is True
+        r = request(info["port"], "POST", "/v1/admin/shutdown", token=info["token"])
+        assert r.status == 202 and r.json["stopping"] is True and r.json["pid"] == info["pid"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{info['pid']}"):
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{info['pid']}")
+        assert not (home / "daemon.json").exists()
+    finally:
+        run(home, "daemon", "stop")

@@ -1,57 +1,9 @@
 """Server-sent events from the kernel's event table: seen across workers (gunicorn), resumable
 and filtered (in process)."""
 
-import http.client
-import json
-import socket
-import threading
 import time
 
-
-class SSE:
-    """Reads a /v1/events stream on its own connection and collects what arrives."""
-
-    def __init__(self, server, query="", last_event_id=None):
-        self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
-        headers = {"Host": "127.0.0.1", "Authorization": f"Bearer {server.token}"}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = str(last_event_id)
-        self.conn.request("GET", "/v1/events" + query, headers=headers)
-        self.sock = self.conn.sock  # http.client lets go of it for a response without a length
-        self.resp = self.conn.getresponse()
-        self.events, self.comments = [], 0
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        block = {}
-        try:
-            for raw in self.resp:
-                line = raw.decode().rstrip("\n")
-                if line.startswith(":"):
-                    self.comments += 1
-                elif line.startswith("data: "):
-                    block["data"] = json.loads(line[6:])
-                elif line.startswith("id: "):
-                    block["id"] = int(line[4:])
-                elif not line and "data" in block:
-                    self.events.append(block)
-                    block = {}
-        except (OSError, ValueError):
-            pass
-
-    def wait(self, n, timeout=10):
-        deadline = time.monotonic() + timeout
-        while len(self.events) < n and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.events
-
-    def close(self):
-        # shutdown, not just close: the reader thread's recv holds the socket open otherwise,
-        # and the server would keep a thread streaming to it
-        self.sock.shutdown(socket.SHUT_RDWR)
-        self.thread.join(5)
-        self.conn.close()
+from tests.support import SSE
 
 
 def test_events_stream_across_workers_with_filters_and_heartbeats(kserver, tmp_path):

@@ -3,11 +3,12 @@ for chunked bodies (gunicorn decodes them; the in-process server does not)."""
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-
+from tests.support import request
 
 
 def assert_envelope(r, status, code=None):
@@ -109,6 +110,53 @@ def test_small_chunked_body_accepted(kserver):
     assert b'"status":"done"' in reply
 
 
+def raw_exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send ``data`` as it is and read the answer to its end (gunicorn closes after an error)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+@pytest.mark.parametrize("what, status, code", [
+    ("line", 414, "uri_too_long"), ("headers", 431, "headers_too_large"),
+    ("garbage", 400, "bad_request")])
+def test_what_gunicorn_refuses_is_answered_with_the_envelope(kserver, what, status, code):
+    """Issue 13 item 4: gunicorn answers a request it cannot parse before the app sees it;
+    that answer is the error envelope too, never its HTML page."""
+    request = {
+        "line": b"GET /v1/health?q=" + b"a" * 9000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "headers": b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   + b"".join(b"X-Pad-%d: x\r\n" % i for i in range(120)) + b"\r\n",
+        "garbage": b"GET /v1/health NOT-HTTP\r\nHost: 127.0.0.1\r\n\r\n"}[what]
+    got, headers, body = raw_exchange(kserver.port, request)
+    assert got == status, body[:300]
+    assert headers["content-type"].startswith("application/json")
+    error = json.loads(body)["error"]
+    assert (error["code"], error["status"]) == (code, status) and error["message"]
+    assert set(error) == {"code", "message", "status", "request_id", "details"}
+
+
+def test_a_long_request_line_within_8k_reaches_the_kernel(kserver):
+    """gunicorn's default request-line cap (4094 bytes) would refuse a long query string the
+    kernel can answer: the cap is gunicorn's maximum, 8190, so the kernel answers first."""
+    r = request(kserver.port, "GET", "/v1/health?q=" + "a" * 6000)
+    assert r.status == 200 and r.json["status"] == "ok"
+
+
+def test_no_control_socket_is_shared_between_servers(kserver):
+    """Issue 13 item 5: gunicorn's default control socket (~/.gunicorn/gunicorn.ctl) is one
+    per user, so two servers would share it and delete each other's: ours runs without one."""
+    home = Path(kserver.env["HOME"])
+    assert list(home.rglob("gunicorn.ctl")) == []
+    assert "control socket" not in kserver.output().lower()
+
+
 def test_body_must_be_json(kapp):
     r = kapp.post("/v1/hello/jobs", body=b"seconds=1", headers={"Content-Type": "text/plain"})
     assert_envelope(r, 415, "unsupported_media_type")
@@ -126,6 +174,50 @@ def test_validation_error_lists_each_error(kapp):
     errors = r.error["details"]["errors"]
     assert {tuple(e["loc"]) for e in errors} == {("body", "seconds"), ("body", "wait")}
     assert all(set(e) == {"loc", "msg", "type"} for e in errors)
+
+
+@pytest.mark.parametrize("body", [{"wait": 0}, {"wait": "true"}, {"seconds": "0"},
+                                  {"seconds": False}, {"seconds": [0]}])
+def test_a_body_of_the_wrong_type_is_refused_not_coerced(kapp, body):
+    """Issue 13 item 8: a JSON body is validated strictly (``"wait": 0`` was read as false,
+    ``"seconds": "0"`` as 0): a wrong type there is a client bug, and the answer says so."""
+    r = kapp.post("/v1/hello/jobs", body)
+    assert_envelope(r, 422, "validation_error")
+    assert [e["loc"] for e in r.error["details"]["errors"]] == [["body", next(iter(body))]]
+
+
+def test_an_integral_float_passes_as_an_integer_and_every_other_rule_still_holds(make_server,
+                                                                                tmp_path):
+    """``221.0`` is an integer in JSON Schema; validated again leniently, a body that then
+    breaks a rule between fields (impact needs files or nodes) is a 422, not a 500."""
+    server = make_server(plugins=["auth", "index"])
+    (tmp_path / "r").mkdir()
+    base = f"/v1/projects/{server.register(tmp_path / 'r')}"
+    r = server.post(base + "/impact", {"limit": 221.0})
+    assert r.status == 422 and "files or nodes" in r.error["details"]["errors"][0]["msg"]
+    assert server.post(base + "/search", {"query": "x", "n": 5.0}).status != 422
+
+
+def test_the_issues_examples_are_refused(make_server, tmp_path):
+    server = make_server(plugins=["auth", "memory"])
+    (tmp_path / "r").mkdir()
+    base = f"/v1/projects/{server.register(tmp_path / 'r')}/memories"
+    for path, body, field in [(base, {"title": "t", "rationale": "r", "confidence": False},
+                               "confidence"),
+                              (base + "/search", {"query": "t", "limit": "5"}, "limit")]:
+        r = server.post(path, body)
+        assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", field]
+    assert server.get(base).json["items"] == []
+    assert server.get(base + "?cursor=").status == 200
+
+
+def test_a_query_string_is_still_read_as_text(kapp):
+    """Query parameters are text on the wire: ``limit=5`` is a number, and an empty cursor
+    is the first page."""
+    first = kapp.get("/v1/projects?limit=5")
+    assert first.status == 200
+    assert kapp.get("/v1/projects?limit=5&cursor=").json == first.json
+    assert kapp.get("/v1/jobs?cursor=").status == 200
 
 
 def test_unknown_fields_are_ignored(kapp):

@@ -5,6 +5,7 @@ document, the CLI. ``test_every_hook_has_a_test`` keeps this module in step with
 
 from __future__ import annotations
 
+import json
 import logging
 
 import falcon.testing
@@ -15,7 +16,7 @@ from kernel import hookspecs
 from kernel.app import StartupError
 from neuralmind import Actor, Permission, hookimpl, operation
 from tests.embeddings.fake_embedder import FakeEmbedderPlugin
-from tests.support import make_kernel, plugin_site, run_cli
+from tests.support import fresh_pg_dsn, make_kernel, plugin_site, run_cli
 
 SPECS = sorted(name for name, fn in vars(hookspecs).items()
                if callable(fn) and hasattr(fn, "neuralmind_spec"))
@@ -194,8 +195,9 @@ def test_hook_track_event_sees_committed_events_and_cannot_fail_a_request(kernel
 
     tracker = Tracker()
     kernel = kernels(["auth"], tracker, Broken())
+    (tmp_path / "repo").mkdir()  # tmp_path holds the kernels' homes: never a project
     with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
-        r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)})
+        r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")})
     assert r.status_code == 201
     assert ("project.registered", True) in tracker.calls  # committed before it was told
     assert "tracker down" in caplog.text
@@ -208,9 +210,11 @@ def test_hook_describe_project_adds_to_the_status(kernels, tmp_path):
             return {"probe_name": project.name}
 
     kernel = kernels(["auth"], Describer())
-    pid = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)}).json["id"]
+    (tmp_path / "repo").mkdir()
+    pid = client(kernel).simulate_post("/v1/projects",
+                                       json={"path": str(tmp_path / "repo")}).json["id"]
     status = client(kernel).simulate_get(f"/v1/projects/{pid}").json["status"]
-    assert status == {"probe_name": tmp_path.name}
+    assert status == {"probe_name": "repo"}
 
 
 def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path):
@@ -234,11 +238,85 @@ def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path
     assert question == "sales tax" and "sales_tax" in labels and 0 < budget <= 8000
 
 
+def test_hook_describe_files_attaches_records_to_impacted_and_next_files(kernels, tmp_path):
+    class Tickets(Probe):
+        @hookimpl
+        def describe_files(self, kernel, project, paths):
+            self.calls.append(("describe_files", sorted(paths)))
+            return [{"path": p, "kind": "ticket", "id": "T-7", "title": "Tax rounding bug",
+                     "status": "open", "files": ["tax.py", "notes.md"]}
+                    for p in paths if p == "tax.py"]
+
+    probe = Tickets()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "tax.py").write_text("def sales_tax(amount):\n    return amount * 0.2\n")
+    (repo / "cart.py").write_text("from tax import sales_tax\n\n\ndef total(a):\n"
+                                  "    return sales_tax(a)\n")
+    (repo / "notes.md").write_text("# Notes\n")
+    api = client(kernels(["auth", "index"], probe))
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
+    assert api.simulate_post(f"/v1/projects/{pid}/build", json={"wait": True}).status_code == 200
+    out = api.simulate_post(f"/v1/projects/{pid}/impact", json={"files": ["tax.py"]}).json
+    files = {f["path"]: f["decisions"] for f in out["files"]}
+    assert files["tax.py"] == [{"kind": "ticket", "id": "T-7", "title": "Tax rounding bug",
+                                "status": "open"}] and files["cart.py"] == []
+    assert probe.calls[0] == ("describe_files", ["cart.py", "tax.py"])
+    nxt = api.simulate_post(f"/v1/projects/{pid}/next", json={"files_open": ["tax.py"]}).json
+    notes = next(f for f in nxt["files"] if f["path"] == "notes.md")
+    assert notes["why"][0]["kind"] == "decision" and notes["why"][0]["id"] == "T-7"
+
+
 def test_hook_embedder_replaces_the_packaged_model(kernels):
     kernel = kernels(["auth"], FakeEmbedderPlugin("probe-model@1"))
     assert kernel.embedder.model_id == "probe-model@1"
     status = client(kernel).simulate_get("/v1/embeddings/status").json
     assert (status["model_id"], status["loaded"]) == ("probe-model@1", True)
+
+
+def test_hook_answer_provider_writes_the_answers_of_ask(kernels, tmp_path, caplog):
+    class Provider:
+        name, model = "probe", "probe-1"
+
+        def __init__(self, failure=None):
+            self.failure = failure
+
+        def answer(self, question, sources, stream):
+            if self.failure is not None:
+                raise self.failure
+            yield f"{len(sources)} sources for {question!r} "
+            yield "[1]"
+
+    class Answers(Probe):
+        def __init__(self, provider):
+            super().__init__()
+            self.provider = provider
+
+        @hookimpl
+        def answer_provider(self, kernel, project):
+            self.calls.append(("answer_provider", project.id))
+            return self.provider
+
+    probe = Answers(Provider())
+    repo = tmp_path / "repo"  # not tmp_path: it holds the kernels' homes, never a project
+    repo.mkdir()
+    kernel = kernels(["auth", "ask"], probe)
+    api = client(kernel)
+    pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
+    out = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"}).json
+    assert (out["answer"], out["provider"], out["model"]) == ("0 sources for 'why?' [1]", "probe",
+                                                             "probe-1")
+    assert probe.calls == [("answer_provider", pid)] and out["cited"] == []  # no source [1]
+    for failure, status, code in ((TimeoutError(), 504, "provider_timeout"),
+                                  (RuntimeError("secret internals"), 502, "provider_error")):
+        kernel = kernels(["auth", "ask"], Answers(Provider(failure)))
+        api = client(kernel)
+        pid = api.simulate_post("/v1/projects", json={"path": str(repo)}).json["id"]
+        with caplog.at_level(logging.ERROR, logger="neuralmind.ask"):
+            r = api.simulate_post(f"/v1/projects/{pid}/ask", json={"question": "why?"})
+        assert (r.status_code, r.json["error"]["code"]) == (status, code)
+        assert "secret" not in r.text and "'probe'" in r.json["error"]["message"]
+    assert "secret internals" in caplog.text  # the server log has what the client does not
 
 
 @pytest.fixture
@@ -265,3 +343,33 @@ def test_hook_server_settings_come_before_the_configs_server_section(probe_insta
     config.write_text("[probe]\nport = 9001\n[server]\nworkers = 5\n")
     assert _plugin_server_settings(str(config), {}) == {"port": 9001, "workers": 5}
     assert _plugin_server_settings(str(config), {"port": 9002}) == {"port": 9002, "workers": 5}
+
+
+@pytest.mark.sqlite_only("a SQLite home is the copy's source; the test names its database")
+def test_hook_storage_components_are_checked_and_copied_into_postgres(probe_installed,
+                                                                       tmp_path):
+    from kernel.pg import PgBackend
+    from kernel.storage import Database
+    from tests.kernel.hook_probe import MIGRATIONS
+    db = Database(tmp_path / "home" / "probe.db", MIGRATIONS)
+    with db.transaction() as conn:
+        conn.executemany("INSERT INTO probe_notes (id, text) VALUES (?, ?)",
+                         [(1, "a"), (2, "b"), (3, "c")])
+    db.close()
+    code, out, _ = run_cli("storage", "check", "--json", env=probe_installed)
+    probe = [c for c in json.loads(out)["components"] if c["component"] == "probe"]
+    assert code == 0 and [(c["file"].rsplit("/", 1)[-1], c["version"], c["pending"])
+                          for c in probe] == [("probe.db", 1, 0)]
+    dsn = fresh_pg_dsn()
+    code, out, err = run_cli("storage", "migrate", "--to", "postgres", "--dsn", dsn, "--json",
+                             env=probe_installed)
+    checks = [c for c in json.loads(out)["checks"] if c["component"] == "probe"]
+    assert code == 0 and [(c["what"], c["home"], c["database"]) for c in checks] == [
+        ("probe_notes rows", 3, 3)], err
+    backend = PgBackend(dsn, 1)
+    try:
+        rows = backend.database("probe", None).conn.execute(
+            "SELECT id, text FROM probe_notes ORDER BY id").fetchall()
+    finally:
+        backend.close()
+    assert [tuple(r) for r in rows] == [(1, "a"), (2, "b"), (3, "c")]

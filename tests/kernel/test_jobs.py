@@ -83,12 +83,9 @@ def test_job_of_a_killed_worker_is_marked_interrupted(make_server, example_plugi
     assert server.get("/v1/hello").json["pid"] != worker
 
 
-def test_created_job_can_be_discarded_until_it_starts(tmp_path):
+def test_created_job_can_be_discarded_until_it_starts(kapp):
     """create → discard leaves nothing; create → start runs it, and discard no longer applies."""
-    from kernel import jobs, storage
-    from kernel.app import _kernel_migrations
-
-    registry = jobs.Jobs(storage.Database(tmp_path / "kernel.db", _kernel_migrations()))
+    registry = kapp.kernel.jobs
     dropped = registry.create("build", project_id="p_1", actor="a")
     assert registry.get(dropped).status == "queued"
     registry.discard(dropped)

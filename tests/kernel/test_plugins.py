@@ -112,3 +112,19 @@ def test_cli_lists_plugin_failures_without_a_traceback(tmp_path):
                           env=env, capture_output=True, text=True)
     assert proc.returncode != 0
     assert "unknown plugin 'nosuch'" in proc.stderr
+
+
+def test_two_plugins_serving_one_route_stop_start_up(tmp_path):
+    """Falcon would let the second resource at a template replace the first in silence."""
+    class Twice:
+        @hookimpl
+        def register_routes(self, kernel):
+            class Resource:
+                @operation(permission=None)
+                def on_get(self, req, resp, project_id):
+                    return {"answer": 1}
+            return [("/v1/projects/{project_id}/twice", Resource())]
+
+    settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
+    with pytest.raises(StartupError, match=r"/v1/projects/\{project_id\}/twice is already served"):
+        Kernel(settings, plugins=[], extra_plugins=[Twice(), Twice()], load_entrypoints=False)

@@ -102,7 +102,7 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
         return object()
 
     stores = ProjectStores(open_store)
-    a, b = SimpleNamespace(id="a"), SimpleNamespace(id="b")
+    a, b = (SimpleNamespace(id=pid, state_dir=tmp_path / pid) for pid in "ab")
     got = []
     threads = [threading.Thread(target=lambda p=p: got.append(stores.get(p))) for p in [a] * 8]
     for t in threads:
@@ -111,6 +111,7 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
         t.join()
     assert opened == ["a"] and len({id(x) for x in got}) == 1
     assert stores.get(b) is not stores.get(a) and opened == ["a", "b"]
+    assert (tmp_path / "a" / ".gitignore").read_text() == "*\n"  # the state folder git ignores
 
 
 def test_a_versioned_cache_reloads_when_the_stamp_moves_and_loads_once_under_contention():

@@ -118,3 +118,123 @@ def test_state_dir_keeps_plugin_state_out_of_the_repository(make_server, tmp_pat
     assert r.status == 201
     assert (state / pid / "memory.db").is_file()
     assert sorted(p.name for p in repo.iterdir()) == ["a.py"]
+
+
+# -- issue 13 items 1–3: config projects pass the denylist, NeuralMind's own state is never a
+# project, and a NUL byte is a 422 wherever a path reaches the OS
+
+def server_mode_config(projects: dict[str, str], extra: str = "") -> str:
+    return "[server]\nallow_remote = true\n" + extra + "".join(
+        f'[[projects]]\nid = "{pid}"\npath = "{path}"\n' for pid, path in projects.items())
+
+
+@pytest.mark.parametrize("target", ["/etc", "/etc/ssl", "symlink"])
+def test_a_config_project_on_the_denylist_stops_the_server_naming_it(tmp_path, target):
+    from kernel.config import ConfigError, load_settings
+    from kernel.serving import gunicorn_options
+    from tests.support import make_kernel
+    if target == "symlink":
+        (tmp_path / "innocent").symlink_to("/etc")
+        target = str(tmp_path / "innocent")
+    (tmp_path / "ok").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(server_mode_config({"fine": str(tmp_path / "ok"), "etc": target},
+                                         "insecure_http = true\n"))
+    with pytest.raises(ConfigError, match=r"id = 'etc'.*reserved system"):
+        make_kernel(tmp_path / "home", plugins=["auth"], config=config)
+    # `neuralmind serve` checks it before gunicorn forks: one line, not a worker's traceback
+    with pytest.raises(ConfigError, match=r"id = 'etc'"):
+        gunicorn_options(load_settings(config, kernel={"home": str(tmp_path / "home")}))
+
+
+def test_a_config_project_holding_the_state_home_is_refused(tmp_path):
+    from kernel.config import ConfigError
+    from tests.support import make_kernel
+    config = tmp_path / "config.toml"
+    config.write_text(server_mode_config({"all": str(tmp_path)}))
+    with pytest.raises(ConfigError, match=r"id = 'all'.*NeuralMind's own state"):
+        make_kernel(tmp_path / "home", plugins=["auth"], config=config)
+
+
+def test_the_state_home_and_state_folders_are_never_projects(kapp, tmp_path):
+    home = kapp.home
+    inside = home / "models"
+    inside.mkdir(exist_ok=True)
+    dotted = tmp_path / "repo" / ".neuralmind"
+    dotted.mkdir(parents=True)
+    link = tmp_path / "to-home"
+    link.symlink_to(home)
+    for path in (home, home.parent, inside, dotted, dotted.parent.parent / "repo/.neuralmind",
+                 link):
+        r = kapp.post("/v1/projects", {"path": str(path)})
+        assert r.status == 403 and r.error["code"] == "path_not_allowed", (path, r.body)
+        assert "NeuralMind" in r.error["message"]
+    # the repository around a .neuralmind folder is a project, of course
+    assert kapp.post("/v1/projects", {"path": str(dotted.parent)}).status == 201
+
+
+def test_a_project_state_root_is_refused_and_an_old_row_holding_the_home_is_not_served(
+        make_server, tmp_path):
+    state = tmp_path / "state"
+    (state / "p_x").mkdir(parents=True)
+    server = make_server(config=f'[kernel]\nstate_dir = "{state}"\n')
+    for path in (state, state / "p_x", tmp_path):
+        r = server.post("/v1/projects", {"path": str(path)})
+        assert r.status == 403 and r.error["code"] == "path_not_allowed", path
+    # a row registered before this check (its folder holds the home) is neither listed nor served
+    with server.kernel.db.transaction() as conn:
+        conn.execute("INSERT INTO projects (id, path, name, registered_at) VALUES (?, ?, ?, ?)",
+                     ("p_oldhomerow0", str(tmp_path), "x", "2026-01-01T00:00:00Z"))
+    assert server.get("/v1/projects/p_oldhomerow0").error["code"] == "project_not_found"
+    assert "p_oldhomerow0" not in [p["id"] for p in server.get("/v1/projects").json["items"]]
+
+
+def test_a_nul_byte_in_a_path_is_422_and_changes_nothing(kapp, tmp_path):
+    before = kapp.get("/v1/projects?limit=200").json["items"]
+    r = kapp.post("/v1/projects", {"path": f"{tmp_path}/x\u0000y"})
+    assert r.status == 422, r.body
+    assert r.error["details"]["errors"][0]["loc"] == ["body", "path"]
+    assert kapp.get("/v1/projects?limit=200").json["items"] == before
+    assert kapp.get("/v1/docs/assets/swagger-ui.css%00.js").status == 404
+
+
+def test_a_nul_byte_in_a_config_path_is_a_config_error(tmp_path):
+    from kernel.config import ConfigError, load_settings
+    config = tmp_path / "config.toml"
+    config.write_text(server_mode_config({"x": "/tmp/a\\u0000b"}))
+    with pytest.raises(ConfigError, match="NUL"):
+        load_settings(config)
+    for section, key in (("kernel", "state_dir"), ("kernel", "home"), ("server", "tls_cert"),
+                         ("server", "tokens_file"), ("embeddings", "model_dir")):
+        with pytest.raises(ConfigError, match="NUL"):
+            load_settings(**{section: {key: "/tmp/a\0b"}})
+
+
+def test_a_nul_byte_in_a_memory_file_is_422_not_500(make_server, tmp_path):
+    server = make_server(plugins=["auth", "memory"])
+    (tmp_path / "r").mkdir()
+    pid = server.register(tmp_path / "r")
+    for files in (["/abs/a\u0000b.py"], ["a\u0000b.py"]):
+        r = server.post(f"/v1/projects/{pid}/memories",
+                        {"title": "t", "rationale": "r", "files_affected": files})
+        assert r.status == 422, r.body
+        assert r.error["details"]["errors"][0]["loc"] == ["body", "files_affected", 0]
+    assert server.get(f"/v1/projects/{pid}/memories").json["items"] == []
+
+
+def test_a_projects_state_folder_is_ignored_by_git(make_server, tmp_path):
+    """Issue 13 item 13: `.neuralmind/` showed in `git status` of every indexed repository;
+    it holds a `.gitignore` of `*` from the moment it is made."""
+    import subprocess
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    server = make_server(plugins=["auth", "memory"])
+    pid = server.register(repo)
+    assert server.post(f"/v1/projects/{pid}/memories",
+                       {"title": "t", "rationale": "r"}).status == 201
+    assert (repo / ".neuralmind" / ".gitignore").read_text() == "*\n"
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
+                            capture_output=True, text=True, check=True).stdout
+    assert status.splitlines() == ["?? a.py"]

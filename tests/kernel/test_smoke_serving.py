@@ -8,11 +8,11 @@ import pytest
 
 from tests.support import Server
 
-PLUGINS = ["auth", "memory", "index", "tier2_bridge"]
+PLUGINS = ["auth", "memory", "index", "tier2_bridge", "ask", "ui"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     with Server(tmp_path_factory.mktemp("smoke") / "home", plugins=PLUGINS, workers=2) as srv:
         yield srv
 
@@ -64,3 +64,24 @@ def test_tier2_bridge_audits_what_the_workers_did(server, tmp_path):
             r["action"] for r in server.get("/v1/admin/audit").json["items"]}:
         assert time.monotonic() < deadline, "the registration never reached the audit trail"
         time.sleep(0.05)
+
+
+def test_ask_streams_its_answer_through_gunicorn(server, repo):
+    pid = server.register(repo)
+    server.post(f"/v1/projects/{pid}/memories", {"title": "Serve with gunicorn",
+                                                 "rationale": "Workers share SQLite."})
+    r = server.post(f"/v1/projects/{pid}/ask", {"question": "how do workers share state?",
+                                                "sources": ["memories"], "stream": True})
+    assert r.status == 200 and r.headers["content-type"].startswith("text/event-stream")
+    kinds = [line[7:] for line in r.body.decode().splitlines() if line.startswith("event: ")]
+    assert kinds[0] == "sources" and kinds[-1] == "done" and "delta" in kinds
+    assert b"Workers share SQLite [1]." in r.body
+
+
+def test_ui_page_and_sign_in_code_under_gunicorn(server):
+    page = server.request("GET", "/ui", auth=False)
+    assert page.status == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    code = server.post("/v1/ui/sign-in-codes").json["code"]  # made by one worker,
+    first, again = (server.post("/v1/ui/sign-in", {"code": code}, auth=False) for _ in range(2))
+    assert (first.status, first.json) == (200, {"token": server.token})  # redeemed by any,
+    assert again.status == 401  # once

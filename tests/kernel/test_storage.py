@@ -6,6 +6,8 @@ import threading
 
 import pytest
 
+pytestmark = pytest.mark.sqlite_only("kernel/storage.py's SQLite files themselves")
+
 from kernel.storage import Database, connect, migrate
 
 V1 = "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL);"

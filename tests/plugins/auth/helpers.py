@@ -1,14 +1,13 @@
 """Shared pieces of the auth tests: the CLI as a user runs it (its ``main``, in this process),
-server-mode configs, tokens, and the kernel's event table read straight from its SQLite file."""
+server-mode configs, tokens, and the kernel's event table read beside the server."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 from pathlib import Path
 
-from tests.support import run_cli
+from tests.support import kernel_database, run_cli
 
 
 def cli(home: Path, *args: str, config: Path | None = None, check: bool = True,
@@ -40,10 +39,7 @@ def server_config(root: Path, projects: dict[str, Path], extra: str = "") -> str
 
 
 def events(home: Path, kind: str) -> list[dict]:
-    conn = sqlite3.connect(home / "kernel.db")
-    conn.row_factory = sqlite3.Row
-    try:
-        rows = conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY id", (kind,)).fetchall()
-    finally:
-        conn.close()
+    with kernel_database(home) as db:
+        rows = db.conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY id",
+                               (kind,)).fetchall()
     return [{**dict(r), "data": json.loads(r["data"])} for r in rows]

@@ -13,7 +13,7 @@ ALLOWED = "https://app.example.com"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     config = f'[server]\nallow_origins = ["{ALLOWED}", "http://localhost:3000"]\n'
     with LocalServer(tmp_path_factory.mktemp("cors") / "home", plugins=["auth"],
                      config=config) as s:

@@ -18,6 +18,8 @@ import yaml
 from tests.plugins.auth.helpers import create_token
 from tests.support import DEFAULT_PLUGINS, ROOT, free_port, request
 
+pytestmark = pytest.mark.sqlite_only("the image's own command and files, in a mapped container")
+
 
 def dockerfile() -> dict[str, list[str]]:
     """Instruction → its arguments, continuation lines joined, comments dropped."""
@@ -35,8 +37,8 @@ def exec_form(text: str) -> list[str]:
     return json.loads(text[text.index("["):])
 
 
-def compose() -> dict:
-    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["neuralmind"]
+def compose(service: str = "neuralmind") -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"][service]
 
 
 class Container:
@@ -111,6 +113,21 @@ def test_compose_shape():
     mounts = {v.split(":")[1] for v in svc["volumes"]}
     assert {"/config", "/repos", "/data"} <= mounts
     assert svc["environment"]["NEURALMIND_HOME"] == "/data"
+    assert "profiles" not in svc  # `docker compose up -d` starts it
+
+
+def test_the_postgres_profile_runs_two_servers_on_one_database():
+    db = compose("postgres")
+    assert db["profiles"] == ["postgres"] and db["image"].startswith("pgvector/pgvector:")
+    assert db["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    servers = [compose(name) for name in ("neuralmind-a", "neuralmind-b")]
+    urls = {s["environment"]["NEURALMIND_DATABASE_URL"] for s in servers}
+    assert len(urls) == 1 and urls.pop().endswith("@postgres:5432/neuralmind")
+    for svc in servers:
+        assert svc["profiles"] == ["postgres"] and svc["command"] == compose()["command"]
+        assert svc["depends_on"]["postgres"]["condition"] == "service_healthy"
+    ports = {p.split(":")[1] for s in (compose(), *servers) for p in s["ports"]}
+    assert ports == {"8765", "8766", "8767"}
 
 
 @pytest.fixture

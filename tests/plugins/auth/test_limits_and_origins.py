@@ -12,12 +12,28 @@ from hypothesis import strategies as st
 from kernel.config import ConfigError
 from kernel.errors import RateLimited
 from plugins.auth.cors import check_origin
-from plugins.auth.ratelimit import RATE_FILE, RateLimiter, lease_size
+from plugins.auth.ratelimit import RATE_FILE, FileBuckets, PgBuckets, RateLimiter, lease_size
+from plugins.auth.schema import PG_MIGRATIONS
+from tests.support import fresh_pg_dsn
 from plugins.auth.roles import RateLimit
 
 
-def _spend(home, actor: str, attempts: int, queue) -> None:
-    limiter, granted = RateLimiter(home), 0
+def buckets_of(where):
+    """The shared buckets: a home's file, or a PostgreSQL database (a DSN) — opened here, so a
+    forked process makes its own connection."""
+    if isinstance(where, str):
+        from kernel.pg import PgBackend
+        return PgBuckets(PgBackend(where, 2).database("auth", PG_MIGRATIONS))
+    return FileBuckets(where)
+
+
+@pytest.fixture(params=["file", "postgres"])
+def where(request, tmp_path):
+    return fresh_pg_dsn() if request.param == "postgres" else tmp_path
+
+
+def _spend(where, actor: str, attempts: int, queue) -> None:
+    limiter, granted = RateLimiter(buckets_of(where)), 0
     for _ in range(attempts):
         try:
             limiter.take(actor, RateLimit(rate=0.01, burst=40))
@@ -27,9 +43,10 @@ def _spend(home, actor: str, attempts: int, queue) -> None:
     queue.put(granted)
 
 
-def test_processes_share_one_bucket(tmp_path):
+def test_processes_share_one_bucket(where):
+    buckets_of(where)  # the table exists before the processes race to use it
     queue = multiprocessing.get_context("fork").Queue()
-    procs = [multiprocessing.get_context("fork").Process(target=_spend, args=(tmp_path, "amy", 30, queue))
+    procs = [multiprocessing.get_context("fork").Process(target=_spend, args=(where, "amy", 30, queue))
              for _ in range(3)]
     for p in procs:
         p.start()
@@ -38,8 +55,8 @@ def test_processes_share_one_bucket(tmp_path):
     assert sum(queue.get() for _ in procs) == 40  # the burst, not 40 per process
 
 
-def test_retry_after_says_when_the_next_request_fits(tmp_path):
-    limiter = RateLimiter(tmp_path)
+def test_retry_after_says_when_the_next_request_fits(where):
+    limiter = RateLimiter(buckets_of(where))
     limit = RateLimit(rate=0.25, burst=2)
     limiter.take("bo", limit)
     limiter.take("bo", limit)
@@ -51,7 +68,7 @@ def test_retry_after_says_when_the_next_request_fits(tmp_path):
 
 
 def test_rate_zero_turns_limiting_off(tmp_path):
-    limiter = RateLimiter(tmp_path)
+    limiter = RateLimiter(FileBuckets(tmp_path))
     for _ in range(1000):  # a burst of 1: limited, the second would be 429
         limiter.take("dee", RateLimit(rate=0, burst=1))
     assert not any((tmp_path / RATE_FILE).read_bytes())  # no bucket written, nothing spent

@@ -14,7 +14,7 @@ from tests.support import Server
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
+def daemon(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("loop")
     server = Server(root / "home", plugins=["auth"], daemon=True, env={"HOME": str(root)}).start()
     yield server

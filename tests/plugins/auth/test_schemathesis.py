@@ -4,19 +4,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
 from tests.plugins.auth.helpers import create_token, server_config
-from tests.support import DEFAULT_PLUGINS, ROOT, Server
+from tests.support import DEFAULT_PLUGINS, Server, schemathesis
 
 MAX_EXAMPLES = 10
 
+pytestmark = pytest.mark.sqlite_only("tests/kernel/test_contract.py fuzzes every route on both "
+                                     "backends; this run adds server mode's roles")
+
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("fuzz")
     s = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
                plugins=list(DEFAULT_PLUGINS), workers=2, env={"HOME": str(root)}).start()
@@ -26,17 +27,9 @@ def server(tmp_path_factory):
 
 def test_no_server_errors_and_no_schema_violations(server, tmp_path):
     token = create_token(server.home, server.home / "config.toml", "fuzzer", "builder")["token"]
-    report = tmp_path / "schemathesis.json"
-    cmd = ["schemathesis", "run", f"http://127.0.0.1:{server.port}/v1/openapi.json",
-           "-H", f"Authorization: Bearer {token}",
-           "-c", "not_a_server_error,response_schema_conformance",
-           "--exclude-path", "/v1/events",  # an endless event stream: followed in the SSE tests
-           "--phases", "coverage,fuzzing", "-n", str(MAX_EXAMPLES), "--seed", "1",
-           "--request-timeout", "20", "--generation-database", "none", "--no-color",
-           "--report", "json", "--report-json-path", str(report)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "SCHEMATHESIS_HOOKS": ""})
-    result = json.loads(report.read_text())
+    done, result = schemathesis(server.url, token, tmp_path,
+                                "-c", "not_a_server_error,response_schema_conformance",
+                                "-n", str(MAX_EXAMPLES), "--request-timeout", "20", timeout=240)
     counts = {"operations": result["operations"]["tested"], **result["test_cases"]}
     print("schemathesis:", json.dumps(counts))
     assert done.returncode == 0, done.stdout[-4000:]

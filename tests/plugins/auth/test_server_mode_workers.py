@@ -1,5 +1,6 @@
 """Server mode across real gunicorn workers: a revoked token and a rate limit are seen by every
-one of 4 workers at once (the token file and the buckets live on disk, not in a worker)."""
+one of 4 workers within a second (the tokens and the buckets live on disk or in the shared
+database, not in a worker)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ limited = ["auth.whoami", "system.read"]
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def team(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("team")
     with Server(root / "home", config=server_config(root, {"a": root / "repo-a"}, LIMITED),
                 plugins=["auth"], workers=4) as server:
@@ -31,9 +32,10 @@ def test_revoked_token_is_refused_by_every_worker_within_a_second(team):
     assert team.get("/v1/projects", token=made["token"]).status == 200
     cli(team.home, "token", "revoke", made["id"], config=config)
     revoked_at = time.monotonic()
-    statuses = [team.get("/v1/projects", token=made["token"]).status for _ in range(12)]
-    assert statuses == [401] * 12
-    assert time.monotonic() - revoked_at < 1.0
+    statuses = []  # the file is read again at each request; the shared table within 0.25 s
+    while statuses[-12:] != [401] * 12:
+        assert time.monotonic() - revoked_at < 1.0, statuses
+        statuses.append(team.get("/v1/projects", token=made["token"]).status)
     assert any(e["data"]["token_id"] == made["id"] for e in events(team.home, "token.revoked"))
 
 
@@ -43,7 +45,7 @@ def test_rate_limit_is_shared_across_workers(team):
     other = create_token(team.home, config, "judy", "limited")["token"]
     statuses = [team.get("/v1/auth/whoami", token=limited).status for _ in range(8)]
     assert statuses[:3] == [200, 200, 200]
-    assert statuses.count(200) == 3  # not 3 per worker: the bucket lives in SQLite
+    assert statuses.count(200) == 3  # not 3 per worker: the bucket is shared
     r = team.get("/v1/auth/whoami", token=limited)
     assert (r.status, r.error["code"]) == (429, "rate_limited")
     assert int(r.headers["retry-after"]) >= 1

@@ -157,3 +157,25 @@ def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, 
         result = build(other, again)
         assert result["files_changed"] == first["files_changed"] and result["chunks_embedded"] > 0
         assert build(other, again)["files_changed"] == 0
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(server, tmp_path):
+    """Issue 13 item 10: such a name (Latin-1 ``café.py``) reached SQLite with surrogates and
+    failed every build of the repository; it is skipped, counted with its reason, and the
+    rest is indexed."""
+    import os
+    root = tmp_path / "latin1"
+    root.mkdir()
+    (root / "ok.py").write_text("def fine():\n    return 1\n")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "w") as fh:
+        fh.write("def hidden():\n    return 2\n")
+    os.makedirs(os.path.join(os.fsencode(root), b"d\xefr"))
+    with open(os.path.join(os.fsencode(root), b"d\xefr", b"inner.py"), "w") as fh:
+        fh.write("x = 1\n")
+    pid = server.register(root)
+    result = build(server, pid)
+    assert result["files"] == 1 and result["files_skipped"] == 2
+    assert result["skipped"] == {"file name not valid UTF-8": 2}
+    assert labels(server, pid, "ok.py") == ["ok", "fine"]
+    again = build(server, pid)  # and the next build too
+    assert again["files_skipped"] == 2 and again["files_changed"] == 0

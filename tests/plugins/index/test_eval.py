@@ -39,3 +39,30 @@ def test_eval_code_reports_every_mode(tmp_path, capsys):
     assert 0 < report["modes"]["keyword"]["recall@10"] <= 1
     assert main(["eval", "code", "--dataset", str(tmp_path / "missing")]) == 2
     assert "cannot read the CoSQA set" in capsys.readouterr().err
+
+
+def test_eval_impact_scores_walks_against_the_tests_that_call(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "pkg/__init__.py").write_text("")
+    (repo / "pkg/money.py").write_text("def round_money(x):\n    return round(x, 2)\n\n\n"
+                                       "def format_money(x):\n    return str(round_money(x))\n")
+    (repo / "pkg/other.py").write_text("class Box:\n    def round_money(self):\n        return 0\n")
+    (repo / "tests/test_money.py").write_text(
+        "from pkg.money import round_money\n\n\ndef test_round():\n"
+        "    assert round_money(1.234) == 1.23\n")
+    (repo / "tests/test_format.py").write_text(
+        "from pkg import money\n\n\ndef test_format():\n    assert money.format_money(1) == '1'\n")
+    before = sorted(p.name for p in repo.rglob("*"))
+    assert main(["eval", "impact", str(repo), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["test_files"], report["with_tests"]) == (2, 2)
+    resolved = report["walks"]["resolved"]
+    assert resolved["depth1"]["precision"] == 1.0 and resolved["depth1"]["recall"] == 1.0
+    assert resolved["depth3"]["predicted"] == 3  # test_format, through format_money
+    named = report["walks"]["bare name (before)"]["depth1"]
+    assert named["precision"] < 1.0  # Box.round_money is matched by name
+    assert sorted(p.name for p in repo.rglob("*")) == before  # the repository is only read
+    assert main(["eval", "impact", str(tmp_path / "nowhere")]) == 2
+    assert main(["eval", "impact", str(repo / "pkg")]) == 2  # no tests there

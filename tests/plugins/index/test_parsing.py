@@ -97,3 +97,53 @@ def test_a_module_vector_leaves_out_the_opening_comment_block():
                               "", True, 512)
     assert java == "app\n\nclass App {}"
     assert chunker.embed_text("module", "m", "# only a licence\n", "", True, 512) is None
+
+
+def refs(parsed, kind):
+    return {(parsed.nodes[e.src].qualname, e.ref, e.alias) for e in parsed.edges if e.kind == kind}
+
+
+def test_python_references_and_bindings():
+    p = chunker.parse("shop/sub/cart.py", (
+        "import os.path, json as j\nfrom .prices import round_money as rm\nfrom ..core import *\n"
+        "from . import helpers\n\nclass Cart(base.Model):\n    def total(self, req: Request):\n"
+        "        super().total()\n        req.body.read()\n        make().save()\n"
+        "        return rm(self.items) + helpers.fmt(j.dumps(1))\n\n"
+        "def fixture_user(client):\n    return client.login()\n"))
+    assert {("shop.sub.cart", "os.path", "os"), ("shop.sub.cart", "json", "j"),
+            ("shop.sub.cart", "shop.sub.prices#round_money", "rm"),
+            ("shop.sub.cart", "shop.core#*", "*"),
+            ("shop.sub.cart", "shop.sub#helpers", "helpers")} <= refs(p, "imports")
+    calls = {ref for _, ref, _ in refs(p, "calls")}
+    assert {"super.total", "Request.body.read", "?.save", "rm", "helpers.fmt", "j.dumps",
+            "@client.login"} <= calls
+    assert ("Cart", "base.Model", "") in refs(p, "inherits")
+    assert ("fixture_user", "()@client.login", "") in refs(p, "returns")
+
+
+def test_tree_sitter_references_and_bindings():
+    js = chunker.parse("web/a.ts", 'import x, {a as b} from "./m"; import * as ns from "../n";\n'
+                       'const {p, q: r} = require("./s");\nexport * from "./x";\n'
+                       "class A extends B.C { f() { this.g(); ns.h(); b(); make().run(); } }\n")
+    assert {("web.a", "./m", "x"), ("web.a", "./m#a", "b"), ("web.a", "../n", "ns"),
+            ("web.a", "./s#p", "p"), ("web.a", "./s#q", "r"),
+            ("web.a", "./x", "")} <= refs(js, "imports")
+    assert {"self.g", "ns.h", "b", "?.run"} <= {r for _, r, _ in refs(js, "calls")}
+    assert ("A", "B.C", "") in refs(js, "inherits")
+    go = chunker.parse("svc/main.go", 'package main\nimport (\n "fmt"\n u "example.com/p/util"\n)\n'
+                       "func (g *Greeter) Greet() { fmt.Println(1); g.helper(); u.Do() }\n")
+    assert ("svc.main", "example.com/p/util", "u") in refs(go, "imports")
+    assert {"fmt.Println", "self.helper", "u.Do"} <= {r for _, r, _ in refs(go, "calls")}
+    rs = chunker.parse("src/lib.rs", "use crate::a::b::{C, D as E};\nuse std::io::*;\nmod foo;\n"
+                       "impl S { fn f(&self) { Self::make(); C::new(); foo::bar(); } }\n")
+    assert {("src.lib", "crate::a::b#C", "C"), ("src.lib", "crate::a::b#D", "E"),
+            ("src.lib", "std::io#*", "*"), ("src.lib", "self#foo", "foo")} <= refs(rs, "imports")
+    assert {"self::make", "C::new", "foo::bar"} <= {r for _, r, _ in refs(rs, "calls")}
+    java = chunker.parse("com/x/App.java", "package com.x;\nimport com.x.util.Helper;\n"
+                         "import static com.x.util.Strings.join;\nimport com.x.model.*;\n"
+                         "class App extends Base { void run() { start(); this.stop(); "
+                         "Helper.help(); join(); } }\n")
+    assert {("com.x.App", "com.x.util#Helper", "Helper"),
+            ("com.x.App", "com.x.util.Strings#join", "join"),
+            ("com.x.App", "com.x.model#*", "*")} <= refs(java, "imports")
+    assert {"start", "self.stop", "Helper.help", "join"} <= {r for _, r, _ in refs(java, "calls")}

@@ -47,7 +47,8 @@ def test_file_type_filter_and_result_shape(server, built):
     out = search(server, pid, query="install the shop", mode="hybrid", file_type="docs", n=5)
     assert out["results"] and all(h["file_type"] == "docs" for h in out["results"])
     assert set(out["results"][0]) == {"id", "label", "kind", "file_type", "source_file", "line",
-                                      "score"}
+                                      "score", "source"}
+    assert out["results"][0]["source"] == "repo"
     assert out["project_id"] == pid and out["query"] == "install the shop"
 
 
@@ -90,7 +91,7 @@ def test_a_query_never_exceeds_its_budget_and_always_has_l0(server, built, budge
     assert out["layers_used"][0] == "L0" and out["tokens"]["l0"] > 0
 
 
-def test_small_budgets_trim_l3_then_l2_then_l1(server, built):
+def test_small_budgets_trim_l3_then_l2_then_l1_and_keep_the_best_snippet(server, built):
     pid, _ = built
     seen = []
     for budget in (8000, 700, 400, 256):
@@ -98,12 +99,42 @@ def test_small_budgets_trim_l3_then_l2_then_l1(server, built):
                                                         "context_budget": budget}).json
         seen.append(out["layers_used"])
         assert out["tokens"]["total"] <= budget
+        assert out["tokens"]["l3"] > 0  # the best hit's snippet, whatever else goes
     assert seen[0] == ["L0", "L1", "L2", "L3"]
-    for used in seen:  # a layer is only ever dropped after every layer below it
-        order = ["L0", "L1", "L2", "L3"]
-        assert used == order[:len(used)]
+    for used in seen:  # below the best snippet, a layer only goes after every layer below it
+        order = ["L0", "L1", "L2"]
+        assert used[-1] == "L3" and used[:-1] == order[:len(used) - 1]
     r = server.post(f"/v1/projects/{pid}/query", {"question": "x", "context_budget": 10})
     assert r.status == 422
+
+
+@pytest.fixture(scope="module")
+def big_layout(server, tmp_path_factory):
+    """A project whose layout (L1) fills its 600 tokens: 60 small modules beside the shop."""
+    base = tmp_path_factory.mktemp("layout")
+    root = write_repo(base / "repo", base / "outside")
+    (root / "pkg").mkdir()
+    for i in range(60):
+        (root / f"pkg/mod{i:02d}.py").write_text(
+            f'"""Module {i} handles part {i} of the order pipeline."""\n\n'
+            f'def step_{i}(order):\n    """Run step {i}."""\n    return order\n')
+    pid = server.register(root)
+    build(server, pid)
+    return pid
+
+
+@pytest.mark.parametrize("budget", [1200, 700, 400])
+def test_a_small_budget_keeps_the_best_hits_snippet(server, big_layout, budget):
+    """Issue 13 item 18: the layout took the budget and every snippet was dropped (L3 = 0);
+    the best hit's code is what a question needs most, so it is kept whenever it fits."""
+    out = server.post(f"/v1/projects/{big_layout}/query",
+                      {"question": "how is sales tax computed?", "context_budget": budget,
+                       "trace": True}).json
+    assert out["trace"]["hits"][0]["label"] == "compute_sales_tax"
+    assert out["tokens"]["l3"] > 0 and out["tokens"]["total"] <= budget
+    assert "### shop/cart.py:16 compute_sales_tax (function)" in out["context"]
+    assert "return round_money(amount * rate / 100)" in out["context"]
+    assert out["layers_used"][0] == "L0" and out["tokens"]["l1"] > 0
 
 
 def test_wakeup_is_l0_l1_and_warns_when_stale(server, built):

@@ -15,7 +15,7 @@ from kernel.app import Kernel
 from kernel.config import load_settings
 from plugins.auth.tokens import TokenFile
 
-PLUGINS = ["auth", "memory", "index", "mcp"]
+PLUGINS = ["auth", "memory", "index", "mcp", "ask"]
 VERSION = "2025-06-18"
 
 

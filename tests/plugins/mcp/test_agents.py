@@ -14,7 +14,7 @@ import tomllib
 import pytest
 
 from plugins.mcp import agents
-from tests.support import ROOT
+from tests.support import pythonpath
 
 OTHER = {"command": "other-server", "args": ["--stdio"]}
 
@@ -109,7 +109,7 @@ def test_what_install_cannot_merge_is_refused_untouched(home):
 
 
 def _cli(*args, cwd, home_dir):
-    env = {**os.environ, "HOME": str(home_dir), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HOME": str(home_dir), "PYTHONPATH": pythonpath()}
     env.pop("CODEX_HOME", None)
     return subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)

@@ -59,7 +59,7 @@ def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
     mid = made["structuredContent"]["id"]
     over_http = local.v1("GET", f"/v1/projects/{local.project}/memories/{mid}").json
     assert over_http == {k: v for k, v in made["structuredContent"].items()
-                         if k != "possible_duplicates"}
+                         if k not in ("possible_duplicates", "contradictions")}
 
     r = local.v1("POST", f"/v1/projects/{local.project}/memories",
                  json={"title": "Vendor the ONNX model", "rationale": "no network at run time"})
@@ -115,6 +115,17 @@ def test_code_tools_build_with_a_job_and_read_the_index(local):
     assert stats["built"] and stats["files"] == 1
     listed = local.call("list_projects")["structuredContent"]["items"]
     assert [p["id"] for p in listed] == [local.project]
+
+
+def test_ask_answers_citing_numbered_sources_never_streamed(local):
+    assert not local.call("build_index", project=local.project)["isError"]
+    out = local.call("ask", project=local.project, question="how is the database opened in WAL?",
+                     sources=["code"], stream=True)  # stream is not the tool's to choose
+    answer = out["structuredContent"]
+    [hit] = [s for s in answer["sources"] if s["title"] == "open_wal"]
+    assert hit["cite"] == "wal.py:1" and hit["n"] in answer["cited"]
+    text = out["content"][0]["text"]
+    assert text.startswith(answer["answer"]) and f"*[{hit['n']}] wal.py:1 — open_wal" in text
 
 
 def test_refusals_are_tool_errors_carrying_the_envelope(local):
@@ -184,12 +195,49 @@ def test_resource_listing_pages_through_every_memory(tmp_path):
         kernel.shutdown()
 
 
+def test_memory_model_v2_tools(local):
+    """Links, graph, contradictions and their resolution, the two jobs, stats: each tool runs
+    its route and says what happened in a line a model can act on."""
+    old = local.call("remember", project=local.project, title="Use password_encryption = md5",
+                     rationale="Role passwords are MD5 hashes.", files_affected=["pg.conf"])
+    new = local.call("remember", project=local.project,
+                     title="Use password_encryption = scram-sha-256",
+                     rationale="The PostgreSQL 14 default.", files_affected=["pg.conf"])
+    assert "contradicts (resolve_contradiction settles it)" in new["content"][0]["text"]
+    old_id, new_id = old["structuredContent"]["id"], new["structuredContent"]["id"]
+    listed = local.call("list_contradictions", project=local.project)
+    [c] = listed["structuredContent"]["items"]
+    assert f"A {old_id} vs B {new_id}" in listed["content"][0]["text"]
+    done = local.call("resolve_contradiction", project=local.project, contradiction_id=c["id"],
+                      strategy="keep_newest")
+    assert done["content"][0]["text"].startswith(f"{c['id']} resolved (keep_newest): kept {new_id}")
+    note = local.call("remember", project=local.project, title="Rotate role passwords",
+                      rationale="Yearly.")["structuredContent"]["id"]
+    made = local.call("link_memories", project=local.project, memory_id=note, target=new_id,
+                      type="depends_on")
+    assert made["content"][0]["text"] == f"{note} depends_on {new_id}"
+    graph = local.call("memory_graph", project=local.project, memory_id=note, depth=2)
+    assert {n["id"] for n in graph["structuredContent"]["nodes"]} == {note, new_id, old_id}
+    assert f"{new_id} supersedes {old_id}" in graph["content"][0]["text"]
+    swept = local.call("decay_memories", project=local.project, dry_run=True)
+    assert not swept["isError"] and swept["content"][0]["text"].startswith(
+        "decay sweep: would archive 0 of")
+    merged = local.call("consolidate_memories", project=local.project, dry_run=True)
+    assert merged["content"][0]["text"].startswith("consolidation: 0 cluster(s)")
+    stats = local.call("memory_stats", project=local.project)
+    assert stats["structuredContent"]["by_status"]["SUPERSEDED"] >= 1
+    bad = local.call("link_memories", project=local.project, memory_id=note, target=note,
+                     type="depends_on")
+    assert bad["isError"] and bad["content"][0]["text"].startswith("validation_error (422)")
+
+
 def test_roles_choose_the_tools_listed_and_routes_refuse_the_rest(team):
     def listed(token):
         return {t["name"] for t in team.as_(token).rpc("tools/list")["result"]["tools"]}
 
     reader, builder, admin = (listed(team.tokens[r]) for r in ("reader", "builder", "admin"))
-    writes = {"remember", "update_memory", "invalidate_memory", "build_index"}
+    writes = {"remember", "update_memory", "invalidate_memory", "build_index", "link_memories",
+              "resolve_contradiction", "consolidate_memories", "decay_memories"}
     assert not reader & writes and writes <= builder and builder == admin
     assert "register_project" not in admin  # a team server serves its configured projects
     refused = team.as_(team.tokens["reader"]).call("remember", project="a", title="t",
@@ -218,3 +266,29 @@ def test_a_token_for_one_project_sees_nothing_of_another(team):
     assert uris and all(u.startswith("neuralmind://projects/a/") for u in uris)
     blocked = only_a.rpc("resources/read", {"uri": "neuralmind://projects/b/wakeup"})
     assert blocked["error"]["data"]["code"] == "project_not_found"
+
+
+def test_code_intelligence_tools_impact_next_files_and_activity(tmp_path):
+    from tests.plugins.mcp.conftest import App, _kernel, repo_with_code
+    kernel = _kernel(tmp_path / "home")
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        repo = repo_with_code(tmp_path / "repo")
+        (repo / "db.py").write_text("from wal import open_wal\n\n\ndef connect(path):\n"
+                                    "    return open_wal(path)\n")
+        pid = app.v1("POST", "/v1/projects", json={"path": str(repo)}).json["id"]
+        assert app.call("build_index", project=pid)["structuredContent"]["status"] == "done"
+        impact = app.call("impact", project=pid, files=["wal.py"])
+        assert not impact["isError"], impact
+        assert "- d1 db.py:4 function connect (via calls open_wal)" in impact["content"][0]["text"]
+        assert impact["structuredContent"]["files"][1]["path"] == "db.py"
+        act = app.call("record_activity", project=pid, files=["wal.py", "db.py"], kind="edit")
+        assert act["content"][0]["text"].startswith("recorded 2 file(s) as edit")
+        nxt = app.call("next_files", project=pid, files_open=["wal.py"])
+        assert nxt["structuredContent"]["files"][0]["path"] == "db.py"
+        assert {w["kind"] for w in nxt["structuredContent"]["files"][0]["why"]} == {
+            "structural", "learned"}
+        wrong = app.call("record_activity", project=pid, files=["wal.py"], kind="write")
+        assert wrong["isError"] and "kind" in wrong["content"][0]["text"]
+    finally:
+        kernel.shutdown()

@@ -20,9 +20,9 @@ from plugins.auth.tokens import TokenFile
 from plugins.mcp.tools import SPECS
 from tests.client.conftest import Daemon, git_repo
 from tests.plugins.auth.helpers import server_config
-from tests.support import ROOT, Server
+from tests.support import Server, pythonpath
 
-PLUGINS = ["auth", "memory", "index", "mcp"]
+PLUGINS = ["auth", "memory", "index", "mcp", "ask"]
 SOURCE = {"store.py": 'def open_wal(path):\n    """Open SQLite in WAL mode."""\n    return path\n',
           "api.py": "from store import open_wal\n\ndef serve():\n    return open_wal('db')\n"}
 
@@ -253,11 +253,11 @@ def test_each_agent_configuration_launches_the_stdio_server_as_written(daemon, t
         args = [a.replace("${workspaceFolder}", str(repo)) for a in entry["args"]]  # as Cursor
         found = run(recall, StdioServerParameters(
             command=entry["command"], args=args, cwd=str(repo),
-            env={**entry.get("env", {}), "HOME": str(home), "PYTHONPATH": str(ROOT)}))
+            env={**entry.get("env", {}), "HOME": str(home), "PYTHONPATH": pythonpath()}))
         assert not found.is_error, (agent, found.content[0].text)
     hook = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]["SessionStart"]
     shown = subprocess.run(hook[0]["hooks"][0]["command"], shell=True, cwd=repo, text=True,
-                           capture_output=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=60)
+                           capture_output=True, env={**env, "PYTHONPATH": pythonpath()}, timeout=60)
     assert shown.returncode == 0 and "store.py" in shown.stdout, shown.stderr
 
     for agent, read in configs.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -14,8 +15,11 @@ PLUGINS = ["auth", "memory"]
 
 def start(home: Path, *, serving: bool = False, **kw) -> LocalServer | Server:
     """The auth and memory plugins on ``home``: in this process, or under gunicorn
-    (``serving=True``, with ``workers``, ``env``) for what is about workers."""
+    (``serving=True``, with ``workers``, ``env``) for what is about workers. The daily decay
+    sweep is off in process unless a test asks for it (``memory={...}``)."""
     kw.setdefault("plugins", PLUGINS)
+    if not serving:
+        kw.setdefault("memory", {"decay_sweep_hours": 0})
     return (Server if serving else LocalServer)(home, **kw).start()
 
 
@@ -42,6 +46,29 @@ class Api:
         r = self.server.get(self.url(mid, "history") + "?limit=200")
         assert r.status == 200, r.body
         return r.json["items"]
+
+    def load(self, *recs: dict, links: tuple = ()) -> None:
+        """Records as an import restores them (any timestamps and status), with history."""
+        at = "2024-01-01T00:00:00.000Z"
+        lines = [json.dumps({"memory": {"rationale": "r", "created_at": at, "updated_at": at,
+                                        **rec},
+                             "history": [], "links": [lk for lk in links
+                                                      if lk["source"] == rec["id"]]})
+                 for rec in recs]
+        r = self.server.post(self.url(tail="import"), body="\n".join(lines).encode(),
+                             headers={"Content-Type": "application/x-ndjson"})
+        assert r.status == 200, r.body
+
+    def get(self, mid: str) -> dict:
+        r = self.server.get(self.url(mid))
+        assert r.status == 200, r.body
+        return r.json
+
+    def job(self, tail: str, body: dict | None = None) -> dict:
+        """A job route run with ?wait=true: its result."""
+        r = self.server.post(self.url(tail=tail) + "?wait=true", body or {})
+        assert r.status == 200 and r.json["job"]["status"] == "done", r.body
+        return r.json["job"]["result"]
 
     def search(self, query: str, **kw):
         r = self.server.post(self.url(tail="search"), {"query": query, **kw})

@@ -25,7 +25,8 @@ def filled(server, tmp_path_factory):
     for part in (items[:250], items[250:]):
         r = api.server.post(api.url(tail="batch"), {"items": part})
         assert r.status == 200, r.body
-        assert r.json["items"] == [{"op": "create", "id": it["id"]} for it in part]
+        assert r.json["items"] == [{"op": "create", "id": it["id"], "status": "ok", "errors": []}
+                                   for it in part]
     return api
 
 

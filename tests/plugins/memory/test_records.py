@@ -28,8 +28,11 @@ def test_create_normalises_and_reads_back(api):
     assert rec["possible_duplicates"] == []
     got = api.server.get(api.url(rec["id"]))
     assert got.status == 200
-    assert {k: v for k, v in got.json.items()} == {k: v for k, v in rec.items()
-                                                   if k != "possible_duplicates"}
+    assert {k: v for k, v in got.json.items()} == {
+        k: v for k, v in rec.items() if k not in ("possible_duplicates", "contradictions")}
+    assert rec["contradictions"] == {"count": 0, "items": []}
+    assert (rec["kind"], rec["importance"], rec["pinned"], rec["strength"]) == \
+        ("decision", 0.8, False, 0.8)
     assert got.headers["etag"] == f'"{rec["updated_at"]}"'
 
 
@@ -133,22 +136,28 @@ def test_lifecycle_events_and_conflicts(api):
                      ("restored", ["INVALIDATED", "ACTIVE"], None)]
 
 
-def test_feedback_moves_confidence_within_bounds(api):
-    mid = api.create(confidence=0.2)["id"]
+def test_feedback_follows_the_spec_steps_within_bounds(api):
+    """Spec 000 G9: helpful +0.05, unhelpful −0.10, never below 0.10 nor above 1.0; the
+    older {helpful: bool} body still reads."""
+    mid = api.create(confidence=0.35)["id"]
     seen = []
-    for _ in range(4):
-        r = api.server.post(api.url(mid, "feedback"), {"helpful": False, "note": "noise"})
-        assert r.status == 200
+    for body in ({"signal": "unhelpful", "note": "noise"}, {"signal": "UNHELPFUL"},
+                 {"helpful": False}, {"signal": "unhelpful"}):
+        r = api.server.post(api.url(mid, "feedback"), body)
+        assert r.status == 200, r.body
         seen.append(r.json["confidence"])
-    assert seen == [0.1, 0.05, 0.05, 0.05]
-    for _ in range(12):
-        up = api.server.post(api.url(mid, "feedback"), {"helpful": True}).json["confidence"]
+    assert seen == [0.25, 0.15, 0.1, 0.1]
+    for _ in range(20):
+        up = api.server.post(api.url(mid, "feedback"), {"signal": "helpful"}).json["confidence"]
     assert up == 1.0
     events = [e for e in api.history(mid) if e["kind"] == "feedback"]
-    assert len(events) == 16
-    assert events[0]["changes"]["confidence"] == [0.2, 0.1] and events[0]["note"] == "unhelpful: noise"
-    assert events[-1]["note"] == "helpful"
-    assert api.server.post(api.url(mid, "feedback"), {"helpful": "maybe"}).status == 422
+    assert len(events) == 24
+    assert events[0]["changes"]["confidence"] == [0.35, 0.25]
+    assert events[0]["note"] == "unhelpful: noise" and events[-1]["note"] == "helpful"
+    for bad in ({"helpful": "maybe"}, {"signal": "great"}, {}, {"signal": "helpful",
+                                                                "helpful": True}):
+        r = api.server.post(api.url(mid, "feedback"), bad)
+        assert r.status == 422 and r.error["code"] == "validation_error", bad
 
 
 def test_delete_keeps_history_and_unknown_ids_are_404(api):
@@ -162,7 +171,7 @@ def test_delete_keeps_history_and_unknown_ids_are_404(api):
     for method, tail, body in [("GET", "", None), ("PATCH", "", {"rationale": "x"}),
                                ("DELETE", "", None), ("GET", "history", None),
                                ("POST", "invalidate", {"reason": "x"}), ("POST", "restore", {}),
-                               ("POST", "feedback", {"helpful": True})]:
+                               ("POST", "feedback", {"signal": "helpful"})]:
         r = api.server.request(method, api.url("nope", tail), json_body=body)
         assert r.status == 404 and r.error["code"] == "memory_not_found", (method, tail)
     assert api.server.delete(api.url(mid)).status == 404

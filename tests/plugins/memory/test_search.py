@@ -96,7 +96,8 @@ def test_search_filters_and_compact_view(corpus):
     api, wal, others = corpus
     r = api.search("module", type="refactor", view="compact")
     assert ids(r) == [others[2]["id"]]
-    assert set(r["results"][0]) == {"id", "title", "status", "score", "files_affected"}
+    assert set(r["results"][0]) == {"id", "title", "status", "kind", "score", "files_affected",
+                                    "linked_from"}
     assert ids(api.search("retry flaky tests parser", mode="keyword", author="bo")) == [others[1]["id"]]
     assert ids(api.search("storage", file=["neuralmind/synapses.py"])) == [wal["id"]]
     assert ids(api.search("XSS vulnerability in web pages", tag=["security", "ci"], mode="semantic")) == [others[3]["id"]]

@@ -1,0 +1,196 @@
+"""PostgreSQL for the stores when ``[storage] backend = "postgres"``: several servers share one
+database, so what must be shared (projects, jobs, events, memories, queues) is.
+
+A :class:`PgDatabase` offers what :class:`kernel.storage.Database` offers — ``conn.execute``
+for reads, ``transaction()`` for writes, rows read by name or by position, ``?`` and ``:name``
+placeholders — so a store's plain SQL serves both engines. What differs (full-text search,
+vectors, schema types) lives in the store's PostgreSQL twin and in its own migrations.
+
+Every database of one kernel shares one connection pool (``[storage] pool_size`` per worker).
+Migrations are versioned per component (``kernel``, ``memory`` …) in ``nm_schema`` and run once,
+whoever starts first, under an advisory lock.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+MIGRATE_LOCK = 0x6E6D_6D69  # pg_advisory_xact_lock key of migrations ("nmmi")
+SCHEMA = """CREATE TABLE IF NOT EXISTS nm_schema (
+    component TEXT PRIMARY KEY, version INTEGER NOT NULL)"""
+
+PgMigration = str | Callable[[Any], None]
+
+
+class Row:
+    """A row readable as ``row["name"]`` and ``row[0]``, like ``sqlite3.Row``."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]):
+        self._values, self._index = values, index
+
+    def __getitem__(self, key: int | str) -> Any:
+        return self._values[self._index[key] if isinstance(key, str) else key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _rows(cursor) -> Callable[[Sequence[Any]], Row]:
+    index = {col.name: i for i, col in enumerate(cursor.description or ())}
+    return lambda values: Row(values, index)
+
+
+_NAMED = re.compile(r"(?<!:):([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=2048)
+def translate(sql: str, named: bool) -> str:
+    """SQLite's placeholders in psycopg's spelling: ``?`` → ``%s``, ``:name`` → ``%(name)s``
+    (a literal ``%`` doubled). Our SQL puts no ``?`` or ``:`` inside string literals."""
+    sql = sql.replace("%", "%%")
+    return _NAMED.sub(r"%(\1)s", sql) if named else sql.replace("?", "%s")
+
+
+class Cursor:
+    """The rows of one statement, fetched at once (the connection goes back to the pool)."""
+
+    def __init__(self, rows: list[Row], rowcount: int):
+        self._rows, self.rowcount = rows, rowcount
+
+    def fetchone(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Row]:
+        return self._rows
+
+    def __iter__(self):
+        return iter(self._rows)
+
+
+def _run(conn, sql: str, params: Sequence | dict = ()) -> Cursor:
+    # without parameters psycopg sends the text as it is: nothing to translate
+    cur = conn.execute(translate(sql, isinstance(params, dict)) if params else sql,
+                       params if params else None)
+    rows = cur.fetchall() if cur.description else []
+    return Cursor(rows, cur.rowcount)
+
+
+class Connection:
+    """One pooled connection inside a transaction: ``execute`` and ``executemany``."""
+
+    def __init__(self, conn):
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence | dict = ()) -> Cursor:
+        return _run(self.raw, sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence]) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(translate(sql, False), rows)
+
+
+class _Reader:
+    """``db.conn``: each statement runs on a connection borrowed from the pool for it alone."""
+
+    def __init__(self, pool):
+        self._pool = pool
+
+    def execute(self, sql: str, params: Sequence | dict = ()) -> Cursor:
+        with self._pool.connection() as conn:
+            return _run(conn, sql, params)
+
+
+class PgBackend:
+    """One kernel's pool of connections to the shared database."""
+
+    def __init__(self, dsn: str, pool_size: int):
+        from psycopg_pool import ConnectionPool
+        self.dsn = dsn
+        self.pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True,
+                                   kwargs={"autocommit": True, "row_factory": _rows},
+                                   name="neuralmind")
+        self.pool.wait(timeout=30)
+
+    def database(self, component: str, migrations: Sequence[PgMigration] | None) -> PgDatabase:
+        """``component``'s view, migrated — or as it is, for a reader (``migrations=None``)."""
+        db = PgDatabase(self.pool, component)
+        if migrations is not None:
+            db.migrate(migrations)
+        return db
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def open_shared(settings, component: str, migrations: Sequence[PgMigration] | None
+                ) -> PgDatabase | None:
+    """For a command that runs without a server (the CLI): ``component``'s view of the shared
+    database when the settings name PostgreSQL, else None (``migrations=None``: read it as it
+    is, creating nothing)."""
+    storage = settings.storage
+    if storage.backend != "postgres":
+        return None
+    return PgBackend(storage.dsn, 1).database(component, migrations)
+
+
+class PgDatabase:
+    """A component's view of the shared database, with the interface of a SQLite Database."""
+
+    def __init__(self, pool, component: str):
+        self.pool = pool
+        self.component = component
+        self.conn = _Reader(pool)
+        self._serial_key = zlib.crc32(component.encode())
+
+    @contextmanager
+    def transaction(self, serial: bool = False) -> Iterator[Connection]:
+        """A write transaction on one connection: committed on exit, rolled back on error.
+        ``serial``: this component's serial writers go one at a time, in every server, as
+        SQLite's writers always do (appends whose ids must commit in order, chains)."""
+        with self.pool.connection() as raw, raw.transaction():
+            conn = Connection(raw)
+            if serial:
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (self._serial_key,))
+            yield conn
+
+    def migrate(self, migrations: Sequence[PgMigration]) -> int:
+        """Bring the component to ``len(migrations)``; step *n* runs when its recorded version
+        is below n, all in one transaction holding the migration lock."""
+        with self.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
+            conn.raw.execute(SCHEMA)
+            row = conn.execute("SELECT version FROM nm_schema WHERE component = ?",
+                               (self.component,)).fetchone()
+            version = row[0] if row else 0
+            for number, step in enumerate(migrations, start=1):
+                if number <= version:
+                    continue
+                if callable(step):
+                    step(conn)
+                else:
+                    conn.raw.execute(step)
+            conn.execute("INSERT INTO nm_schema (component, version) VALUES (?, ?) "
+                         "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                         (self.component, len(migrations)))
+        return len(migrations)
+
+    def version(self) -> int:
+        row = self.conn.execute("SELECT version FROM nm_schema WHERE component = ?",
+                                (self.component,)).fetchone()
+        return row[0] if row else 0
+
+    def close(self) -> None:
+        """The pool belongs to the kernel's backend; nothing to close per component."""

@@ -1,0 +1,194 @@
+"""What each component keeps, for ``neuralmind storage check`` and ``neuralmind storage migrate``.
+
+The kernel and every plugin with state describe it as :class:`StorageComponent` objects (the
+kernel its own; plugins through the ``storage_components`` hook): its name in the shared
+database, its PostgreSQL migrations and tables, the files it keeps in a SQLite home, and how
+to copy those files into PostgreSQL. Copies go through :func:`copy_table`: rows in batches,
+each committed, a row already in the database skipped — so running a copy again resumes it,
+and running it on a finished copy changes nothing. Each copy answers with :class:`Check`
+lines (a count, a chain's head) that hold the same value in the home and in the database.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernel.pg import PgDatabase, PgMigration
+from kernel.storage import Database, Migration
+
+BATCH = 1_000  # rows per committed batch of a copy
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """A file a component keeps in a SQLite home: a SQLite database with its ``migrations``
+    (``storage check`` compares its version with them), or another file (``migrations`` None)."""
+
+    path: Path
+    migrations: Sequence[Migration] | None = None
+    label: str = ""  # what it belongs to, when a component keeps several (a project id)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One thing a copy verifies: ``home`` and ``database`` are equal once the copy is whole."""
+
+    what: str
+    home: Any
+    database: Any
+
+    @property
+    def ok(self) -> bool:
+        return self.home == self.database
+
+
+@dataclass(frozen=True)
+class StorageComponent:
+    """One component's stored state. ``files(home)`` and ``copy(home, target)`` get a
+    :class:`SqliteHome`; ``copy`` brings each file to its version first (as a server start
+    would), copies what it holds into ``target`` (the component's view of the database,
+    migrated) and returns the :class:`Check` lines that prove the copy whole."""
+
+    name: str
+    pg_migrations: Sequence[PgMigration]
+    tables: tuple[str, ...]
+    files: Callable[[SqliteHome], list[StoredFile]]
+    copy: Callable[[SqliteHome, PgDatabase], list[Check]]
+
+
+@dataclass
+class SqliteHome:
+    """The SQLite home being checked or copied: its settings, and its projects as its kernel.db
+    and the config list them (a component that keeps state per project walks them)."""
+
+    settings: Any
+    _projects: list | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.settings.home
+
+    def projects(self) -> list:
+        if self._projects is None:
+            from kernel.projects import ProjectRegistry
+            path = self.path / "kernel.db"
+            db = Database(path) if path.exists() else _NoProjects()
+            try:
+                self._projects = ProjectRegistry(db, self.settings).all()
+            finally:
+                db.close()
+        return self._projects
+
+    def open(self, file: StoredFile) -> Database | None:
+        """``file`` migrated to its version, or None when the home has no such file."""
+        if not file.path.is_file():
+            return None
+        return Database(file.path, file.migrations or ())
+
+
+class _NoProjects:
+    """A home without kernel.db: no registered projects (the config's still count)."""
+
+    def __init__(self):
+        from kernel.projects import MIGRATIONS
+        self.conn = sqlite3.connect(":memory:")
+        self.conn.row_factory = sqlite3.Row
+        self.conn.executescript(MIGRATIONS[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def rows_of(source: Database, table: str) -> tuple[list[str], Iterator[sqlite3.Row]]:
+    """``(columns, rows)`` of a SQLite table, rows read in primary-key order."""
+    cursor = source.conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+    return [c[0] for c in cursor.description], iter(cursor)
+
+
+def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[str], *,
+               into: str | None = None, extra: dict[str, Any] | None = None,
+               convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+               where: tuple[str, Sequence] = ("", ())) -> Check:
+    """Copy SQLite ``table`` into PostgreSQL table ``into`` (the same name by default), every
+    column, plus the ``extra`` columns (a project id), each row through ``convert`` if given.
+    Rows whose ``key`` is there already are skipped. The check counts the source's rows and
+    the target's (those matching ``where``, an SQL condition and its parameters)."""
+    into = into or table
+    columns, rows = rows_of(source, table)
+    copied, names, sql = 0, None, ""
+    for chunk in _chunks(rows, BATCH):
+        records = [{**dict(zip(columns, row)), **(extra or {})} for row in chunk]
+        if convert is not None:
+            records = [convert(r) for r in records]
+        if names is None:
+            names = list(records[0])
+            sql = (f"INSERT INTO {into} ({', '.join(names)}) VALUES "
+                   f"({', '.join('?' * len(names))}) ON CONFLICT ({', '.join(key)}) DO NOTHING")
+        with target.transaction() as conn:
+            conn.executemany(sql, [[r[n] for n in names] for r in records])
+        copied += len(records)
+    condition, params = where
+    in_target = target.conn.execute(
+        f"SELECT COUNT(*) FROM {into}" + (f" WHERE {condition}" if condition else ""),
+        params).fetchone()[0]
+    label = f"{into} rows" + (f" ({params[0]})" if params else "")
+    return Check(label, copied, in_target)
+
+
+def _chunks(rows: Iterable, size: int) -> Iterator[list]:
+    chunk: list = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def follow_serial(target: PgDatabase, table: str, column: str = "id") -> None:
+    """Move ``table``'s id sequence past the ids a copy wrote, so the next row a server adds
+    gets the next id (copied ids are kept: other tables and cursors name them)."""
+    with target.transaction() as conn:
+        conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                     f"GREATEST((SELECT MAX({column}) FROM {table}), 1))")
+
+
+def file_size(path: Path) -> int:
+    """Bytes of a file, its SQLite ``-wal`` included (0 when it does not exist)."""
+    return sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+# -- the kernel's own component ------------------------------------------------------------------
+
+def _kernel_files(home: SqliteHome) -> list[StoredFile]:
+    from kernel.app import kernel_migrations
+    return [StoredFile(home.path / "kernel.db", kernel_migrations(postgres=False))]
+
+
+def _kernel_copy(home: SqliteHome, target: PgDatabase) -> list[Check]:
+    """Projects, jobs and events, ids kept (webhook deliveries, the audit trail's cursor and
+    clients' Last-Event-IDs name events by id). Leases are not copied: they say which
+    process holds what now, and the servers that start on the database take them afresh."""
+    (file,) = _kernel_files(home)
+    source = home.open(file)
+    if source is None:
+        return []
+    try:
+        checks = [copy_table(source, target, table, ("id",))
+                  for table in ("projects", "jobs", "events")]
+    finally:
+        source.close()
+    follow_serial(target, "events")
+    return checks
+
+
+def kernel_component() -> StorageComponent:
+    from kernel.app import kernel_migrations
+    return StorageComponent("kernel", kernel_migrations(postgres=True),
+                            ("projects", "jobs", "events", "leases"), _kernel_files, _kernel_copy)

@@ -1,0 +1,44 @@
+"""``neuralmind job show|wait|cancel ID``: the server's long work — a build left running by
+``--no-wait`` or a Ctrl-C, a maintenance job — followed or stopped from the terminal."""
+
+from __future__ import annotations
+
+from neuralmind.commands.common import client, common_flags, emit, fields
+from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
+
+FIELDS = ("id", "kind", "status", "project_id", "progress", "result", "error", "created_at",
+          "started_at", "finished_at")
+
+
+def cmd_show(args) -> int:
+    job = client(args).jobs.get(args.id)
+    return emit(args, job.raw, text=fields(job, FIELDS))
+
+
+def cmd_wait(args) -> int:
+    bar = ProgressBar(quiet=args.json)
+    with detached_on_interrupt(bar, waiting=True):
+        job = client(args).jobs.wait(args.id, timeout=args.timeout, on_progress=bar)
+    emit(args, job.raw, text=job_summary(job))
+    return 0 if job.status == "done" else 1
+
+
+def cmd_cancel(args) -> int:
+    job = client(args).jobs.cancel(args.id)
+    return emit(args, job.raw, text=f"asked job {job.id} ({job.kind}) to stop; it is "
+                f"{job.status} — `neuralmind job wait {job.id}` follows it to the end")
+
+
+def add_commands(sub) -> None:
+    from kernel.commands import command_group
+    group = command_group(sub, "job", "the server's long work: show, wait for or cancel a job")
+    common = common_flags()
+    for name, func, help in (("show", cmd_show, "one job: status, progress, result"),
+                             ("wait", cmd_wait, "follow a job to its end (exit 1 unless done)"),
+                             ("cancel", cmd_cancel, "ask a running job to stop")):
+        parser = group.add_parser(name, parents=[common], help=help)
+        parser.add_argument("id", help="the job id (`build --no-wait` prints it)")
+        parser.set_defaults(func=func)
+        if name == "wait":
+            parser.add_argument("--timeout", type=float, default=3600,
+                                help="seconds to wait at most (default 3600)")

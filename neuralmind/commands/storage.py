@@ -1,0 +1,232 @@
+"""``neuralmind storage check`` and ``neuralmind storage migrate``: where the state lives, and
+moving a SQLite home into the PostgreSQL database several servers share (docs/operations.md,
+"Scaling out"). What each component stores comes from the kernel and the plugins' hook
+``storage_components`` (kernel/stored.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from kernel.config import load_settings
+
+
+def add_commands(subparsers) -> None:
+    from kernel.commands import command_group
+    group = command_group(subparsers, "storage", help="where the state lives: check it, move "
+                                                      "a home into PostgreSQL")
+    check = group.add_parser("check", help="the backend, each component's schema version, "
+                                           "pending migrations and sizes")
+    check.add_argument("--config", help="TOML config (default $NEURALMIND_CONFIG)")
+    check.add_argument("--json", action="store_true", help="print JSON for scripts")
+    check.set_defaults(func=cmd_check)
+    move = group.add_parser("migrate", help="copy the SQLite home into PostgreSQL (run it "
+                                            "again to resume; it verifies what it copied)")
+    move.add_argument("--to", required=True, choices=["postgres"], help="the target backend")
+    move.add_argument("--dsn", help="postgresql://user:password@host:5432/db (default: the "
+                                    "config's [storage] dsn, or $NEURALMIND_DATABASE_URL)")
+    move.add_argument("--config", help="TOML config naming the home and plugins")
+    move.add_argument("--json", action="store_true", help="print JSON for scripts")
+    move.set_defaults(func=cmd_migrate)
+
+
+def components(settings) -> list:
+    """The kernel's component, then each enabled plugin's (``storage_components``)."""
+    from kernel.plugins import make_plugin_manager
+    from kernel.stored import kernel_component
+    found = [kernel_component()]
+    for batch in make_plugin_manager(settings.kernel.plugins).hook.storage_components(
+            settings=settings):
+        found.extend(batch or ())
+    return found
+
+
+def shown(dsn: str) -> str:
+    """A DSN without its password, for output."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # not parseable: say nothing of it but that
+        return "(a DSN psycopg cannot parse)"
+    if "password" in parts:
+        parts["password"] = "***"
+    return make_conninfo(**parts)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+# -- check -----------------------------------------------------------------------------------
+
+def _check_sqlite(settings, found) -> list[dict]:
+    import sqlite3
+
+    from kernel.stored import SqliteHome, file_size
+    home, rows = SqliteHome(settings), []
+    for component in found:
+        for file in component.files(home):
+            row = {"component": component.name, "file": str(file.path), "label": file.label,
+                   "exists": file.path.exists(), "size": file_size(file.path),
+                   "version": None, "latest": None, "pending": None}
+            if file.migrations is not None:
+                row["latest"] = len(file.migrations)
+            if file.migrations is not None and row["exists"]:  # a missing one is made whole
+                conn = sqlite3.connect(f"file:{file.path}?mode=ro", uri=True)
+                try:
+                    row["version"] = conn.execute("PRAGMA user_version").fetchone()[0]
+                finally:
+                    conn.close()
+                row["pending"] = row["latest"] - row["version"]
+            rows.append(row)
+    return rows
+
+
+def connect(dsn: str, pool_size: int):
+    """A pool on ``dsn`` — after one plain connection, so a database that is down or a DSN
+    that is wrong fails at once instead of after the pool's 30 s of retries."""
+    import psycopg
+
+    from kernel.pg import PgBackend
+    psycopg.connect(dsn, connect_timeout=10).close()
+    return PgBackend(dsn, pool_size)
+
+
+def _check_postgres(settings, found) -> list[dict]:
+    backend = connect(settings.storage.dsn, 1)
+    try:
+        rows = []
+        for component in found:
+            db = backend.database(component.name, None)
+            version = db.conn.execute(
+                "SELECT version FROM nm_schema WHERE component = ?", (component.name,)
+            ).fetchone() if _has_schema(db) else None
+            size = db.conn.execute(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "WHERE c.relkind = 'r' AND c.relname = ANY(?) AND pg_table_is_visible(c.oid)",
+                (list(component.tables),)).fetchone()[0]
+            latest = len(component.pg_migrations)
+            rows.append({"component": component.name, "version": version[0] if version else 0,
+                         "latest": latest, "pending": latest - (version[0] if version else 0),
+                         "size": int(size), "tables": list(component.tables)})
+        return rows
+    finally:
+        backend.close()
+
+
+def _has_schema(db) -> bool:
+    return db.conn.execute("SELECT to_regclass('nm_schema') IS NOT NULL").fetchone()[0]
+
+
+def cmd_check(args) -> int:
+    from kernel.storage import database_errors
+    settings = load_settings(args.config)
+    found = components(settings)
+    storage = settings.storage
+    where = shown(storage.dsn) if storage.backend == "postgres" else str(settings.home)
+    try:
+        rows = (_check_postgres if storage.backend == "postgres" else _check_sqlite)(settings,
+                                                                                     found)
+    except database_errors() as ex:
+        print(f"neuralmind: the database at {where} cannot be reached: {ex}", file=sys.stderr)
+        return 1
+    newer = [r for r in rows if (r["pending"] or 0) < 0]
+    if args.json:
+        print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
+    else:
+        print(f"backend  {storage.backend}  {where}")
+        if storage.backend == "postgres":
+            print(_table(rows, ("component", "version", "latest", "pending", "size")))
+        elif any(r["exists"] for r in rows):
+            print(_table([{**r, "file": r["file"].removeprefix(f"{settings.home}/")}
+                          for r in rows if r["exists"]],
+                         ("component", "label", "file", "version", "latest", "pending", "size")))
+        else:
+            print("nothing is stored here yet: a server makes its files when it starts")
+            return 0
+        pending = sum(r["pending"] or 0 for r in rows if (r["pending"] or 0) > 0)
+        print(f"{pending} migration step(s) pending: they run when a server starts"
+              if pending else "every schema is at this version's")
+    for r in newer:
+        print(f"neuralmind: {r['component']} is at version {r['version']}, newer than this "
+              f"NeuralMind's {r['latest']}: upgrade it before serving", file=sys.stderr)
+    return 1 if newer else 0
+
+
+def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
+    cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def _cell(column: str, value) -> str:
+    if value is None:
+        return "-"
+    return _size(value) if column == "size" else str(value)
+
+
+# -- migrate ---------------------------------------------------------------------------------
+
+def cmd_migrate(args) -> int:
+    from kernel import daemon
+    from kernel.storage import database_errors
+    from kernel.stored import SqliteHome
+    settings = load_settings(args.config)
+    dsn = args.dsn or settings.storage.dsn
+    if not dsn:
+        print("neuralmind: name the database: --dsn postgresql://user:password@host:5432/db "
+              "(or [storage] dsn, or $NEURALMIND_DATABASE_URL)", file=sys.stderr)
+        return 2
+    if daemon.status(settings.home):
+        print(f"neuralmind: a daemon serves {settings.home}: stop it first "
+              "(`neuralmind daemon stop`), so nothing is written while the home is copied",
+              file=sys.stderr)
+        return 1
+    home = SqliteHome(settings)
+    found = components(settings)
+    if not any(file.path.exists() for c in found for file in c.files(home)):
+        print(f"neuralmind: {settings.home} holds no NeuralMind state (no kernel.db): nothing "
+              "to copy. Is $NEURALMIND_HOME (or the config's [kernel] home) the right one?",
+              file=sys.stderr)
+        return 2
+    report: list[dict] = []
+    try:
+        backend = connect(dsn, 2)
+    except database_errors() as ex:
+        print(f"neuralmind: the database at {shown(dsn)} cannot be reached: {ex}",
+              file=sys.stderr)
+        return 1
+    try:
+        for component in found:
+            target = backend.database(component.name, component.pg_migrations)
+            for check in component.copy(home, target):
+                report.append({"component": component.name, "what": check.what,
+                               "home": check.home, "database": check.database, "ok": check.ok})
+                if not args.json:
+                    print(f"{component.name:<12} {check.what:<34} home {check.home!s:<18} "
+                          f"database {check.database!s:<18} {'ok' if check.ok else 'MISMATCH'}",
+                          flush=True)
+    except database_errors() as ex:
+        print(f"neuralmind: the copy stopped: {ex}\nWhat was copied stays; run the same "
+              "command again to resume.", file=sys.stderr)
+        return 1
+    finally:
+        backend.close()
+    whole = all(r["ok"] for r in report)
+    if args.json:
+        print(json.dumps({"from": str(settings.home), "to": shown(dsn), "verified": whole,
+                          "checks": report}))
+    elif whole:
+        print(f"verified: {settings.home} is in {shown(dsn)}. Point every server at it: "
+              '[storage] backend = "postgres" and dsn (or NEURALMIND_DATABASE_URL).')
+    else:
+        print("neuralmind: the database does not hold what the home holds (MISMATCH above): "
+              "was it used by a server before the copy, or was the home written meanwhile?",
+              file=sys.stderr)
+    return 0 if whole else 1

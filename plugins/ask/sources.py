@@ -1,0 +1,98 @@
+"""An answer's sources, fetched through the app's own routes as the asker (``kernel.caller``):
+memory search and the code index's query, so roles, project reach and the index's context
+budget are exactly those of the same calls over HTTP. Nothing here imports another plugin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuralmind import Caller, estimate_tokens
+
+MEMORY_LIMIT = 8
+MEMORY_MAX_TOKENS = 400  # of one record's text
+MIN_QUERY_BUDGET = 256  # the query route's floor
+
+
+def gather(caller: Caller, project_id: str, question: str, kinds: list[str],
+           budget: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Numbered sources (memories first, then code) within ``budget`` tokens, and a notice
+    for each kind that could not be read."""
+    share = budget // len(set(kinds))
+    found: list[dict[str, Any]] = []
+    notices: list[str] = []
+    if "memories" in kinds:
+        found += _memories(caller, project_id, question, share, notices)
+    if "code" in kinds:
+        found += _code(caller, project_id, question, share, notices)
+    for n, source in enumerate(found, 1):
+        source["n"] = n
+    return found, notices
+
+
+def _refused(what: str, error: dict[str, Any]) -> str:
+    if error["code"] == "not_found":  # the route is not mounted: its plugin is off
+        return f"{what}: not served here (plugin disabled)"
+    return f"{what}: {error['code']} — {error['message']}"
+
+
+def _memories(caller, project_id, question, budget, notices) -> list[dict[str, Any]]:
+    answer = caller("POST", f"/v1/projects/{project_id}/memories/search",
+                    body={"query": question[:2000], "mode": "hybrid", "limit": MEMORY_LIMIT})
+    if not answer.ok:
+        notices.append(_refused("memories", answer.error))
+        return []
+    if answer.data.get("notice"):
+        notices.append(f"memories: {answer.data['notice']}")
+    out, spent = [], 0
+    for record in answer.data["results"]:
+        text = _cut(record["rationale"], min(MEMORY_MAX_TOKENS, budget - spent))
+        if not text:
+            break
+        spent += estimate_tokens(record["title"]) + estimate_tokens(text)
+        out.append({"kind": "memory", "cite": f"memory:{record['id']}", "title": record["title"],
+                    "text": text, "score": record["score"], "memory_id": record["id"]})
+    return out
+
+
+def _code(caller, project_id, question, budget, notices) -> list[dict[str, Any]]:
+    answer = caller("POST", f"/v1/projects/{project_id}/query",
+                    body={"question": question, "context_budget": max(MIN_QUERY_BUDGET, budget),
+                          "trace": True})
+    if not answer.ok:
+        notices.append(_refused("code", answer.error))
+        return []
+    hits = (answer.data.get("trace") or {}).get("hits") or []
+    snippets = _snippets(answer.data["context"], hits)
+    return [{"kind": "code", "cite": f"{h['source_file']}:{h['line']}", "title": h["label"],
+             "text": snippets.get(i, ""), "score": h["score"], "path": h["source_file"],
+             "line": h["line"], "file_type": h.get("file_type")}
+            for i, h in enumerate(hits) if i in snippets]
+
+
+def _snippets(context: str, hits: list[dict[str, Any]]) -> dict[int, str]:
+    """Each hit's L3 snippet, found by its header (``### path:line qualname (kind)``, the
+    index's documented layout); a hit whose snippet the budget left out has none."""
+    places = []
+    for i, hit in enumerate(hits):
+        header = f"### {hit['source_file']}:{hit['line']} {hit['label']} ({hit['kind']})\n"
+        at = context.find(header)
+        if at >= 0:
+            places.append((at, at + len(header), i))
+    places.sort()
+    out = {}
+    for k, (_, start, i) in enumerate(places):
+        end = places[k + 1][0] if k + 1 < len(places) else len(context)
+        body = context[start:end].strip()
+        if body.startswith("```"):  # the fence around the code
+            body = body.split("\n", 1)[1] if "\n" in body else ""
+            body = body[: body.rfind("```")] if "```" in body else body
+        out[i] = body.strip()
+    return out
+
+
+def _cut(text: str, max_tokens: int) -> str:
+    if max_tokens <= 0:
+        return ""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    return text[: max_tokens * 4 - 2].rstrip() + " …"

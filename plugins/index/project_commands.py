@@ -1,0 +1,172 @@
+"""``neuralmind project impact|next|neighbors|activity|savings|ingest|validate``: the index's
+code intelligence from the command line, through the daemon (``neuralmind.client``). Ranges
+the server enforces are checked here first, so a wrong value is named before any request."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from neuralmind.client import DOCUMENT_TYPES
+from neuralmind.commands.common import emit, err, project, project_flags, table
+
+
+def _ranged(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}–{high}")
+        return value
+    return parse
+
+
+def _where(node: dict) -> str:
+    return f"{node['path']}:{node['line']} {node['label']}"
+
+
+def cmd_impact(args) -> int:
+    if not args.files and not args.node:
+        err("name the changed files (`project impact src/a.py`) or nodes (`--node ID`)")
+        return 2
+    out = project(args).impact(args.files, args.node or (), depth=args.depth, limit=args.limit,
+                               guessed=not args.exact)
+    lines = []
+    for item in out["impacted"]:
+        via = " ← ".join(f"{s['src']['label']} {s['kind']} {s['dst']['label']}"
+                         for s in item["path"][:3])
+        lines.append(f"{item['distance']}  {_where(item['node'])}   ({via})")
+    lines.append("")
+    lines += [f"{f['distance']}  {f['path']}  "
+              + (f"{f['nodes']} node(s)" if f["distance"] else "changed") + "".join(
+        f"\n     decision {d['id']}: {d['title']}" for d in f["decisions"]) for f in out["files"]]
+    if out["truncated"]:
+        lines.append(f"(more than {args.limit} impacted: raise --limit)")
+    if not out["impacted"]:
+        lines.insert(0, "nothing in the index depends on that (within depth "
+                        f"{args.depth})")
+    return emit(args, out, text="\n".join(lines))
+
+
+def cmd_next(args) -> int:
+    files = project(args).next_files(args.files, task=args.task, limit=args.n)
+    rows = [{"score": f["score"], "path": f["path"],
+             "why": "; ".join(f"{w['kind']}: {w['detail']}" for w in f["why"])} for f in files]
+    return emit(args, files, rows=rows, columns=("score", "path", "why"))
+
+
+def cmd_neighbors(args) -> int:
+    if (args.file is None) == (args.node is None):
+        err("name a file (`project neighbors src/a.py`) or a node (`--node ID`), not both")
+        return 2
+    handle = project(args)
+    if args.learned:
+        if args.file is None:
+            err("learned neighbours are kept per file: name a file, not --node")
+            return 2
+        out = handle.learned_neighbors(args.file, limit=args.limit)
+        return emit(args, out, rows=out["neighbors"],
+                    columns=("weight", "count", "file", "updated_at"))
+    out = handle.neighbors(file=args.file, node=args.node, depth=args.depth, limit=args.limit)
+    lines = []
+    for relation in ("callers", "callees", "importers", "imports", "subclasses", "bases"):
+        if out[relation]:
+            lines.append(f"{relation}:")
+            lines += [f"  {i['distance']}  {_where(i['node'])}"
+                      + ("  (guessed by name)" if i["how"] == "name" else "")
+                      for i in out[relation]]
+    if out["unresolved"]:
+        lines.append("unresolved (other packages, builtins):")
+        lines += [f"  {u['kind']} {u['ref']}  from {u['source']['label']}"
+                  for u in out["unresolved"][:20]]
+    return emit(args, out, text="\n".join(lines) or "no neighbours in the index")
+
+
+def cmd_activity(args) -> int:
+    out = project(args).activity(args.files, kind=args.kind, session=args.session)
+    note = "" if out["learning"] else " (learning is off on this server: nothing linked)"
+    return emit(args, out, text=f"recorded {out['files']} file(s) as {out['kind']} in session "
+                f"{out['session']}: {out['pairs']} pair(s) linked{note}")
+
+
+def cmd_savings(args) -> int:
+    out = project(args).savings(days=args.days)
+    t = out["total"]
+    text = table(out["per_day"], ("day", "kind", "calls", "tokens_served", "tokens_whole",
+                                  "tokens_saved")) if out["per_day"] else "(no query or search yet)"
+    ratio = f" — {t['ratio']}× fewer tokens than the whole files" if t["ratio"] else ""
+    return emit(args, out, text=f"{text}\n\ntotal: {t['calls']} calls, {t['tokens_served']:,} "
+                f"tokens served for {t['tokens_whole']:,} in the files{ratio}")
+
+
+def cmd_ingest(args) -> int:
+    path = Path(args.path)
+    if not path.is_file():
+        err(f"{args.path}: no such file" if not path.exists() else f"{args.path} is not a file")
+        return 2
+    suffix = Path(args.name or path.name).suffix.lower()
+    if args.type is None and suffix not in DOCUMENT_TYPES:
+        err(f"{args.path}: {suffix or 'a file without an extension'} is not a type ingest reads "
+            f"({', '.join(sorted(DOCUMENT_TYPES))}); name its type with --type if it is one")
+        return 2
+    out = project(args).ingest(path, name=args.name, content_type=args.type)
+    return emit(args, out, text=f"ingested {out['id']} {out['name']}: {out['nodes']} section(s) "
+                f"from {out['size']:,} bytes of {out['content_type']}; remove it with "
+                f"DELETE /v1/projects/{out['project_id']}/documents/{out['id']}")
+
+
+def cmd_validate(args) -> int:
+    out = project(args).validate(write=args.write)
+    rows = [{**c, "ok": "ok" if c["ok"] else "NO", "repaired": "yes" if c["repaired"] else ""}
+            for c in out["checks"]]
+    emit(args, out, rows=rows, columns=("name", "ok", "repaired", "detail"))
+    if not out["ok"] and not args.write and not args.json:
+        print("\nrepair with `neuralmind project validate --write` (admin)")
+    return 0 if out["ok"] else 1
+
+
+def register(group) -> None:
+    scoped = project_flags()
+    p = group.add_parser("impact", parents=[scoped],
+                         help="what depends on changed files or nodes")
+    p.add_argument("files", nargs="*", help="changed files (project-relative)")
+    p.add_argument("--node", action="append", help="a changed node's id (repeatable)")
+    p.add_argument("--depth", type=_ranged(1, 6), default=2, help="edges to follow (1–6, 2)")
+    p.add_argument("--limit", type=_ranged(1, 1000), default=100)
+    p.add_argument("--exact", action="store_true", help="leave out edges guessed by name")
+    p.set_defaults(func=cmd_impact)
+    p = group.add_parser("next", parents=[scoped], help="the files to look at next, with why")
+    p.add_argument("files", nargs="+", help="the files open now")
+    p.add_argument("--task", help="what you are doing (searched for)")
+    p.add_argument("-n", type=_ranged(1, 50), default=10, help="files (1–50, 10)")
+    p.set_defaults(func=cmd_next)
+    p = group.add_parser("neighbors", parents=[scoped],
+                         help="structural (or --learned) neighbours of a file or node")
+    p.add_argument("file", nargs="?")
+    p.add_argument("--node", help="a node's id instead of a file")
+    p.add_argument("--depth", type=_ranged(1, 4), default=1, help="1–4 (1)")
+    p.add_argument("--limit", type=_ranged(1, 500), default=50)
+    p.add_argument("--learned", action="store_true", help="the files learned to go with it")
+    p.set_defaults(func=cmd_neighbors)
+    p = group.add_parser("activity", parents=[scoped],
+                         help="report files read, edited or tested (trains next)")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--kind", choices=["read", "edit", "test"], default="read")
+    p.add_argument("--session", help="groups reports across calls (default: your token)")
+    p.set_defaults(func=cmd_activity)
+    p = group.add_parser("savings", parents=[scoped],
+                         help="tokens served vs the whole files, per day")
+    p.add_argument("--days", type=_ranged(1, 366), default=30)
+    p.set_defaults(func=cmd_savings)
+    p = group.add_parser("ingest", parents=[scoped],
+                         help="index a document that is not in the repository (md, txt, html, pdf)")
+    p.add_argument("path", help="the file to send")
+    p.add_argument("--name", help="its name in the index (default: the file's)")
+    p.add_argument("--type", help="its media type (default: from the name's extension)")
+    p.set_defaults(func=cmd_ingest)
+    p = group.add_parser("validate", parents=[scoped],
+                         help="check the index and learned state; --write repairs (admin)")
+    p.add_argument("--write", action="store_true")
+    p.set_defaults(func=cmd_validate)

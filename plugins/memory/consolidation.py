@@ -1,0 +1,133 @@
+"""Consolidation: clusters of near-duplicate ACTIVE records merged into one record.
+
+Two records belong together when they are of the same kind, neither is pinned, the cosine of
+their title + rationale vectors is at or above the threshold (0.85 by default: on the
+labelled pairs of bench/data/contradictions, 8 of 32 paraphrases and 1 of 80 compatible
+pairs reach it), they share a file or a tag (or neither has any), and they do not contradict
+each other — 6 of 85 contradicting pairs also reach 0.85, so the detector vetoes a merge. Clusters are stars: records in order of importance (then newest) each
+gather the unclaimed records close to them, so a chain of near-neighbours never merges end
+to end. A merge makes a new record — the lead record's title (the most important, then the
+newest), every distinct sentence of the cluster's texts in the order written, the union of
+files, tags and lists, the highest importance and confidence — and gives each original a
+``merged_into`` link to it (status MERGED, with history; restore brings one back).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from collections.abc import Callable
+
+from neuralmind import gitinfo, now_iso, today
+from plugins.memory import detector, records
+from plugins.memory.contradictions import older_first
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+LIST_CAP = {"files_affected": 500, "tags": 50, "evidence": 200, "rejected_alternatives": 200,
+            "dependency_constraints": 200}
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+
+
+def merged_text(recs: list[dict[str, Any]]) -> str:
+    """Every distinct sentence of the records' rationales, first occurrence first (compared
+    ignoring case, spacing and the final stop)."""
+    seen, out = set(), []
+    for rec in recs:
+        for s in sentences(rec["rationale"]):
+            key = " ".join(s.lower().split()).rstrip(".!?")
+            if key not in seen:
+                seen.add(key)
+                out.append(s)
+    return " ".join(out)
+
+
+def related(x: dict[str, Any], y: dict[str, Any]) -> bool:
+    """Same subject by files and tags: one shared, or neither record names any."""
+    xs = set(x["files_affected"]) | {"#" + t for t in x["tags"]}
+    ys = set(y["files_affected"]) | {"#" + t for t in y["tags"]}
+    return bool(xs & ys) or not (xs or ys)
+
+
+def clusters(recs: list[dict[str, Any]], vectors: dict[str, Any], threshold: float,
+             conflict: Callable[[dict[str, Any], dict[str, Any], float], bool]
+             ) -> list[list[dict[str, Any]]]:
+    """Star clusters of two or more (see the module docstring); records without a vector
+    stay out, and a member ``conflict(seed, member, cosine)`` refuses."""
+    import numpy as np
+    out = []
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for rec in recs:
+        if not rec["pinned"] and rec["id"] in vectors:
+            by_kind.setdefault(rec["kind"], []).append(rec)
+    for group in by_kind.values():
+        group.sort(key=lambda r: (r["importance"], r["updated_at"], r["id"]), reverse=True)
+        matrix = np.stack([vectors[r["id"]] for r in group])
+        free = np.ones(len(group), dtype=bool)
+        for i, seed in enumerate(group):
+            if not free[i]:
+                continue
+            free[i] = False
+            cosine = matrix @ matrix[i]
+            close = np.flatnonzero(free & (cosine >= threshold))
+            members = [j for j in close if related(seed, group[j])
+                       and not conflict(seed, group[j], float(cosine[j]))]
+            if members:
+                free[members] = False
+                out.append([seed, *(group[j] for j in members)])
+    return out
+
+
+class Consolidation:
+    def __init__(self, memories):
+        self.m = memories
+
+    def run(self, project, dry_run: bool, kinds: list[str], threshold: float, actor,
+            ctx=None) -> dict[str, Any]:
+        store = self.m.store(project)
+        recs = store.active(kinds, today())
+        index = self.m.searcher.index(store, self.m.kernel.embedder)  # embeds what is missing
+        vectors = {mid: index.matrix[i] for i, mid in enumerate(index.ids)}
+        def conflict(x: dict[str, Any], y: dict[str, Any], cosine: float) -> bool:
+            a, b = older_first(x, y)
+            known = store.contradiction_between(a["id"], b["id"])
+            return (known is not None and known["status"] == "open") or \
+                detector.detect(a, b, cosine).is_contradiction
+
+        found = clusters(recs, vectors, threshold, conflict)
+        report = []
+        for group in found:
+            if ctx is not None:
+                ctx.check()
+            into = None if dry_run else self.merge(project, store, group, actor)
+            report.append({"kind": group[0]["kind"], "ids": [r["id"] for r in group],
+                           "titles": [r["title"] for r in group], "merged_into": into})
+        return {"dry_run": dry_run, "threshold": threshold, "checked": len(recs),
+                "clusters": report, "merged": 0 if dry_run else sum(len(g) for g in found)}
+
+    def merge(self, project, store, group: list[dict[str, Any]], actor) -> str:
+        """One new record for the cluster; each original merged into it. Its id."""
+        lead = group[0]
+        ordered = sorted(group, key=lambda r: (r["created_at"], r["id"]))
+        body = {"title": lead["title"], "rationale": merged_text(ordered), "kind": lead["kind"],
+                "decision_type": lead["decision_type"],
+                "importance": max(r["importance"] for r in group),
+                "confidence": max(r["confidence"] for r in group),
+                **{f: lead[f] for f in ("author", "agent", "session_id")},
+                **{f: list(dict.fromkeys(x for r in ordered for x in r[f]))[:cap]
+                   for f, cap in LIST_CAP.items()}}
+        at = now_iso()
+        new = records.build(body, root=project.path, now=at, head=gitinfo.head(project.path),
+                            errors=[])
+        ids = [r["id"] for r in ordered]
+        with store.writing() as w:
+            w.create([(new, records.content_sha(new), self.m.actor_for(actor, new))])
+            w.event(new["id"], at, "merged", self.m.actor_for(actor, new), {"merged_from": ids})
+            for rec in ordered:
+                self.m.links.connect(w, rec, new, "merged_into", actor, at)
+        self.m.written(store)
+        self.m.emit("merged", project, actor, None, id=new["id"], merged_from=ids)
+        return new["id"]

@@ -1,0 +1,192 @@
+"""Words and records as the rules read them: tokens with a normalised and a stemmed key,
+whether each names a thing (a product, an identifier, an acronym, a version, a literal), and
+clauses. The per-word functions are memoised: the same words recur in every record."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+STOP = frozenset("""a about above after again against all also am an and any are as at be because
+been before being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers him his how i if in into is it its itself just
+me more most my no nor not now of off on once only or other our ours out over own same she should
+so some such than that the their theirs them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you
+your yours let lets get gets got via per every""".split())
+
+# Words too common in engineering decisions to identify a subject on their own.
+GENERIC = frozenset("""use uses used using make makes made keep kept run runs running set sets
+new old current default defaults instead rather platform platforms system systems service
+services team teams code data thing things way ways need needs needed want wants work works
+support supported decision decisions record records project projects app apps application
+applications user users people time times value values change changes changed one two three
+least most more less only just now still already also first next last each every all any
+same other another own based like well good better best etc via per option options case cases
+part parts level levels type types number numbers kind kinds available able""".split())
+
+NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+                "fifteen": 15, "twenty": 20, "thirty": 30, "sixty": 60, "hundred": 100}
+
+UNITS = {  # unit word -> (dimension, factor to the base unit)
+    "ms": ("time", 0.001), "millisecond": ("time", 0.001), "milliseconds": ("time", 0.001),
+    "s": ("time", 1), "sec": ("time", 1), "secs": ("time", 1), "second": ("time", 1),
+    "seconds": ("time", 1), "min": ("time", 60), "mins": ("time", 60), "minute": ("time", 60),
+    "minutes": ("time", 60), "h": ("time", 3600), "hr": ("time", 3600), "hrs": ("time", 3600),
+    "hour": ("time", 3600), "hours": ("time", 3600), "day": ("time", 86400),
+    "days": ("time", 86400), "week": ("time", 604800), "weeks": ("time", 604800),
+    "month": ("time", 2629800), "months": ("time", 2629800), "year": ("time", 31557600),
+    "years": ("time", 31557600), "kb": ("size", 1e3), "mb": ("size", 1e6), "gb": ("size", 1e9),
+    "kib": ("size", 1024), "mib": ("size", 1024 ** 2), "gib": ("size", 1024 ** 3),
+    "%": ("ratio", 0.01), "percent": ("ratio", 0.01),
+}
+
+TOKEN = re.compile(
+    r"'[^']{1,40}'|\"[^\"]{1,40}\"|`[^`]{1,40}`"        # quoted literals
+    r"|\d+(?:[.,]\d+)*(?:/\d+)?%?"                       # numbers, versions, 600,000, CIDRs
+    r"|[A-Za-z_*<>{}$][\w.*<>{}$/+#-]*[\w*>}+#]"         # words, identifiers: Node.js, a_b, ci/cd
+    r"|[A-Za-z]"
+)
+CLAUSE_END = re.compile(r"[.;:!?](?=\s|$)|\s[-\u2013\u2014]\s")
+PARENS = re.compile(r"[()]")
+SIGN_IN = re.compile(r"\b(?:sign|log)(?:s|ed|ing)?[ -](?:in|on)\b", re.I)
+# "one-hour", "32-bit", "five-minute": a number glued to a unit
+NUM_HYPHEN = re.compile(r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")-([a-z]+)\b", re.I)
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match plural and verb forms of plain words."""
+    for suf, rep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if len(word) > len(suf) + 3 and word.endswith(suf) and not word.endswith("ss"):
+            return word[: -len(suf)] + rep
+    return word
+
+
+# spellings of one thing
+SYNONYMS = {"ssl": "tls", "k8s": "kubernetes", "postgres": "postgresql", "pg": "postgresql",
+            "js": "javascript", "ts": "typescript", "py": "python", "gh": "github",
+            "ci/cd": "cicd", "mins": "minutes", "secs": "seconds"}
+
+
+@lru_cache(maxsize=65_536)
+def norm(raw: str) -> str:
+    w = raw.strip("'\"`").lower()
+    if re.fullmatch(r"[a-z]+(?:-[a-z]+)+", w) and not w.startswith(("non-", "un-")):
+        w = w.replace("-", "")  # read-only == readonly, auto-accept == autoaccept
+    return SYNONYMS.get(w, w)
+
+
+# first halves of ordinary English hyphenated words (read-only, self-hosted, multi-cluster)
+WORD_PREFIXES = frozenset("""self non multi re co pre post read auto well high low long short full
+half third one two three single double cross semi sub super inter intra anti over under out in up
+down off on mid near far left right built hand opt end top day week year real near open close
+client server user per de un dry hard soft wide fine coarse large small fast slow""".split())
+
+
+@dataclass
+class Tok:
+    raw: str
+    low: str          # normalised
+    key: str          # stemmed form used for matching
+    salient: bool     # a named thing: product, identifier, acronym, version, literal
+    content: bool     # not a stopword
+    title: bool
+    pos: int
+
+
+@lru_cache(maxsize=65_536)
+def is_name(raw: str, first_in_clause: bool) -> bool:
+    if raw[0] in "'\"`" or any(c.isdigit() for c in raw) or re.search(r"[_./#+*<>]", raw[1:]):
+        return True
+    if raw.count("-") >= 2:
+        return True  # yyyy-mm-dd, x-frame-options
+    if "-" in raw and raw.split("-", 1)[0].lower() not in WORD_PREFIXES:
+        return True  # node-fetch, asset-master: a compound without an English prefix is a name
+    if len(raw) >= 2 and raw.isupper():
+        return True  # acronym
+    if re.search(r"[a-z][A-Z]", raw):
+        return True  # ReadOnly, ElastiCache, kOps
+    return raw[0].isupper() and not first_in_clause and raw.lower() not in STOP
+
+
+@dataclass
+class Span:
+    cue: str
+    kind: str            # replaces | forbids
+    toks: list[Tok]
+    verb_negation: bool  # "not X", "no longer X": the first word may be a verb
+    quals: list[Tok] = field(default_factory=list)  # "X that rely on Y": Y narrows what is negated
+
+
+@dataclass
+class Doc:
+    toks: list[Tok]
+    clauses: list[list[Tok]]
+    neg: list[Span] = field(default_factory=list)
+    neg_idx: set[int] = field(default_factory=set)   # positions of tokens inside negated spans
+    complaint_idx: set[int] = field(default_factory=set)  # tokens of clauses that report a problem
+
+    def affirmed(self, salient_only: bool = False, title_only: bool = False) -> set[str]:
+        return {t.key for t in self.toks
+                if t.pos not in self.neg_idx and t.pos not in self.complaint_idx and t.content
+                and (t.salient or not salient_only) and (t.title or not title_only)}
+
+    def bigrams(self) -> set[tuple[str, str]]:
+        out = set()
+        for cl in self.clauses:
+            words = [t for t in cl if t.content and t.low not in GENERIC]
+            for x, y in itertools.pairwise(words):
+                if y.pos - x.pos <= 2 and x.pos not in self.neg_idx and y.pos not in self.neg_idx:
+                    out.add((x.key, y.key))
+        return out
+
+
+def parse(record: dict) -> Doc:
+    toks: list[Tok] = []
+    clauses: list[list[Tok]] = []
+    for text, is_title in ((record.get("title") or "", True), (record.get("rationale") or "", False)):
+        text = NUM_HYPHEN.sub(r"\1 \2", text)
+        text = SIGN_IN.sub("login", text)
+        text = PARENS.sub(" " if is_title else ". ", text)
+        for chunk in CLAUSE_END.split(text):
+            cl: list[Tok] = []
+            for m in TOKEN.finditer(chunk):
+                raw = m.group(0)
+                low = norm(raw)
+                if not low:
+                    continue
+                literal = raw[0] in "'\"`" or any(c.isdigit() for c in raw)
+                key = low if literal or not low.isalpha() else stem(low)
+                t = Tok(raw, low, key, is_name(raw, not cl), low not in STOP, is_title, len(toks))
+                cl.append(t)
+                toks.append(t)
+            if cl:
+                clauses.append(cl)
+    return Doc(toks, clauses)
+
+
+def share_salience(da: Doc, db: Doc) -> None:
+    """A word written as a name anywhere in either record is a name everywhere (kops / kOps)."""
+    names = {t.key for d in (da, db) for t in d.toks if t.salient and t.low.isalpha()}
+    for d in (da, db):
+        for t in d.toks:
+            if t.key in names and t.content and t.low not in GENERIC:
+                t.salient = True
+
+
+def prefix_match(x: str, y: str) -> bool:
+    if x == y:
+        return True
+    if x.isalpha() and y.isalpha() and min(len(x), len(y)) >= 4 and abs(len(x) - len(y)) <= 4:
+        return x.startswith(y) or y.startswith(x)
+    return False
+
+
+def among(key: str, keys: set[str]) -> bool:
+    return any(prefix_match(key, k) for k in keys)
+
+

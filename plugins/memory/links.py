@@ -1,0 +1,177 @@
+"""Typed links between records, the graph they make, and search's expansion along them.
+
+``supersedes`` makes its target SUPERSEDED, ``merged_into`` (written by consolidation) makes
+its source MERGED; ``depends_on``, ``relates_to`` and ``contradicts`` change no status. Every
+link added or removed is an event (``linked`` / ``unlinked``) in both records' history, in the
+same transaction as the link. A link is not a field: it moves no ``updated_at`` unless it
+changes a status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuralmind import Conflict, NotFound, now_iso, today
+from plugins.memory import records
+
+# what a link makes of a record that is ACTIVE or STALE: (which end, status, event kind, note)
+STATUS_OF = {"supersedes": ("target", "SUPERSEDED", "superseded", "superseded by {source}"),
+             "merged_into": ("source", "MERGED", "merged", "merged into {target}")}
+LIVE = ("ACTIVE", "STALE")
+
+
+def link_change(link: dict[str, Any]) -> dict[str, Any]:
+    return {"link": {k: link[k] for k in ("source", "target", "type")}}
+
+
+class Links:
+    def __init__(self, memories):
+        self.m = memories
+
+    # -- inside a write ------------------------------------------------------------------
+
+    def connect(self, w, source: dict[str, Any], target: dict[str, Any], link_type: str, actor,
+                at: str, note: str | None = None) -> dict[str, Any] | None:
+        """Add a link with its events and the status it implies; None when it exists."""
+        link = {"source": source["id"], "target": target["id"], "type": link_type,
+                "created_at": at, "actor": actor.id, "note": note}
+        if not w.link(link):
+            return None
+        for rec in (source, target):
+            w.event(rec["id"], at, "linked", self.m.actor_for(actor, rec), link_change(link),
+                    note)
+        end, status, kind, why = STATUS_OF.get(link_type, (None, None, None, None))
+        changed = source if end == "source" else target
+        if status and changed["status"] in LIVE:
+            self.m.change_status(w, changed, status, kind=kind, at=at,
+                                 actor=self.m.actor_for(actor, changed), note=why.format(**link))
+        return link
+
+    def supersede(self, w, rec: dict[str, Any], old_ids: list[str], actor, at: str) -> list[str]:
+        """``rec`` supersedes each of ``old_ids``: the ids it newly superseded."""
+        done = []
+        for oid in old_ids:
+            old = w.get(oid)
+            if old is not None and self.connect(w, rec, old, "supersedes", actor, at):
+                done.append(oid)
+        return done
+
+    # -- routes --------------------------------------------------------------------------
+
+    def reaches(self, store, start: str, goal: str, link_type: str) -> bool:
+        """Whether ``goal`` is reachable from ``start`` along ``link_type`` links."""
+        seen, frontier = {start}, [start]
+        while frontier:
+            nxt = [lk["target"] for lk in store.links(frontier)
+                   if lk["type"] == link_type and lk["source"] in frontier]
+            if goal in nxt:
+                return True
+            frontier = [t for t in dict.fromkeys(nxt) if t not in seen]
+            seen.update(frontier)
+        return False
+
+    def add(self, project, mid: str, target: str, link_type: str, note: str | None, actor,
+            request_id) -> dict[str, Any]:
+        store = self.m.store(project)
+        source = self.m.get_record(store, mid)
+        errors = self.m.check_ids(store, [target], mid, "target")
+        if errors:
+            raise records.fail([{**e, "loc": ("target",)} for e in errors])
+        if link_type == "supersedes" and self.reaches(store, target, mid, "supersedes"):
+            raise Conflict(f"{target} already supersedes {mid} (directly or through others)",
+                           code="link_cycle")
+        with store.writing() as w:
+            other = w.get(target)
+            if other is None:  # deleted since it was checked
+                raise NotFound(f"no memory with id {target}", code="memory_not_found")
+            link = self.connect(w, source, other, link_type, actor, now_iso(), note)
+        if link is None:
+            raise Conflict(f"{mid} already {link_type} {target}", code="link_exists")
+        self.m.written(store)
+        self.m.emit("linked", project, actor, request_id, **link_change(link)["link"])
+        return link
+
+    def add_supersedes(self, project, store, rec: dict[str, Any], old_ids: list[str], actor,
+                       request_id) -> None:
+        """A patch's ``supersedes``: links from ``rec`` to each (existing links stay)."""
+        for oid in old_ids:
+            if self.reaches(store, oid, rec["id"], "supersedes"):
+                raise Conflict(f"{oid} already supersedes {rec['id']} (directly or through "
+                               "others)", code="link_cycle")
+        with store.writing() as w:
+            done = self.supersede(w, rec, old_ids, actor, now_iso())
+        self.m.written(store)
+        for oid in done:
+            self.m.emit("linked", project, actor, request_id, source=rec["id"], target=oid,
+                        type="supersedes")
+
+    def remove(self, project, mid: str, target: str, link_type: str | None, actor,
+               request_id) -> None:
+        """Remove links from ``mid`` to ``target``; statuses they set stay (restore undoes)."""
+        store = self.m.store(project)
+        source = self.m.get_record(store, mid)
+        at = now_iso()
+        with store.writing() as w:
+            gone = w.unlink(mid, target, link_type)
+            other = w.get(target)
+            for link in gone:
+                for rec in (source, other):
+                    if rec is not None:
+                        w.event(rec["id"], at, "unlinked", self.m.actor_for(actor, rec),
+                                link_change(link))
+        if not gone:
+            raise NotFound(f"no {link_type or ''} link from {mid} to {target}".replace("  ", " "),
+                           code="link_not_found")
+        for link in gone:
+            self.m.emit("unlinked", project, actor, request_id, **link_change(link)["link"])
+
+    def list(self, project, mid: str) -> list[dict[str, Any]]:
+        store = self.m.store(project)
+        self.m.get_record(store, mid)
+        return [{**lk, "direction": "out" if lk["source"] == mid else "in"}
+                for lk in store.links([mid])]
+
+    def graph(self, project, mid: str, depth: int) -> dict[str, Any]:
+        """Records within ``depth`` links of ``mid`` (either direction) and the links among
+        them; each node with its distance."""
+        store = self.m.store(project)
+        root = self.m.get_record(store, mid)
+        dist, frontier, edges = {mid: 0}, [mid], {}
+        for level in range(1, depth + 1):
+            found = store.links(frontier)
+            frontier = []
+            for lk in found:
+                edges[(lk["source"], lk["type"], lk["target"])] = lk
+                for end in (lk["source"], lk["target"]):
+                    if end not in dist:
+                        dist[end] = level
+                        frontier.append(end)
+            if not frontier:
+                break
+        recs = {**store.get_many([i for i in dist if i != mid]), mid: root}
+        on = today()
+        nodes = [{"id": i, "title": recs[i]["title"], "kind": recs[i]["kind"],
+                  "status": records.effective_status(recs[i], on), "depth": d}
+                 for i, d in sorted(dist.items(), key=lambda kv: (kv[1], kv[0])) if i in recs]
+        return {"root": mid, "nodes": nodes,
+                "edges": [lk for lk in edges.values()
+                          if lk["source"] in recs and lk["target"] in recs]}
+
+    def expand(self, store, hits: list[tuple[dict[str, Any], float]], filters: dict[str, Any],
+               on: str, factor: float, limit: int
+               ) -> list[tuple[dict[str, Any], float, dict[str, str]]]:
+        """Up to ``limit`` records linked to the hits that pass the same filters, each scored
+        ``factor`` × its best source's score and marked with that source:
+        ``[(record, score, via)]``."""
+        score = {rec["id"]: s for rec, s in hits}
+        best: dict[str, tuple[float, dict[str, str]]] = {}
+        for lk in store.links(score):
+            for end, other in ((lk["source"], lk["target"]), (lk["target"], lk["source"])):
+                if end in score and other not in score:
+                    s = score[end] * factor
+                    if other not in best or s > best[other][0]:
+                        best[other] = (s, {"id": end, "type": lk["type"]})
+        keep = store.filter_ids(filters, on, among=list(best)) if best else set()
+        recs = store.get_many(sorted(keep))
+        found = sorted(((recs[i], *best[i]) for i in keep if i in recs), key=lambda h: -h[1])
+        return found[:limit]

@@ -1,0 +1,57 @@
+"""Recalls, recorded in batches: each search adds its hits here, and a thread writes what
+gathered at most every ``FLUSH_S`` — one transaction per project instead of a write per
+search, off the request's path. A record's refreshed strength shows within a second or so."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from typing import Any
+
+log = logging.getLogger("neuralmind.memory")
+FLUSH_S = 0.5
+
+
+class Recalls:
+    def __init__(self, flush_s: float = FLUSH_S):
+        self.flush_s = flush_s
+        self._pending: dict[str, tuple[Any, Counter, str]] = {}  # path → (store, ids, last at)
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def add(self, store, ids: list[str], at: str) -> None:
+        with self._cond:
+            key = str(store.db.path)
+            _, counts, _ = self._pending.get(key, (store, Counter(), at))
+            counts.update(ids)
+            self._pending[key] = (store, counts, at)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memory-recalls",
+                                                daemon=True)
+                self._thread.start()
+
+    def flush(self) -> None:
+        """Write every gathered recall now."""
+        with self._cond:
+            pending, self._pending = self._pending, {}
+        for store, counts, at in pending.values():
+            try:
+                store.touch(counts, at)
+            except Exception:  # a closed or vanished store: the recalls are lost, nothing else
+                log.exception("recording recalls failed for %s", store.db.path)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self.flush()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                self._cond.wait(timeout=self.flush_s)
+            self.flush()

@@ -1,0 +1,66 @@
+"""``neuralmind ui``: open the dashboard signed in, without the token ever being in a URL.
+
+The command runs as the user, so it can use the local token: it asks the daemon for a
+one-time code (valid ``[ui] sign_in_code_ttl_s``, 60 s by default, usable once) and opens
+``/ui#code=…``. The fragment never reaches a server or a log, and the page trades it for the
+token over POST, then removes it from the address bar. The browser is pointed at a small
+redirect file in the state home (0600) rather than at the URL itself, so the code is not on
+a command line other users can read (``ps``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import sys
+import webbrowser
+
+REDIRECT = "ui-open.html"
+
+
+def add_commands(subparsers) -> None:
+    from neuralmind.commands.common import common_flags
+    p = subparsers.add_parser("ui", parents=[common_flags()],
+                              help="open the dashboard in a browser, signed in")
+    p.add_argument("--no-browser", action="store_true",
+                   help="print the one-time sign-in URL instead of opening a browser")
+    p.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args) -> int:
+    from neuralmind.client import NeuralMindClient, NotFound
+    from neuralmind.commands.common import err
+    explicit = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
+    nm = NeuralMindClient(url=args.url, token=args.token, autostart=not explicit)
+    try:
+        made = nm._json("POST", "/v1/ui/sign-in-codes")
+    except NotFound as ex:
+        if ex.code != "not_found":
+            raise
+        err(f"this server makes no sign-in codes (server mode, or the ui plugin is off): open "
+            f"{nm.url}/ui and paste a token")
+        return 1
+    url = nm.url + made["path"]
+    if args.json:
+        print(json.dumps({"url": url, "expires_at": made["expires_at"]}))
+        return 0
+    if args.no_browser or not _open(nm.home, url):
+        print(f"open this link within a minute; it signs in once:\n{url}")
+        return 0
+    print(f"opened the dashboard at {nm.url}/ui (signed in; the link works once)")
+    return 0
+
+
+def _open(home, url: str) -> bool:
+    """Open ``url`` through a private redirect file; False when no browser can be started."""
+    from neuralmind import write_private
+    page = home / REDIRECT
+    target = html.escape(url, quote=True)
+    write_private(page, f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" '
+                        f'content="0;url={target}"><title>NeuralMind</title>'
+                        f'<a href="{target}">Open the NeuralMind dashboard</a>\n')
+    try:
+        return webbrowser.open(page.as_uri())
+    except webbrowser.Error as ex:
+        print(f"neuralmind: no browser: {ex}", file=sys.stderr)
+        return False

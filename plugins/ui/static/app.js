@@ -1,0 +1,167 @@
+// The dashboard's shell: sign-in, the pages, the project picker and the one event stream
+// every page listens to. Built only on the public /v1 routes.
+
+import {api, follow, session} from "./api.js";
+import {$, clear, field, h, toast} from "./dom.js";
+import * as activity from "./activity.js";
+import * as ask from "./ask.js";
+import * as code from "./code.js";
+import * as memories from "./memories.js";
+import * as projects from "./projects.js";
+
+const PAGES = {projects, memories, code, ask, activity};
+const PROJECT_KEY = "neuralmind.project";
+const RECENT = 500;  // events kept for the activity page
+
+const ctx = {
+  me: null,
+  paths: new Set(),
+  projects: [],
+  project: null,
+  bus: new EventTarget(),
+  recent: [],
+  can(permission) { return Boolean(this.me?.permissions.includes(permission)); },
+  has(path, method = "get") { return this.paths.has(`${method} ${path}`); },
+  projectInfo() { return this.projects.find((p) => p.id === this.project) || null; },
+  go(hash) { if (location.hash === hash) route(); else location.hash = hash; },
+  setProject,
+  reloadProjects,
+};
+let leave = null;  // the current page's clean-up
+let stopEvents = null;
+
+async function boot() {
+  $(".skip").addEventListener("click", (e) => { e.preventDefault(); $("#main").focus(); });
+  $("#sign-out").addEventListener("click", signOut);
+  $("#project").addEventListener("change", (e) => setProject(e.target.value));
+  window.addEventListener("nm:unauthorized", () => signOut("Your token was refused (revoked, "
+    + "expired or rotated): sign in again."));
+  window.addEventListener("hashchange", async () => {  // a sign-in link opened in this tab
+    if (!await redeem()) return;
+    if (ctx.me) location.reload();  // signed in already, maybe as someone else: afresh
+    else await start();
+  });
+  if (await redeem() === false) return;
+  if (!session.token) return signedOut();
+  await start();
+}
+
+// `neuralmind ui` opens /ui#code=…: trade the one-time code for the token, over POST, and take
+// it out of the address bar first. Undefined when there is no code, else whether it worked.
+async function redeem() {
+  const code = new URLSearchParams(location.hash.slice(1)).get("code");
+  if (!code) return undefined;
+  history.replaceState(null, "", `${location.pathname}#/projects`);  // gone before any await
+  try {
+    session.set((await api("POST", "/v1/ui/sign-in", {body: {code}})).token);
+  } catch (error) {
+    signedOut(`That sign-in link did not work (${error.message}).`);
+    return false;
+  }
+  return true;
+}
+
+async function start() {
+  try {
+    const [me, doc] = await Promise.all([api("GET", "/v1/auth/whoami"),
+      api("GET", "/v1/openapi.json")]);
+    ctx.me = me;
+    ctx.paths = new Set(Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m} ${path}`)));
+    await reloadProjects();
+  } catch (error) {
+    if (error.status === 401) return;  // nm:unauthorized signs out
+    return clear($("#main"), h("p", {class: "error", role: "alert"},
+      `The server could not be read: ${error.message}`));
+  }
+  $("#me").textContent = `${ctx.me.actor} · ${ctx.me.role}`;
+  $("#nav").hidden = $("#who").hidden = false;
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.hidden = link.dataset.needs ? !ctx.has(link.dataset.needs, "post") : false;
+  }
+  stopEvents = follow((event) => {
+    ctx.recent.unshift(event);
+    ctx.recent.length = Math.min(ctx.recent.length, RECENT);
+    ctx.bus.dispatchEvent(new CustomEvent("event", {detail: event}));
+  }, (status) => {
+    const live = $("#live");
+    live.textContent = status === "live" ? "● live" : status === "reconnecting" ? "○ reconnecting" : "";
+    live.dataset.status = status;
+  });
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+async function reloadProjects() {
+  const page = await api("GET", "/v1/projects", {params: {limit: 200}});
+  ctx.projects = page.items;
+  const saved = sessionStorage.getItem(PROJECT_KEY);
+  const ids = ctx.projects.map((p) => p.id);
+  ctx.project = ids.includes(ctx.project) ? ctx.project : ids.includes(saved) ? saved : ids[0] || null;
+  clear($("#project"), ctx.projects.length ? ctx.projects.map((p) =>
+    h("option", {value: p.id, selected: p.id === ctx.project}, `${p.name} (${p.id})`))
+    : h("option", {value: ""}, "no projects"));
+}
+
+function setProject(id) {
+  ctx.project = id || null;
+  sessionStorage.setItem(PROJECT_KEY, id || "");
+  $("#project").value = id || "";
+  route();
+}
+
+function route() {
+  const [name = "projects", ...rest] = location.hash.replace(/^#\/?/, "").split("/");
+  const page = PAGES[name] || projects;
+  if (leave) leave();
+  for (const link of document.querySelectorAll("#nav a")) {
+    if (link.getAttribute("href") === `#/${PAGES[name] ? name : "projects"}`) {
+      link.setAttribute("aria-current", "page");
+    } else {
+      link.removeAttribute("aria-current");
+    }
+  }
+  const main = clear($("#main"));
+  leave = page.render(main, ctx, rest.map(decodeURIComponent)) || null;
+  document.title = `${main.querySelector("h1")?.textContent || "NeuralMind"} · NeuralMind`;
+}
+
+function signOut(message) {
+  if (stopEvents) stopEvents();
+  stopEvents = null;
+  ctx.me = null;
+  session.clear();
+  if (leave) leave();
+  leave = null;
+  window.removeEventListener("hashchange", route);
+  signedOut(typeof message === "string" ? message : "Signed out.");
+}
+
+function signedOut(message) {
+  $("#nav").hidden = $("#who").hidden = true;
+  const input = h("input", {type: "password", name: "token", autocomplete: "off", required: true,
+    spellcheck: "false"});
+  const form = h("form", {class: "card", "aria-labelledby": "sign-in-title"},
+    h("h1", {id: "sign-in-title"}, "Sign in"),
+    message ? h("p", {class: "notice", role: "status"}, message) : null,
+    field("Token", input, "Kept in this tab only (sessionStorage) and sent as a bearer header."),
+    h("button", {type: "submit", class: "primary"}, "Sign in"),
+    h("p", {class: "muted"}, "On the server's own machine, run ", h("code", {}, "neuralmind ui"),
+      " to open the dashboard signed in. On a team server, an admin makes your token with ",
+      h("code", {}, "neuralmind token create"), "."));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    session.set(input.value.trim());
+    input.value = "";
+    await start();
+  });
+  clear($("#main"), h("section", {class: "sign-in"}, form));
+  document.title = "Sign in · NeuralMind";
+  input.focus();
+}
+
+window.addEventListener("error", (e) => toast(`Something broke: ${e.message}`, "error"));
+window.addEventListener("unhandledrejection", (e) => {
+  if (e.reason?.status !== 401) toast(e.reason?.message || String(e.reason), "error");
+});
+boot();

@@ -1,0 +1,1 @@
+"""Webhooks: signed, retried, durable deliveries of kernel events to a team's own services."""

@@ -1,0 +1,159 @@
+"""``neuralmind webhook …``: manage hooks and their deliveries through the server's API."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from neuralmind.client import ValidationFailed
+from neuralmind.commands.common import client, common_flags, emit, fields, table
+
+HOOK_COLUMNS = ("id", "enabled", "url", "events", "projects", "failing_since")
+HOOK_DETAIL = ("id", "url", "events", "projects", "description", "enabled", "disabled_reason",
+               "created_by", "created_at", "updated_at", "failing_since", "last_success_at",
+               "secret_rotated_at", "previous_secret_until")
+DELIVERY_COLUMNS = ("id", "kind", "event_id", "status", "attempts", "last_status_code",
+                    "last_latency_ms", "next_attempt_at", "last_error")
+
+
+def explained(func):
+    """A refused request says which field was wrong and why, not only that it did not
+    validate."""
+    @functools.wraps(func)
+    def run(args) -> int:
+        try:
+            return func(args)
+        except ValidationFailed as ex:
+            errors = ex.details.get("errors") or []
+            lines = [f"{'.'.join(str(p) for p in e['loc'][1:]) or 'request'}: {e['msg']}"
+                     for e in errors]
+            print(f"neuralmind: {ex.message}" + "".join(f"\n  {line}" for line in lines
+                                                       if line.split(': ', 1)[1] != ex.message),
+                  file=sys.stderr)
+            return 1
+    return run
+
+
+def _secret_note(hook) -> str:
+    return (f"\n\nsecret: {hook.secret}\n(shown once: store it where the receiver can read it; "
+            "docs/webhooks.md shows how to verify signatures)")
+
+
+@explained
+def cmd_add(args) -> int:
+    hook = client(args).webhooks.create(args.target, args.event, projects=args.project,
+                                        description=args.description or "")
+    return emit(args, hook.raw, text=fields(hook, HOOK_DETAIL) + _secret_note(hook))
+
+
+def cmd_list(args) -> int:
+    rows = [h.raw for h in client(args).webhooks.list()]
+    return emit(args, rows, rows=rows, columns=HOOK_COLUMNS)
+
+
+def cmd_show(args) -> int:
+    hook = client(args).webhooks.get(args.id)
+    return emit(args, hook.raw, text=fields(hook, HOOK_DETAIL))
+
+
+@explained
+def cmd_update(args) -> int:
+    changes = {"url": args.target, "events": args.event, "description": args.description,
+               "enabled": args.enabled}
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if args.all_projects:
+        changes["projects"] = None
+    elif args.project:
+        changes["projects"] = args.project
+    if not changes:
+        print("neuralmind: nothing to change: give --target, --event, --project, --all-projects, "
+              "--description, --enable or --disable", file=sys.stderr)
+        return 2
+    hook = client(args).webhooks.update(args.id, **changes)
+    return emit(args, hook.raw, text=fields(hook, HOOK_DETAIL))
+
+
+def cmd_delete(args) -> int:
+    client(args).webhooks.delete(args.id)
+    return emit(args, {"deleted": args.id}, text=f"deleted webhook {args.id} and its deliveries")
+
+
+@explained
+def cmd_rotate(args) -> int:
+    hook = client(args).webhooks.rotate_secret(args.id, keep_previous_s=args.keep_previous)
+    note = (f"\nthe previous secret also signs until {hook.raw.get('previous_secret_until')}"
+            if args.keep_previous else "\nthe previous secret no longer signs anything")
+    return emit(args, hook.raw, text=f"new secret for {hook.id}: {hook.secret}{note}")
+
+
+def cmd_test(args) -> int:
+    d = client(args).webhooks.test(args.id)
+    text = (f"ping {d.id}: {d.status}, answered {d.last_status_code} in {d.last_latency_ms} ms"
+            if d.status == "delivered" else f"ping {d.id}: {d.status}: {d.last_error}")
+    emit(args, d.raw, text=text)
+    return 0 if d.status == "delivered" else 1
+
+
+def cmd_deliveries(args) -> int:
+    items = client(args).webhooks.deliveries(args.id, status=args.status)
+    rows = [d.raw for _, d in zip(range(args.limit), items)]
+    if args.json:
+        return emit(args, rows)
+    print(table(rows, DELIVERY_COLUMNS) if rows else "(none)")
+    return 0
+
+
+def cmd_redeliver(args) -> int:
+    d = client(args).webhooks.redeliver(args.id, args.delivery)
+    return emit(args, d.raw, text=f"{d.id} queued again for {d.webhook_id}")
+
+
+VERBS = {  # name: (what it runs, its help, whether it takes a hook id)
+    "add": (cmd_add, "subscribe a URL; prints the signing secret once", False),
+    "list": (cmd_list, "the hooks you manage", False),
+    "show": (cmd_show, "one hook", True),
+    "update": (cmd_update, "change a hook, or enable/disable it", True),
+    "delete": (cmd_delete, "delete a hook and its deliveries", True),
+    "rotate-secret": (cmd_rotate, "replace the signing secret; prints the new one", True),
+    "test": (cmd_test, "send a ping now; exit 1 unless the receiver took it", True),
+    "deliveries": (cmd_deliveries, "the hook's deliveries, newest first", True),
+    "redeliver": (cmd_redeliver, "queue a finished delivery again", True),
+}
+
+
+def add_commands(subparsers) -> None:
+    from neuralmind import command_group
+    group = command_group(subparsers, "webhook",
+                          help="signed deliveries of events to your services (admin)")
+    flags = common_flags()
+    parsers = {}
+    for name, (func, text, with_id) in VERBS.items():
+        parsers[name] = group.add_parser(name, parents=[flags], help=text)
+        if with_id:
+            parsers[name].add_argument("id", help="the webhook id (wh_…)")
+        parsers[name].set_defaults(func=func)
+    add, upd = parsers["add"], parsers["update"]
+    add.add_argument("target", metavar="URL",
+                     help="where to POST events: https://… (http where the operator allows it)")
+    add.add_argument("--event", "-e", action="append", required=True, metavar="KIND",
+                     help="an event kind, or a prefix ending in * (memory.*); repeatable")
+    add.add_argument("--project", "-p", action="append", metavar="ID",
+                     help="only this project's events (repeatable; default every project)")
+    add.add_argument("--description", "-d")
+    upd.add_argument("--target", metavar="URL", help="send to this URL instead")
+    upd.add_argument("--event", "-e", action="append", metavar="KIND",
+                     help="replace the event kinds (repeatable)")
+    scope = upd.add_mutually_exclusive_group()
+    scope.add_argument("--project", "-p", action="append", metavar="ID",
+                       help="replace the projects (repeatable)")
+    scope.add_argument("--all-projects", action="store_true", help="every project")
+    upd.add_argument("--description", "-d")
+    onoff = upd.add_mutually_exclusive_group()
+    onoff.add_argument("--enable", dest="enabled", action="store_const", const=True)
+    onoff.add_argument("--disable", dest="enabled", action="store_const", const=False)
+    parsers["rotate-secret"].add_argument("--keep-previous", type=int, default=0, metavar="SECONDS",
+                     help="keep signing with the old secret too for this long (≤ 86400)")
+    parsers["deliveries"].add_argument("--status", choices=["pending", "delivered", "failed"])
+    parsers["deliveries"].add_argument("--limit", type=int, default=50,
+                                       help="show at most this many (default 50)")
+    parsers["redeliver"].add_argument("delivery", help="the delivery id (dl_…)")

@@ -1,0 +1,107 @@
+"""The client's code-intelligence verbs (impact, neighbours, next files, activity, feedback,
+savings, documents, validate) and the `neuralmind project …` commands behind them, used as a
+new user would — wrong input included."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neuralmind.client import NotFound, ValidationFailed
+from tests.client.conftest import client_of, git_repo, needs
+from tests.support import run_cli
+
+FILES = {
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "ledger.py": "from calc import add\n\n\ndef total(rows):\n    return add(0, sum(rows))\n",
+    "README.md": "# Calc\nA tiny calculator.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def repo(served, tmp_path_factory):
+    nm = client_of(served)
+    needs(nm, "/v1/projects/{project_id}/impact")
+    handle = nm.project(git_repo(tmp_path_factory.mktemp("intel") / "calc", FILES))
+    assert handle.build().status == "done"
+    return handle
+
+
+def test_client_verbs(repo, tmp_path):
+    out = repo.impact(["calc.py"])
+    assert [i["node"]["label"] for i in out["impacted"]][:2] == ["ledger", "total"]
+    assert repo.neighbors(file="ledger.py")["callees"][0]["node"]["label"] == "add"
+    assert repo.activity(["calc.py", "README.md"], kind="edit")["pairs"] == 1
+    assert repo.learned_neighbors("calc.py")["neighbors"][0]["file"] == "README.md"
+    files = repo.next_files(["calc.py"])
+    assert {f["path"] for f in files} == {"ledger.py", "README.md"}
+    assert repo.feedback("unhelpful", file="README.md", related=["calc.py"])["pairs"] == 1
+    repo.query("how are numbers added?")
+    assert repo.savings(days=1)["by_kind"]["query"]["calls"] == 1
+    assert repo.synapse_stats()["synapses"] >= 1  # the query linked its hit files too
+    note = tmp_path / "adding.md"
+    note.write_text("# Adding\n\nAddition is commutative.\n")
+    doc = repo.ingest(note)
+    assert doc["name"] == "adding.md" and doc["content_type"] == "text/markdown"
+    assert repo.document(doc["id"])["text"].startswith("# Adding")
+    assert repo.ingest(b"plain words", name="words.txt")["content_type"] == "text/plain"
+    repo.delete_document(doc["id"])
+    with pytest.raises(NotFound):
+        repo.document(doc["id"])
+    checked = repo.validate()
+    assert checked["ok"], [c for c in checked["checks"] if not c["ok"]]
+    with pytest.raises(ValidationFailed):
+        repo.impact(["calc.py"], depth=9)
+    with pytest.raises(ValueError):
+        repo.ingest(b"no name")
+
+
+def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_path):
+    def run(*args: str) -> tuple[int, str, str]:
+        return run_cli("project", *args, "--project", repo.id,
+                       env={"NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token})
+
+    code, out, _ = run("impact", "calc.py")
+    assert code == 0 and "ledger.py:4 total" in out and "calc.py  changed" in out
+    code, out, _ = run("impact", "calc.py", "--json")
+    assert json.loads(out)["files"][0]["path"] == "calc.py"
+    code, out, _ = run("next", "calc.py", "-n", "3")
+    assert code == 0 and out.splitlines()[0].split() == ["SCORE", "PATH", "WHY"]
+    code, out, _ = run("neighbors", "ledger.py")
+    assert code == 0 and "callees:" in out and "calc.py:1 add" in out
+    code, out, _ = run("neighbors", "calc.py", "--learned")
+    assert code == 0 and "README.md" in out
+    code, out, _ = run("activity", "calc.py", "ledger.py", "--kind", "test", "--session", "cli")
+    assert code == 0 and "recorded 2 file(s) as test" in out and "1 pair(s) linked" in out
+    code, out, _ = run("savings", "--days", "7")
+    assert code == 0 and "total:" in out
+    note = tmp_path / "ops.txt"
+    note.write_text("Deploys happen on Tuesdays.\n")
+    code, out, _ = run("ingest", str(note))
+    assert code == 0 and out.startswith("ingested doc_") and "text/plain" in out
+    code, out, _ = run("validate")
+    assert code == 0 and "files" in out
+
+    wrong = [
+        (("impact",), 2, "name the changed files"),
+        (("impact", "nothere.py"), 1, "nothere.py is not an indexed file"),
+        (("impact", "../../etc/passwd"), 1, "is outside the project"),
+        (("impact", "calc.py", "--depth", "9"), 2, "--depth: 9 is outside 1–6"),
+        (("impact", "--node", "n_bogus"), 1, "no node with id n_bogus"),
+        (("next",), 2, "the following arguments are required: files"),
+        (("next", "calc.py", "-n", "x"), 2, "'x' is not a whole number"),
+        (("neighbors",), 2, "name a file"),
+        (("neighbors", "--node", "n_1", "--learned"), 2, "learned neighbours are kept per file"),
+        (("activity", "calc.py", "--kind", "write"), 2, "invalid choice: 'write'"),
+        (("savings", "--days", "0"), 2, "--days: 0 is outside 1–366"),
+        (("ingest", str(tmp_path / "missing.md")), 2, "missing.md: no such file"),
+        (("ingest", str(tmp_path)), 2, "is not a file"),
+    ]
+    (tmp_path / "slides.pptx").write_bytes(b"PK")
+    wrong.append((("ingest", str(tmp_path / "slides.pptx")), 2, ".pptx is not a type ingest reads"))
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 no more")
+    wrong.append((("ingest", str(tmp_path / "broken.pdf")), 1, "the PDF could not be read"))
+    for args, status, says in wrong:
+        code, out, err = run(*args)
+        assert code == status and says in err, (args, code, out, err)

@@ -1,0 +1,165 @@
+"""The CLI as a new user meets it, wrong input included (issue 13 items 11, 12, 14, 16): each
+message says what is wrong and what to do; nothing is registered that nobody named; a build
+left running is a job one can follow or stop. In this process against ``served``, except what
+is about a real daemon or a terminal's Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.client.conftest import git_repo
+from tests.support import ROOT, run_cli
+
+
+@pytest.fixture
+def cli(served, monkeypatch, tmp_path):
+    """``neuralmind ARGS`` in this process, pointed at ``served``, from a folder that is not
+    a repository."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.chdir(plain)
+    env = {"NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token}
+
+    def run(*args: str) -> tuple[int, str, str]:
+        return run_cli(*args, env=env)
+
+    run.plain = plain
+    run.repo = git_repo(tmp_path / "repo", {"app.py": "def main():\n    return 1\n"})
+    return run
+
+
+# -- item 11: errors say what is wrong ---------------------------------------------------------
+
+def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
+    code, _, err = cli("memory", "add", "T", "-r", "why", "--confidence", "2",
+                       "--project", str(cli.repo))
+    assert code == 1 and "validation_error" in err
+    assert "\n  confidence: Input should be less than or equal to 1" in err
+    code, _, err = cli("memory", "add", "T", "-r", "why", "--review-by", "tomorrow",
+                       "--project", str(cli.repo))
+    assert code == 1 and "\n  review_by: " in err
+
+
+def test_a_field_named_query_and_a_file_that_is_not_there(cli):
+    code, _, err = cli("project", "search", "", "--project", str(cli.repo))
+    assert code == 1 and "\n  query: String should have at least 1 character" in err
+    code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
+                       str(cli.repo))
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == f"neuralmind: {cli.plain / 'missing.jsonl'}: No such file or directory"
+
+
+def test_a_directory_that_does_not_exist_is_named(cli):
+    for path in ("/does/not/exist", "./missing", "~/no-such-folder-here"):
+        code, out, err = cli("project", "show", "--project", path)
+        assert code == 2 and out == ""
+        assert f"--project {path}: no such directory" in err and "404" not in err
+    code, _, err = cli("project", "add", "/does/not/exist")
+    assert code == 1 and "/does/not/exist is not a directory" in err
+
+
+def test_no_daemon_names_the_file_it_looked_for_once_with_one_hint(tmp_path):
+    code, out, err = run_cli("memory", "list", "--project", "p_000000000000",
+                             env={"NEURALMIND_HOME": str(tmp_path / "nohome")})
+    assert code == 1 and out == ""
+    assert "None" not in err
+    assert err.count("daemon.json") == 1 and str(tmp_path / "nohome" / "daemon.json") in err
+    assert err.count("neuralmind daemon start") == 1
+
+
+# -- item 12: nothing is registered that nobody named ------------------------------------------
+
+def test_outside_a_repository_a_command_asks_for_a_project(cli, served):
+    before = served.get("/v1/projects?limit=200").json["items"]
+    code, out, err = cli("memory", "list")
+    assert code == 2 and out == ""
+    assert str(cli.plain) in err and "--project" in err
+    assert served.get("/v1/projects?limit=200").json["items"] == before
+    assert not (cli.plain / ".neuralmind").exists()
+    # named once, the folder is a project, and later commands there find it
+    assert cli("memory", "list", "--project", ".")[0] == 0
+    assert cli("memory", "list")[0] == 0
+
+
+# -- item 14: a build left running is a job to follow or stop ----------------------------------
+
+def test_build_no_wait_succeeds_and_jobs_are_shown_waited_for_and_cancelled(cli):
+    code, out, err = cli("project", "build", "--no-wait", "--project", str(cli.repo))
+    assert code == 0, err
+    job_id = out.split("build job ", 1)[1].split()[0]
+    assert f"neuralmind job wait {job_id}" in out and f"neuralmind job cancel {job_id}" in out
+    code, out, _ = cli("job", "wait", job_id)
+    assert code == 0 and "indexed 1 files" in out
+    code, out, _ = cli("job", "show", job_id, "--json")
+    assert code == 0 and json.loads(out)["status"] == "done"
+    code, out, _ = cli("job", "show", job_id)
+    assert code == 0 and "status" in out and "done" in out and "{'" not in out
+    code, _, err = cli("job", "cancel", job_id)
+    assert code == 1 and "job_finished" in err
+    code, _, err = cli("job", "show", "nope")
+    assert code == 1 and "job_not_found" in err
+
+
+def test_ctrl_c_during_a_build_prints_one_line_and_the_build_goes_on(served, tmp_path):
+    from tests.client.conftest import client_of
+    files = {f"pkg/m{i:03d}.py": f'def f{i}(x):\n    """Step {i} of {i * 7} things."""\n'
+                                  f"    return x + {i}\n" for i in range(400)}
+    repo = git_repo(tmp_path / "big", files)
+    env = {**os.environ, "NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token,
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "project", "build"],
+                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    first = proc.stderr.readline()  # the progress bar's first line: the job is running
+    assert "files" in first or "scanning" in first, first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    job_id = err.split("build job ", 1)[1].split()[0]
+    assert f"neuralmind job wait {job_id}" in err and f"neuralmind job cancel {job_id}" in err
+    assert client_of(served).jobs.wait(job_id, timeout=300).status == "done"
+
+
+# -- item 16: what a new user reads ------------------------------------------------------------
+
+def test_help_names_only_commands_that_exist():
+    code, out, _ = run_cli("--help")
+    assert code == 0
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("project "))
+    verbs = line.split(":", 1)[1].replace(",", " ").split()
+    assert "ask" not in verbs
+    for verb in verbs:
+        assert run_cli("project", verb, "--help")[0] == 0, verb
+
+
+def test_tables_read_as_text_not_python(cli):
+    code, out, _ = cli("memory", "add", "Use WAL", "-r", "readers", "--tag", "db", "--json",
+                       "--project", str(cli.repo))
+    mid = json.loads(out)["id"]
+    assert cli("memory", "invalidate", mid, "--reason", "moved", "--project", str(cli.repo))[0] == 0
+    assert cli("memory", "edit", mid, "--tags", "db", "sqlite", "--project", str(cli.repo))[0] == 0
+    code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
+    assert code == 0 and "{" not in out and "[" not in out
+    assert "status: ACTIVE → INVALIDATED" in out and "tags: db → db,sqlite" in out
+
+
+def test_a_port_asked_of_a_running_daemon_is_answered(daemon, tmp_path):
+    other = daemon.port + 1
+    again = daemon.run("daemon", "start", "--port", str(other))
+    assert again.returncode == 0 and "already running" in again.stdout
+    assert f"--port {other} was not used" in again.stdout and "daemon stop" in again.stdout
+    same = daemon.run("daemon", "start", "--port", str(daemon.port))
+    assert "was not used" not in same.stdout
+
+
+def test_the_docs_page_answers_with_a_trailing_slash_too(served):
+    for path in ("/v1/docs", "/v1/docs/"):
+        r = served.get(path, auth=False)
+        assert r.status == 200 and b"swagger-ui-bundle.js" in r.body, path

@@ -1,0 +1,194 @@
+"""The kernel on PostgreSQL (kernel/pg.py): the same store SQL runs on both engines, migrations
+run once under their lock, leases hold across holders, and the kernel's projects, jobs and
+events live in the shared database — two kernels on one database see each other's."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernel import storage
+from kernel.leases import Leases
+from kernel.pg import PgBackend, translate
+from tests.support import LocalServer, fresh_pg_dsn
+
+pytestmark = pytest.mark.sqlite_only("it names its engines and databases itself")
+
+
+@pytest.fixture
+def dsn() -> str:
+    return fresh_pg_dsn()
+
+
+@pytest.fixture
+def pg(dsn):
+    backend = PgBackend(dsn, 4)
+    yield backend
+    backend.close()
+
+
+SCRIPT = ["CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL, n INTEGER)"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request, tmp_path, pg):
+    if request.param == "sqlite":
+        database = storage.Database(tmp_path / "t.db", SCRIPT + [
+            """CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL,
+            pid INTEGER NOT NULL, job_id TEXT, heartbeat REAL NOT NULL,
+            state TEXT NOT NULL DEFAULT '{}', stop_requested INTEGER NOT NULL DEFAULT 0)"""])
+    else:
+        from kernel.leases import PG_MIGRATION
+        database = pg.database("test", SCRIPT + [PG_MIGRATION])
+    yield database
+    database.close()
+
+
+def test_placeholders_translate_to_psycopgs_spelling():
+    assert translate("SELECT * FROM t WHERE a = ? AND b LIKE '%x'", False) == (
+        "SELECT * FROM t WHERE a = %s AND b LIKE '%%x'")
+    assert translate("SELECT x::text FROM t WHERE d < :today", True) == (
+        "SELECT x::text FROM t WHERE d < %(today)s")
+
+
+def test_one_sql_text_serves_both_engines(db):
+    with db.transaction() as conn:
+        conn.executemany("INSERT INTO notes (id, text, n) VALUES (?, ?, ?)",
+                         [(1, "a%b", 10), (2, "c", 20)])
+        ids = conn.execute("INSERT INTO notes (id, text) VALUES (?, ?) RETURNING id",
+                           (3, "d")).fetchone()
+        assert ids[0] == 3
+    row = db.conn.execute("SELECT * FROM notes WHERE text LIKE ? ORDER BY id", ("a%",)).fetchone()
+    assert (row["id"], row[1], row["n"]) == (1, "a%b", 10)
+    assert [r["id"] for r in db.conn.execute("SELECT id FROM notes WHERE n > :low ORDER BY id",
+                                             {"low": 15})] == [2]
+    with pytest.raises(Exception), db.transaction() as conn:
+        conn.execute("UPDATE notes SET text = ? WHERE id = ?", ("changed", 1))
+        conn.execute("INSERT INTO notes (id, text) VALUES (?, ?)", (1, "duplicate"))
+    assert db.conn.execute("SELECT text FROM notes WHERE id = 1").fetchone()[0] == "a%b"
+
+
+def test_migrations_run_once_whoever_starts_first(pg):
+    ran = []
+
+    def step(conn):
+        ran.append(1)
+        conn.execute("CREATE TABLE once_only (x INTEGER)")
+
+    errors = []
+
+    def migrate():
+        try:
+            pg.database("racing", [step])
+        except Exception as ex:  # pragma: no cover - the assertion below names it
+            errors.append(ex)
+
+    threads = [threading.Thread(target=migrate) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and ran == [1]
+    assert pg.database("racing", [step]).version() == 1 and ran == [1]
+
+
+def test_a_lease_has_one_live_holder_and_passes_on_when_it_lapses(db):
+    leases = Leases(db)
+    assert leases.acquire("build:p1", "one", ttl_s=30, job_id="j1") is None
+    holder = leases.acquire("build:p1", "two", ttl_s=30)
+    assert holder["owner"] == "one" and holder["job_id"] == "j1"
+    assert leases.heartbeat("build:p1", "one", {"queued": 2})
+    assert not leases.heartbeat("build:p1", "two")
+    assert leases.acquire("build:p1", "two", ttl_s=0) is None  # "one" lapsed: taken over
+    assert not leases.heartbeat("build:p1", "one") and leases.get("build:p1")["owner"] == "two"
+    assert leases.request_stop("build:p1") and leases.get("build:p1")["stop_requested"] == 1
+    leases.release("build:p1", "one")  # not its lease any more: nothing happens
+    assert leases.get("build:p1")["owner"] == "two"
+    leases.release("build:p1", "two")
+    assert leases.get("build:p1") is None
+
+
+def test_two_takers_of_a_lapsed_lease_never_both_win(db):
+    leases = Leases(db)
+    assert leases.acquire("sender", "old", ttl_s=30) is None
+    with db.transaction() as conn:  # its holder stopped beating long ago
+        conn.execute("UPDATE leases SET heartbeat = 0, host = 'elsewhere' WHERE name = ?",
+                     ("sender",))
+    winners, start = [], threading.Barrier(6)
+
+    def take(owner):
+        start.wait()
+        if leases.acquire("sender", owner, ttl_s=30) is None:
+            winners.append(owner)
+
+    threads = [threading.Thread(target=take, args=(f"t{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1 and leases.get("sender")["owner"] == winners[0]
+
+
+def test_two_kernels_on_one_database_share_projects_jobs_and_events(tmp_path, dsn):
+    storage_ = {"backend": "postgres", "dsn": dsn}
+    one = LocalServer(tmp_path / "one", plugins=["auth"], storage=storage_).start()
+    two = LocalServer(tmp_path / "two", plugins=["auth"], storage=storage_).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        pid = one.register(repo)
+        assert [p["id"] for p in two.get("/v1/projects").json["items"]] == [pid]
+        assert two.post("/v1/projects", {"path": str(repo)}).status == 200  # already there
+        job = one.kernel.jobs.submit("probe", lambda ctx: {"ok": True}, project_id=pid,
+                                     wait=True)
+        assert two.get(f"/v1/jobs/{job.id}").json["status"] == "done"
+        kinds = [e.kind for e in two.kernel.events.after(0)]
+        assert "project.registered" in kinds
+        assert not (tmp_path / "one" / "kernel.db").exists()
+    finally:
+        one.stop()
+        two.stop()
+
+
+def test_an_unreachable_database_is_a_503_and_the_server_recovers_without_a_restart(tmp_path):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+    # pgserver runs the server as its own user, which cannot enter pytest's 0700 folders
+    folder = Path(tempfile.mkdtemp(prefix="neuralmind-test-pg-down-"))
+    db = pgserver.get_server(folder, cleanup_mode="stop")
+    server = LocalServer(tmp_path / "home", plugins=["auth"],
+                         storage={"backend": "postgres", "dsn": db.get_uri()}).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        pid = server.register(repo)
+        gate = threading.Event()
+        job = server.kernel.jobs.submit("probe", lambda ctx: gate.wait(30) and {"ok": True})
+        while server.get(f"/v1/jobs/{job.id}").json["status"] != "running":
+            time.sleep(0.05)
+        db.cleanup()  # the database goes away
+        down = server.get("/v1/projects")
+        assert down.status == 503 and down.error["code"] == "storage_unavailable"
+        assert "nothing was written" in down.error["message"]
+        gate.set()  # the job ends while it is away
+        time.sleep(0.5)
+        db = pgserver.get_server(folder, cleanup_mode="stop")  # and comes back
+        statuses = [server.get("/v1/projects").status for _ in range(10)]
+        assert statuses[-1] == 200 and set(statuses) <= {200, 503}  # each stale connection once
+        assert [p["id"] for p in server.get("/v1/projects").json["items"]] == [pid]
+        deadline = time.monotonic() + 30
+        while (ended := server.get(f"/v1/jobs/{job.id}").json)["status"] == "running":
+            assert time.monotonic() < deadline, "the job's end was never recorded"
+            time.sleep(0.2)
+        assert (ended["status"], ended["result"]) == ("done", {"ok": True})
+    finally:
+        server.stop()
+        db.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,152 @@
+"""``neuralmind storage check`` and ``neuralmind storage migrate --to postgres``: a SQLite home
+served for a while (a project, jobs, events, a token, a webhook with deliveries, the audit
+chain) moves into PostgreSQL whole — counts and the audit chain's head verified — again
+without change, resumed after a cut, and a server on the database carries on from it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from plugins.tier2_bridge.plugin import bridge
+from tests.plugins.auth.helpers import create_token
+from tests.plugins.webhooks.receiver import Receiver
+from tests.support import LocalServer, fresh_pg_dsn, run_cli
+
+pytestmark = pytest.mark.sqlite_only("a SQLite home is the source; the test names its database")
+
+PLUGINS = ["auth", "tier2_bridge", "webhooks"]
+CONFIG = f"""[kernel]
+plugins = {json.dumps(PLUGINS)}
+[webhooks]
+allow_private = ["127.0.0.1/32"]
+poll_s = 0.05
+"""
+
+
+def storage(home, *args: str, dsn: str | None = None) -> tuple[int, dict | str, str]:
+    env = {"NEURALMIND_HOME": str(home), **({"NEURALMIND_DATABASE_URL": dsn} if dsn else {})}
+    code, out, err = run_cli("storage", *args, "--config", str(home / "config.toml"), env=env)
+    return code, json.loads(out) if "--json" in args else out, err
+
+
+@pytest.fixture
+def served_home(tmp_path):
+    """A home a server used: a project, two jobs, a token, a hook with deliveries, the
+    audit chain copied up to the last event. Returns (home, what the server saw)."""
+    home = tmp_path / "home"
+    receiver = Receiver()
+    try:
+        with LocalServer(home, config=CONFIG) as server:
+            repo = tmp_path / "repo"
+            repo.mkdir()
+            pid = server.register(repo)
+            for n in range(2):
+                server.kernel.jobs.submit("probe", lambda ctx, n=n: {"n": n}, project_id=pid,
+                                          wait=True)
+            create_token(home, home / "config.toml", "ann", "reader")
+            hook = server.post("/v1/webhooks", {"url": receiver.url, "events": ["*"]})
+            assert hook.status == 201, hook.body
+            receiver.secret = hook.json["secret"]
+            for n in range(3):
+                server.kernel.emit("memory.created", project=pid, actor="alice", data={"n": n})
+            receiver.wait(3)
+            time.sleep(0.2)  # the hook's own events may still be queued
+            bridge(server.kernel).trail.sync()
+            seen = {"project": pid, "hook": hook.json["id"],
+                    "events": [(e.id, e.kind) for e in server.kernel.events.after(0)],
+                    "deliveries": server.get(f"/v1/webhooks/{hook.json['id']}/deliveries"
+                                             ).json["items"]}
+    finally:
+        receiver.stop()
+    return home, seen
+
+
+def test_check_reports_each_components_file_version_and_size(served_home):
+    home, _ = served_home
+    code, report, _ = storage(home, "check", "--json")
+    files = {(c["component"], c["file"].rsplit("/", 1)[-1]): c for c in report["components"]}
+    assert code == 0 and report["backend"] == "sqlite"
+    assert {("kernel", "kernel.db"), ("auth", "tokens.json"), ("webhooks", "webhooks.db"),
+            ("tier2_audit", "audit.db"), ("tier2_seats", "seats.db")} <= set(files)
+    kernel = files[("kernel", "kernel.db")]
+    assert (kernel["version"], kernel["pending"]) == (kernel["latest"], 0) and kernel["size"] > 0
+    code, text, _ = storage(home, "check")
+    assert "backend  sqlite" in text and "every schema is at this version's" in text
+
+
+def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp_path):
+    home, seen = served_home
+    dsn = fresh_pg_dsn()
+    code, report, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
+    checks = {(c["component"], c["what"]): (c["home"], c["database"]) for c in report["checks"]}
+    assert code == 0 and report["verified"], err
+    assert checks[("kernel", "events rows")] == (len(seen["events"]),) * 2
+    assert checks[("kernel", "projects rows")] == (1, 1) and checks[("kernel", "jobs rows")] == (2, 2)
+    assert checks[("auth", "tokens of the file in auth_tokens")] == (1, 1)
+    assert checks[("webhooks", "deliveries rows")] == (len(seen["deliveries"]),) * 2
+    head = checks[("tier2_audit", "audit chain head")]
+    assert head[0] == head[1] and head[0].startswith(f"{len(seen['events'])}:")
+    assert checks[("tier2_audit", "audit chain whole")] == ("yes", "yes")
+
+    again = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")[1]
+    assert again["verified"] and again["checks"] == report["checks"]  # nothing doubled
+
+    import psycopg
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a copy cut short
+        conn.execute("DELETE FROM events WHERE id > 2")
+        conn.execute("DELETE FROM jobs")
+    code, text, _ = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert code == 0 and "verified" in text and "MISMATCH" not in text
+
+    code, check, _ = storage(home, "check", "--json", dsn=dsn)
+    assert code == 0 and check["backend"] == "postgres"
+    assert {c["component"]: c["pending"] for c in check["components"]} == {
+        "kernel": 0, "auth": 0, "webhooks": 0, "tier2_audit": 0, "tier2_seats": 0}
+    assert all(c["size"] > 0 for c in check["components"])
+
+    with LocalServer(tmp_path / "machine2", config=CONFIG,
+                     storage={"backend": "postgres", "dsn": dsn}) as server:
+        assert [p["id"] for p in server.get("/v1/projects").json["items"]] == [seen["project"]]
+        assert [(e.id, e.kind) for e in server.kernel.events.after(0)] == seen["events"]
+        server.kernel.emit("memory.created", actor="alice")
+        assert server.kernel.events.last_id() == seen["events"][-1][0] + 1  # ids go on
+        moved = server.get(f"/v1/webhooks/{seen['hook']}/deliveries").json["items"]
+        assert [(d["id"], d["status"]) for d in moved] == [
+            (d["id"], d["status"]) for d in seen["deliveries"]]
+        assert "ann" in [r.actor for r in server.kernel.state("auth").tokens.records().values()]
+    code, out, _ = run_cli("audit", "verify", "--json", env={
+        "NEURALMIND_DATABASE_URL": dsn, "NEURALMIND_PLUGINS": ",".join(PLUGINS)})
+    verdict = json.loads(out)
+    assert code == 0 and verdict["whole"] and verdict["records"] >= len(seen["events"])
+
+
+def test_a_database_another_home_used_is_a_mismatch(served_home, tmp_path):
+    home, _ = served_home
+    dsn = fresh_pg_dsn()
+    with LocalServer(tmp_path / "other", config=CONFIG,
+                     storage={"backend": "postgres", "dsn": dsn}) as other:
+        repo = tmp_path / "other-repo"
+        repo.mkdir()
+        other.register(repo)
+    code, text, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert code == 1 and "MISMATCH" in text
+    assert "does not hold what the home holds" in err
+
+
+def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
+    home, _ = served_home
+    code, _, err = storage(home, "migrate", "--to", "postgres")
+    assert code == 2 and "--dsn postgresql://" in err
+    code, _, err = storage(home, "migrate", "--to", "mysql", "--dsn", "x")
+    assert code == 2 and "invalid choice: 'mysql'" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.toml").write_text(CONFIG)
+    code, _, err = storage(empty, "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
+    assert code == 2 and "holds no NeuralMind state" in err
+    code, _, err = storage(home, "migrate", "--to", "postgres",
+                           "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+    assert code == 1 and "cannot be reached" in err

@@ -1,0 +1,277 @@
+"""The dashboard in a real browser (Debian's chromium through Playwright), served from this
+process: sign-in, memories written here and elsewhere, search, history diffs, a build, the
+reader's view, the XSS record, CSP. Few tests, each walking a page as a user would."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import contextmanager
+from urllib.parse import quote
+
+import pytest
+
+from tests.plugins.auth.helpers import create_token, server_config
+from tests.plugins.ui.conftest import PLUGINS, Page
+from tests.support import LocalServer
+
+XSS = '<img src=x onerror="document.title=\'pwned\'">'
+
+
+def memories(server, pid):
+    return f"/v1/projects/{pid}/memories"
+
+
+def test_signed_in_by_a_one_time_code_that_leaves_no_trace(tab, local):
+    t = tab()
+    page = t.signed_in()
+    assert page.url.endswith("/ui#/projects")  # the code left the address bar at once
+    assert "script-src 'self'" in t.response.headers["content-security-policy"]
+    assert page.evaluate("sessionStorage.getItem('neuralmind.token')") == local.token
+    assert page.locator("#me").text_content() == "local · admin"
+    page.wait_for_selector("dl.facts")  # the selected project's stats
+    assert page.evaluate("document.querySelectorAll('script:not([src]), [style]').length") == 0
+    assert t.problems == [] and t.dialogs == []
+    used = t.page.context.new_page()  # the same link again: refused, the paste form shown
+    code = local.post("/v1/ui/sign-in-codes").json["path"]
+    local.post("/v1/ui/sign-in", {"code": code.split("=", 1)[1]}, auth=False)
+    used.goto(local.url + code)
+    used.wait_for_selector("form input[type=password]")
+    assert "did not work" in used.locator(".notice").text_content()
+
+
+def test_memories_created_here_and_elsewhere_searched_and_diffed(tab, local):
+    t = tab()
+    page = t.signed_in("#/memories")
+    page.wait_for_selector("text=No memories match.")
+    page.click("button:has-text('New memory')")
+    page.fill("form.card input >> nth=0", "Use SQLite WAL")
+    page.fill("form.card textarea", "Readers never block writers.")
+    page.fill("form.card input >> nth=1", "sqlite")
+    page.click("form.card button:has-text('Create')")
+    page.wait_for_selector("ol.history")
+    mid = page.url.rsplit("/", 1)[1]
+    assert page.locator(".detail h2").text_content() == "Use SQLite WAL"
+    # another client writes: the list shows it through the event stream, without a reload
+    local.post(memories(local, local.pid), {"title": "Prices are integers of cents",
+                                            "rationale": "Floats lost a cent on refunds."})
+    page.wait_for_selector("table.memories a:has-text('Prices are integers of cents')")
+    # and amends the open record: its history shows the change word by word
+    r = local.patch(f"{memories(local, local.pid)}/{mid}", {"rationale": "Readers never block the writer."})
+    assert r.status == 200
+    page.wait_for_selector("ol.history li >> nth=1")
+    assert page.locator("ol.history del").first.text_content() == "writers."
+    assert page.locator("ol.history ins").first.text_content() == "the writer."
+    for mode, query in (("keyword", "cents"), ("semantic", "money rounding errors"), ("hybrid", "WAL")):
+        page.fill("input[name=query]", query)
+        page.check(f"input[name=mode][value={mode}]")
+        page.click("form[role=search] button:has-text('Search')")
+        page.wait_for_selector(f"text=results, {mode} search")
+        top = page.locator("table.memories tbody tr").first
+        assert top.locator("a").text_content() == {"keyword": "Prices are integers of cents",
+                                                   "semantic": "Prices are integers of cents",
+                                                   "hybrid": "Use SQLite WAL"}[mode]
+        float(top.locator("td.num").text_content())  # the score is shown
+    assert t.problems == []
+
+
+def test_a_build_shows_its_progress_and_the_index_it_made(tab, local):
+    t = tab()
+    page = t.signed_in()
+    page.click("button:has-text('Full rebuild')")
+    page.wait_for_selector("text=/done: 2 files/")
+    assert page.locator("progress").is_visible()
+    page.click("nav >> text=Code")
+    page.fill("input[type=search]", "sales tax")
+    page.click("form[role=search] button")
+    page.click("a:has-text('tax.py:1')")
+    page.wait_for_selector("ol.source li.target")
+    assert page.locator("ol.source li.target").text_content() == "def sales_tax(cents):"
+    assert page.evaluate("document.activeElement.id") == "L1"
+
+
+def test_the_xss_record_renders_as_text(tab, local):
+    made = local.post(memories(local, local.pid), {"title": XSS, "rationale": "<script>alert(1)</script>"})
+    t = tab()
+    page = t.signed_in(f"#/memories/{made.json['id']}")
+    page.wait_for_selector(".detail h2")
+    assert page.locator(".detail h2").text_content() == XSS
+    assert page.locator(".rationale").text_content() == "<script>alert(1)</script>"
+    assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+    assert page.title() != "pwned" and t.dialogs == [] and t.problems == []
+
+
+def test_ask_streams_an_answer_with_linked_sources(tab, local):
+    page = tab().signed_in("#/ask")
+    page.fill("textarea", "how long do refunds take?")
+    page.click("form.card button[type=submit]")
+    page.wait_for_selector("ol.sources li.cited")
+    assert "five working days" in page.locator(".answer").text_content()
+    cited = page.locator("ol.sources li.cited a").first
+    assert cited.text_content() == "README.md:5"
+    page.locator(".answer a.cite").first.click()
+    assert page.evaluate("document.activeElement.id").startswith("source-")
+
+
+@contextmanager
+def team_server(root):
+    """A team server (server mode, the dashboard on) with an admin and a reader token."""
+    config = server_config(root, {"a": root / "a"}, "[ui]\nenabled = true\n")
+    with LocalServer(root / "home", config=config, plugins=PLUGINS) as server:
+        cfg = server.home / "config.toml"
+        server.admin = create_token(server.home, cfg, "ada", "admin")["token"]
+        server.reader = create_token(server.home, cfg, "rita", "reader")["token"]
+        assert server.post(memories(server, "a"), {"title": "Only admins delete",
+                                                  "rationale": "r"}, token=server.admin).status == 201
+        yield server
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory):
+    with team_server(tmp_path_factory.mktemp("ui-team")) as server:
+        yield server
+
+
+def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(browser, team):
+    t = Page(browser, team, width=390, height=844)  # a phone
+    try:
+        page = t.pasted(team.reader, "rita · reader")
+        t.go("#/memories")
+        page.click("a:has-text('Only admins delete')")
+        page.wait_for_selector("ol.history")
+        for label in ("New memory", "Edit", "Invalidate", "Delete", "Restore", "Helpful"):
+            assert page.locator(f"button:has-text('{label}')").count() == 0, label
+        status = page.evaluate("""async () => (await fetch('/v1/projects/a/memories', {method: 'POST',
+            headers: {'Content-Type': 'application/json', Authorization:
+            'Bearer ' + sessionStorage.getItem('neuralmind.token')},
+            body: JSON.stringify({title: 't', rationale: 'r'})})).status""")
+        assert status == 403
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+        t.go("#/activity")
+        page.wait_for_selector("table.events")
+        assert page.locator("text=Audit trail").count() == 0  # admins only
+    finally:
+        t.close()
+
+
+def test_the_keyboard_reaches_the_pages_and_the_record_controls(tab, local):
+    local.post(memories(local, local.pid), {"title": "Reached by keyboard", "rationale": "r"})
+    page = tab().signed_in("#/memories")
+    page.wait_for_selector("a:has-text('Reached by keyboard')")
+    page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    reached = []
+    for _ in range(60):  # Tab on, from the page's start, until the record's link
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("document.activeElement.textContent.trim()"))
+        if reached[-1] == "Reached by keyboard":
+            break
+    assert "New memory" in reached and "Search" in reached and reached[-1] == "Reached by keyboard"
+    assert page.evaluate("getComputedStyle(document.activeElement).outlineStyle") == "solid"
+    page.keyboard.press("Enter")  # the focus ring shows where the keyboard is; Enter opens
+    page.wait_for_selector(".detail h2:has-text('Reached by keyboard')")
+
+
+def test_a_record_edited_invalidated_restored_exported_and_deleted(tab, local):
+    made = local.post(memories(local, local.pid), {"title": "Edit me", "rationale": "First."}).json
+    page = tab().signed_in(f"#/memories/{made['id']}")
+    page.click("button:has-text('Edit')")
+    page.fill("form.card textarea >> nth=0", "Second, better.")
+    page.click("form.card button:has-text('Save')")
+    page.wait_for_selector(".rationale:has-text('Second, better.')")
+    assert page.locator("ol.history del").first.text_content() == "First."
+    page.click("button:has-text('Invalidate')")
+    page.fill("form.card input", "superseded")
+    page.click("form.card button:has-text('Invalidate')")
+    page.wait_for_selector("dd:has-text('INVALIDATED')")
+    page.click("button:has-text('Restore')")
+    page.wait_for_selector("dd:has-text('ACTIVE')")
+    with page.expect_download() as download:
+        page.click("button:has-text('Export JSONL')")
+    lines = open(download.value.path()).read().splitlines()
+    assert made["id"] in {json.loads(line)["memory"]["id"] for line in lines}
+    page.click("button:has-text('Delete')")
+    assert local.get(f"{memories(local, local.pid)}/{made['id']}").status == 200  # asks twice
+    page.click("button:has-text('Really delete?')")
+    page.wait_for_selector("text=Pick a memory")
+    assert local.get(f"{memories(local, local.pid)}/{made['id']}").status == 404
+    kinds = [e["kind"] for e in local.get(f"{memories(local, local.pid)}/{made['id']}/history").json["items"]]
+    assert kinds == ["created", "amended", "invalidated", "restored", "deleted"]
+
+
+def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        (tmp_path / "repo").mkdir()
+        pid = server.register(tmp_path / "repo")  # not the folder holding the state home
+        older = server.post(memories(server, pid), {"title": "<b>an older one</b>",
+                                                    "rationale": "r"}).json
+        made = server.post(memories(server, pid), {"title": "Linked", "rationale": "r2"}).json
+        linked = server.post(f"{memories(server, pid)}/{made['id']}/links",
+                             {"target": older["id"], "type": "supersedes"})
+        assert linked.status == 201, linked.json
+        t = Page(browser, server)
+        try:
+            page = t.signed_in()
+            page.wait_for_selector("h3:has-text('Savings')")  # the index plugin's route
+            assert "tokens_saved" in page.locator("dl.values").first.text_content()
+            t.go(f"#/memories/{made['id']}")
+            page.wait_for_selector("svg.graph circle >> nth=1")
+            assert page.locator("svg.graph text", has_text="supersedes").count() == 1
+            assert page.locator("svg.graph text", has_text="<b>an older one</b>").count() == 1
+            assert page.locator("h3:has-text('Links')").count() == 1
+        finally:
+            t.close()
+
+
+def test_an_admin_sees_tokens_seats_and_verifies_the_audit_trail(browser, tmp_path):
+    with team_server(tmp_path) as team:  # its own: the test edits the audit trail
+        admin_walkthrough(browser, team)
+
+
+def admin_walkthrough(browser, team):
+    spare = create_token(team.home, team.home / "config.toml", "sam", "reader")
+    r = team.post(f"/v1/projects/{quote('é')}/memories", {"title": "t", "rationale": "r"},
+                  token=team.admin)  # refused, and audited with a non-ASCII path
+    assert r.status == 404
+    t = Page(browser, team)
+    try:
+        page = t.pasted(team.admin, "ada · admin")
+        t.go("#/activity")
+        row = page.locator("tr", has=page.locator("code", has_text=spare["id"]))
+        row.locator("button:has-text('Revoke')").click()
+        row.locator("button:has-text('Really revoke?')").click()
+        page.wait_for_selector(f"text=Revoked {spare['id']}")
+        assert team.get("/v1/auth/whoami", token=spare["token"]).status == 401
+        assert page.locator("h2:has-text('Seats') + div dt:has-text('active_actors')").count() == 1
+        page.click("text=Verify chain")
+        page.wait_for_selector("p.ok")
+        trail = team.get("/v1/admin/audit?limit=200", token=team.admin).json["items"]
+        assert any("/v1/projects/é/" in (r["target"] or "") for r in trail)
+        count = len(trail)
+        assert page.locator("p.ok").text_content().startswith(f"Verified {count} records")
+        assert count >= 5 and t.problems == []
+        with sqlite3.connect(team.home / "audit.db") as db:  # someone edits the trail
+            db.execute("DROP TRIGGER audit_no_update")
+            db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2")
+        page.click("text=Verify chain")
+        page.wait_for_selector("p.error")
+        assert page.locator("p.error").text_content() == "The chain is broken: record 2 was edited."
+    finally:
+        t.close()
+
+
+def test_the_api_docs_page_renders_the_openapi_document(browser, local):
+    """/v1/docs draws our OpenAPI 3.1 document offline (Swagger UI 4 could not read 3.1)."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{local.url}/v1/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=15000)
+        paths = {p.text_content().strip().replace("\u200b", "")
+                 for p in page.locator(".opblock-summary-path").all()}
+        assert {"/v1/health", "/v1/projects/{project_id}/memories/search"} <= paths
+        assert page.locator("text=Unable to render this definition").count() == 0
+    finally:
+        page.close()

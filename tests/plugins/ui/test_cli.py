@@ -1,0 +1,63 @@
+"""`neuralmind ui`: the browser opened through a private redirect file holding a one-time code
+(never the token, never on a command line), or the link printed; clear words where no code
+can be made."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+from tests.plugins.auth.helpers import create_token, server_config
+from tests.support import LocalServer, run_cli
+
+RECORDER = """import json, sys
+with open(sys.argv[1], "w") as fh:
+    json.dump(sys.argv[2:], fh)
+"""
+
+
+def test_ui_opens_the_browser_on_a_private_redirect_file(local, tmp_path):
+    (tmp_path / "recorder.py").write_text(RECORDER)
+    seen = tmp_path / "argv.json"
+    env = {**os.environ, "NEURALMIND_API_URL": local.url,
+           "NEURALMIND_API_TOKEN": local.token, "NEURALMIND_HOME": str(tmp_path / "home"),
+           "BROWSER": f"{sys.executable} {tmp_path / 'recorder.py'} {seen} %s"}
+    (tmp_path / "home").mkdir()
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "ui"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"opened the dashboard at {local.url}/ui")
+    [opened] = json.loads(seen.read_text())
+    page = tmp_path / "home" / "ui-open.html"
+    assert opened == page.as_uri() and "code" not in opened  # nothing secret on a command line
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    html = page.read_text()
+    code = html.split("#code=", 1)[1].split('"', 1)[0]
+    assert local.token not in html
+    assert local.post("/v1/ui/sign-in", {"code": code}, auth=False).json == {"token": local.token}
+
+
+def test_ui_prints_the_link_without_a_browser(local):
+    env = {"NEURALMIND_API_URL": local.url, "NEURALMIND_API_TOKEN": local.token}
+    code, out, err = run_cli("ui", "--no-browser", env=env)
+    assert code == 0, err
+    url = out.splitlines()[-1]
+    parts = urlsplit(url)
+    assert f"{parts.scheme}://{parts.netloc}" == local.url and parts.path == "/ui"
+    assert parts.query == "" and parts.fragment.startswith("code=")
+    code, out, _ = run_cli("ui", "--json", env=env)
+    assert json.loads(out)["url"].startswith(f"{local.url}/ui#code=")
+
+
+def test_ui_says_what_to_do_where_no_code_can_be_made(tmp_path):
+    config = server_config(tmp_path, {"a": tmp_path / "a"}, "[ui]\nenabled = true\n")
+    with LocalServer(tmp_path / "home", plugins=["auth", "ui"], config=config) as server:
+        token = create_token(server.home, server.home / "config.toml", "ada", "admin")["token"]
+        code, out, err = run_cli("ui", env={"NEURALMIND_API_URL": server.url,
+                                            "NEURALMIND_API_TOKEN": token})
+        assert code == 1 and out == ""
+        assert f"open {server.url}/ui and paste a token" in err

@@ -1,0 +1,46 @@
+"""Fixtures of the webhooks tests: a receiver, and servers whose sender polls fast and may
+post to 127.0.0.1. Every test runs on both storage backends (tests/conftest.py ``backend``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.plugins.webhooks.receiver import Receiver
+
+# fast polls and retries, and 127.0.0.1 allowed: the receiver is a local thread
+FAST = """
+[webhooks]
+allow_private = ["127.0.0.1/32"]
+poll_s = 0.05
+retry_base_s = 0.2
+retry_max_s = 1
+timeout_s = 0.5
+lease_s = 2
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def both_backends(backend) -> str:
+    return backend
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.stop()
+
+
+def subscribe(server, receiver: Receiver, events=("*",), projects=None, **extra) -> dict:
+    """A hook from ``server`` to ``receiver``, whose secret the receiver then checks with."""
+    r = server.post("/v1/webhooks", {"url": receiver.url, "events": list(events),
+                                     "projects": projects, **extra})
+    assert r.status == 201, r.body
+    receiver.secret = r.json["secret"]
+    return r.json
+
+
+@pytest.fixture
+def served(make_server):
+    """The auth and webhooks plugins served from this process with the fast settings."""
+    return make_server(plugins=["auth", "webhooks"], config=FAST)
