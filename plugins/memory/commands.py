@@ -56,7 +56,7 @@ def add_commands(subparsers) -> None:
     d.add_argument("--mode", default="keyword,semantic,hybrid",
                    help="comma-separated: keyword, semantic, hybrid")
     d.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    d.add_argument("--config", help="TOML config ([embeddings] section)")
+    d.add_argument("--config", help="TOML config ([memory] and [embeddings] sections)")
     d.set_defaults(func=run_decisions)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from neuralmind import today
 from plugins.memory import records
 from plugins.memory.decay import policy_of
+from plugins.memory.eval import answers
 from plugins.memory.models import DECISION_TYPES, STATUSES, MemorySettings
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
@@ -94,12 +95,11 @@ def fill(store: MemoryStore, decisions: list[dict], folder: Path) -> None:
 
 
 def evaluate(decisions: list[dict], queries: list[dict], modes: list[str], kernel,
-             folder: Path) -> dict[str, Any]:
+             folder: Path, settings: MemorySettings | None = None) -> dict[str, Any]:
     store = MemoryStore(kernel.open_database(folder / "memory.db", MIGRATIONS))
     try:
         fill(store, decisions, folder)
-        settings = MemorySettings()
-        searcher = Searcher(settings, kernel)
+        searcher = Searcher(settings or MemorySettings(), kernel)
         semantic = bool(set(modes) - {"keyword"})
         if semantic:
             searcher.fill(store, kernel.embedder, batch=64)
@@ -107,12 +107,9 @@ def evaluate(decisions: list[dict], queries: list[dict], modes: list[str], kerne
         scores: dict[str, dict[str, list[float]]] = {}
         for q in queries:
             kw = searcher.keyword(store, q["query"], active, on, searcher.pool(LIMIT), full=False)
-            sem = searcher.semantic(store, q["query"], active, on,
-                                    searcher.pool(LIMIT)) if semantic else []
-            ranked = {"keyword": [r["id"] for r, _ in kw][:LIMIT],
-                      "semantic": [h[0] for h in sem if h[1] >= settings.semantic_floor][:LIMIT],
-                      "hybrid": [r["id"] for r, _ in searcher.hybrid(store, kw, sem, LIMIT,
-                                                                     policy)] if semantic else []}
+            leg = (searcher.semantic(store, q["query"], active, on, searcher.pool(LIMIT))
+                   if semantic else None)
+            ranked = answers(searcher, store, q["query"], kw, leg, modes, LIMIT, policy)
             for mode in modes:
                 got = ranked[mode]
                 if q["kind"] == "negative":
@@ -148,11 +145,12 @@ def main(args) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="neuralmind-eval-decisions-") as tmp:
         cache = Path(tempfile.gettempdir()) / "neuralmind-eval-decisions"  # the int8 model
-        kernel = Kernel(load_settings(args.config, kernel={"home": str(cache / "home")},
-                                      embeddings={"warm": False}), plugins=[],
-                        load_entrypoints=False)
+        settings = load_settings(args.config, kernel={"home": str(cache / "home")},
+                                 embeddings={"warm": False})
+        kernel = Kernel(settings, plugins=[], load_entrypoints=False)
         try:
-            result = evaluate(decisions, queries, modes, kernel, Path(tmp))
+            result = evaluate(decisions, queries, modes, kernel, Path(tmp),
+                              settings.section("memory", MemorySettings))
         finally:
             kernel.shutdown()
     if args.json:

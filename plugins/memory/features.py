@@ -150,9 +150,16 @@ def candidates(q: Query, keyword: list[tuple[str, float]], semantic: list[tuple[
 
 
 def _ranks(keys: np.ndarray) -> np.ndarray:
-    order = np.argsort(keys, kind="stable")
-    ranks = np.empty(len(keys), np.float32)
-    ranks[order] = np.arange(len(keys))
+    """0 for the smallest key; equal keys share the lower rank."""
+    return np.searchsorted(np.sort(keys), keys, side="left").astype(np.float32)
+
+
+def _leg_ranks(leg: list[tuple[str, float]]) -> dict[str, int]:
+    """Each id's place in a best-first leg; equal scores share the better place (two copies
+    of one text are one candidate to the model)."""
+    ranks: dict[str, int] = {}
+    for i, (mid, score) in enumerate(leg):
+        ranks[mid] = ranks[leg[i - 1][0]] if i and score == leg[i - 1][1] else i
     return ranks
 
 
@@ -168,8 +175,8 @@ def _minmax_half(values: np.ndarray, inside: np.ndarray) -> np.ndarray:
 def _leg_features(col, ids, keyword, semantic, cos) -> np.ndarray:
     """Both legs' scores and ranks; returns the plain 0.5/0.5 min-max blend."""
     k = max(len(keyword), len(semantic), 1)
-    sem_rank = {m: i for i, (m, _) in enumerate(semantic)}
-    kw_rank = {m: i for i, (m, _) in enumerate(keyword)}
+    sem_rank = _leg_ranks(semantic)
+    kw_rank = _leg_ranks(keyword)
     kw_score = dict(keyword)
     in_sem = np.array([m in sem_rank for m in ids])
     in_kw = np.array([m in kw_score for m in ids])

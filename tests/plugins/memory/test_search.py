@@ -69,7 +69,7 @@ def test_scores_read_on_a_scale_per_mode(corpus, server, tmp_path):
     assert {r["id"] for r in half} == {others[0]["id"], others[2]["id"]}
     assert all(0.3 < r["score"] < 0.7 for r in half)  # each holds one of two rare words
     hybrid = api.search("pin numpy below version 3")["results"]
-    assert hybrid[0]["id"] == others[0]["id"] and 0.5 < hybrid[0]["score"] < 1.0
+    assert hybrid[0]["id"] == others[0]["id"] and 0.4 < hybrid[0]["score"] < 1.0  # probability × 0.94 (fresh)
     dup = Api(server, tmp_path)
     first = dup.create(title="Vendor the tokenizer for offline installs", rationale="No hub")
     again = dup.create(title="Vendor the tokenizer for offline installs", rationale="Again")
