@@ -30,7 +30,6 @@ from typing import Any
 
 import psycopg
 
-from plugins.memory.decay import DEFAULT_IMPORTANCE
 from plugins.memory.store import COLUMNS, MemoryStore, Writer, record_of
 
 SETTING = "neuralmind.project"
@@ -45,101 +44,64 @@ COLUMN = re.compile(r"^\{(\w+)\} : ")
 
 _PROJECT = f"project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}')"
 
-# (table, its columns as the SQLite store sees them, the rest of its definition)
+# Each table: SQLite's columns at its schema step 3 (:func:`sqlite_columns`), then what only
+# PostgreSQL keeps, then its keys — every key begins with the project's id.
 TABLES = {
     "memories": ("""
-    id TEXT NOT NULL,
-    title TEXT NOT NULL,
-    rationale TEXT NOT NULL,
-    commit_sha TEXT NOT NULL DEFAULT '',
-    files_affected TEXT NOT NULL DEFAULT '[]',
-    decision_type TEXT NOT NULL,
-    confidence DOUBLE PRECISION NOT NULL,
-    status TEXT NOT NULL,
-    author TEXT,
-    agent TEXT,
-    session_id TEXT,
-    review_by TEXT,
-    evidence TEXT NOT NULL DEFAULT '[]',
-    rejected_alternatives TEXT NOT NULL DEFAULT '[]',
-    dependency_constraints TEXT NOT NULL DEFAULT '[]',
-    tags TEXT NOT NULL DEFAULT '[]',
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    content_sha TEXT NOT NULL,
-    kind TEXT NOT NULL DEFAULT 'decision',
-    importance DOUBLE PRECISION NOT NULL DEFAULT {importance},
-    pinned INTEGER NOT NULL DEFAULT 0,
-    last_accessed_at TEXT,
-    access_count INTEGER NOT NULL DEFAULT 0,
     words INTEGER GENERATED ALWAYS AS (cardinality(regexp_split_to_array(btrim(regexp_replace(
         title || ' ' || rationale || ' ' || evidence || ' ' || tags, '{sep}', ' ', 'g')),
         ' '))) STORED,
     fts tsvector GENERATED ALWAYS AS (
         setweight(to_tsvector('{config}', regexp_replace(title, '{sep}', ' ', 'g')), 'A') ||
         setweight(to_tsvector('{config}', regexp_replace(
-            rationale || ' ' || evidence || ' ' || tags, '{sep}', ' ', 'g')), 'B')) STORED""",
-                 """PRIMARY KEY (project_id, id)"""),
-    "memory_files": ("""
-    path TEXT NOT NULL,
-    memory_id TEXT NOT NULL""", """PRIMARY KEY (project_id, path, memory_id),
+            rationale || ' ' || evidence || ' ' || tags, '{sep}', ' ', 'g')), 'B')) STORED,""",
+                 "PRIMARY KEY (project_id, id)"),
+    "memory_files": ("", """PRIMARY KEY (project_id, path, memory_id),
     FOREIGN KEY (project_id, memory_id) REFERENCES all_memories ON DELETE CASCADE"""),
-    "memory_events": ("""
-    seq BIGSERIAL PRIMARY KEY,
-    id TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    at TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    actor TEXT,
-    changes TEXT NOT NULL DEFAULT '{{}}',
-    note TEXT""", "UNIQUE (project_id, id)"),
-    "memory_vectors": ("""
-    memory_id TEXT NOT NULL,
-    model_id TEXT NOT NULL,
-    dim INTEGER NOT NULL,
-    vector BYTEA NOT NULL,
-    content_sha TEXT NOT NULL,
-    embedding vector({dim})""", """PRIMARY KEY (project_id, memory_id),
+    "memory_events": ("", "UNIQUE (project_id, id)"),
+    "memory_vectors": ("\n    embedding vector({dim}),", """PRIMARY KEY (project_id, memory_id),
     FOREIGN KEY (project_id, memory_id) REFERENCES all_memories ON DELETE CASCADE"""),
-    "memory_meta": ("""
-    key TEXT NOT NULL,
-    value DOUBLE PRECISION NOT NULL,
-    owner TEXT""", "PRIMARY KEY (project_id, key)"),
-    "memory_links": ("""
-    source TEXT NOT NULL,
-    target TEXT NOT NULL,
-    type TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    actor TEXT,
-    note TEXT""", """PRIMARY KEY (project_id, source, type, target),
+    "memory_meta": ("", "PRIMARY KEY (project_id, key)"),
+    "memory_links": ("", """PRIMARY KEY (project_id, source, type, target),
     FOREIGN KEY (project_id, source) REFERENCES all_memories ON DELETE CASCADE,
     FOREIGN KEY (project_id, target) REFERENCES all_memories ON DELETE CASCADE"""),
-    "memory_contradictions": ("""
-    id TEXT NOT NULL,
-    a TEXT NOT NULL,
-    b TEXT NOT NULL,
-    confidence DOUBLE PRECISION NOT NULL,
-    kind TEXT,
-    explanation TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'open',
-    detected_at TEXT NOT NULL,
-    resolved_at TEXT,
-    resolved_by TEXT,
-    strategy TEXT,
-    outcome TEXT""", """PRIMARY KEY (project_id, id),
+    "memory_contradictions": ("", """PRIMARY KEY (project_id, id),
     UNIQUE (project_id, a, b),
     FOREIGN KEY (project_id, a) REFERENCES all_memories ON DELETE CASCADE,
     FOREIGN KEY (project_id, b) REFERENCES all_memories ON DELETE CASCADE"""),
-    "memory_config": ("""
-    name TEXT NOT NULL,
-    value TEXT NOT NULL""", "PRIMARY KEY (project_id, name)"),
-    "memory_collections": ("""
-    name TEXT NOT NULL,
-    filters TEXT NOT NULL,
-    description TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL""", "PRIMARY KEY (project_id, name)"),
+    "memory_config": ("", "PRIMARY KEY (project_id, name)"),
+    "memory_collections": ("", "PRIMARY KEY (project_id, name)"),
 }
+# SQLite's types in PostgreSQL: 8-byte floats (its REAL has 4), bytes; memory_meta's values
+# are lease times too (a SQLite type is an affinity: that INTEGER column holds floats)
+TYPES = {"TEXT": "TEXT", "INTEGER": "INTEGER", "REAL": "DOUBLE PRECISION", "BLOB": "BYTEA"}
+FLOATS = {("memory_meta", "value")}
+
+
+def sqlite_columns(table: str) -> list[str]:
+    """``table``'s column definitions in the SQLite store at schema step 3 (fixed: a later
+    SQLite step gets its own PostgreSQL step), in PostgreSQL's words; a rowid key
+    (``memory_events.seq``) becomes a BIGSERIAL, numbered across projects."""
+    import sqlite3
+
+    from kernel.storage import migrate
+    from plugins.memory.store import MIGRATIONS
+    conn = sqlite3.connect(":memory:")
+    try:
+        migrate(conn, MIGRATIONS[:3])
+        rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+    finally:
+        conn.close()
+    out = []
+    for _, name, kind, notnull, default, pk in rows:
+        if pk and kind == "INTEGER":
+            out.append(f"{name} BIGSERIAL PRIMARY KEY")
+            continue
+        kind = "REAL" if (table, name) in FLOATS else kind
+        out.append(f"{name} {TYPES[kind]}" + (" NOT NULL" if notnull else "")
+                   + (f" DEFAULT {default}" if default is not None else ""))
+    return out
+
 
 INDEXES = """
 CREATE INDEX all_memories_by_created ON all_memories (project_id, created_at, id);
@@ -178,21 +140,17 @@ CREATE TRIGGER all_memories_totals AFTER INSERT OR DELETE OR UPDATE OF words ON 
 """
 
 
-def _columns(body: str) -> list[str]:
-    """The column names of a table's body (each column's definition starts a line)."""
-    return re.findall(r"^    (\w+) ", body, re.MULTILINE)
-
-
 def _schema(conn) -> None:
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     for statement in TEXT_SEARCH.split(";")[:-1]:
         conn.execute(statement)
-    for name, (body, rest) in TABLES.items():
-        body = body.format(sep=SEPARATORS, config=CONFIG, dim=DIM,
-                           importance=DEFAULT_IMPORTANCE["decision"])
-        conn.execute(f"CREATE TABLE all_{name} ({_PROJECT},{body},\n    {rest})")
-        columns = ", ".join(_columns(body))
-        conn.execute(f"CREATE VIEW {name} AS SELECT {columns} FROM all_{name} "
+    for name, (extra, keys) in TABLES.items():
+        columns = sqlite_columns(name)
+        extra = extra.format(sep=SEPARATORS, config=CONFIG, dim=DIM)
+        conn.execute(f"CREATE TABLE all_{name} (\n    {_PROJECT},\n    "
+                     + ",\n    ".join(columns) + f",{extra}\n    {keys})")
+        shown = [c.split()[0] for c in columns] + re.findall(r"^    (\w+) ", extra, re.MULTILINE)
+        conn.execute(f"CREATE VIEW {name} AS SELECT {', '.join(shown)} FROM all_{name} "
                      f"WHERE project_id = current_setting('{SETTING}')")
     for statement in INDEXES.split(";")[:-1]:
         conn.execute(statement)
@@ -270,13 +228,13 @@ class PgMemoryStore(MemoryStore):
                     prefix=prefix, limit=limit, pool=pool or limit)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
-WITH n AS (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
+WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
-unit AS (SELECT u.lexeme, (SELECT COUNT(*) FROM memories x WHERE x.fts @@
+unit AS MATERIALIZED (SELECT u.lexeme, (SELECT COUNT(*) FROM memories x WHERE x.fts @@
                            CAST(quote_literal(u.lexeme) || :suffix AS tsquery)) AS df
          FROM unnest(to_tsvector('{CONFIG}', :units)) u),
-idf AS (SELECT unit.lexeme, GREATEST(ln((n.docs - unit.df + 0.5) / (unit.df + 0.5)), 1e-6) AS w
+idf AS MATERIALIZED (SELECT unit.lexeme, GREATEST(ln((n.docs - unit.df + 0.5) / (unit.df + 0.5)), 1e-6) AS w
         FROM unit, n),
 hit AS (SELECT m.id, m.words, CASE WHEN :title THEN ts_filter(m.fts, '{{a}}') ELSE m.fts END
                AS fts FROM memories m

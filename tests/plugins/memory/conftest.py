@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import LocalServer, Server, fresh_pg_dsn, home_dsn
+from tests.support import LocalServer, Server, fresh_pg_dsn, stored_database
 
 PLUGINS = ["auth", "memory"]
 
@@ -89,23 +89,11 @@ def memory_database(home: Path, project_dir: Path, pid: str):
     """The memory tables of one project of the server at ``home``, under the module's
     backend — the project's memory.db, or the home's schema seen as that project — for a
     test reading them beside the server (``db.conn.execute``)."""
-    from kernel.pg import PgBackend
-    from kernel.storage import Database
-    from plugins.memory.store import MIGRATIONS
-    dsn = home_dsn(home)
-    if dsn is None:
-        db = Database(project_dir / ".neuralmind" / "memory.db", MIGRATIONS)
-        try:
-            yield db
-        finally:
-            db.close()
-        return
     from plugins.memory.pgstore import SETTING
-    backend = PgBackend(dsn, 1)
-    try:
-        yield backend.database("memory", None).scoped({SETTING: pid})
-    finally:
-        backend.close()
+    from plugins.memory.store import MIGRATIONS
+    with stored_database(home, project_dir / ".neuralmind" / "memory.db", "memory", MIGRATIONS,
+                         {SETTING: pid}) as db:
+        yield db
 
 
 @pytest.fixture(scope="module")
