@@ -123,7 +123,9 @@ SSE_EVENT = {"type": "object", "properties": {
 
 
 def _stream_schema(media_type: str) -> dict[str, Any]:
-    return SSE_EVENT if media_type.startswith("text/event-stream") else {"type": "string"}
+    if media_type.startswith("text/event-stream"):
+        return SSE_EVENT
+    return {} if media_type.startswith("application/json") else {"type": "string"}
 
 
 def _refuses_empty(model) -> bool:
@@ -167,7 +169,8 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                     responses[str(status)] = {"description": "No content"}
                 else:
                     responses[str(status)] = {"description": "OK", "content": {
-                        op.media_type.split(";")[0]: {"schema": _stream_schema(op.media_type)}}}
+                        t.split(";")[0]: {"schema": _stream_schema(t)}
+                        for t in op.media_type.split(",")}}
             else:
                 content = {"application/json": {"schema": schemas.ref(tp, "serialization")}}
                 if status == op.status and op.media_type != "application/json":

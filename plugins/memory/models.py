@@ -75,9 +75,11 @@ class MemorySettings(ConfigSection):
                          "second stage (false: the fusion rule)")
     floor: bool = Field(True, description="every mode: nothing when no record is close to the "
                         "query in meaning and none holds most of its rare words")
-    floor_cosine: float = Field(0.35, ge=-1.0, le=1.0, description="floor: best cosine below this")
+    floor_cosine: float = Field(0.30, ge=-1.0, le=1.0, description="floor: best cosine below this")
     floor_coverage: float = Field(0.70, ge=0.0, le=1.0, description="floor: best share of "
                                   "the query's idf mass below this")
+    floor_probability: float = Field(0.30, ge=0.0, le=1.0, description="hybrid floor: it also "
+                                     "needs the best calibrated probability below this")
     floor_keyword_alone: float = Field(0.20, ge=0.0, le=1.0, description="floor of keyword "
                                        "search without a model: best share below this")
     passages: bool = Field(True, description="long records also get one vector per passage")

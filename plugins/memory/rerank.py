@@ -96,8 +96,12 @@ def gather(store, words: list[str], keyword: list[tuple[str, float]],
                       leg.neighbours if sessions else None)
 
 
-def nothing_found(top_cos: float, coverage: float, settings) -> bool:
+def nothing_found(top_cos: float, coverage: float, settings,
+                  best_probability: float | None = None) -> bool:
     """The relevance floor: no record is close to the query in meaning (best cosine below
     ``floor_cosine``) and none holds most of its rare words (best idf-weighted coverage below
-    ``floor_coverage``)."""
-    return top_cos < settings.floor_cosine and coverage < settings.floor_coverage
+    ``floor_coverage``) — and, where the second stage ranked the candidates, none is even
+    ``floor_probability`` likely to be relevant (it reads more than both tests, which idf
+    from a small store can mislead)."""
+    return (top_cos < settings.floor_cosine and coverage < settings.floor_coverage
+            and (best_probability is None or best_probability < settings.floor_probability))

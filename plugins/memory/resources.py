@@ -75,7 +75,8 @@ class MemoryResources:
         project, actor, rid = _ctx(req)
         return {"items": self.m.batch(project, req.context.body, actor, rid)}
 
-    @operation(permission="memories.read", query=ExportQuery, media_type=JSONL, tags=TAGS,
+    @operation(permission="memories.read", query=ExportQuery, tags=TAGS,
+               media_type=",".join(MEDIA_TYPES.values()),
                summary="Every record with its history and links: ndjson, json or md")
     def on_get_export(self, req, resp, project_id):
         fmt = req.context.query.format

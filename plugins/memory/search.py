@@ -357,14 +357,15 @@ class Searcher:
         if self.settings.rerank or self.settings.floor:
             cands = rerank.gather(store, terms(query), keyword, sem, leg,
                                   self.settings.session_context)
-            if self.settings.floor and rerank.nothing_found(cands.top_cos, cands.coverage,
-                                                            self.settings):
-                return []
         if self.settings.rerank:
             model = self.ranker or rerank.shipped()
             relevance = dict(zip(cands.ids, model.probability(model.score(cands.X)).tolist()))
         else:
             relevance = fuse(keyword, [(h[0], h[1]) for h in sem], self.settings)
+        if self.settings.floor and rerank.nothing_found(
+                cands.top_cos, cands.coverage, self.settings,
+                max(relevance.values(), default=0.0) if self.settings.rerank else None):
+            return []
         base = {m: r * confidence_factor(confidence[m]) for m, r in relevance.items()}
         weight = self.settings.decay_weight
         strength: dict[str, float] = {}

@@ -39,7 +39,7 @@ class Sweeps:
     def put_policy(self, project, changes: dict[str, Any], actor, request_id) -> dict[str, Any]:
         store = self.m.store(project)
         current = self.m.policy(store)
-        if changes.get("half_life_days"):
+        if "half_life_days" in changes:  # kinds given change; {} changes none
             changes["half_life_days"] = {**current["half_life_days"], **changes["half_life_days"]}
         new = DecayPolicy.model_validate({**current, **changes}).model_dump()
         with store.writing() as w:

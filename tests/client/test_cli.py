@@ -145,7 +145,7 @@ def test_memory_model_v2_commands(cli, nm):
     code, out, _ = cli("memory", "stats")
     assert code == 0 and "kind: fact 2" in out
     code, out, _ = cli("memory", "decay", "policy", "--half-life", "fact=30")
-    assert code == 0 and "'fact': 30.0" in out
+    assert code == 0 and "fact: 30.000" in out
     code, out, _ = cli("memory", "decay", "--dry-run")
     assert code == 0 and "nothing below the threshold" in out
     code, out, _ = cli("memory", "consolidate", "--dry-run", "--kind", "fact")
@@ -161,7 +161,7 @@ def test_memory_model_v2_commands(cli, nm):
         code, _, err = cli(*args)
         assert code == 2 and words in err, (args, err)
     code, _, err = cli("memory", "add", "t", "-r", "r", "--supersedes", "nope")
-    assert code == 1 and "body.supersedes.0: no memory with id nope" in err
+    assert code == 1 and "supersedes[0]: no memory with id nope" in err
     code, _, err = cli("memory", "contradictions", "resolve", found["id"], "--strategy",
                        "keep_both")
     assert code == 1 and "already resolved" in err

@@ -86,6 +86,10 @@ def test_decay_policy_is_per_project_and_validated(api, server, tmp_path):
                 {"access_boost": -1}, {"archive_threshold": 2}, {"enabled": "maybe"}):
         assert api.server.request("PUT", url, json_body=bad).status == 422, bad
     assert api.server.get(url).json == r.json
+    empty = api.server.request("PUT", url, json_body={"half_life_days": {}})
+    assert (empty.status, empty.json) == (200, r.json)  # no kind given: none changes
+    made = api.create(title="Still readable")  # strength still has every kind's half-life
+    assert api.server.get(api.base).json["items"][0]["strength"] == made["strength"]
     (tmp_path / "other").mkdir()
     other = Api(server, tmp_path / "other")
     assert api.server.get(other.url(tail="decay-policy")).json == policy  # per project

@@ -179,14 +179,16 @@ def test_eval_decisions_command(tmp_path, monkeypatch):
     assert result["sentence"]["n"] == 14 and result["paraphrase"]["n"] == 10
     assert result["negative"]["n"] == 8 and result["title"]["n"] == 44
     assert result["paraphrase"]["keyword"] == 0.0  # by construction
-    assert result["sentence"]["hybrid"] >= 0.9 and result["negative"]["hybrid"] >= 0.9
+    assert result["sentence"]["hybrid"] >= 0.9 and result["paraphrase"]["hybrid"] >= 0.3
+    assert result["negative"]["keyword"] >= 0.8 and result["negative"]["hybrid"] >= 0.5
     assert result["title"]["first"] == {"keyword": 44, "hybrid": 44}
-    # a lower floor ([memory] from --config) finds the paraphrases that share no word
-    (tmp_path / "floor.toml").write_text("[memory]\nfloor_cosine = 0.25\n")
+    # a stricter floor ([memory] from --config) answers every negative with nothing
+    (tmp_path / "floor.toml").write_text("[memory]\nfloor_cosine = 0.35\n"
+                                         "floor_probability = 1.0\n")
     code, out, err = run_cli(*args, "--mode", "hybrid", "--json", "--config",
                              str(tmp_path / "floor.toml"))
     assert code == 0, err
-    assert json.loads(out)["by_kind"]["paraphrase"]["hybrid"] >= 0.5
+    assert json.loads(out)["by_kind"]["negative"]["hybrid"] == 1.0
     code, out, _ = run_cli(*args, "--mode", "keyword")
     assert code == 0 and "titles ranking their own record first: keyword 44/44" in out
     (tmp_path / "q.json").write_text(json.dumps({"queries": [
