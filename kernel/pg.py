@@ -103,14 +103,21 @@ class Connection:
 
 
 class _Reader:
-    """``db.conn``: each statement runs on a connection borrowed from the pool for it alone."""
+    """``db.conn``: each statement runs on a connection borrowed from the pool for it alone
+    (after the database's session settings, when it has any)."""
 
-    def __init__(self, pool):
-        self._pool = pool
+    def __init__(self, pool, settings: dict[str, str]):
+        self._pool, self._settings = pool, settings
 
     def execute(self, sql: str, params: Sequence | dict = ()) -> Cursor:
         with self._pool.connection() as conn:
+            _apply(conn, self._settings, local=False)
             return _run(conn, sql, params)
+
+
+def _apply(conn, settings: dict[str, str], local: bool) -> None:
+    for name, value in settings.items():
+        conn.execute("SELECT set_config(%s, %s, %s)", (name, value, local))
 
 
 class PgBackend:
@@ -149,11 +156,22 @@ def open_shared(settings, component: str, migrations: Sequence[PgMigration] | No
 class PgDatabase:
     """A component's view of the shared database, with the interface of a SQLite Database."""
 
-    def __init__(self, pool, component: str):
+    def __init__(self, pool, component: str, settings: dict[str, str] | None = None):
         self.pool = pool
         self.component = component
-        self.conn = _Reader(pool)
-        self._serial_key = zlib.crc32(component.encode())
+        self.settings = dict(settings or {})
+        # what names this view in logs and per-view caches (a SQLite Database's is its file)
+        scope = "/".join([component, *self.settings.values()])
+        self.path = "postgresql:" + scope
+        self.conn = _Reader(pool, self.settings)
+        self._serial_key = zlib.crc32(scope.encode())
+
+    def scoped(self, settings: dict[str, str]) -> PgDatabase:
+        """This component's view with session ``settings`` (``{"neuralmind.project": id}``)
+        set for each of its statements and transactions: the same SQL then reads one tenant's
+        rows when the tables it names are views keyed by ``current_setting`` (the memory
+        plugin's store per project). Its serial writers queue apart from other scopes'."""
+        return PgDatabase(self.pool, self.component, {**self.settings, **settings})
 
     @contextmanager
     def transaction(self, serial: bool = False) -> Iterator[Connection]:
@@ -162,6 +180,7 @@ class PgDatabase:
         SQLite's writers always do (appends whose ids must commit in order, chains)."""
         with self.pool.connection() as raw, raw.transaction():
             conn = Connection(raw)
+            _apply(raw, self.settings, local=True)
             if serial:
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (self._serial_key,))
             yield conn

@@ -105,8 +105,11 @@ class _NoProjects:
 
 
 def rows_of(source: Database, table: str) -> tuple[list[str], Iterator[sqlite3.Row]]:
-    """``(columns, rows)`` of a SQLite table, rows read in primary-key order."""
-    cursor = source.conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+    """``(columns, rows)`` of a SQLite table, rows read in primary-key order (a WITHOUT ROWID
+    table is read in that order as it is)."""
+    keyed = source.conn.execute("SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master "
+                                "WHERE name = ?", (table,)).fetchone()[0]
+    cursor = source.conn.execute(f"SELECT * FROM {table}" + ("" if keyed else " ORDER BY rowid"))
     return [c[0] for c in cursor.description], iter(cursor)
 
 

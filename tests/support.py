@@ -224,11 +224,21 @@ def home_dsn(home: Path | str, config: str | Path | None = None,
 def kernel_database(home: Path | str):
     """The kernel's database of ``home`` under the module's backend — its kernel.db, or its
     PostgreSQL schema — for a test reading it beside the server (``db.conn.execute``)."""
+    with stored_database(home, Path(home) / "kernel.db", "kernel") as db:
+        yield db
+
+
+@contextmanager
+def stored_database(home: Path | str, file: Path, component: str, migrations=(),
+                    scope: dict[str, str] | None = None):
+    """A component's database beside the server at ``home``, under the module's backend: its
+    SQLite ``file``, or ``component``'s view of the home's PostgreSQL schema (``scope``: the
+    session settings that pick one tenant's rows, :meth:`kernel.pg.PgDatabase.scoped`)."""
     from kernel.pg import PgBackend
     from kernel.storage import Database
     dsn = home_dsn(home)
     if dsn is None:
-        db = Database(Path(home) / "kernel.db")
+        db = Database(file, migrations)
         try:
             yield db
         finally:
@@ -236,7 +246,7 @@ def kernel_database(home: Path | str):
         return
     backend = PgBackend(dsn, 1)
     try:
-        yield backend.database("kernel", None)
+        yield backend.database(component, None).scoped(scope or {})
     finally:
         backend.close()
 

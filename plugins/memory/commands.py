@@ -17,6 +17,11 @@ def add_commands(subparsers) -> None:
                    help="comma-separated: keyword, semantic, hybrid")
     p.add_argument("--work", help="store folder, kept between runs to reuse vectors "
                    "(default: a folder under the system temp dir named after the dataset)")
+    p.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                   help="the store's engine: SQLite files in --work (default), or the PostgreSQL "
+                   "database of --dsn")
+    p.add_argument("--dsn", help="with --backend postgres: postgresql://user:password@host/db "
+                   "(default: [storage] dsn of --config, or $NEURALMIND_DATABASE_URL)")
     p.add_argument("--fusion", action="append", default=[], metavar="RULE",
                    help="extra hybrid variants to compare, e.g. rrf:10, blend:0.3 (repeatable)")
     p.add_argument("--negatives", action="append", default=[], metavar="DIR",

@@ -123,15 +123,38 @@ def load(root: Path, split: str) -> list[Collection]:
 
 
 def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
-    """The collection's store in ``work``, loaded once; reused while its records match."""
-    folder = work / re.sub(r"[^A-Za-z0-9_.-]", "_", col.name)
-    marker = folder / "loaded.json"
+    """The collection's store — in ``work``, or with ``[storage] backend = "postgres"`` a
+    project of the database named ``eval:<collection>`` — loaded once; reused while its
+    records match."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", col.name)
+    folder = work / name
     want = {"layout": LAYOUT_VERSION, "docs": len(col.docs),
             "sha": hashlib.sha1("".join(d[0] for d in col.docs).encode()).hexdigest()}
+    shared = kernel.shared_database("memory", None)
+    if shared is not None:
+        from plugins.memory.pgstore import PgMemoryStore
+        store = PgMemoryStore(shared, f"eval:{name}")
+        if store.config("eval_loaded") == want:
+            return store
+        with store.writing() as w:
+            w.conn.execute("DELETE FROM memories")
+            w.conn.execute("DELETE FROM memory_events")
+        load_into(store, col, folder)
+        with store.writing() as w:
+            w.put_config("eval_loaded", want)
+        return store
+    marker = folder / "loaded.json"
     if marker.is_file() and json.loads(marker.read_text()) == want:
         return MemoryStore(kernel.open_database(folder / "memory.db", MIGRATIONS))
     shutil.rmtree(folder, ignore_errors=True)
     store = MemoryStore(kernel.open_database(folder / "memory.db", MIGRATIONS))
+    load_into(store, col, folder)
+    marker.write_text(json.dumps(want))
+    return store
+
+
+def load_into(store: MemoryStore, col: Collection, folder: Path) -> None:
+    """Every document of ``col`` as a record (its session and time with it), 1,000 a batch."""
     now = "2000-01-01T00:00:00.000Z"
     ops, seen = [], set()
     for mid, title, text in col.docs:
@@ -144,8 +167,6 @@ def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
         ops.append(("create", rec, records.content_sha(rec), {}, "eval"))
     for i in range(0, len(ops), 1000):
         store.apply_batch(ops[i:i + 1000], now)
-    marker.write_text(json.dumps(want))
-    return store
 
 
 def embed_all(searcher: Searcher, store: MemoryStore, embedder, name: str) -> None:
@@ -343,12 +364,19 @@ def table(result: dict, names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def eval_kernel(work: Path, config: str | None = None):
+def eval_kernel(work: Path, config: str | None = None, dsn: str | None = None):
     """A kernel of no plugins, at home in the work folder: the embedder, its int8 model cached
-    there, and the side threads; nothing of the user's own home is touched."""
+    there, and the side threads; nothing of the user's own home is touched. With ``dsn``,
+    stores are projects of that PostgreSQL database (its memory tables migrated here)."""
     from neuralmind import Kernel, load_settings
-    return Kernel(load_settings(config, kernel={"home": str(work / "home")},
-                                embeddings={"warm": False}), plugins=[], load_entrypoints=False)
+    storage = {"backend": "postgres", "dsn": dsn} if dsn else {"backend": "sqlite"}
+    kernel = Kernel(load_settings(config, kernel={"home": str(work / "home")},
+                                  embeddings={"warm": False}, storage=storage),
+                    plugins=[], load_entrypoints=False)
+    if dsn:
+        from plugins.memory.pgstore import PG_MIGRATIONS
+        kernel.shared_database("memory", PG_MIGRATIONS)
+    return kernel
 
 
 def main(args) -> int:
@@ -396,7 +424,16 @@ def main(args) -> int:
                  and digest(collections) in {t.get("digest") for t in
                                              shipped().spec.get("trained_on", [])})
     semantic = bool(set(modes) - {"keyword"} or args.fusion)
-    kernel = eval_kernel(work, args.config)
+    dsn = None
+    if args.backend == "postgres":
+        dsn = args.dsn or settings.storage.dsn
+        if not dsn:
+            print("neuralmind: --backend postgres needs a database: --dsn "
+                  "postgresql://user:password@host:5432/db (or [storage] dsn in --config, or "
+                  "$NEURALMIND_DATABASE_URL); its memory tables get one project per eval store",
+                  file=sys.stderr)
+            return 2
+    kernel = eval_kernel(work, args.config, dsn)
     started = time.monotonic()
     try:
         result = evaluate(collections, modes, msettings, args.fusion, work, kernel, semantic,
@@ -410,6 +447,7 @@ def main(args) -> int:
     if folds is not None and folds.unseen:
         result["ranker_unseen_queries"] = folds.unseen
     result["decay"] = not args.no_decay
+    result["backend"] = args.backend
     if semantic:
         result["model_id"] = kernel.embedder.model_id
     names = [*modes, *(variant(v, msettings)[0] for v in args.fusion)]
@@ -418,7 +456,7 @@ def main(args) -> int:
     else:
         print(f"{root.name}: {result['queries']} queries, {sum(len(c.docs) for c in collections)} "
               f"records in {len(collections)} store(s); decay {'on' if result['decay'] else 'off'}"
-              f"; store {work}")
+              f"; store {work if dsn is None else 'postgres'}")
         print("settings: " + ", ".join(f"{k} {v}" for k, v in result["settings"].items())
               + f"; ranker {result['ranker']}")
         print(table(result, names))

@@ -63,6 +63,12 @@ def describe_files(kernel, project, paths):
 
 
 @hookimpl
+def storage_components(settings):
+    from plugins.memory.pgstore import storage_component
+    return [storage_component()]
+
+
+@hookimpl
 def register_commands(kernel, subparsers):
     from plugins.memory.commands import add_commands
     add_commands(subparsers)

@@ -9,7 +9,7 @@ committed.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,6 +42,16 @@ def utc(stamp: str) -> str:
         "+00:00", "Z")
 
 
+def store_opener(kernel, shared, path) -> Callable[[Any], MemoryStore]:
+    """How a project's store opens, chosen once: in ``shared``, the database the servers
+    share (migrated now, at start-up), else in the SQLite file ``path(project)``."""
+    if shared is None:
+        return lambda project: MemoryStore(kernel.open_database(path(project), MIGRATIONS))
+    from plugins.memory.pgstore import PG_MIGRATIONS, PgMemoryStore
+    shared.migrate(PG_MIGRATIONS)
+    return lambda project: PgMemoryStore(shared, project.id)
+
+
 def not_found(mid: str) -> NotFound:
     return NotFound(f"no memory with id {mid}", code="memory_not_found")
 
@@ -53,8 +63,9 @@ class Memories:
         self.searcher = Searcher(settings, kernel)
         self.backfill = Backfiller(self.searcher, lambda: kernel.embedder, settings)
         self.recalls = Recalls()
-        self._stores = ProjectStores(lambda project: MemoryStore(kernel.open_database(
-            self.path(project), MIGRATIONS)))
+        # the database the servers share ([storage] backend = "postgres"), or None: files
+        self.shared = kernel.shared_database("memory", None)
+        self._stores = ProjectStores(store_opener(kernel, self.shared, self.path))
         self.links = Links(self)
         self.contradictions = Contradictions(self)
         self.sweeps = Sweeps(self)
@@ -63,6 +74,10 @@ class Memories:
     @staticmethod
     def path(project):
         return project.state_dir / "memory.db"
+
+    def kept(self, project) -> bool:
+        """Whether ``project`` has memories stored (the shared database keeps every project's)."""
+        return self.shared is not None or self.path(project).exists()
 
     def store(self, project) -> MemoryStore:
         return self._stores.get(project)

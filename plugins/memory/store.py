@@ -178,12 +178,17 @@ EFFECTIVE = ("CASE WHEN m.status = 'ACTIVE' AND m.review_by IS NOT NULL AND m.re
 COLUMNS = ", ".join(f"m.{f}" for f in FIELDS)
 INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
           f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})")
-EVENT = ("INSERT OR IGNORE INTO memory_events (id, memory_id, at, kind, actor, changes, note) "
-         "VALUES (?, ?, ?, ?, ?, ?, ?)")
+EVENT = ("INSERT INTO memory_events (id, memory_id, at, kind, actor, changes, note) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+FILES = "INSERT INTO memory_files (path, memory_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
 
 
-def _json(value: list) -> str:
-    return json.dumps(value) if value else "[]"
+def _stored(rec: dict[str, Any], field: str) -> Any:
+    """A record's field as its column holds it: lists as JSON text, flags as 0/1."""
+    value = rec[field]
+    if field in LIST_FIELDS:
+        return json.dumps(value) if value else "[]"
+    return int(value) if isinstance(value, bool) else value
 
 
 def new_event_id() -> str:
@@ -226,13 +231,15 @@ class Writer:
     """The steps of one write transaction (:meth:`MemoryStore.writing`); each record change
     comes with its history event, and the store's version moves once at the end."""
 
+    TAKEN: type[Exception] = sqlite3.IntegrityError  # what a taken id raises
+
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
         self.records_changed = False
 
     @staticmethod
     def _row(rec: dict[str, Any], content_sha: str) -> tuple:
-        return (*(_json(rec[f]) if f in LIST_FIELDS else rec[f] for f in FIELDS), content_sha)
+        return (*(_stored(rec, f) for f in FIELDS), content_sha)
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         row = self.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?",
@@ -244,8 +251,7 @@ class Writer:
         self.conn.executemany(INSERT, [self._row(rec, sha) for rec, sha in recs])
         files = [(p, rec["id"]) for rec, _ in recs for p in rec["files_affected"]]
         if files:
-            self.conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) "
-                                  "VALUES (?, ?)", files)
+            self.conn.executemany(FILES, files)
         self.records_changed = True
 
     def create(self, recs: list[tuple[dict[str, Any], str, str | None]]) -> None:
@@ -253,7 +259,7 @@ class Writer:
         raises :class:`IdTaken` (the transaction then rolls back)."""
         try:
             self.insert([(rec, sha) for rec, sha, _ in recs])
-        except sqlite3.IntegrityError:
+        except self.TAKEN:
             raise IdTaken() from None
         self.conn.executemany(EVENT, [(new_event_id(), rec["id"], rec["created_at"], "created",
                                        actor, "{}", None) for rec, _, actor in recs])
@@ -267,13 +273,12 @@ class Writer:
                                     (rec["id"],)).fetchone()
             if row is None or row[0] != expect_updated_at:
                 return False
-        values = [json.dumps(rec[f]) if f in LIST_FIELDS else rec[f] for f in WRITTEN]
+        values = [_stored(rec, f) for f in WRITTEN]
         self.conn.execute(f"UPDATE memories SET {', '.join(f'{f} = ?' for f in WRITTEN)}, "
                           "content_sha = ? WHERE id = ?", (*values, content_sha, rec["id"]))
         if "files_affected" in changes:
             self.conn.execute("DELETE FROM memory_files WHERE memory_id = ?", (rec["id"],))
-            self.conn.executemany("INSERT OR IGNORE INTO memory_files (path, memory_id) "
-                                  "VALUES (?, ?)", [(p, rec["id"]) for p in rec["files_affected"]])
+            self.conn.executemany(FILES, [(p, rec["id"]) for p in rec["files_affected"]])
         self.event(rec["id"], rec["updated_at"], kind, actor, changes, note)
         self.records_changed = True
         return True
@@ -296,8 +301,8 @@ class Writer:
     def link(self, link: dict[str, Any]) -> bool:
         """Add a link (no events: the caller writes them on both records); False if it exists."""
         return self.conn.execute(
-            f"INSERT OR IGNORE INTO memory_links ({', '.join(LINK_FIELDS)}) "
-            f"VALUES ({', '.join('?' * len(LINK_FIELDS))})",
+            f"INSERT INTO memory_links ({', '.join(LINK_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(LINK_FIELDS))}) ON CONFLICT DO NOTHING",
             tuple(link[f] for f in LINK_FIELDS)).rowcount == 1
 
     def unlink(self, source: str, target: str, link_type: str | None) -> list[dict[str, Any]]:
@@ -314,8 +319,8 @@ class Writer:
     def contradiction(self, row: dict[str, Any]) -> bool:
         """Store a detected contradiction; False when the pair is known already (any status)."""
         return self.conn.execute(
-            f"INSERT OR IGNORE INTO memory_contradictions ({', '.join(CONTRADICTION_FIELDS)}) "
-            f"VALUES ({', '.join('?' * len(CONTRADICTION_FIELDS))})",
+            f"INSERT INTO memory_contradictions ({', '.join(CONTRADICTION_FIELDS)}) "
+            f"VALUES ({', '.join('?' * len(CONTRADICTION_FIELDS))}) ON CONFLICT DO NOTHING",
             tuple(json.dumps(row[f]) if f == "outcome" and row[f] is not None else row[f]
                   for f in CONTRADICTION_FIELDS)).rowcount == 1
 
@@ -327,20 +332,26 @@ class Writer:
             "resolved_by = ?, strategy = ?, outcome = ? WHERE id = ? AND status = 'open'",
             (at, actor, strategy, json.dumps(outcome), cid)).rowcount == 1
 
+    # Upserts are an insert that skips a taken key, then an update: an ON CONFLICT target
+    # names a unique index, which PostgreSQL's per-project views (plugins.memory.pgstore) lack.
+
     def put_config(self, name: str, value: dict[str, Any]) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO memory_config (name, value) VALUES (?, ?)",
-                          (name, json.dumps(value)))
+        if not self.conn.execute("INSERT INTO memory_config (name, value) VALUES (?, ?) "
+                                 "ON CONFLICT DO NOTHING", (name, json.dumps(value))).rowcount:
+            self.conn.execute("UPDATE memory_config SET value = ? WHERE name = ?",
+                              (json.dumps(value), name))
 
     def put_collection(self, name: str, filters: dict[str, Any], description: str | None,
                        at: str) -> bool:
         """Create or replace a collection; True when it is new."""
-        new = self.conn.execute("SELECT 1 FROM memory_collections WHERE name = ?",
-                                (name,)).fetchone() is None
-        self.conn.execute(
+        text = json.dumps(filters, default=str)
+        new = self.conn.execute(
             "INSERT INTO memory_collections (name, filters, description, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET filters = excluded.filters, "
-            "description = excluded.description, updated_at = excluded.updated_at",
-            (name, json.dumps(filters, default=str), description, at, at))
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (name, text, description, at, at)).rowcount == 1
+        if not new:
+            self.conn.execute("UPDATE memory_collections SET filters = ?, description = ?, "
+                              "updated_at = ? WHERE name = ?", (text, description, at, name))
         return new
 
     def delete_collection(self, name: str) -> bool:
@@ -349,23 +360,34 @@ class Writer:
 
 
 class MemoryStore:
-    """One project's memories, history, vectors, links, contradictions and settings."""
+    """One project's memories, history, vectors, links, contradictions and settings.
+
+    Every write transaction is serial (``transaction(serial=True)``): one writer at a time per
+    project, which SQLite's file gives anyway and the PostgreSQL twin asks for, so a write's
+    reads (an expected ``updated_at``, a lease's owner) hold until it commits."""
+
+    writer = Writer
+    TAGS = "json_each(m.tags)"  # a record's tags as rows with a ``value`` column
 
     def __init__(self, db):
         self.db = db
-        self.fts = db.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'"
-                                   ).fetchone() is not None
+        self.fts = self.has_fts()
         self._counts: dict[str, int] = {}
         self._counts_total = 0
         self._counts_at = float("-inf")
+
+    def has_fts(self) -> bool:
+        """Whether this SQLite has FTS5 (else keyword search scans with LIKE)."""
+        return self.db.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'"
+                                    ).fetchone() is not None
 
     # -- writes (each one transaction: change + event + stamp) ------------------------------
 
     @contextmanager
     def writing(self) -> Iterator[Writer]:
         """One write transaction; the version stamp moves when a record changed."""
-        with self.db.transaction() as conn:
-            writer = Writer(conn)
+        with self.db.transaction(serial=True) as conn:
+            writer = self.writer(conn)
             yield writer
             if writer.records_changed:
                 conn.execute("UPDATE memory_meta SET value = value + 1 WHERE key = 'version'")
@@ -454,7 +476,7 @@ class MemoryStore:
         """Recalls: ``{id: times}`` returned by searches up to ``at``. Moves only the access
         columns (no event, no version: ranking reads them per search, the vector cache not)."""
         if recalls:
-            with self.db.transaction() as conn:
+            with self.db.transaction(serial=True) as conn:
                 conn.executemany("UPDATE memories SET last_accessed_at = ?, access_count = "
                                  "access_count + ? WHERE id = ?",
                                  [(at, n, mid) for mid, n in recalls.items()])
@@ -473,8 +495,8 @@ class MemoryStore:
                                     f"({','.join('?' * len(ids))})", ids)
         return {r["id"]: record_of(r) for r in rows}
 
-    @staticmethod
-    def _where(f: dict[str, Any], today: str) -> tuple[list[str], dict[str, Any]]:
+    @classmethod
+    def _where(cls, f: dict[str, Any], today: str) -> tuple[list[str], dict[str, Any]]:
         """SQL conditions for the list/search filters (see models.Filters)."""
         where, args = [], {"today": today}
         if f.get("status") and f["status"] != "ALL":
@@ -487,7 +509,7 @@ class MemoryStore:
             args.update(zip(keys, f["file"]))
         if f.get("tag"):
             keys = [f"tag{i}" for i in range(len(f["tag"]))]
-            where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN "
+            where.append(f"EXISTS (SELECT 1 FROM {cls.TAGS} WHERE value IN "
                          f"({', '.join(':' + k for k in keys)}))")
             args.update(zip(keys, f["tag"]))
         if f.get("kind"):
@@ -603,13 +625,16 @@ class MemoryStore:
         counts = self._counts
         for w in words:
             if w not in counts:
-                try:
-                    counts[w] = self.db.conn.execute(
-                        "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
-                        (f'"{w}"',)).fetchone()[0]
-                except sqlite3.OperationalError:  # a word the tokenizer makes nothing of
-                    counts[w] = 0
+                counts[w] = self.doc_count(w)
         return {w: counts[w] for w in words}
+
+    def doc_count(self, word: str) -> int:
+        """Records holding ``word`` (uncached)."""
+        try:
+            return self.db.conn.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
+                                        "MATCH ?", (f'"{word}"',)).fetchone()[0]
+        except sqlite3.OperationalError:  # a word the tokenizer makes nothing of
+            return 0
 
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
         rows = self.db.conn.execute(
@@ -689,7 +714,7 @@ class MemoryStore:
                           f"({', '.join(f':f{i}' for i in range(len(files)))}))")
             args.update({f"f{i}": p for i, p in enumerate(files)})
         if tags:
-            either.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value IN "
+            either.append(f"EXISTS (SELECT 1 FROM {self.TAGS} WHERE value IN "
                           f"({', '.join(f':t{i}' for i in range(len(tags)))}))")
             args.update({f"t{i}": t for i, t in enumerate(tags)})
         args.update(exclude=exclude, limit=limit)
@@ -702,7 +727,7 @@ class MemoryStore:
         """``[(tag, records)]`` over records of effective ``status`` (ALL: every record)."""
         where, args = self._where({"status": status}, today)
         rows = self.db.conn.execute(
-            "SELECT t.value AS tag, COUNT(*) AS n FROM memories m, json_each(m.tags) t "
+            f"SELECT t.value AS tag, COUNT(*) AS n FROM memories m, {self.TAGS} t "
             f"{'WHERE ' + ' AND '.join(where) if where else ''} GROUP BY t.value "
             "ORDER BY n DESC, t.value", args)
         return [(r["tag"], r["n"]) for r in rows]
@@ -714,8 +739,8 @@ class MemoryStore:
         for name, expr in (("by_kind", "m.kind"), ("by_status", EFFECTIVE),
                            ("by_author", "m.author"), ("by_agent", "m.agent")):
             out[name] = {r[0]: r[1] for r in conn.execute(
-                f"SELECT {expr} AS k, COUNT(*) FROM memories m WHERE k IS NOT NULL GROUP BY k "
-                "ORDER BY k", args)}
+                f"SELECT {expr}, COUNT(*) FROM memories m WHERE {expr} IS NOT NULL GROUP BY 1 "
+                "ORDER BY 1", args)}
         out["by_tag"] = dict(self.tag_counts(today, "ALL"))
         embedded = 0 if model_id is None else conn.execute(
             "SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
@@ -796,7 +821,8 @@ class MemoryStore:
         return self.db.conn.execute("SELECT value FROM memory_meta WHERE key = 'version'"
                                     ).fetchone()[0]
 
-    def missing_vectors(self, model_id: str, limit: int = -1, passages_over: int | None = None
+    def missing_vectors(self, model_id: str, limit: int | None = None,
+                        passages_over: int | None = None
                         ) -> list[tuple[str, str, str, str]]:
         """``(id, title, rationale, content_sha)`` of records whose vectors are absent, stale
         or of another model, or (``passages_over`` set) whose rationale is longer than that
@@ -805,20 +831,27 @@ class MemoryStore:
             "SELECT m.id, m.title, m.rationale, m.content_sha FROM memories m "
             "LEFT JOIN memory_vectors v ON v.memory_id = m.id "
             "WHERE v.memory_id IS NULL OR v.model_id != ? OR v.content_sha != m.content_sha "
-            "OR (? AND length(m.rationale) > ? AND length(v.vector) = v.dim * 4) LIMIT ?",
-            (model_id, passages_over is not None, passages_over or 0, limit)).fetchall()
+            "OR (? AND length(m.rationale) > ? AND length(v.vector) = v.dim * 4)"
+            + ("" if limit is None else f" LIMIT {int(limit)}"),
+            (model_id, passages_over is not None, passages_over or 0)).fetchall()
         return [tuple(r) for r in rows]
+
+    PUT_VECTOR = ("INSERT OR REPLACE INTO memory_vectors (memory_id, model_id, dim, vector, "
+                  "content_sha) SELECT id, :model, :dim, :blob, content_sha FROM memories "
+                  "WHERE id = :id AND content_sha = :sha")
+
+    def vector_params(self, model_id: str, dim: int, blob: bytes, memory_id: str, sha: str
+                      ) -> dict[str, Any]:
+        return {"model": model_id, "dim": dim, "blob": blob, "id": memory_id, "sha": sha}
 
     def put_vectors(self, model_id: str, dim: int,
                     rows: list[tuple[str, bytes, str]]) -> int:
         """Store vectors; one whose record changed or vanished meanwhile is skipped."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             n = 0
             for memory_id, blob, sha in rows:
-                n += conn.execute(
-                    "INSERT OR REPLACE INTO memory_vectors (memory_id, model_id, dim, vector, "
-                    "content_sha) SELECT id, ?, ?, ?, content_sha FROM memories "
-                    "WHERE id = ? AND content_sha = ?", (model_id, dim, blob, memory_id, sha)).rowcount
+                n += conn.execute(self.PUT_VECTOR, self.vector_params(
+                    model_id, dim, blob, memory_id, sha)).rowcount
             if n:
                 conn.execute("UPDATE memory_meta SET value = value + 1 WHERE key = 'version'")
         return n
@@ -836,7 +869,7 @@ class MemoryStore:
     def lease(self, name: str, owner: str, now: float, lease_s: float) -> bool:
         """Take (or renew) the project's lease ``name`` — ``backfill``: one embedder per
         project across processes; ``decay``: one sweep at a time."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             row = conn.execute("SELECT value, owner FROM memory_meta WHERE key = ?",
                                (f"{name}_until",)).fetchone()
             if row["value"] > now and row["owner"] not in (None, owner):
@@ -846,14 +879,14 @@ class MemoryStore:
         return True
 
     def release(self, name: str, owner: str) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             conn.execute("UPDATE memory_meta SET value = 0, owner = NULL "
                          "WHERE key = ? AND owner = ?", (f"{name}_until", owner))
 
     def sweep_due(self, now: float, period_s: float) -> bool:
         """Whether the daily decay sweep is due: ``period_s`` since the last one. A project
         first seen starts its clock instead (its records are as fresh as they will be)."""
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             last = conn.execute("SELECT value FROM memory_meta WHERE key = 'decay_last'"
                                 ).fetchone()[0]
             if not last:
@@ -862,5 +895,5 @@ class MemoryStore:
             return now - last >= period_s
 
     def swept(self, now: float) -> None:
-        with self.db.transaction() as conn:
+        with self.db.transaction(serial=True) as conn:
             conn.execute("UPDATE memory_meta SET value = ? WHERE key = 'decay_last'", (now,))

@@ -100,7 +100,7 @@ class Sweeps:
     def run_due(self, project, period_s: float) -> dict[str, Any] | None:
         """Sweep ``project`` when its period has passed and no other worker is sweeping it;
         the job's result, or None. Projects without memories are left alone."""
-        if not self.m.path(project).exists():
+        if not self.m.kept(project):
             return None
         store, now = self.m.store(project), time.time()
         if not store.sweep_due(now, period_s) or not store.lease("decay", self.owner, now,

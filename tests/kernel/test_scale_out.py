@@ -1,7 +1,8 @@
 """Two team servers — two gunicorn masters on two ports, standing for two machines, each with
-its own state folder — sharing one PostgreSQL database: a stream on one sees the other's
-events, a build started on one is refused on the other while it runs (and can be cancelled
-from there), and a kill -9 of one loses no write it acknowledged."""
+its own state folder — sharing one PostgreSQL database: a memory written on one is found on
+the other at once (keyword and semantic), a stream on one sees the other's events, a build
+started on one is refused on the other while it runs (and can be cancelled from there), and a
+kill -9 of one loses no write it acknowledged."""
 
 from __future__ import annotations
 
@@ -46,6 +47,33 @@ def folders(root, n: int, prefix: str = "p") -> list:
         (root / f"{prefix}{i}").mkdir(parents=True)
         made.append(root / f"{prefix}{i}")
     return made
+
+
+def test_a_memory_written_on_one_machine_is_found_on_the_other_at_once(machines, tmp_path):
+    one, two = machines("one", ("auth", "memory")), machines("two", ("auth", "memory"))
+    pid = one.register(folders(tmp_path / "repos", 1)[0])
+    memories = f"/v1/projects/{pid}/memories"
+
+    def found(server, query: str, mode: str) -> list[str]:
+        r = server.post(memories + "/search", {"query": query, "mode": mode})
+        assert r.status == 200, r.body
+        return [hit["id"] for hit in r.json["results"]]
+
+    first = one.post(memories, {"title": "Escape HTML in rendered templates",
+                                "rationale": "Unescaped user names let scripts run in pages."})
+    assert first.status == 201, first.body
+    # each worker of two has read the project's vectors before the next write: its index
+    # must notice that another machine wrote
+    for _ in range(4):
+        assert found(two, "cross-site scripting in web pages", "semantic") == [first.json["id"]]
+    made = one.post(memories, {"title": "Retry flaky network tests three times",
+                               "rationale": "CI runners drop connections now and then."})
+    assert made.status == 201, made.body
+    mid = made.json["id"]
+    for _ in range(4):  # every worker of two, at once
+        assert found(two, "flaky network", "keyword") == [mid]
+        assert found(two, "tests that fail when the connection drops", "semantic")[0] == mid
+    assert two.get(f"{memories}/{mid}").json["title"] == "Retry flaky network tests three times"
 
 
 def test_a_stream_on_one_machine_sees_the_events_of_the_other(machines, tmp_path):

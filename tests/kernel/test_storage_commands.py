@@ -1,6 +1,6 @@
 """``neuralmind storage check`` and ``neuralmind storage migrate --to postgres``: a SQLite home
-served for a while (a project, jobs, events, a token, a webhook with deliveries, the audit
-chain) moves into PostgreSQL whole — counts and the audit chain's head verified — again
+served for a while (a project with memories, jobs, events, a token, a webhook with
+deliveries, the audit chain) moves into PostgreSQL whole — counts and the audit chain's head verified — again
 without change, resumed after a cut, and a server on the database carries on from it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.support import LocalServer, fresh_pg_dsn, run_cli
 
 pytestmark = pytest.mark.sqlite_only("a SQLite home is the source; the test names its database")
 
-PLUGINS = ["auth", "tier2_bridge", "webhooks"]
+PLUGINS = ["auth", "memory", "tier2_bridge", "webhooks"]
 CONFIG = f"""[kernel]
 plugins = {json.dumps(PLUGINS)}
 [webhooks]
@@ -29,6 +29,7 @@ poll_s = 0.05
 def storage(home, *args: str, dsn: str | None = None) -> tuple[int, dict | str, str]:
     env = {"NEURALMIND_HOME": str(home), **({"NEURALMIND_DATABASE_URL": dsn} if dsn else {})}
     code, out, err = run_cli("storage", *args, "--config", str(home / "config.toml"), env=env)
+    assert out or "--json" not in args, err
     return code, json.loads(out) if "--json" in args else out, err
 
 
@@ -43,6 +44,16 @@ def served_home(tmp_path):
             repo = tmp_path / "repo"
             repo.mkdir()
             pid = server.register(repo)
+            memories = f"/v1/projects/{pid}/memories"
+            made = [server.post(memories, body).json for body in (
+                {"title": "Escape HTML in rendered templates",
+                 "rationale": "Unescaped user names let scripts run in pages.", "tags": ["web"]},
+                {"title": "Retry flaky network tests three times",
+                 "rationale": "CI runners drop connections now and then."})]
+            server.post(memories + f"/{made[0]['id']}/feedback", {"signal": "unhelpful"})
+            made[0] = server.get(memories + f"/{made[0]['id']}").json
+            made[0]["history"] = server.get(memories + f"/{made[0]['id']}/history").json["items"]
+            server.post(memories + "/search", {"query": "pages", "mode": "semantic"})  # embeds
             for n in range(2):
                 server.kernel.jobs.submit("probe", lambda ctx, n=n: {"n": n}, project_id=pid,
                                           wait=True)
@@ -55,7 +66,7 @@ def served_home(tmp_path):
             receiver.wait(3)
             time.sleep(0.2)  # the hook's own events may still be queued
             bridge(server.kernel).trail.sync()
-            seen = {"project": pid, "hook": hook.json["id"],
+            seen = {"project": pid, "hook": hook.json["id"], "memories": made,
                     "events": [(e.id, e.kind) for e in server.kernel.events.after(0)],
                     "deliveries": server.get(f"/v1/webhooks/{hook.json['id']}/deliveries"
                                              ).json["items"]}
@@ -70,6 +81,7 @@ def test_check_reports_each_components_file_version_and_size(served_home):
     files = {(c["component"], c["file"].rsplit("/", 1)[-1]): c for c in report["components"]}
     assert code == 0 and report["backend"] == "sqlite"
     assert {("kernel", "kernel.db"), ("auth", "tokens.json"), ("webhooks", "webhooks.db"),
+            ("memory", "memory.db"),
             ("tier2_audit", "audit.db"), ("tier2_seats", "seats.db")} <= set(files)
     kernel = files[("kernel", "kernel.db")]
     assert (kernel["version"], kernel["pending"]) == (kernel["latest"], 0) and kernel["size"] > 0
@@ -87,6 +99,9 @@ def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp
     assert checks[("kernel", "projects rows")] == (1, 1) and checks[("kernel", "jobs rows")] == (2, 2)
     assert checks[("auth", "tokens of the file in auth_tokens")] == (1, 1)
     assert checks[("webhooks", "deliveries rows")] == (len(seen["deliveries"]),) * 2
+    pid = seen["project"]
+    for table, n in (("memories", 2), ("memory_vectors", 2), ("memory_events", 3)):
+        assert checks[("memory", f"all_{table} rows ({pid})")] == (n, n)
     head = checks[("tier2_audit", "audit chain head")]
     assert head[0] == head[1] and head[0].startswith(f"{len(seen['events'])}:")
     assert checks[("tier2_audit", "audit chain whole")] == ("yes", "yes")
@@ -104,7 +119,7 @@ def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp
     code, check, _ = storage(home, "check", "--json", dsn=dsn)
     assert code == 0 and check["backend"] == "postgres"
     assert {c["component"]: c["pending"] for c in check["components"]} == {
-        "kernel": 0, "auth": 0, "webhooks": 0, "tier2_audit": 0, "tier2_seats": 0}
+        "kernel": 0, "auth": 0, "memory": 0, "webhooks": 0, "tier2_audit": 0, "tier2_seats": 0}
     assert all(c["size"] > 0 for c in check["components"])
 
     with LocalServer(tmp_path / "machine2", config=CONFIG,
@@ -116,6 +131,16 @@ def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp
         moved = server.get(f"/v1/webhooks/{seen['hook']}/deliveries").json["items"]
         assert [(d["id"], d["status"]) for d in moved] == [
             (d["id"], d["status"]) for d in seen["deliveries"]]
+        memories = f"/v1/projects/{seen['project']}/memories"
+        web, flaky = seen["memories"]
+        for query, mode, mid in (("scripts in pages", "keyword", web["id"]),
+                                 ("tests that fail when connections drop", "semantic", flaky["id"])):
+            found = server.post(memories + "/search", {"query": query, "mode": mode}).json
+            assert found["results"][0]["id"] == mid, (mode, found)
+        moved = server.get(f"{memories}/{web['id']}").json
+        assert {k: moved[k] for k in ("title", "tags", "confidence", "status", "updated_at")} == {
+            k: web[k] for k in ("title", "tags", "confidence", "status", "updated_at")}
+        assert server.get(f"{memories}/{web['id']}/history").json["items"] == web["history"]
         assert "ann" in [r.actor for r in server.kernel.state("auth").tokens.records().values()]
     code, out, _ = run_cli("audit", "verify", "--json", env={
         "NEURALMIND_DATABASE_URL": dsn, "NEURALMIND_PLUGINS": ",".join(PLUGINS)})

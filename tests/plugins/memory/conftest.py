@@ -1,14 +1,17 @@
-"""Fixtures of the memory tests: one server per module (in this process), projects made on it."""
+"""Fixtures of the memory tests: one server per module (in this process), projects made on it.
+Every test runs on both storage backends (tests/conftest.py ``backend``): a project's
+memory.db, or its rows in the home's PostgreSQL schema."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support import LocalServer, Server
+from tests.support import LocalServer, Server, fresh_pg_dsn, stored_database
 
 PLUGINS = ["auth", "memory"]
 
@@ -76,8 +79,47 @@ class Api:
         return r.json
 
 
+@pytest.fixture(scope="module", autouse=True)
+def both_backends(backend) -> str:
+    return backend
+
+
+@contextmanager
+def memory_database(home: Path, project_dir: Path, pid: str):
+    """The memory tables of one project of the server at ``home``, under the module's
+    backend — the project's memory.db, or the home's schema seen as that project — for a
+    test reading them beside the server (``db.conn.execute``)."""
+    from plugins.memory.pgstore import SETTING
+    from plugins.memory.store import MIGRATIONS
+    with stored_database(home, project_dir / ".neuralmind" / "memory.db", "memory", MIGRATIONS,
+                         {SETTING: pid}) as db:
+        yield db
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def new_store(tmp_path_factory, backend):
+    """``new_store(name)``: an empty store without a server, under the module's backend — a
+    SQLite file, or a project of a fresh PostgreSQL schema."""
+    from kernel.pg import PgBackend
+    from kernel.storage import Database
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    opened = []
+
+    def make(name: str):
+        if backend == "sqlite":
+            return MemoryStore(Database(tmp_path_factory.mktemp("store") / f"{name}.db",
+                                        MIGRATIONS))
+        from plugins.memory.pgstore import PG_MIGRATIONS, PgMemoryStore
+        opened.append(PgBackend(fresh_pg_dsn(), 2))
+        return PgMemoryStore(opened[-1].database("memory", PG_MIGRATIONS), name)
+
+    yield make
+    for backend in opened:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, backend):
     srv = start(tmp_path_factory.mktemp("memory-home"))
     yield srv
     srv.stop()

@@ -1,17 +1,16 @@
 """Keyword queries drop the words that cost the most and say the least: in the search leg,
 words in over half the records (bm25 weighs them ~0); in duplicate hints, all but the title's
-rare words. Real SQLite file with FTS5, no server needed."""
+rare words. A real store on each backend, no server needed."""
 
 from __future__ import annotations
 
 import pytest
 
 from kernel.clock import today
-from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
 from plugins.memory.search import CORPUS_STOPWORD_MIN_RECORDS, HINT_MIN_RECORDS, Searcher
-from plugins.memory.store import MIGRATIONS, MemoryStore
+from plugins.memory.store import MemoryStore
 
 NOW = "2026-01-01T00:00:00.000Z"
 N = max(CORPUS_STOPWORD_MIN_RECORDS, HINT_MIN_RECORDS) + 100
@@ -26,10 +25,10 @@ def fill(store: MemoryStore, root, items: list[tuple[str, str, str]]) -> None:
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory):
+def big(tmp_path_factory, new_store):
     """Enough records that all say "service" for both prunings; one about signing keys."""
     tmp_path = tmp_path_factory.mktemp("big")
-    store = MemoryStore(Database(tmp_path / "memory.db", MIGRATIONS))
+    store = new_store("big")
     fill(store, tmp_path, [(f"m{i}", f"service note {i}", f"the service keeps record {i}")
                            for i in range(N)])
     fill(store, tmp_path, [("keys", "rotate the service signing keys weekly",
@@ -55,12 +54,12 @@ def test_duplicate_hints_match_the_titles_rare_words(big):
                                    exclude="new")  # only common words: the rarest is kept
 
 
-def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big):
+def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big, new_store):
     searcher = Searcher(MemorySettings(), kernel=None)
     total = big.size_estimate()
     assert total == N + 1
     assert big.doc_counts(["service", "signing", "zzz"], total) == {
         "service": total, "signing": 1, "zzz": 0}
-    small = MemoryStore(Database(tmp_path / "small.db", MIGRATIONS))
+    small = new_store("small")
     fill(small, tmp_path, [(f"s{i}", "service note", "the service") for i in range(20)])
     assert searcher.informative(small, ["service", "note"], 0.5, 21) == ["service", "note"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kernel.config import ConfigError
 from tests.plugins.auth.helpers import create_token, server_config
 from tests.plugins.memory.conftest import Api, git, start
-from tests.support import LocalServer
+from tests.support import LocalServer, make_kernel
 
 TODAY = dt.datetime.now(dt.UTC).date()
 JSONL = {"Content-Type": "application/x-ndjson"}
@@ -72,8 +72,6 @@ def test_maintenance_marks_decisions_whose_files_changed_in_git(api):
 
 
 def test_query_context_gives_active_decisions_on_hit_files_within_budget(server, tmp_path):
-    from kernel.app import Kernel
-    from kernel.config import load_settings
     api = Api(server, tmp_path)
     first = api.create(title="Parser owns tokens", rationale="x" * 200, files_affected=["p.py"])
     second = api.create(title="Lexer is pure", rationale="y" * 40, files_affected=["l.py", "p.py"],
@@ -81,8 +79,7 @@ def test_query_context_gives_active_decisions_on_hit_files_within_budget(server,
     gone = api.create(title="Old rule", rationale="z", files_affected=["p.py"])
     api.server.post(api.url(gone["id"], "invalidate"), {"reason": "replaced"})
     api.create(title="Elsewhere", rationale="w", files_affected=["other.py"])
-    kernel = Kernel(load_settings(kernel={"home": str(server.home)}, embeddings={"warm": False}),
-                    plugins=["auth", "memory"], load_entrypoints=False)
+    kernel = make_kernel(server.home, plugins=["auth", "memory"])
     try:
         project = kernel.projects.get(api.pid)
         hits = [{"source_file": "l.py", "line": 3, "label": "lex", "score": 0.9},

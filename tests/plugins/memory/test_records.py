@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from tests.plugins.memory.conftest import git
+from tests.support import kernel_database
 
 TODAY = dt.datetime.now(dt.UTC).date()
 
@@ -197,11 +199,8 @@ def test_writes_emit_kernel_events(api):
     mid = api.create()["id"]
     api.server.post(api.url(mid, "feedback"), {"helpful": True})
     api.server.delete(api.url(mid))
-    import sqlite3
-    conn = sqlite3.connect(api.server.home / "kernel.db")
-    rows = conn.execute("SELECT kind, actor, json_extract(data, '$.id') FROM events "
-                        "WHERE project_id = ? AND kind LIKE 'memory.%' ORDER BY id",
-                        (api.pid,)).fetchall()
-    conn.close()
-    assert rows == [("memory.created", "local", mid), ("memory.feedback", "local", mid),
+    with kernel_database(api.server.home) as db:
+        rows = db.conn.execute("SELECT kind, actor, data FROM events WHERE project_id = ? "
+                               "AND kind LIKE 'memory.%' ORDER BY id", (api.pid,)).fetchall()
+    assert [(kind, actor, json.loads(data)["id"]) for kind, actor, data in rows] == [("memory.created", "local", mid), ("memory.feedback", "local", mid),
                     ("memory.deleted", "local", mid)]

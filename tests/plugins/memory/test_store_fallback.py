@@ -3,12 +3,16 @@ ranked by how many query words a record contains. Real SQLite file, no server ne
 
 from __future__ import annotations
 
+import pytest
+
 from kernel.clock import today
 from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemorySettings
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
+
+pytestmark = pytest.mark.sqlite_only("a SQLite built without FTS5, and SQLite's schema steps")
 
 
 def test_like_fallback_ranks_by_matched_words(tmp_path):

@@ -4,25 +4,21 @@ backfill, and 8 threads × 200 concurrent creates through 2 workers losing nothi
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 
 import pytest
 
 from tests.embeddings import fake_embedder
-from tests.plugins.memory.conftest import Api, start
+from tests.plugins.memory.conftest import Api, memory_database, start
 
 PLUGINS = ["auth", "memory", "fake_embedder"]
 
 
 def vectors(api) -> dict[str, tuple[str, str]]:
-    conn = sqlite3.connect(api.dir / ".neuralmind" / "memory.db")
-    try:
-        return {r[0]: (r[1], r[2]) for r in conn.execute(
+    with memory_database(api.server.home, api.dir, api.pid) as db:
+        return {r[0]: (r[1], r[2]) for r in db.conn.execute(
             "SELECT memory_id, model_id, content_sha FROM memory_vectors")}
-    finally:
-        conn.close()
 
 
 def wait_for(check, timeout=20.0):
@@ -35,7 +31,7 @@ def wait_for(check, timeout=20.0):
 
 
 @pytest.fixture(scope="module")
-def workers2(tmp_path_factory):
+def workers2(tmp_path_factory, backend):
     home = tmp_path_factory.mktemp("two-workers")
     srv = start(home, serving=True, plugins=PLUGINS, workers=2,
                 env=fake_embedder.server_env(home, model_id="fake@1"))
