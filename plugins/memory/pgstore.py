@@ -84,7 +84,7 @@ def sqlite_columns(table: str) -> list[str]:
     (``memory_events.seq``) becomes a BIGSERIAL, numbered across projects."""
     import sqlite3
 
-    from kernel.storage import migrate
+    from neuralmind import migrate
     from plugins.memory.store import MIGRATIONS
     conn = sqlite3.connect(":memory:")
     try:
