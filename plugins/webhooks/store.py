@@ -192,8 +192,11 @@ class WebhookStore:
         return done.rowcount == 1
 
     def remove_hook(self, hook_id: str) -> bool:
-        """Delete a hook and its deliveries."""
+        """Delete a hook and its deliveries — the deliveries first, in the order the sender
+        locks them (a delivery, then its hook): the cascade from the hook took the other order
+        and deadlocked with the sender on PostgreSQL."""
         with self.db.transaction() as conn:
+            conn.execute("DELETE FROM deliveries WHERE hook_id = ?", (hook_id,))
             return conn.execute("DELETE FROM hooks WHERE id = ?", (hook_id,)).rowcount == 1
 
     # -- filling the queue -----------------------------------------------------------------

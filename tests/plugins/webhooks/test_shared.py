@@ -5,6 +5,8 @@ to the other server when its own stops."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.plugins.webhooks.conftest import FAST, subscribe
@@ -49,3 +51,24 @@ def test_two_servers_deliver_each_event_once_in_order_and_hand_the_sender_over(p
     assert len({r.delivery for r in got}) == 14
     assert other.kernel.leases.get("webhooks.sender")["owner"] == \
         other.kernel.state("webhooks").sender.holder
+
+
+def test_deleting_a_hook_while_the_sender_records_its_delivery_does_not_deadlock(pair,
+                                                                                receiver):
+    """The sender locks a delivery, then its hook; removing the hook locks both the same way
+    round (a cascade from the hook, the other way, made PostgreSQL abort one of the two)."""
+    one, _ = pair
+    hook = subscribe(one, receiver)
+    assert one.post(f"/v1/webhooks/{hook['id']}/test").status == 200  # a delivery row
+    store = one.kernel.state("webhooks").store
+    removed: list = []
+    with store.db.transaction() as conn:  # as the sender records an answer
+        conn.execute("UPDATE deliveries SET attempts = attempts + 1 WHERE hook_id = ?",
+                     (hook["id"],))
+        remover = threading.Thread(target=lambda: removed.append(store.remove_hook(hook["id"])))
+        remover.start()
+        remover.join(0.5)  # it waits for the delivery's lock (holding nothing the sender needs)
+        conn.execute("UPDATE hooks SET last_success_at = 1 WHERE id = ?", (hook["id"],))
+    remover.join()
+    assert removed == [True]
+    assert one.get(f"/v1/webhooks/{hook['id']}").status == 404
