@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
+from plugins.memory.ann import AnnIndexes
 from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
@@ -88,8 +89,12 @@ class VectorIndex:
 
     @classmethod
     def load(cls, store, model_id: str, dim: int, passages: bool = True) -> VectorIndex:
+        return cls.from_rows(store.vectors(model_id), dim, passages)
+
+    @classmethod
+    def from_rows(cls, rows, dim: int, passages: bool = True) -> VectorIndex:
+        """From rows of ``MemoryStore.vectors`` (or of any subset of them)."""
         import numpy as np
-        rows = store.vectors(model_id)
         size = 4 * dim
         blobs = [r["vector"] if passages else r["vector"][:size] for r in rows]
         counts = np.fromiter((len(b) // size for b in blobs), dtype=np.int64, count=len(rows))
@@ -160,6 +165,8 @@ class Searcher:
         self.settings = settings
         self.kernel = kernel
         self._indexes: VersionedCache[VectorIndex] = VersionedCache()
+        self.ann = AnnIndexes(settings, kernel, lambda rows, dim: VectorIndex.from_rows(
+            rows, dim, settings.passages))
         self.ranker = None  # the second stage's model; None: the shipped one
 
     def pool(self, limit: int) -> int:
@@ -256,14 +263,23 @@ class Searcher:
 
     def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
                  ) -> SemanticLeg:
-        """The ``n`` records closest to ``query`` in meaning; raises Unavailable without a model."""
+        """The ``n`` records closest to ``query`` in meaning; raises Unavailable without a model.
+        From ``ann_min_records`` records on, through the ANN index (:mod:`plugins.memory.ann`)."""
         import numpy as np
         embedder = self.kernel.embedder
+        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
+        vector = None
+        if self.ann.covers(store):
+            vector = embedder.embed([query])[0].astype(np.float32)
+            leg = self.ann.leg(store, embedder, vector, filters, today, n, extra)
+            if leg is not None:
+                return leg
         index = self.index(store, embedder)
         if not len(index.ids):
             return SemanticLeg(index, np.zeros(0, np.float32), [])
-        scores = index.scores(embedder.embed([query])[0].astype(np.float32))
-        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
+        if vector is None:
+            vector = embedder.embed([query])[0].astype(np.float32)
+        scores = index.scores(vector)
         allowed = store.filter_ids(extra, today) if extra else None
         top = top_k(scores, n, index.mask(filters, today, allowed))
         return SemanticLeg(index, scores, [(index.ids[i], float(scores[i]),
