@@ -181,9 +181,33 @@ class Searcher:
         the most to score — the corpus's own stopwords."""
         words = self.informative(store, terms(query), CORPUS_STOPWORD_SHARE,
                                  CORPUS_STOPWORD_MIN_RECORDS)
-        if not words:
+        match = self.budgeted(store, words, keep_one=full) if words else None
+        if match is None:
             return []
-        return store.keyword(match_expression(words), words, filters, today, n, full=full)
+        return store.keyword(match, words, filters, today, n, full=full)
+
+    def budgeted(self, store, words: list[str], keep_one: bool) -> str | None:
+        """The keyword leg's match expression, its bm25 scoring bounded: from 5,000 records
+        on, words are taken rarest first while the records they match (a prefix's, else the
+        whole word's) stay within ``keyword_postings`` — the rare words carry bm25's weight,
+        the common ones its cost. When even the rarest word matches more, it alone
+        (``keep_one``: keyword mode) or nothing (hybrid: the semantic leg and the second
+        stage's coverage features weigh such words; their bm25 weight is small)."""
+        total = store.size_estimate()
+        if total < CORPUS_STOPWORD_MIN_RECORDS:
+            return match_expression(words)
+        budget = self.settings.keyword_postings
+        exact, prefix = store.doc_counts(words, total), store.prefix_counts(words, total)
+        used, parts = 0, []
+        for w in sorted(words, key=lambda w: (exact[w], w)):
+            for cost, star in ((prefix[w], "*"), (exact[w], "")):
+                if used + cost <= budget:
+                    parts.append(f'"{w}"{star}')
+                    used += cost
+                    break
+        if parts:
+            return " OR ".join(parts)
+        return f'"{min(words, key=exact.__getitem__)}"' if keep_one else None
 
     def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
                        exclude: str, column: str | None = "title"

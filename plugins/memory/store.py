@@ -613,6 +613,21 @@ class MemoryStore:
                     counts[w] = 0
         return {w: counts[w] for w in words}
 
+    def prefix_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: records holding a word it begins}`` (what a keyword query's ``"w"*``
+        matches), cached beside :meth:`doc_counts`'s counts."""
+        self.doc_counts([], total)  # starts the shared cache over when it is due
+        counts = self._counts
+        for w in words:
+            if w + "*" not in counts:
+                try:
+                    counts[w + "*"] = self.db.conn.execute(
+                        "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                        (f'"{w}"*',)).fetchone()[0]
+                except sqlite3.OperationalError:
+                    counts[w + "*"] = 0
+        return {w: counts[w + "*"] for w in words}
+
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
         rows = self.db.conn.execute(
             "SELECT * FROM memory_events WHERE memory_id = ? AND seq > ? ORDER BY seq LIMIT ?",
