@@ -94,9 +94,9 @@ class MemorySettings(ConfigSection):
     backfill_delay_s: float = Field(0.5, ge=0.0, le=60.0, description="debounce after a write")
     backfill_batch: int = Field(64, ge=1, le=1_024)
     backfill_lease_s: float = Field(60.0, ge=1.0, le=3_600.0)
-    keyword_postings: int = Field(20_000, ge=100, le=10_000_000, description="the keyword "
+    keyword_postings: int = Field(10_000, ge=100, le=10_000_000, description="the keyword "
                                   "leg scores at most about this many matches (rarest words "
-                                  "first), from 5,000 records on")
+                                  "first), from 20,000 records on")
     ann: bool = Field(True, description="semantic leg on an HNSW index in large projects")
     ann_min_records: int = Field(50_000, ge=1, description="the HNSW index from this many "
                                  "records on; an exact scan below")

@@ -67,14 +67,15 @@ def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big)
 
 
 def test_the_keyword_leg_scores_a_bounded_number_of_matches(big):
-    """Rarest words first within ``keyword_postings``; a prefix when its matches fit, else
-    the whole word; when even the rarest word matches more, keyword mode keeps it alone and
-    hybrid's leg leaves it out (every record holds it: bm25 weighs it ~0)."""
+    """From twice ``keyword_postings`` records on: rarest words first within the budget; a
+    prefix when its matches fit, else the whole word; when even the rarest word matches
+    more, keyword mode keeps it alone and hybrid's leg leaves it out (every record holds it:
+    bm25 weighs it ~0). A smaller store keeps every word."""
     searcher = Searcher(MemorySettings(keyword_postings=N // 2), kernel=None)
     total = big.size_estimate()
     assert big.prefix_counts(["record", "sign"], total) == {"record": N, "sign": 1}
     assert searcher.budgeted(big, ["signing", "note"], keep_one=True) == '"signing"*'
-    wide = Searcher(MemorySettings(keyword_postings=N + 10), kernel=None)
+    wide = Searcher(MemorySettings(keyword_postings=N), kernel=None)  # not bounded yet
     assert wide.budgeted(big, ["signing", "note"], keep_one=True) == '"signing"* OR "note"*'
     assert searcher.budgeted(big, ["service"], keep_one=True) == '"service"'
     assert searcher.budgeted(big, ["service"], keep_one=False) is None
