@@ -385,6 +385,10 @@ def process_memory(srv: Server) -> list[dict]:
             return [pid]
         return [pid] + [p for k in kids for p in tree(int(k))]
 
+    def mib(text: str, name: str) -> int:
+        return int(next(line.split()[1] for line in text.splitlines()
+                        if line.startswith(name + ":"))) // 1024
+
     out = []
     for pid in tree(srv.proc.pid):
         try:
@@ -392,10 +396,7 @@ def process_memory(srv: Server) -> list[dict]:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:
             continue
-        field = lambda text, name: int(next(line.split()[1] for line in text.splitlines()  # noqa: E731
-                                           if line.startswith(name + ":"))) // 1024
-        out.append({"pid": pid, "rss_mib": field(status, "VmRSS"),
-                    "pss_mib": field(rollup, "Pss")})
+        out.append({"pid": pid, "rss_mib": mib(status, "VmRSS"), "pss_mib": mib(rollup, "Pss")})
     return out
 
 

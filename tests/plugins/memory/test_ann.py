@@ -86,7 +86,7 @@ def state(api: Api):
 
 
 def generations(api: Api) -> list[str]:
-    service, store, embedder = state(api)
+    _, store, embedder = state(api)
     root = folder(store, embedder.model_id)
     return sorted(p.name for p in root.iterdir() if p.is_dir())
 
@@ -121,7 +121,7 @@ def test_filters_hold_on_the_ann_path(servers, filters):
     ann, exact = legs(on, off, query, filters)
     assert isinstance(ann, CandidateLeg)
     assert [h[0] for h in ann.hits] == [h[0] for h in exact.hits] and ann.hits
-    service, store, _ = state(on)
+    _, store, _ = state(on)
     allowed = store.filter_ids(filters, today())
     assert {h[0] for h in ann.hits} <= allowed
     body = {k: v for k, v in filters.items() if k != "status"} | {"status": filters["status"]}
