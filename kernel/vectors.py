@@ -32,11 +32,6 @@ class VersionedCache(Generic[T]):
                 found = self._items[key] = load()
         return found[1]
 
-    def drop(self, key: str) -> None:
-        """Forget ``key``'s value (its holder found a cheaper way to answer)."""
-        with self._lock:
-            self._items.pop(key, None)
-
 
 def top_k(scores: np.ndarray, k: int, keep: np.ndarray | None = None) -> np.ndarray:
     """Indices of the ``k`` highest ``scores``, best first, among the rows ``keep`` allows."""

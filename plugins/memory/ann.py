@@ -11,7 +11,9 @@ One worker at a time builds, under a kernel lease, in a background thread: a ful
 incremental ones (a copy of the graph plus what was written since) until the appended rows
 reach a quarter of the graph, when the next build starts over. A generation is written beside
 the last and named in ``CURRENT`` by an atomic rename; each worker moves to it on its next
-search. Until the first build, and below ``ann_min_records``, search scans exactly.
+search. Below ``ann_min_records`` the exact scan of :mod:`plugins.memory.search` answers;
+above it, until the first build, every search reads and scores the stored vectors in
+batches, keeping none (slow — seconds at 1M — but each worker's memory stays bounded).
 
 A search takes ``ann_fetch × n`` candidates from the graph and from the vectors written since
 its build (the *delta*, scored exactly in each worker), then reads the candidates' current
@@ -44,7 +46,7 @@ log = logging.getLogger("neuralmind.memory")
 
 CURRENT = "CURRENT"
 BATCH = 10_000  # vectors read and added per step of a build; the lease is renewed between
-EXACT_MAX = 20_000  # filters allowing at most this many records are scored exactly
+EXACT_MAX = 20_000  # filters allowing at most this many records are scored at once
 MAX_FETCH = 4_096  # the most candidates asked of the graph for one search
 FULL_AFTER = 0.25  # appended rows, as a share of the graph's base, that call a full build
 
@@ -259,23 +261,23 @@ class AnnIndexes:
         return found[1]
 
     def leg(self, store, embedder, vector: np.ndarray, filters: dict[str, Any], today: str,
-            n: int, extra: dict[str, Any]) -> SemanticLeg | None:
+            n: int, extra: dict[str, Any]) -> SemanticLeg:
         """The ``n`` records nearest ``vector`` that ``filters`` allow (``extra``: those the
-        store applies), or None when the exact scan must answer (no index yet, or filters
-        that pass too few candidates yet allow too many records to score)."""
+        store applies): through the graph; scanned (:meth:`scan`) before the first build, or
+        when filters pass too few candidates yet allow too many records to score at once."""
+        def make(rows: list):
+            return self.make_index(rows, embedder.dim)
+
         snap = self.snapshot(store, embedder.model_id)
         if snap is None or snap.meta["dim"] != embedder.dim:
             self.request(store, embedder.model_id, embedder.dim)
-            return None
+            return self.scan(store, embedder.model_id, make, vector, filters, today, n, extra)
         delta = self.delta(store, snap, embedder.model_id)
         if len(delta.ids) >= self.settings.ann_rebuild_rows:
             self.request(store, embedder.model_id, embedder.dim)
 
         def fetch(ids: list[str]) -> list:
             return store.vectors_of(embedder.model_id, ids + snap.neighbours(ids))
-
-        def make(rows: list):
-            return self.make_index(rows, embedder.dim)
 
         k = self.settings.ann_fetch * n
         while True:
@@ -294,10 +296,35 @@ class AnnIndexes:
             k = min(MAX_FETCH, max(4 * k, int(2 * n / max(share, 1e-9))))
         allowed_ids = store.filter_ids(filters, today)  # very selective filters: score them all
         if len(allowed_ids) > EXACT_MAX:
-            return None
-        leg = CandidateLeg(lambda ids: store.vectors_of(embedder.model_id, ids), make, vector,
-                           sorted(allowed_ids))
-        leg.hits = leg.best(n, leg.index.mask(filters, today, None))
+            return self.scan(store, embedder.model_id, make, vector, filters, today, n, extra)
+        return self._exact(store, embedder.model_id, make, vector, sorted(allowed_ids),
+                           filters, today, n, extra)
+
+    def scan(self, store, model_id: str, make, vector: np.ndarray, filters: dict[str, Any],
+             today: str, n: int, extra: dict[str, Any]) -> CandidateLeg:
+        """Every vector read in batches and scored, none kept: a large project's leg until
+        its first build, without holding its vectors (1.5 GB at 1M) in each worker."""
+        best: list[tuple[float, str]] = []
+        after = 0
+        while batch := store.vectors_after(model_id, after, BATCH):
+            index = make(batch)
+            allowed = (store.filter_ids(extra, today, among=list(index.ids)) if extra
+                       else None)
+            scores = index.scores(vector)
+            best = sorted(best + [(float(scores[i]), index.ids[i]) for i in
+                                  top_k(scores, n, index.mask(filters, today, allowed))],
+                          reverse=True)[:n]
+            after = batch[-1]["v_rowid"] + 1
+        return self._exact(store, model_id, make, vector, [m for _, m in best], filters,
+                           today, n, extra)
+
+    @staticmethod
+    def _exact(store, model_id: str, make, vector: np.ndarray, ids: list[str],
+               filters: dict[str, Any], today: str, n: int, extra: dict[str, Any]
+               ) -> CandidateLeg:
+        leg = CandidateLeg(lambda more: store.vectors_of(model_id, more), make, vector, ids)
+        allowed = store.filter_ids(extra, today, among=list(leg.index.ids)) if extra else None
+        leg.hits = leg.best(n, leg.index.mask(filters, today, allowed))
         return leg
 
     # -- building ------------------------------------------------------------------------

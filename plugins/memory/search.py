@@ -304,19 +304,13 @@ class Searcher:
         import numpy as np
         embedder = self.kernel.embedder
         extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
-        vector = None
         if self.ann.covers(store):
             vector = embedder.embed([query])[0].astype(np.float32)
-            leg = self.ann.leg(store, embedder, vector, filters, today, n, extra)
-            if leg is not None:
-                self._indexes.drop(str(store.db.path))  # the scan's matrix, until the build
-                return leg
+            return self.ann.leg(store, embedder, vector, filters, today, n, extra)
         index = self.index(store, embedder)
         if not len(index.ids):
             return SemanticLeg(index, np.zeros(0, np.float32), [])
-        if vector is None:
-            vector = embedder.embed([query])[0].astype(np.float32)
-        scores = index.scores(vector)
+        scores = index.scores(embedder.embed([query])[0].astype(np.float32))
         allowed = store.filter_ids(extra, today) if extra else None
         top = top_k(scores, n, index.mask(filters, today, allowed))
         return SemanticLeg(index, scores, [(index.ids[i], float(scores[i]),

@@ -66,8 +66,10 @@ def servers(tmp_path_factory):
     apis = [Api(s, project) for s in (on, other, off)]
     batch(apis[0], records(300, seed=1))
     apis[2].search("warm up: embed every record")  # the exact scan embeds what is missing
-    apis[0].search("the first search above the threshold starts a build")
+    # the first search past the threshold starts a build and scans meanwhile
+    unbuilt = {q: ids(apis[0].search(q, mode="semantic")) for q in QUERIES[:3]}
     built(on)
+    apis[0].unbuilt = unbuilt
     yield apis
     for s in (on, other, off):
         s.stop()
@@ -108,6 +110,12 @@ def test_ann_leg_finds_the_exact_scans_hits(servers, query):
     assert ann.hits[0][1] == pytest.approx(exact.hits[0][1], abs=1e-5)
     for mode in ("semantic", "hybrid"):
         assert ids(on.search(query, mode=mode)) == ids(off.search(query, mode=mode)), mode
+
+
+def test_before_the_first_build_a_scan_finds_the_same_hits(servers):
+    on, _, off = servers
+    assert on.unbuilt and all(on.unbuilt[q] == ids(off.search(q, mode="semantic"))
+                              for q in on.unbuilt)
 
 
 @pytest.mark.parametrize("filters", [
