@@ -59,6 +59,19 @@ def decode(values) -> list[str]:
     return [v.decode() for v in values.tolist()]
 
 
+def usearch_index():
+    """usearch's ``Index``, imported after onnxruntime when that is installed: importing
+    onnxruntime after usearch (whose ``numkong`` extension brings its own C++ runtime)
+    segfaults — usearch 2.26 with this machine's onnxruntime — and a worker may build an
+    index before it first embeds."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        pass
+    from usearch.index import Index
+    return Index
+
+
 @dataclass
 class Snapshot:
     """One generation, mapped read-only: ``record`` maps a graph row (its key) to a record,
@@ -75,7 +88,7 @@ class Snapshot:
 
     @classmethod
     def open(cls, path: Path) -> Snapshot:
-        from usearch.index import Index
+        Index = usearch_index()
 
         def array(name: str) -> np.ndarray:
             return np.load(path / f"{name}.npy", mmap_mode="r")
@@ -116,7 +129,7 @@ def build(store, model_id: str, dim: int, settings, heartbeat: Callable[[], bool
           ) -> Path | None:
     """Write a new generation of ``store``'s index and name it current: incremental from the
     current one while it allows, else full. None when ``heartbeat()`` says to stop."""
-    from usearch.index import Index
+    Index = usearch_index()
     root = folder(store, model_id)
     last = current(root)
     base = Snapshot.open(last) if last is not None else None

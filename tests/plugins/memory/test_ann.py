@@ -179,3 +179,14 @@ def test_two_kernels_share_one_index_and_a_restart_keeps_it(servers, tmp_path):
         assert generations(api) == kept  # it opened the index; it built nothing
     finally:
         again.stop()
+
+
+def test_onnxruntime_still_loads_after_the_index_library():
+    """Importing onnxruntime after usearch segfaults; the module imports them in the safe
+    order, so a worker that builds before it first embeds can still embed."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", "from plugins.memory.ann import usearch_index; "
+                           "usearch_index(); import onnxruntime; print('loaded')"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "loaded" in done.stdout, done.stderr[-500:]
