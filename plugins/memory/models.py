@@ -105,7 +105,7 @@ class MemorySettings(ConfigSection):
                                   "meanwhile)")
     ann_fetch: int = Field(4, ge=1, le=50, description="candidates asked of the graph: "
                            "fetch × the leg's pool, then ranked exactly")
-    ann_expansion_search: int = Field(64, ge=8, le=4_096, description="HNSW ef at search")
+    ann_expansion_search: int = Field(256, ge=8, le=4_096, description="HNSW ef at search")
     ann_expansion_add: int = Field(128, ge=8, le=4_096, description="HNSW ef at build")
     ann_connectivity: int = Field(16, ge=4, le=128, description="HNSW links per node")
     ann_threads: int = Field(1, ge=0, le=64, description="threads of a build (0: all cores)")
