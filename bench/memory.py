@@ -19,7 +19,15 @@ store instead of waiting for the backfill (it embeds ~60 such records/s here): t
 latencies are real, their semantic results are not.
 The machine is shared with other work: compare ratios, not absolute figures.
 
+``--real-text`` measures search at scale on real text instead (``bench/memory_corpus.py``:
+records cut from the eval corpora, each with the normalised sum of its text units' real
+embeddings): per size, search p50/p95 per mode for the eval sets' own queries (typical) and
+for queries whose every word all records hold (worst), the raw costs of both, the build wait
+of the ANN index (from 50,000 records), its leg's recall@10 against the exact scan, and the
+RSS and PSS of the server and each worker.
+
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
+    python bench/memory.py --real-text --sizes 100000,1000000 [--cache DIR]
 """
 
 from __future__ import annotations
@@ -73,10 +81,13 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int) -> float:
+def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int,
+                 make=None) -> float:
+    """Batch-creates ``n`` records (``make(i)``, else synthetic ones); creates per second."""
+    make = make or (lambda i: record(rng, i))
     started = time.perf_counter()
     for start in range(0, n, 1000):
-        items = [{"op": "create", **record(rng, i)} for i in range(start, min(n, start + 1000))]
+        items = [{"op": "create", **make(i)} for i in range(start, min(n, start + 1000))]
         status, body = client.call("POST", base + "/batch", {"items": items})
         assert status == 200, body[:300]
     return n / (time.perf_counter() - started)
@@ -147,19 +158,25 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
             "batch_creates_per_s": round(n / (time.perf_counter() - started))}
 
 
-def random_vectors(db: Path, model_id: str, dim: int) -> None:
-    """Random unit vectors for every record (through the store, so the version moves)."""
+def random_vectors(db: Path, model_id: str, dim: int, vector_of=None) -> None:
+    """A unit vector for every record, through the store (so the version moves): random, or
+    ``vector_of(i)`` for the ``i``-th record created."""
     import numpy as np
 
     from kernel.storage import Database
     from plugins.memory.store import MIGRATIONS, MemoryStore
     store = MemoryStore(Database(db, MIGRATIONS))
-    rows = store.db.conn.execute("SELECT id, content_sha FROM memories").fetchall()
-    vectors = np.random.default_rng(0).standard_normal((len(rows), dim)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = store.db.conn.execute("SELECT id, content_sha FROM memories ORDER BY rowid").fetchall()
+    rng = np.random.default_rng(0)
     for i in range(0, len(rows), 5000):
-        store.put_vectors(model_id, dim, [(r[0], vectors[i + k].tobytes(), r[1])
-                                          for k, r in enumerate(rows[i:i + 5000])])
+        chunk = rows[i:i + 5000]
+        if vector_of is None:
+            vectors = rng.standard_normal((len(chunk), dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        else:
+            vectors = np.stack([vector_of(i + k) for k in range(len(chunk))])
+        store.put_vectors(model_id, dim, [(r[0], vectors[k].tobytes(), r[1])
+                                          for k, r in enumerate(chunk)])
     store.db.close()
 
 
@@ -270,6 +287,119 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
     return out
 
 
+def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
+             worst: list[str], embedder) -> dict:
+    """Real text (``bench/memory_corpus.py``): fill, write each record's vector (the normalised
+    sum of its units' embeddings), wait for the ANN build, then time searches — typical: the
+    eval sets' queries; worst: words every record holds — beside the raw costs, the ANN leg's
+    recall@10 against the exact scan, and each server process's memory."""
+    project = tmp / f"real-{n}"
+    project.mkdir()
+    base = f"/v1/projects/{srv.register(project)}/memories"
+    client = KeepAlive(srv.port, srv.token)
+    db = project / ".neuralmind" / "memory.db"
+    out = {"memories": n, "text": "real",
+           "batch_creates_per_s": round(fill_batches(client, base, None, n,
+                                                     lambda i: corpus.record(i)[0]))}
+    random_vectors(db, embedder.model_id, embedder.dim,
+                   lambda i: corpus.vector(units, corpus.record(i)[1]))
+    wait_embedded(db, embedder.model_id)
+    out["ann_build_s"] = wait_ann(client, base, db, embedder, n)
+    for name, qs in (("typical", queries), ("worst", worst)):
+        for mode in ("keyword", "semantic", "hybrid"):
+            search_latency(client, base, qs[:10], mode)  # warm both workers
+            ms = search_latency(client, base, qs, mode)
+            out[f"{name}_{mode}"] = {"p50_ms": round(pct(ms, 50), 2),
+                                     "p95_ms": round(pct(ms, 95), 2)}
+        raw = raw_cost(db, embedder, qs)
+        out[f"raw_{name}"] = {k: round(v, 3) for k, v in raw.items()}
+    out["worst_over_typical"] = round(out["worst_hybrid"]["p50_ms"]
+                                      / out["typical_hybrid"]["p50_ms"], 2)
+    out["hybrid_over_raw"] = round(out["typical_hybrid"]["p50_ms"]
+                                   / out["raw_typical"]["total_ms"], 2)
+    out["ann"] = ann_recall(db, embedder, queries) if out["ann_build_s"] is not None else None
+    out["processes"] = process_memory(srv)
+    return out
+
+
+def wait_ann(client: KeepAlive, base: str, db: Path, embedder, n: int,
+             timeout: float = 3600) -> float | None:
+    """Seconds until the project's ANN index holds every vector (searches start its build);
+    None below ``ann_min_records``."""
+    import sqlite3
+
+    from plugins.memory.ann import current, folder
+    from plugins.memory.models import MemorySettings
+    settings = MemorySettings()
+    if n < settings.ann_min_records:
+        return None
+    store = type("Store", (), {"db": type("Db", (), {"path": db})})
+    root = folder(store, embedder.model_id)
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        client.call("POST", base + "/search", {"query": "start the build", "mode": "semantic"})
+        gen = current(root)
+        if gen is not None and (gen / "meta.json").exists():
+            conn = sqlite3.connect(db)
+            top = conn.execute("SELECT MAX(rowid) FROM memory_vectors").fetchone()[0]
+            conn.close()
+            if json.loads((gen / "meta.json").read_text())["watermark"] >= top - 100:
+                return round(time.perf_counter() - started, 1)
+        time.sleep(2)
+    raise RuntimeError("the ANN index was not built")
+
+
+def ann_recall(db: Path, embedder, queries: list[str], k: int = 10) -> dict:
+    """The ANN leg against the exact scan, in this process on the same files: recall@k of
+    the top k (ACTIVE records) and each leg's median time (query embedding included)."""
+    from kernel.clock import today
+    from kernel.storage import Database
+    from plugins.memory.ann import CandidateLeg
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.search import Searcher
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    store = MemoryStore(Database(db, MIGRATIONS))
+    kernel = type("Kernel", (), {"embedder": embedder, "leases": None})
+    on, off = Searcher(MemorySettings(), kernel), Searcher(MemorySettings(ann=False), kernel)
+    recall, ms = [], {"ann": [], "exact": []}
+    for q in queries:
+        legs = {}
+        for name, searcher in (("ann", on), ("exact", off)):
+            t0 = time.perf_counter()
+            legs[name] = searcher.semantic(store, q, {"status": "ACTIVE"}, today(), k)
+            ms[name].append((time.perf_counter() - t0) * 1000)
+        assert isinstance(legs["ann"], CandidateLeg), "the ANN leg was not used"
+        want = {h[0] for h in legs["exact"].hits}
+        recall.append(len(want & {h[0] for h in legs["ann"].hits}) / max(1, len(want)))
+    store.db.close()
+    return {f"recall_at_{k}": round(statistics.mean(recall), 4),
+            "leg_p50_ms": {name: round(pct(v, 50), 2) for name, v in ms.items()}}
+
+
+def process_memory(srv: Server) -> list[dict]:
+    """RSS and PSS (shared pages split among their users) of the server and its workers."""
+    def tree(pid: int) -> list[int]:
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return [pid]
+        return [pid] + [p for k in kids for p in tree(int(k))]
+
+    def mib(text: str, name: str) -> int:
+        return int(next(line.split()[1] for line in text.splitlines()
+                        if line.startswith(name + ":"))) // 1024
+
+    out = []
+    for pid in tree(srv.proc.pid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        out.append({"pid": pid, "rss_mib": mib(status, "VmRSS"), "pss_mib": mib(rollup, "Pss")})
+    return out
+
+
 def set_config(client: KeepAlive, url: str, body: dict) -> None:
     status, answer = client.call("PUT", url, body)
     assert status == 200, answer[:300]
@@ -295,8 +425,15 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--embed-up-to", type=int, default=20_000,
                     help="larger sizes get random vectors instead of waiting for the backfill")
+    ap.add_argument("--real-text", action="store_true",
+                    help="records and queries from the eval sets' text (bench/memory_corpus.py); "
+                         "search figures, the ANN index and memory per process")
+    ap.add_argument("--cache", default="/tmp/nm-scale-cache",
+                    help="--real-text: where the units' embeddings are kept")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.real_text:
+        return main_real(args)
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
     embedder = default_embedder(load_settings())
@@ -355,6 +492,62 @@ def main() -> int:
           f"{last['checks_over_none']['single_creates_per_s']}× without), "
           f"batch creates {last['batch_creates_per_s']}/s")
     return 0
+
+
+def main_real(args) -> int:
+    from bench.memory_corpus import SHARED, Corpus, unit_vectors
+    from kernel.config import load_settings
+    from kernel.embeddings import default_embedder
+    from plugins.memory.search import terms
+    embedder = default_embedder(load_settings())
+    corpus = Corpus()
+    units = unit_vectors(corpus, Path(args.cache), embedder)
+    rng = random.Random(7)
+    queries = rng.sample(corpus.queries, args.queries)
+    shared = terms(SHARED)
+    worst = [" ".join(rng.sample(shared, rng.randint(2, len(shared)))) for _ in range(50)]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = Server(Path(tmp) / "home", plugins=["auth", "memory"], workers=2,
+                     env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
+        srv.start()
+        try:
+            warm = Path(tmp) / "warm-up"
+            warm.mkdir()
+            fill_batches(KeepAlive(srv.port, srv.token),
+                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+            for n in (int(s) for s in args.sizes.split(",")):
+                res = run_real(srv, Path(tmp), n, corpus, units, queries, worst, embedder)
+                res["load"] = Path("/proc/loadavg").read_text().split()[:3]
+                results.append(res)
+                if not args.json:
+                    print_real(res)
+        finally:
+            srv.stop()
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+def print_real(res: dict) -> None:
+    print(f"{res['memories']:>7} memories (real text): batch {res['batch_creates_per_s']}/s, "
+          f"ANN build wait {res['ann_build_s']} s, load {' '.join(res['load'])}")
+    for name in ("typical", "worst"):
+        for mode in ("keyword", "semantic", "hybrid"):
+            got = res[f"{name}_{mode}"]
+            print(f"         {name:<7} {mode:<8} p50 {got['p50_ms']:>7.2f} ms  "
+                  f"p95 {got['p95_ms']:>7.2f} ms")
+        raw = res[f"raw_{name}"]
+        print(f"         {name:<7} raw: embed {raw['embed_ms']:.2f} + exact top-k "
+              f"{raw['topk_ms']:.3f} + FTS {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms")
+    print(f"         hybrid/raw {res['hybrid_over_raw']}×, worst/typical hybrid "
+          f"{res['worst_over_typical']}×")
+    if res["ann"]:
+        a = res["ann"]
+        print(f"         ANN leg recall@10 {a['recall_at_10']} of exact; leg p50 ANN "
+              f"{a['leg_p50_ms']['ann']} ms, exact {a['leg_p50_ms']['exact']} ms (with embedding)")
+    print("         processes: " + ", ".join(f"{p['pid']} RSS {p['rss_mib']} MiB PSS "
+                                            f"{p['pss_mib']} MiB" for p in res["processes"]))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ class SemanticLeg:
 
     def cosine(self, ids: list[str]):
         """The query's cosine for each record (0 for one not embedded yet)."""
-        return _take(self.scores, self._rows(ids), 0.0)
+        rows = self._rows(ids)  # first: an ANN leg's index grows to hold them
+        return _take(self.scores, rows, 0.0)
 
     def vectors(self, ids: list[str]):
         """The records' own vectors (zeros for one not embedded yet)."""

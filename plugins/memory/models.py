@@ -96,6 +96,21 @@ class MemorySettings(ConfigSection):
     backfill_delay_s: float = Field(0.5, ge=0.0, le=60.0, description="debounce after a write")
     backfill_batch: int = Field(64, ge=1, le=1_024)
     backfill_lease_s: float = Field(60.0, ge=1.0, le=3_600.0)
+    keyword_postings: int = Field(10_000, ge=100, le=10_000_000, description="the keyword "
+                                  "leg scores at most about this many matches (rarest words "
+                                  "first), from 20,000 records on")
+    ann: bool = Field(True, description="semantic leg on an HNSW index in large projects")
+    ann_min_records: int = Field(50_000, ge=1, description="the HNSW index from this many "
+                                 "records on; an exact scan below")
+    ann_rebuild_rows: int = Field(2_000, ge=1, le=1_000_000, description="vectors written "
+                                  "since the last build that call the next (scanned exactly "
+                                  "meanwhile)")
+    ann_fetch: int = Field(4, ge=1, le=50, description="candidates asked of the graph: "
+                           "fetch × the leg's pool, then ranked exactly")
+    ann_expansion_search: int = Field(256, ge=8, le=4_096, description="HNSW ef at search")
+    ann_expansion_add: int = Field(128, ge=8, le=4_096, description="HNSW ef at build")
+    ann_connectivity: int = Field(16, ge=4, le=128, description="HNSW links per node")
+    ann_threads: int = Field(1, ge=0, le=64, description="threads of a build (0: all cores)")
     decay_sweep_hours: float = Field(24.0, ge=0.0, le=8_760.0,
                                      description="the daemon's decay sweep period; 0 turns it off")
 

@@ -171,6 +171,9 @@ class PgMemoryStore(MemoryStore):
 
     writer = PgWriter
     TAGS = "json_array_elements_text(CAST(m.tags AS json))"
+    # no ANN files on one machine: they would miss the other servers' writes, and the
+    # vectors' row numbers they follow are SQLite's; semantic search stays exact here
+    LOCAL_ANN = False
     PUT_VECTOR = (
         "INSERT INTO all_memory_vectors (project_id, memory_id, model_id, dim, vector, "
         "content_sha, embedding) SELECT :project, id, :model, :dim, :blob, content_sha, "
@@ -200,8 +203,8 @@ class PgMemoryStore(MemoryStore):
         return int(self.db.conn.execute("SELECT value FROM memory_meta WHERE key = 'records'"
                                         ).fetchone()[0])
 
-    def doc_count(self, word: str) -> int:
-        query = _tsquery([word], prefix=False, title=False)
+    def doc_count(self, word: str, prefix: bool = False) -> int:
+        query = _tsquery([word], prefix=prefix, title=False)
         if not query:
             return 0
         return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
+from plugins.memory.ann import AnnIndexes
 from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
@@ -88,8 +89,12 @@ class VectorIndex:
 
     @classmethod
     def load(cls, store, model_id: str, dim: int, passages: bool = True) -> VectorIndex:
+        return cls.from_rows(store.vectors(model_id), dim, passages)
+
+    @classmethod
+    def from_rows(cls, rows, dim: int, passages: bool = True) -> VectorIndex:
+        """From rows of ``MemoryStore.vectors`` (or of any subset of them)."""
         import numpy as np
-        rows = store.vectors(model_id)
         size = 4 * dim
         blobs = [r["vector"] if passages else r["vector"][:size] for r in rows]
         counts = np.fromiter((len(b) // size for b in blobs), dtype=np.int64, count=len(rows))
@@ -146,6 +151,7 @@ class VectorIndex:
 # ~1 ms; at 10k, 7–9 ms, mostly common words).
 CORPUS_STOPWORD_SHARE = 0.5
 CORPUS_STOPWORD_MIN_RECORDS = 5_000
+KEYWORD_POOL = 5  # matches ranked by bm25 per result wanted, before the filters join
 HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
@@ -160,6 +166,8 @@ class Searcher:
         self.settings = settings
         self.kernel = kernel
         self._indexes: VersionedCache[VectorIndex] = VersionedCache()
+        self.ann = AnnIndexes(settings, kernel, lambda rows, dim: VectorIndex.from_rows(
+            rows, dim, settings.passages))
         self.ranker = None  # the second stage's model; None: the shipped one
 
     def pool(self, limit: int) -> int:
@@ -174,9 +182,38 @@ class Searcher:
         the most to score — the corpus's own stopwords."""
         words = self.informative(store, terms(query), CORPUS_STOPWORD_SHARE,
                                  CORPUS_STOPWORD_MIN_RECORDS)
-        if not words:
+        match = self.budgeted(store, words, keep_one=full) if words else None
+        if match is None:
             return []
-        return store.keyword(match_expression(words), words, filters, today, n, full=full)
+        if not self.bounded(store):
+            return store.keyword(match, words, filters, today, n, full=full)
+        # bm25 first, over the matches alone; filters then join the best few to their records
+        # (joining every match cost more than scoring it), unless they pass too few of them
+        hits = store.keyword(match, words, filters, today, n, full=full, pool=KEYWORD_POOL * n)
+        return hits if len(hits) >= n else store.keyword(match, words, filters, today, n,
+                                                         full=full)
+
+    def budgeted(self, store, words: list[str], keep_one: bool) -> str | None:
+        """The keyword leg's match expression, its bm25 scoring bounded (:meth:`bounded`):
+        words are taken rarest first while the records they match (a prefix's, else the
+        whole word's) stay within ``keyword_postings`` — the rare words carry bm25's weight,
+        the common ones its cost. When even the rarest word matches more, it alone
+        (``keep_one``: keyword mode) or nothing (hybrid: the semantic leg and the second
+        stage's coverage features weigh such words; their bm25 weight is small)."""
+        if not self.bounded(store):
+            return match_expression(words)
+        total, budget = store.size_estimate(), self.settings.keyword_postings
+        exact, prefix = store.doc_counts(words, total), store.prefix_counts(words, total)
+        used, parts = 0, []
+        for w in sorted(words, key=lambda w: (exact[w], w)):
+            for cost, star in ((prefix[w], "*"), (exact[w], "")):
+                if used + cost <= budget:
+                    parts.append(f'"{w}"{star}')
+                    used += cost
+                    break
+        if parts:
+            return " OR ".join(parts)
+        return f'"{min(words, key=exact.__getitem__)}"' if keep_one else None
 
     def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
                        exclude: str, column: str | None = "title"
@@ -200,6 +237,12 @@ class Searcher:
         share = Query(every, store.doc_counts(every, total), total).coverage(
             [rec["title"] for rec, _ in hits])
         return [(rec, round(float(c), 4)) for (rec, _), c in zip(hits, share)]
+
+    def bounded(self, store) -> bool:
+        """Whether the keyword leg's cost is bounded: from twice ``keyword_postings`` records
+        on (20,000; below, a whole leg costs under ~10 ms here, and no eval set — SciFact 5k,
+        CoSQA 6k, LoCoMo 3k records — is that large)."""
+        return store.size_estimate() >= 2 * self.settings.keyword_postings
 
     def informative(self, store, words: list[str], max_share: float, min_records: int
                     ) -> list[str]:
@@ -256,14 +299,18 @@ class Searcher:
 
     def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
                  ) -> SemanticLeg:
-        """The ``n`` records closest to ``query`` in meaning; raises Unavailable without a model."""
+        """The ``n`` records closest to ``query`` in meaning; raises Unavailable without a model.
+        From ``ann_min_records`` records on, through the ANN index (:mod:`plugins.memory.ann`)."""
         import numpy as np
         embedder = self.kernel.embedder
+        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
+        if self.ann.covers(store):
+            vector = embedder.embed([query])[0].astype(np.float32)
+            return self.ann.leg(store, embedder, vector, filters, today, n, extra)
         index = self.index(store, embedder)
         if not len(index.ids):
             return SemanticLeg(index, np.zeros(0, np.float32), [])
         scores = index.scores(embedder.embed([query])[0].astype(np.float32))
-        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
         allowed = store.filter_ids(extra, today) if extra else None
         top = top_k(scores, n, index.mask(filters, today, allowed))
         return SemanticLeg(index, scores, [(index.ids[i], float(scores[i]),

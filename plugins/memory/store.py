@@ -178,6 +178,8 @@ EFFECTIVE = ("CASE WHEN m.status = 'ACTIVE' AND m.review_by IS NOT NULL AND m.re
 COLUMNS = ", ".join(f"m.{f}" for f in FIELDS)
 INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
           f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})")
+VECTOR_COLUMNS = ("v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.kind, "
+                  "m.session_id, m.created_at")
 EVENT = ("INSERT INTO memory_events (id, memory_id, at, kind, actor, changes, note) "
          "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
 FILES = "INSERT INTO memory_files (path, memory_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
@@ -368,6 +370,7 @@ class MemoryStore:
 
     writer = Writer
     TAGS = "json_each(m.tags)"  # a record's tags as rows with a ``value`` column
+    LOCAL_ANN = True  # the ANN leg's files live beside this store's file (plugins.memory.ann)
 
     def __init__(self, db):
         self.db = db
@@ -628,13 +631,24 @@ class MemoryStore:
                 counts[w] = self.doc_count(w)
         return {w: counts[w] for w in words}
 
-    def doc_count(self, word: str) -> int:
-        """Records holding ``word`` (uncached)."""
+    def doc_count(self, word: str, prefix: bool = False) -> int:
+        """Records holding ``word`` (``prefix``: a word it begins), uncached."""
         try:
-            return self.db.conn.execute("SELECT COUNT(*) FROM memories_fts WHERE memories_fts "
-                                        "MATCH ?", (f'"{word}"',)).fetchone()[0]
+            return self.db.conn.execute(
+                "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                (f'"{word}"' + ("*" if prefix else ""),)).fetchone()[0]
         except sqlite3.OperationalError:  # a word the tokenizer makes nothing of
             return 0
+
+    def prefix_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: records holding a word it begins}`` (what a keyword query's ``"w"*``
+        matches), cached beside :meth:`doc_counts`'s counts."""
+        self.doc_counts([], total)  # starts the shared cache over when it is due
+        counts = self._counts
+        for w in words:
+            if w + "*" not in counts:
+                counts[w + "*"] = self.doc_count(w, prefix=True)
+        return {w: counts[w + "*"] for w in words}
 
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
         rows = self.db.conn.execute(
@@ -861,10 +875,33 @@ class MemoryStore:
         passages') with what filtering needs (status, review_by, confidence, kind) and what
         orders a session (session_id, created_at)."""
         return self.db.conn.execute(
-            "SELECT v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.kind, "
-            "m.session_id, m.created_at "
-            "FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            f"SELECT {VECTOR_COLUMNS} FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
             "WHERE v.model_id = ? AND v.content_sha = m.content_sha", (model_id,)).fetchall()
+
+    def vectors_after(self, model_id: str, rowid: int, limit: int = -1) -> list[sqlite3.Row]:
+        """Current vectors stored at or after vector row ``rowid`` (``v_rowid``, ascending),
+        with :meth:`vectors`'s columns: what an ANN index built up to ``rowid`` lacks."""
+        return self.db.conn.execute(
+            f"SELECT v.rowid AS v_rowid, {VECTOR_COLUMNS} FROM memory_vectors v "
+            "JOIN memories m ON m.id = v.memory_id WHERE v.rowid >= ? AND v.model_id = ? "
+            "AND v.content_sha = m.content_sha ORDER BY v.rowid LIMIT ?",
+            (rowid, model_id, limit)).fetchall()
+
+    def vectors_of(self, model_id: str, ids: list[str]) -> list[sqlite3.Row]:
+        """:meth:`vectors` of these records only (those embedded by ``model_id``)."""
+        out: list[sqlite3.Row] = []
+        for at in range(0, len(ids), 900):  # under SQLite's bound-parameter limit
+            chunk = ids[at:at + 900]
+            out += self.db.conn.execute(
+                f"SELECT {VECTOR_COLUMNS} FROM memory_vectors v JOIN memories m ON "
+                f"m.id = v.memory_id WHERE v.memory_id IN ({','.join('?' * len(chunk))}) "
+                "AND v.model_id = ? AND v.content_sha = m.content_sha", (*chunk, model_id))
+        return out
+
+    def sessions(self) -> list[tuple[str, str, str]]:
+        """``(id, session_id, created_at)`` of every record in a session."""
+        return [tuple(r) for r in self.db.conn.execute(
+            "SELECT id, session_id, created_at FROM memories WHERE session_id IS NOT NULL")]
 
     def lease(self, name: str, owner: str, now: float, lease_s: float) -> bool:
         """Take (or renew) the project's lease ``name`` — ``backfill``: one embedder per

@@ -63,3 +63,22 @@ def test_counts_follow_the_store_and_small_stores_keep_every_word(tmp_path, big,
     small = new_store("small")
     fill(small, tmp_path, [(f"s{i}", "service note", "the service") for i in range(20)])
     assert searcher.informative(small, ["service", "note"], 0.5, 21) == ["service", "note"]
+
+
+def test_the_keyword_leg_scores_a_bounded_number_of_matches(big):
+    """From twice ``keyword_postings`` records on: rarest words first within the budget; a
+    prefix when its matches fit, else the whole word; when even the rarest word matches
+    more, keyword mode keeps it alone and hybrid's leg leaves it out (every record holds it:
+    bm25 weighs it ~0). A smaller store keeps every word."""
+    searcher = Searcher(MemorySettings(keyword_postings=N // 2), kernel=None)
+    total = big.size_estimate()
+    assert big.prefix_counts(["record", "sign"], total) == {"record": N, "sign": 1}
+    assert searcher.budgeted(big, ["signing", "note"], keep_one=True) == '"signing"*'
+    wide = Searcher(MemorySettings(keyword_postings=N), kernel=None)  # not bounded yet
+    assert wide.budgeted(big, ["signing", "note"], keep_one=True) == '"signing"* OR "note"*'
+    assert searcher.budgeted(big, ["service"], keep_one=True) == '"service"'
+    assert searcher.budgeted(big, ["service"], keep_one=False) is None
+    assert searcher.keyword(big, "service", EVERYTHING, today(), 10, full=False) == []
+    assert len(searcher.keyword(big, "service", EVERYTHING, today(), 10)) == 10
+    assert [r["id"] for r, _ in searcher.keyword(big, "service signing note", EVERYTHING,
+                                                  today(), 10)] == ["keys"]
