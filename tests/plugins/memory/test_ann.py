@@ -14,6 +14,9 @@ from plugins.memory.ann import CandidateLeg, folder
 from plugins.memory.plugin import memories
 from tests.plugins.memory.conftest import Api, start
 
+pytestmark = pytest.mark.sqlite_only("the ANN files are one machine's; PostgreSQL keeps the exact "
+                                     "scan (test_exact_search_on_postgresql)")
+
 ANN = {"decay_sweep_hours": 0, "ann_min_records": 150, "ann_rebuild_rows": 40}
 TOPICS = {
     "storage": ("SQLite write-ahead log", "checkpoint the journal", "vacuum the database file",
