@@ -23,7 +23,7 @@ in one the ``pgserver`` wheel starts), one after the other per size; each run fi
 (p50/p95 per mode) and creates (single and batch, checks on, no decay or checks-off rounds),
 and the summary divides PostgreSQL's figures by SQLite's. Then two servers (two gunicorn
 masters, 2 workers each) share the PostgreSQL database: creates/s from wrk on both at once
-÷ on one alone (``--two-servers-only`` runs that alone).
+(into one project, and each into its own) ÷ on one alone (``--two-servers-only``: that alone).
 The machine is shared with other work: compare ratios, not absolute figures.
 
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
@@ -226,14 +226,16 @@ def search_latency(client: KeepAlive, base: str, queries: list[str], mode: str) 
 
 def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
     """The same work without HTTP, one leg after the other: embed the query, numpy top-k,
-    the keyword leg's bm25 query (its words chosen as the server chooses them)."""
+    the keyword leg's bm25 query (its words chosen as the server chooses them); and the
+    load of the project's vector index, which a worker repeats after any write."""
     import numpy as np
 
     from plugins.memory.models import MemorySettings
-    from plugins.memory.search import Searcher
+    from plugins.memory.search import Searcher, VectorIndex
     searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
-    rows = store.vectors(embedder.model_id)
-    matrix = np.frombuffer(b"".join(r["vector"] for r in rows), np.float32).reshape(len(rows), -1)
+    started = time.perf_counter()  # what each worker pays again after any server's write
+    matrix = VectorIndex.load(store, embedder.model_id, embedder.dim).matrix
+    load_ms = (time.perf_counter() - started) * 1000
     embed_ms, topk_ms, fts_ms = [], [], []
     for q in queries:
         t0 = time.perf_counter()
@@ -250,7 +252,7 @@ def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
         fts_ms.append((t3 - t2) * 1000)
     med = statistics.median
     return {"embed_ms": med(embed_ms), "topk_ms": med(topk_ms), "fts_ms": med(fts_ms),
-            "total_ms": med(embed_ms) + med(topk_ms) + med(fts_ms)}
+            "total_ms": med(embed_ms) + med(topk_ms) + med(fts_ms), "index_load_ms": load_ms}
 
 
 def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder,
@@ -305,10 +307,12 @@ def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder
     return out
 
 
-def two_servers(backend: Backend, home: Path, rounds: int = 2, seconds: int = 5) -> dict:
-    """Creates/s from wrk (8 connections per server) into one project: on one server alone,
-    then on two servers (two gunicorn masters of 2 workers, one database) at once,
-    alternating ``rounds`` times (medians; two ÷ one)."""
+def two_servers(backend: Backend, home: Path, model_id: str, rounds: int = 2,
+                seconds: int = 5) -> dict:
+    """Creates/s from wrk (8 connections per server): on one server alone, then on two
+    servers (two gunicorn masters of 2 workers, one database) at once — into one project,
+    whose writes take turns among all servers, and each server into a project of its own —
+    alternating ``rounds`` times with the backfill idle before each run (medians; ÷ one)."""
     servers = [Server(home / f"machine-{i}", plugins=["auth", "memory"], workers=2,
                       config=f'[kernel]\nstate_dir = "{home / f"state-{i}"}"\n',
                       env={**backend.env(), "NEURALMIND_EMBEDDINGS_WARM": "1"})
@@ -316,31 +320,40 @@ def two_servers(backend: Backend, home: Path, rounds: int = 2, seconds: int = 5)
     for server in servers:
         server.start()
     try:
-        project = home / "two-servers"
-        project.mkdir()
-        pid = servers[0].register(project)
-        base = f"/v1/projects/{pid}/memories"
-        for server in servers:  # each worker's first requests open the store and warm up
-            fill_batches(KeepAlive(server.port, server.token), base, random.Random(server.port),
-                         1000)
-        one, two = [], []
-        for _ in range(rounds):
-            one.append(singles_wrk(servers[0].port, servers[0].token, base, seconds)[0])
+        bases = []
+        for i in (1, 2):
+            project = home / f"project-{i}"
+            project.mkdir()
+            pid = servers[0].register(project)
+            backend.stores.append(backend.store(pid))
+            bases.append(f"/v1/projects/{pid}/memories")
+        for server in servers:  # each worker's first requests open the stores and warm up
+            for base in bases:
+                fill_batches(KeepAlive(server.port, server.token), base,
+                             random.Random(server.port), 500)
+
+        def rate(pairs: list[tuple[Server, str]]) -> float:
+            wait_embedded(backend, model_id)
             rates: list[float] = []
-            threads = [threading.Thread(target=lambda s=s: rates.append(
-                singles_wrk(s.port, s.token, base, seconds)[0])) for s in servers]
+            threads = [threading.Thread(target=lambda s=s, b=b: rates.append(
+                singles_wrk(s.port, s.token, b, seconds)[0])) for s, b in pairs]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            two.append(sum(rates))
+            return sum(rates)
+
+        runs: dict[str, list[float]] = {"one": [], "same_project": [], "own_projects": []}
+        for _ in range(rounds):
+            runs["one"].append(rate([(servers[0], bases[0])]))
+            runs["same_project"].append(rate([(s, bases[0]) for s in servers]))
+            runs["own_projects"].append(rate(list(zip(servers, bases))))
     finally:
         for server in servers:
             server.stop()
-    out = {"one_server_creates_per_s": round(statistics.median(one)),
-           "two_servers_creates_per_s": round(statistics.median(two))}
-    out["two_over_one"] = round(out["two_servers_creates_per_s"]
-                                / out["one_server_creates_per_s"], 2)
+    out = {f"{k}_creates_per_s": round(statistics.median(v)) for k, v in runs.items()}
+    for k in ("same_project", "own_projects"):
+        out[f"{k}_over_one"] = round(out[f"{k}_creates_per_s"] / out["one_creates_per_s"], 2)
     return out
 
 
@@ -385,7 +398,8 @@ def report(res: dict) -> None:
               f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
     raw, w = res["raw"], res["raw_writes"]
     print(f"         raw: embed {raw['embed_ms']:.2f} + top-k {raw['topk_ms']:.3f} "
-          f"+ keyword {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms; hybrid/raw "
+          f"+ keyword {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms (vector index load "
+          f"{raw['index_load_ms']:.0f} ms); hybrid/raw "
           f"{res['hybrid_over_raw']}×; store writes {w['single_creates_per_s']}/s one per "
           f"transaction, {w['batch_creates_per_s']}/s 1,000 per transaction")
 
@@ -469,7 +483,8 @@ def main() -> int:
             for srv in servers.values():
                 srv.stop()
             if args.backend == "postgres":
-                extra["two_servers"] = two_servers(backends["postgres"], Path(tmp) / "two")
+                extra["two_servers"] = two_servers(backends["postgres"], Path(tmp) / "two",
+                                                   embedder.model_id)
         finally:
             for srv in servers.values():
                 srv.stop()
@@ -481,8 +496,10 @@ def main() -> int:
         print(summary(results))
     if "two_servers" in extra:
         t = extra["two_servers"]
-        print(f"memory bench: two servers on one PostgreSQL — creates {t['two_servers_creates_per_s']}"
-              f"/s (wrk on both) ÷ {t['one_server_creates_per_s']}/s (one) = {t['two_over_one']}×")
+        print(f"memory bench: two servers on one PostgreSQL — creates/s (wrk, 8 connections "
+              f"each): one server {t['one_creates_per_s']}; both into one project "
+              f"{t['same_project_creates_per_s']} ({t['same_project_over_one']}×); each into "
+              f"its own {t['own_projects_creates_per_s']} ({t['own_projects_over_one']}×)")
     return 0
 
 
