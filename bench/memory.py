@@ -204,11 +204,11 @@ def random_vectors(store, model_id: str, dim: int) -> None:
                                           for k, r in enumerate(rows[i:i + 5000])])
 
 
-def wait_embedded(backend: Backend, model_id: str, timeout: float = 600) -> float:
-    """Seconds until the backfill has embedded every record of the backend's projects."""
+def wait_embedded(stores: list, model_id: str, timeout: float = 600) -> float:
+    """Seconds until the backfill has embedded every record of ``stores``."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        if not any(store.missing_vectors(model_id, 1) for store in backend.stores):
+        if not any(store.missing_vectors(model_id, 1) for store in stores):
             return time.perf_counter() - started
         time.sleep(0.5)
     raise RuntimeError("backfill did not finish")
@@ -261,7 +261,7 @@ def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder
     project; the previous projects' creates are embedded first, so no backfill runs while
     anything is timed. ``full``: also decay off/on and contradiction checks off/on, three
     rounds (else one round of creates, checks on: the default)."""
-    embed_wait = wait_embedded(backend, embedder.model_id)
+    embed_wait = wait_embedded(backend.stores, embedder.model_id)
     project = backend.folder / f"proj-{n}"
     project.mkdir()
     pid = srv.register(project)
@@ -273,7 +273,7 @@ def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder
     batch_rate = fill_batches(client, base, rng, n)
     if n > embed_up_to:
         random_vectors(store, embedder.model_id, embedder.dim)
-    embed_wait += wait_embedded(backend, embedder.model_id)
+    embed_wait += wait_embedded(backend.stores, embedder.model_id)
     out = {"backend": backend.name, "memories": n, "batch_creates_per_s": round(batch_rate),
            "random_vectors": n > embed_up_to, "backfill_wait_s": round(embed_wait, 1)}
     for mode in ("keyword", "semantic", "hybrid"):
@@ -290,9 +290,10 @@ def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder
         for key in runs:
             set_config(client, base.replace("/memories", "/contradictions/config"),
                        {"check_on_store": key == "checks"})
-            wait_embedded(backend, embedder.model_id)  # no backfill of the last run's records
+            # no backfill of the last run's records
+            wait_embedded(backend.stores, embedder.model_id)
             wrk_rate = singles_wrk(srv.port, srv.token, base, seconds=3)
-            wait_embedded(backend, embedder.model_id)
+            wait_embedded(backend.stores, embedder.model_id)
             runs[key].append((singles(srv.port, srv.token, base, 800), wrk_rate))
     for key, got in runs.items():
         wrk = [w for _, w in got if w]
@@ -320,12 +321,13 @@ def two_servers(backend: Backend, home: Path, model_id: str, rounds: int = 2,
     for server in servers:
         server.start()
     try:
-        bases = []
+        bases, stores = [], []  # (the size runs' servers are gone: their backfill too)
         for i in (1, 2):
             project = home / f"project-{i}"
             project.mkdir()
             pid = servers[0].register(project)
-            backend.stores.append(backend.store(pid))
+            stores.append(backend.store(pid))
+            backend.stores.append(stores[-1])
             bases.append(f"/v1/projects/{pid}/memories")
         for server in servers:  # each worker's first requests open the stores and warm up
             for base in bases:
@@ -333,7 +335,7 @@ def two_servers(backend: Backend, home: Path, model_id: str, rounds: int = 2,
                              random.Random(server.port), 500)
 
         def rate(pairs: list[tuple[Server, str]]) -> float:
-            wait_embedded(backend, model_id)
+            wait_embedded(stores, model_id)
             rates: list[float] = []
             threads = [threading.Thread(target=lambda s=s, b=b: rates.append(
                 singles_wrk(s.port, s.token, b, seconds)[0])) for s, b in pairs]
@@ -407,8 +409,9 @@ def report(res: dict) -> None:
 def summary(results: list[dict]) -> str:
     last = results[-1]
     if last["backend"] == "sqlite":
-        return (f"memory bench: {last['memories']} memories — hybrid p50 {last['hybrid']['p50_ms']} "
-                f"ms ({last['hybrid_over_raw']}× raw {last['raw']['total_ms']} ms; decay on ÷ off "
+        return (f"memory bench: {last['memories']} memories — hybrid p50 "
+                f"{last['hybrid']['p50_ms']} ms ({last['hybrid_over_raw']}× raw "
+                f"{last['raw']['total_ms']} ms; decay on ÷ off "
                 f"{last['decay']['decay_over_none']}×), single creates "
                 f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s "
                 f"(Python) with contradiction checks "

@@ -121,8 +121,9 @@ def main() -> int:
     print(f"{total} vectors in one HNSW index (m 16, ef_construction 64), "
           f"{len(results)} projects")
     for name, r in results.items():
-        cells = ", ".join(f"ef {ef}: {v['recall@10']:.3f} ({v['p50_ms']:.2f} ms, {v['short']} short"
-                          f"{'' if v['index_used'] else ', NO INDEX'})" for ef, v in r["ef"].items())
+        cells = ", ".join(f"ef {ef}: {v['recall@10']:.3f} ({v['p50_ms']:.2f} ms, "
+                          f"{v['short']} short{'' if v['index_used'] else ', NO INDEX'})"
+                          for ef, v in r["ef"].items())
         print(f"  {name:<24} {r['records']:>5} records {r['queries']:>4} queries — {cells}")
     print("pg hnsw bench: recall@10 vs exact — " + ", ".join(
         f"ef_search {ef} {v:.3f}" for ef, v in overall.items()))
