@@ -17,6 +17,13 @@ gunicorn server with the packaged model:
 Sizes above ``--embed-up-to`` (default 20,000) get random unit vectors written through the
 store instead of waiting for the backfill (it embeds ~60 such records/s here): their search
 latencies are real, their semantic results are not.
+``--backend postgres`` runs every size twice, on a server whose stores are SQLite files and
+on one whose stores are PostgreSQL (a schema of its own in the database ``--dsn`` names, else
+in one the ``pgserver`` wheel starts), one after the other per size; each run fills, searches
+(p50/p95 per mode) and creates (single and batch, checks on, no decay or checks-off rounds),
+and the summary divides PostgreSQL's figures by SQLite's. Then two servers (two gunicorn
+masters, 2 workers each) share the PostgreSQL database: creates/s from wrk on both at once
+(into one project, and each into its own) ÷ on one alone (``--two-servers-only``: that alone).
 The machine is shared with other work: compare ratios, not absolute figures.
 
 ``--real-text`` measures search at scale on real text instead (``bench/memory_corpus.py``:
@@ -28,6 +35,7 @@ RSS and PSS of the server and each worker.
 
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
     python bench/memory.py --real-text --sizes 100000,1000000 [--cache DIR]
+    python bench/memory.py --backend postgres [--dsn postgresql://…] [--sizes 10000,100000]
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import KeepAlive, Server  # noqa: E402
+from tests.support import KeepAlive, Server, fresh_pg_dsn, pg_uri  # noqa: E402
 
 SYLLABLES = ("lo", "ka", "mi", "tor", "sel", "pra", "dun", "vek", "qui", "zan", "bel", "cor",
              "fen", "gil", "hus", "jor", "ta", "ron", "mis", "lek", "dor", "pan", "sul", "vin",
@@ -130,18 +138,54 @@ def singles_wrk(port: int, token: str, base: str, seconds: int = 5) -> tuple[flo
     return rate, bad
 
 
-def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]:
-    """The store alone on a fresh file: creates/s one per transaction (with the read-back
-    and the duplicate hint a create does) and 1,000 per transaction."""
-    from kernel.storage import Database
+class Backend:
+    """Where one server's memory stores live — SQLite files in each project's state folder,
+    or a schema of their own in a PostgreSQL database (``uri``) — and the same stores opened
+    in this process, to wait for the backfill, write random vectors and time the raw work."""
+
+    def __init__(self, name: str, tmp: Path, uri: str | None = None):
+        self.name, self.folder = name, tmp / name
+        self.folder.mkdir()
+        self.dsn, self.pool, self.shared = None, None, None
+        self.stores: list = []  # each filled project's, for the backfill waits
+        self.raw_writes: dict[str, float] = {}  # raw_writes(self), measured before the server
+        if name == "postgres":
+            from kernel.pg import PgBackend
+            from plugins.memory.pgstore import PG_MIGRATIONS
+            self.dsn = fresh_pg_dsn(uri or pg_uri())
+            self.pool = PgBackend(self.dsn, 2)
+            self.shared = self.pool.database("memory", PG_MIGRATIONS)
+
+    def env(self) -> dict[str, str]:
+        return {"NEURALMIND_DATABASE_URL": self.dsn} if self.dsn else {}
+
+    def store(self, name: str, file: Path | None = None):
+        """The store of the project ``name`` (on SQLite, in ``file``, else a fresh file)."""
+        if self.shared is not None:
+            from plugins.memory.pgstore import PgMemoryStore
+            return PgMemoryStore(self.shared, name)
+        from kernel.storage import Database
+        from plugins.memory.store import MIGRATIONS, MemoryStore
+        return MemoryStore(Database(file or self.folder / f"{name}.db", MIGRATIONS))
+
+    def close(self) -> None:
+        for store in self.stores:
+            store.db.close()
+        if self.pool is not None:
+            self.pool.close()
+
+
+def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str, float]:
+    """The store alone, fresh: creates/s one per transaction (with the read-back and the
+    duplicate hint a create does) and 1,000 per transaction."""
     from plugins.memory import records
     from plugins.memory.models import MemoryIn, MemorySettings
     from plugins.memory.search import Searcher
-    from plugins.memory.store import MIGRATIONS, MemoryStore
+    tmp = backend.folder
     built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=tmp, now=
                            "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
     ops = [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
-    single = MemoryStore(Database(tmp / "raw-single.db", MIGRATIONS))
+    single = backend.store("raw-single")
     searcher = Searcher(MemorySettings(), kernel=None)
     started = time.perf_counter()
     for _, rec, sha, _, _ in ops:
@@ -150,23 +194,23 @@ def raw_writes(tmp: Path, rng: random.Random, n: int = 2000) -> dict[str, float]
         searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
                                 "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
     single_rate = n / (time.perf_counter() - started)
-    batch = MemoryStore(Database(tmp / "raw-batch.db", MIGRATIONS))
+    batch = backend.store("raw-batch")
     started = time.perf_counter()
     for i in range(0, n, 1000):
         batch.apply_batch(ops[i:i + 1000], "2026-01-01T00:00:00.000Z")
+    single.db.close()
+    batch.db.close()
     return {"single_creates_per_s": round(single_rate),
             "batch_creates_per_s": round(n / (time.perf_counter() - started))}
 
 
-def random_vectors(db: Path, model_id: str, dim: int, vector_of=None) -> None:
+def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
     """A unit vector for every record, through the store (so the version moves): random, or
-    ``vector_of(i)`` for the ``i``-th record created."""
+    ``vector_of(i)`` for the ``i``-th record created (SQLite's row order: --real-text runs
+    there)."""
     import numpy as np
-
-    from kernel.storage import Database
-    from plugins.memory.store import MIGRATIONS, MemoryStore
-    store = MemoryStore(Database(db, MIGRATIONS))
-    rows = store.db.conn.execute("SELECT id, content_sha FROM memories ORDER BY rowid").fetchall()
+    order = " ORDER BY rowid" if vector_of is not None else ""
+    rows = store.db.conn.execute("SELECT id, content_sha FROM memories" + order).fetchall()
     rng = np.random.default_rng(0)
     for i in range(0, len(rows), 5000):
         chunk = rows[i:i + 5000]
@@ -177,19 +221,13 @@ def random_vectors(db: Path, model_id: str, dim: int, vector_of=None) -> None:
             vectors = np.stack([vector_of(i + k) for k in range(len(chunk))])
         store.put_vectors(model_id, dim, [(r[0], vectors[k].tobytes(), r[1])
                                           for k, r in enumerate(chunk)])
-    store.db.close()
 
 
-def wait_embedded(db: Path, model_id: str, timeout: float = 600) -> float:
-    import sqlite3
+def wait_embedded(stores: list, model_id: str, timeout: float = 600) -> float:
+    """Seconds until the backfill has embedded every record of ``stores``."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        conn = sqlite3.connect(db)
-        missing = conn.execute("SELECT COUNT(*) FROM memories m LEFT JOIN memory_vectors v ON "
-                               "v.memory_id = m.id AND v.model_id = ? AND v.content_sha = "
-                               "m.content_sha WHERE v.memory_id IS NULL", (model_id,)).fetchone()[0]
-        conn.close()
-        if missing == 0:
+        if not any(store.missing_vectors(model_id, 1) for store in stores):
             return time.perf_counter() - started
         time.sleep(0.5)
     raise RuntimeError("backfill did not finish")
@@ -205,19 +243,18 @@ def search_latency(client: KeepAlive, base: str, queries: list[str], mode: str) 
     return out
 
 
-def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
+def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
     """The same work without HTTP, one leg after the other: embed the query, numpy top-k,
-    the keyword leg's FTS5 bm25 query (its words chosen as the server chooses them)."""
+    the keyword leg's bm25 query (its words chosen as the server chooses them); and the
+    load of the project's vector index, which a worker repeats after any write."""
     import numpy as np
 
-    from kernel.storage import Database
     from plugins.memory.models import MemorySettings
-    from plugins.memory.search import Searcher
-    from plugins.memory.store import MIGRATIONS, MemoryStore
-    store = MemoryStore(Database(db, MIGRATIONS))
+    from plugins.memory.search import Searcher, VectorIndex
     searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
-    rows = store.vectors(embedder.model_id)
-    matrix = np.frombuffer(b"".join(r["vector"] for r in rows), np.float32).reshape(len(rows), -1)
+    started = time.perf_counter()  # what each worker pays again after any server's write
+    matrix = VectorIndex.load(store, embedder.model_id, embedder.dim).matrix
+    load_ms = (time.perf_counter() - started) * 1000
     embed_ms, topk_ms, fts_ms = [], [], []
     for q in queries:
         t0 = time.perf_counter()
@@ -232,48 +269,50 @@ def raw_cost(db: Path, embedder, queries: list[str]) -> dict[str, float]:
         embed_ms.append((t1 - t0) * 1000)
         topk_ms.append((t2 - t1) * 1000)
         fts_ms.append((t3 - t2) * 1000)
-    store.db.close()
     med = statistics.median
     return {"embed_ms": med(embed_ms), "topk_ms": med(topk_ms), "fts_ms": med(fts_ms),
-            "total_ms": med(embed_ms) + med(topk_ms) + med(fts_ms)}
+            "total_ms": med(embed_ms) + med(topk_ms) + med(fts_ms), "index_load_ms": load_ms}
 
 
-def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
-             embed_up_to: int) -> dict:
+def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder,
+             embed_up_to: int, full: bool = True) -> dict:
     """Fill, wait for the vectors, time searches, then time single creates into the same
     project; the previous projects' creates are embedded first, so no backfill runs while
-    anything is timed."""
-    embed_wait = sum(wait_embedded(p / ".neuralmind" / "memory.db", embedder.model_id)
-                     for p in tmp.iterdir() if (p / ".neuralmind" / "memory.db").exists())
-    project = tmp / f"proj-{n}"
+    anything is timed. ``full``: also decay off/on and contradiction checks off/on, three
+    rounds (else one round of creates, checks on: the default)."""
+    embed_wait = wait_embedded(backend.stores, embedder.model_id)
+    project = backend.folder / f"proj-{n}"
     project.mkdir()
     pid = srv.register(project)
+    store = backend.store(pid, project / ".neuralmind" / "memory.db")
+    backend.stores.append(store)
     base = f"/v1/projects/{pid}/memories"
     client = KeepAlive(srv.port, srv.token)
     rng = random.Random(n)
     batch_rate = fill_batches(client, base, rng, n)
     if n > embed_up_to:
-        random_vectors(project / ".neuralmind" / "memory.db", embedder.model_id, embedder.dim)
-    embed_wait += wait_embedded(project / ".neuralmind" / "memory.db", embedder.model_id)
-    out = {"memories": n, "batch_creates_per_s": round(batch_rate),
+        random_vectors(store, embedder.model_id, embedder.dim)
+    embed_wait += wait_embedded(backend.stores, embedder.model_id)
+    out = {"backend": backend.name, "memories": n, "batch_creates_per_s": round(batch_rate),
            "random_vectors": n > embed_up_to, "backfill_wait_s": round(embed_wait, 1)}
     for mode in ("keyword", "semantic", "hybrid"):
         search_latency(client, base, queries[:10], mode)  # warm both workers' caches
         ms = search_latency(client, base, queries, mode)
         out[mode] = {"p50_ms": round(pct(ms, 50), 2), "p95_ms": round(pct(ms, 95), 2)}
-    out["decay"] = decay_latency(client, base, queries)
-    raw = raw_cost(project / ".neuralmind" / "memory.db", embedder, queries)
+    if full:
+        out["decay"] = decay_latency(client, base, queries)
+    raw = raw_cost(store, embedder, queries)
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
-    runs: dict[str, list] = {"no_checks": [], "checks": []}
-    db = project / ".neuralmind" / "memory.db"
-    for _ in range(3):  # alternating, so the project's growth weighs on both alike
+    runs: dict[str, list] = {"no_checks": [], "checks": []} if full else {"checks": []}
+    for _ in range(3 if full else 1):  # alternating, so the project's growth weighs on both
         for key in runs:
             set_config(client, base.replace("/memories", "/contradictions/config"),
                        {"check_on_store": key == "checks"})
-            wait_embedded(db, embedder.model_id)  # no backfill of the last run's records
+            # no backfill of the last run's records
+            wait_embedded(backend.stores, embedder.model_id)
             wrk_rate = singles_wrk(srv.port, srv.token, base, seconds=3)
-            wait_embedded(db, embedder.model_id)
+            wait_embedded(backend.stores, embedder.model_id)
             runs[key].append((singles(srv.port, srv.token, base, 800), wrk_rate))
     for key, got in runs.items():
         wrk = [w for _, w in got if w]
@@ -281,9 +320,61 @@ def run_size(srv: Server, tmp: Path, n: int, queries: list[str], embedder,
                     "single_creates_wrk_per_s": round(statistics.median(w[0] for w in wrk))
                     if wrk else None, "wrk_non_201": sum(w[1] for w in wrk) if wrk else None}
     out.update(out["checks"])  # the default: checks on
-    out["checks_over_none"] = {
-        k: round(out["checks"][k] / out["no_checks"][k], 2) if out["no_checks"][k] else None
-        for k in ("single_creates_per_s", "single_creates_wrk_per_s")}
+    if full:
+        out["checks_over_none"] = {
+            k: round(out["checks"][k] / out["no_checks"][k], 2) if out["no_checks"][k] else None
+            for k in ("single_creates_per_s", "single_creates_wrk_per_s")}
+    return out
+
+
+def two_servers(backend: Backend, home: Path, model_id: str, rounds: int = 2,
+                seconds: int = 5) -> dict:
+    """Creates/s from wrk (8 connections per server): on one server alone, then on two
+    servers (two gunicorn masters of 2 workers, one database) at once — into one project,
+    whose writes take turns among all servers, and each server into a project of its own —
+    alternating ``rounds`` times with the backfill idle before each run (medians; ÷ one)."""
+    servers = [Server(home / f"machine-{i}", plugins=["auth", "memory"], workers=2,
+                      config=f'[kernel]\nstate_dir = "{home / f"state-{i}"}"\n',
+                      env={**backend.env(), "NEURALMIND_EMBEDDINGS_WARM": "1"})
+               for i in (1, 2)]
+    for server in servers:
+        server.start()
+    try:
+        bases, stores = [], []  # (the size runs' servers are gone: their backfill too)
+        for i in (1, 2):
+            project = home / f"project-{i}"
+            project.mkdir()
+            pid = servers[0].register(project)
+            stores.append(backend.store(pid))
+            backend.stores.append(stores[-1])
+            bases.append(f"/v1/projects/{pid}/memories")
+        for server in servers:  # each worker's first requests open the stores and warm up
+            for base in bases:
+                fill_batches(KeepAlive(server.port, server.token), base,
+                             random.Random(server.port), 500)
+
+        def rate(pairs: list[tuple[Server, str]]) -> float:
+            wait_embedded(stores, model_id)
+            rates: list[float] = []
+            threads = [threading.Thread(target=lambda s=s, b=b: rates.append(
+                singles_wrk(s.port, s.token, b, seconds)[0])) for s, b in pairs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return sum(rates)
+
+        runs: dict[str, list[float]] = {"one": [], "same_project": [], "own_projects": []}
+        for _ in range(rounds):
+            runs["one"].append(rate([(servers[0], bases[0])]))
+            runs["same_project"].append(rate([(s, bases[0]) for s in servers]))
+            runs["own_projects"].append(rate(list(zip(servers, bases))))
+    finally:
+        for server in servers:
+            server.stop()
+    out = {f"{k}_creates_per_s": round(statistics.median(v)) for k, v in runs.items()}
+    for k in ("same_project", "own_projects"):
+        out[f"{k}_over_one"] = round(out[f"{k}_creates_per_s"] / out["one_creates_per_s"], 2)
     return out
 
 
@@ -301,9 +392,12 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
     out = {"memories": n, "text": "real",
            "batch_creates_per_s": round(fill_batches(client, base, None, n,
                                                      lambda i: corpus.record(i)[0]))}
-    random_vectors(db, embedder.model_id, embedder.dim,
+    from kernel.storage import Database
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    store = MemoryStore(Database(db, MIGRATIONS))
+    random_vectors(store, embedder.model_id, embedder.dim,
                    lambda i: corpus.vector(units, corpus.record(i)[1]))
-    wait_embedded(db, embedder.model_id)
+    wait_embedded([store], embedder.model_id)
     out["ann_build_s"] = wait_ann(client, base, db, embedder, n)
     for name, qs in (("typical", queries), ("worst", worst)):
         for mode in ("keyword", "semantic", "hybrid"):
@@ -311,7 +405,7 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
             ms = search_latency(client, base, qs, mode)
             out[f"{name}_{mode}"] = {"p50_ms": round(pct(ms, 50), 2),
                                      "p95_ms": round(pct(ms, 95), 2)}
-        raw = raw_cost(db, embedder, qs)
+        raw = raw_cost(store, embedder, qs)
         out[f"raw_{name}"] = {k: round(v, 3) for k, v in raw.items()}
     out["worst_over_typical"] = round(out["worst_hybrid"]["p50_ms"]
                                       / out["typical_hybrid"]["p50_ms"], 2)
@@ -319,6 +413,7 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
                                    / out["raw_typical"]["total_ms"], 2)
     out["ann"] = ann_recall(db, embedder, queries) if out["ann_build_s"] is not None else None
     out["processes"] = process_memory(srv)
+    store.db.close()
     return out
 
 
@@ -419,6 +514,65 @@ def decay_latency(client: KeepAlive, base: str, queries: list[str], rounds: int 
     return out
 
 
+def report(res: dict) -> None:
+    n = res["memories"]
+    print(f"{n:>7} memories on {res['backend']}: batch {res['batch_creates_per_s']:>6}/s, single "
+          f"{res['single_creates_wrk_per_s']}/s (wrk, 8 connections; "
+          f"{res['wrk_non_201']} not 201), {res['single_creates_per_s']}/s "
+          f"(8 Python threads), backfill wait {res['backfill_wait_s']} s"
+          + (" (random vectors)" if res["random_vectors"] else ""))
+    for mode in ("keyword", "semantic", "hybrid"):
+        print(f"         {mode:<8} p50 {res[mode]['p50_ms']:>7.2f} ms  "
+              f"p95 {res[mode]['p95_ms']:>7.2f} ms")
+    if "decay" in res:
+        d = res["decay"]
+        print(f"         hybrid p50 decay off {d['hybrid_p50_ms_decay_off']:.2f} ms, on "
+              f"{d['hybrid_p50_ms_decay_on']:.2f} ms: {d['decay_over_none']}×")
+    if "checks_over_none" in res:
+        c, o = res["checks"], res["no_checks"]
+        print(f"         single creates without contradiction checks "
+              f"{o['single_creates_wrk_per_s']}/s (wrk) {o['single_creates_per_s']}/s "
+              f"(Python), with {c['single_creates_wrk_per_s']}/s "
+              f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
+    raw, w = res["raw"], res["raw_writes"]
+    print(f"         raw: embed {raw['embed_ms']:.2f} + top-k {raw['topk_ms']:.3f} "
+          f"+ keyword {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms (vector index load "
+          f"{raw['index_load_ms']:.0f} ms); hybrid/raw "
+          f"{res['hybrid_over_raw']}×; store writes {w['single_creates_per_s']}/s one per "
+          f"transaction, {w['batch_creates_per_s']}/s 1,000 per transaction")
+
+
+def summary(results: list[dict]) -> str:
+    last = results[-1]
+    if last["backend"] == "sqlite":
+        return (f"memory bench: {last['memories']} memories — hybrid p50 "
+                f"{last['hybrid']['p50_ms']} ms ({last['hybrid_over_raw']}× raw "
+                f"{last['raw']['total_ms']} ms; decay on ÷ off "
+                f"{last['decay']['decay_over_none']}×), single creates "
+                f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s "
+                f"(Python) with contradiction checks "
+                f"({last['checks_over_none']['single_creates_wrk_per_s']}× / "
+                f"{last['checks_over_none']['single_creates_per_s']}× without), "
+                f"batch creates {last['batch_creates_per_s']}/s")
+    lines = []
+    by = {(r["backend"], r["memories"]): r for r in results}
+    for (backend, n), pg in by.items():
+        lite = by.get(("sqlite", n))
+        if backend != "postgres" or lite is None:
+            continue
+        ratio = {k: round(pg[k] / lite[k], 2) if lite[k] else None
+                 for k in ("batch_creates_per_s", "single_creates_wrk_per_s",
+                           "single_creates_per_s")}
+        lines.append(f"memory bench: {n} memories, PostgreSQL ÷ SQLite — hybrid p50 "
+                     f"{pg['hybrid']['p50_ms']} / {lite['hybrid']['p50_ms']} ms "
+                     f"({round(pg['hybrid']['p50_ms'] / lite['hybrid']['p50_ms'], 2)}×), p95 "
+                     f"{pg['hybrid']['p95_ms']} / {lite['hybrid']['p95_ms']} ms; single creates "
+                     f"{ratio['single_creates_wrk_per_s']}× (wrk) "
+                     f"{ratio['single_creates_per_s']}× (Python), batch creates "
+                     f"{ratio['batch_creates_per_s']}×")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000")
@@ -430,67 +584,70 @@ def main() -> int:
                          "search figures, the ANN index and memory per process")
     ap.add_argument("--cache", default="/tmp/nm-scale-cache",
                     help="--real-text: where the units' embeddings are kept")
+    ap.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                    help="postgres: each size on PostgreSQL next to SQLite, then two servers")
+    ap.add_argument("--dsn", help="the PostgreSQL (with pgvector) to use; default: pgserver's")
+    ap.add_argument("--two-servers-only", action="store_true",
+                    help="with --backend postgres: only the two-servers figure")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.real_text:
+        if args.backend != "sqlite":
+            ap.error("--real-text runs on SQLite (the ANN leg's files are one machine's)")
         return main_real(args)
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
     embedder = default_embedder(load_settings())
     rng = random.Random(7)
     queries = [sentence(rng, rng.randint(3, 6)) for _ in range(args.queries)]
-    results = []
+    names = ("sqlite",) if args.backend == "sqlite" else ("sqlite", "postgres")
+    results, servers, backends = [], {}, {}
+    extra: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
-        raw_w = raw_writes(Path(tmp), random.Random(3))
-        if not args.json:
-            print(f"raw store writes (no HTTP): {raw_w['single_creates_per_s']}/s one per "
-                  f"transaction with read-back and duplicate hint, {raw_w['batch_creates_per_s']}/s "
-                  f"1,000 per transaction")
-        srv = Server(Path(tmp) / "home", plugins=["auth", "memory"], workers=2,
-                     env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
-        srv.start()
         try:
-            warm = Path(tmp) / "warm-up"  # first requests open files and import code
-            warm.mkdir()
-            fill_batches(KeepAlive(srv.port, srv.token),
-                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
-            for n in (int(s) for s in args.sizes.split(",")):
-                res = run_size(srv, Path(tmp), n, queries, embedder, args.embed_up_to)
-                res["raw_writes"] = raw_w
-                results.append(res)
-                if not args.json:
-                    print(f"{n:>7} memories: batch {res['batch_creates_per_s']:>6}/s, single "
-                          f"{res['single_creates_wrk_per_s']}/s (wrk, 8 connections; "
-                          f"{res['wrk_non_201']} not 201), {res['single_creates_per_s']}/s "
-                          f"(8 Python threads), backfill wait {res['backfill_wait_s']} s"
-                          + (" (random vectors)" if res["random_vectors"] else ""))
-                    for mode in ("keyword", "semantic", "hybrid"):
-                        print(f"         {mode:<8} p50 {res[mode]['p50_ms']:>7.2f} ms  "
-                              f"p95 {res[mode]['p95_ms']:>7.2f} ms")
-                    d = res["decay"]
-                    print(f"         hybrid p50 decay off {d['hybrid_p50_ms_decay_off']:.2f} ms, on "
-                          f"{d['hybrid_p50_ms_decay_on']:.2f} ms: {d['decay_over_none']}×")
-                    c, n = res["checks"], res["no_checks"]
-                    print(f"         single creates without contradiction checks "
-                          f"{n['single_creates_wrk_per_s']}/s (wrk) {n['single_creates_per_s']}/s "
-                          f"(Python), with {c['single_creates_wrk_per_s']}/s "
-                          f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
-                    raw = res["raw"]
-                    print(f"         raw: embed {raw['embed_ms']:.2f} + top-k {raw['topk_ms']:.3f} "
-                          f"+ FTS {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms; hybrid/raw "
-                          f"{res['hybrid_over_raw']}×")
+            for name in names:
+                backends[name] = backend = Backend(name, Path(tmp), args.dsn)
+            if args.two_servers_only:
+                names = ()
+            for name in names:
+                backend = backends[name]
+                backend.raw_writes = raw_writes(backend, random.Random(3))
+                srv = servers[name] = Server(backend.folder / "home", plugins=["auth", "memory"],
+                                             workers=2, env={**backend.env(),
+                                                             "NEURALMIND_EMBEDDINGS_WARM": "1"})
+                srv.start()
+                warm = backend.folder / "warm-up"  # first requests open files and import code
+                warm.mkdir()
+                fill_batches(KeepAlive(srv.port, srv.token),
+                             f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+            for n in (int(s) for s in args.sizes.split(",")) if names else ():
+                for name in names:  # one size on every backend before the next size
+                    res = run_size(servers[name], backends[name], n, queries, embedder,
+                                   args.embed_up_to, full=args.backend == "sqlite")
+                    res["raw_writes"] = backends[name].raw_writes
+                    results.append(res)
+                    if not args.json:
+                        report(res)
+            for srv in servers.values():
+                srv.stop()
+            if args.backend == "postgres":
+                extra["two_servers"] = two_servers(backends["postgres"], Path(tmp) / "two",
+                                                   embedder.model_id)
         finally:
-            srv.stop()
+            for srv in servers.values():
+                srv.stop()
+            for backend in backends.values():
+                backend.close()
     if args.json:
-        print(json.dumps(results))
-    last = results[-1]
-    print(f"memory bench: {last['memories']} memories — hybrid p50 {last['hybrid']['p50_ms']} ms "
-          f"({last['hybrid_over_raw']}× raw {last['raw']['total_ms']} ms; decay on ÷ off "
-          f"{last['decay']['decay_over_none']}×), single creates "
-          f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s (Python) "
-          f"with contradiction checks ({last['checks_over_none']['single_creates_wrk_per_s']}× / "
-          f"{last['checks_over_none']['single_creates_per_s']}× without), "
-          f"batch creates {last['batch_creates_per_s']}/s")
+        print(json.dumps({"sizes": results, **extra} if extra else results))
+    if results:
+        print(summary(results))
+    if "two_servers" in extra:
+        t = extra["two_servers"]
+        print(f"memory bench: two servers on one PostgreSQL — creates/s (wrk, 8 connections "
+              f"each): one server {t['one_creates_per_s']}; both into one project "
+              f"{t['same_project_creates_per_s']} ({t['same_project_over_one']}×); each into "
+              f"its own {t['own_projects_creates_per_s']} ({t['own_projects_over_one']}×)")
     return 0
 
 

@@ -190,15 +190,17 @@ def pg_uri() -> str:
     return SESSION.pg_uri
 
 
-def fresh_pg_dsn() -> str:
-    """A DSN whose tables land in a schema of their own: one test's empty database."""
+def fresh_pg_dsn(uri: str | None = None) -> str:
+    """A DSN whose tables land in a schema of their own: one test's empty database (in the
+    session's PostgreSQL, or in the one ``uri`` names)."""
     import psycopg
     from psycopg.conninfo import make_conninfo
+    uri = uri or pg_uri()
     schema = "t_" + secrets.token_hex(6)
-    with psycopg.connect(pg_uri(), autocommit=True) as conn:
+    with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute(f"CREATE SCHEMA {schema}")
-    return make_conninfo(pg_uri(), options=f"-csearch_path={schema},public")
+    return make_conninfo(uri, options=f"-csearch_path={schema},public")
 
 
 def home_dsn(home: Path | str, config: str | Path | None = None,

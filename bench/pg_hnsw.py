@@ -1,0 +1,134 @@
+"""Recall@10 of pgvector's HNSW index (the memory store's, on PostgreSQL) against exact search.
+
+The eval sets' documents (/work/shared/eval: SciFact abstracts, LoCoMo turns, optionally
+CoSQA functions) are loaded as ``neuralmind eval memory --backend postgres`` loads them — each
+collection a project of one database, so the projects share one table and one HNSW index, as
+a team server's do — and embedded with the packaged model (each record's own vector, which
+is what the pgvector column holds). Each collection's queries are then asked twice: through
+the project's view with the index (``ORDER BY embedding <=> q LIMIT 10`` under each
+``hnsw.ef_search``), and exactly, numpy's top-10 over the same vectors. Recall@10 is the
+share of the exact top-10 the index returns; the p50 is the query's time in the database
+(the embedding of the query is not counted); "short" counts queries that got fewer than 10
+rows (the index's candidates are filtered to the project after the scan).
+The PostgreSQL is the one ``--dsn`` names, else one the ``pgserver`` wheel starts; with a
+``--dsn`` that persists, a second run reuses the loaded, embedded collections.
+
+    python bench/pg_hnsw.py [--sets scifact,locomo] [--ef 40,100,200] [--dsn URI]
+                            [--dataset ../shared/eval] [--work DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import fresh_pg_dsn, pg_uri  # noqa: E402
+
+EVAL = ROOT.parent.parent / "shared" / "eval"  # ../shared/eval beside the worktrees
+SPLITS = {"scifact": "train", "locomo": "dev", "cosqa": "dev"}
+
+
+def top10(store, vector, ef: int) -> tuple[list[str], float, bool]:
+    """The index's top 10 in ``store``'s project: ids, milliseconds, and whether the plan
+    used the HNSW index."""
+    with store.db.transaction() as conn:
+        conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+        q = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+        sql = ("SELECT memory_id FROM memory_vectors ORDER BY embedding <=> CAST(? AS vector) "
+               "LIMIT 10")
+        started = time.perf_counter()
+        rows = conn.execute(sql, (q,)).fetchall()
+        ms = (time.perf_counter() - started) * 1000
+        # what this run did (a plain EXPLAIN may plan otherwise than the prepared statement)
+        plan = " ".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
+                                                   + sql, (q,)).fetchall())
+    return [r[0] for r in rows], ms, "hnsw" in plan
+
+
+def exact10(ids: list[str], matrix, vector) -> list[str]:
+    scores = matrix @ vector
+    top = np.argpartition(-scores, 10)[:10] if len(scores) > 10 else np.arange(len(scores))
+    return [ids[i] for i in top[np.argsort(-scores[top])]]
+
+
+def main() -> int:
+    from plugins.memory.eval import eval_kernel, load, open_store
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.search import Searcher
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default="scifact,locomo", help="of scifact, locomo, cosqa")
+    ap.add_argument("--ef", default="40,100,200", help="hnsw.ef_search values")
+    ap.add_argument("--dsn", help="a PostgreSQL with pgvector; default: pgserver's")
+    ap.add_argument("--work", help="the eval work folder (model cache); default: a temp folder")
+    ap.add_argument("--dataset", type=Path, default=EVAL, help="the eval sets' folder")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    efs = [int(e) for e in args.ef.split(",")]
+    dsn = args.dsn or fresh_pg_dsn(pg_uri())
+    work = Path(args.work or tempfile.mkdtemp(prefix="pg-hnsw-"))
+    kernel = eval_kernel(work, dsn=dsn)
+    searcher = Searcher(MemorySettings(passages=False), kernel)  # own vectors only
+    embedder = kernel.embedder
+    collections = []
+    for name in args.sets.split(","):
+        for col in load(args.dataset / name, SPLITS[name]):
+            store = open_store(kernel, work / name, col)
+            started = time.perf_counter()
+            searcher.fill(store, embedder, batch=128)
+            print(f"{col.name}: {len(col.docs)} records, embedded in "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+            collections.append((col, store))
+    total = sum(len(col.docs) for col, _ in collections)
+    results = {}
+    for col, store in collections:
+        rows = store.vectors(embedder.model_id)
+        ids = [r["memory_id"] for r in rows]
+        matrix = np.stack([np.frombuffer(r["vector"], np.float32, count=embedder.dim)
+                           for r in rows])
+        queries = embedder.embed([text for text, _, _ in col.queries]).astype(np.float32)
+        exact = [exact10(ids, matrix, q) for q in queries]
+        per_ef = {}
+        for ef in efs:
+            recall, ms, short, indexed = [], [], 0, True
+            for q, want in zip(queries, exact):
+                got, took, used = top10(store, q, ef)
+                recall.append(len(set(got) & set(want)) / len(want))
+                ms.append(took)
+                short += len(got) < 10
+                indexed &= used
+            per_ef[ef] = {"recall@10": round(statistics.mean(recall), 4),
+                          "p50_ms": round(statistics.median(ms), 2), "short": short,
+                          "index_used": indexed}
+        results[col.name] = {"records": len(ids), "queries": len(queries), "ef": per_ef}
+    # every collection's queries weigh as many times as they are
+    overall = {ef: round(sum(r["ef"][ef]["recall@10"] * r["queries"] for r in results.values())
+                         / sum(r["queries"] for r in results.values()), 4) for ef in efs}
+    kernel.shutdown()
+    if args.json:
+        print(json.dumps({"table_rows": total, "collections": results, "recall@10": overall}))
+        return 0
+    print(f"{total} vectors in one HNSW index (m 16, ef_construction 64), "
+          f"{len(results)} projects")
+    for name, r in results.items():
+        cells = ", ".join(f"ef {ef}: {v['recall@10']:.3f} ({v['p50_ms']:.2f} ms, "
+                          f"{v['short']} short{'' if v['index_used'] else ', NO INDEX'})"
+                          for ef, v in r["ef"].items())
+        print(f"  {name:<24} {r['records']:>5} records {r['queries']:>4} queries — {cells}")
+    print("pg hnsw bench: recall@10 vs exact — " + ", ".join(
+        f"ef_search {ef} {v:.3f}" for ef, v in overall.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
