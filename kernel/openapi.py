@@ -163,20 +163,19 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                 "application/json": {"schema": schemas.ref(op.body, "validation")},
                 **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}
         responses: dict[str, Any] = {}
+        written = {t.split(";")[0]: {"schema": _stream_schema(t)}
+                   for t in op.media_type.split(",")}  # what a streaming handler writes
         for status, tp in {op.status: op.response, **op.responses}.items():
             if tp is None:
                 if status == 204 or status in op.responses:  # e.g. {202: None}: no body
                     responses[str(status)] = {"description": "No content"}
                 else:
-                    responses[str(status)] = {"description": "OK", "content": {
-                        t.split(";")[0]: {"schema": _stream_schema(t)}
-                        for t in op.media_type.split(",")}}
+                    responses[str(status)] = {"description": "OK", "content": written}
             else:
                 content = {"application/json": {"schema": schemas.ref(tp, "serialization")}}
-                if status == op.status and op.media_type != "application/json":
+                if status == op.status:
                     # a route that can also stream (ask's server-sent events) publishes both
-                    content[op.media_type.split(";")[0]] = {
-                        "schema": _stream_schema(op.media_type)}
+                    content.update((t, v) for t, v in written.items() if t not in content)
                 responses[str(status)] = {"description": "OK", "content": content}
         responses.update(_error_responses(op, PARAM.findall(uri)))
         entry["responses"] = responses
