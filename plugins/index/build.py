@@ -58,6 +58,20 @@ def read_text(path: str) -> tuple[bytes, str] | None:
         return None
 
 
+def embed_text(settings, path: str, kind: str, qualname: str, text: str, docstring: str,
+               whole: bool, signature: str) -> str | None:
+    """What the node is embedded as: test code is cut at ``test_embed_chars``."""
+    cut = settings.test_embed_chars if chunker.is_test(path) else settings.embed_chars
+    return chunker.embed_text(kind, qualname, text, docstring, whole, cut, signature,
+                              settings.embed_mode)
+
+
+def stored_embed_text(settings, row) -> str | None:
+    """:func:`embed_text` of a stored node row."""
+    return embed_text(settings, row["path"], row["kind"], row["qualname"], row["text"],
+                      row["docstring"], bool(row["whole"]), row["signature"])
+
+
 def file_row(entry: FileEntry, data: bytes, text: str, settings,
              texts: dict[str, str], parsed: chunker.Parsed | None = None) -> FileRow:
     """A parsed file as rows (``parsed``: already parsed, an ingested document); its embed
@@ -68,9 +82,8 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
     for node in parsed.nodes:
         key = f"{entry.path}\0{node.kind}\0{node.qualname}"
         seen[key] = seen.get(key, -1) + 1
-        embed = chunker.embed_text(node.kind, node.qualname, node.text, node.docstring,
-                                   node.whole, settings.embed_chars, node.signature,
-                                   settings.embed_mode)
+        embed = embed_text(settings, entry.path, node.kind, node.qualname, node.text,
+                           node.docstring, node.whole, node.signature)
         digest = hashlib.sha1(embed.encode()).hexdigest() if embed else None
         if embed:
             texts[digest] = embed
@@ -109,7 +122,8 @@ class Build:
         entries = utf8_named(walked)
         skipped = Counter({BAD_NAME: len(walked) - len(entries)})
         known = self.store.file_states()
-        layout = f"{self.settings.embed_mode}:{self.settings.embed_chars}"
+        layout = (f"{self.settings.embed_mode}:{self.settings.embed_chars}:"
+                  f"{self.settings.test_embed_chars}")
         # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
         reparse = full or (paths is None and self.store.meta().get("embed_text") != layout)
         self.progress(files_total=len(entries), files_done=0, chunks_embedded=0, chunks_total=0)
@@ -175,9 +189,7 @@ class Build:
         """Texts of nodes indexed while no model was available, by hash."""
         out = {}
         for row in self.store.unembedded():
-            text = chunker.embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
-                                      bool(row["whole"]), self.settings.embed_chars,
-                                      row["signature"], self.settings.embed_mode)
+            text = stored_embed_text(self.settings, row)
             if text:
                 out[row["embed_hash"]] = text
         return out

@@ -26,6 +26,8 @@ LANGUAGES = {
 }
 DOCS = {"markdown", "rst", "text"}
 CONFIG = {"json", "yaml", "toml", "ini", "xml"}
+TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$"
+                       r"|(^|/)conftest\.py$|\.(test|spec)\.[cm]?[jt]sx?$")
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
@@ -96,6 +98,11 @@ def file_type_of(language: str) -> str:
     if language in CONFIG:
         return "config"
     return "code"
+
+
+def is_test(path: str) -> bool:
+    """Test code by where it lives or how it is named (Python, Go, JavaScript/TypeScript)."""
+    return bool(TEST_FILE.search(path))
 
 
 def module_name(path: str) -> str:

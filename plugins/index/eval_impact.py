@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from plugins.index.resolve import is_test
+from plugins.index.chunker import is_test
 
 MIN_NAME = 4
 

@@ -33,6 +33,11 @@ class IndexSettings(ConfigSection):
     max_file_bytes: int = Field(1_000_000, gt=0, description="files above this are not indexed")
     embed_chars: int = Field(320, ge=64, le=4096,
                              description="characters of a node's code its vector is made of")
+    test_embed_chars: int = Field(
+        128, ge=64, le=4096,
+        description="the same for test code (tests/, test_*.py, *_test.go, *.spec.ts …): its name "
+                    "says what it checks, and its body, mostly setup and asserts, half of a "
+                    "tree's embedding time (docs/index.md)")
     embed_mode: Literal["docfirst", "code", "metadata"] = Field(
         "docfirst", description="docfirst: the name as words, the docstring, then the code "
                                 "without it; code: kind, name and the node's code as written; "

@@ -26,10 +26,9 @@ import re
 import sys
 from collections import defaultdict
 
-from plugins.index.chunker import module_name
+from plugins.index.chunker import is_test, module_name
 
 SYMBOLS = ("function", "method", "class")
-TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 _JS = ("javascript", "typescript", "tsx")
 _JS_EXTENSIONS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
 _PACKAGES = ("go", "java")  # one directory is one package: its files share a namespace
@@ -444,10 +443,6 @@ class Resolver:
         found = self.by_name.get(name, ())
         distinct = {(self.path[n], self.qualname[n]) for n in found}  # overloads are one
         return (found[-1], "name") if len(distinct) == 1 else (None, "unresolved")
-
-
-def is_test(path: str) -> bool:
-    return bool(TEST_FILE.search(path))
 
 
 def _family(language: str) -> str:

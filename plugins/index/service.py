@@ -13,8 +13,7 @@ from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFie
                         ProjectStores, Unavailable, UnsupportedMediaType, VersionedCache,
                         estimate_tokens, gitinfo, now_iso)
 from plugins.index import context, graph, ingest, learning, search
-from plugins.index.build import Build, file_row
-from plugins.index.chunker import embed_text
+from plugins.index.build import Build, file_row, stored_embed_text
 from plugins.index.walker import FileEntry
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
@@ -519,9 +518,7 @@ class IndexService:
         """Vectors for the nodes that have none (indexed while no model was available)."""
         texts = {}
         for row in store.unembedded():
-            text = embed_text(row["kind"], row["qualname"], row["text"], row["docstring"],
-                              bool(row["whole"]), self.settings.embed_chars, row["signature"],
-                              self.settings.embed_mode)
+            text = stored_embed_text(self.settings, row)
             if text:
                 texts[row["embed_hash"]] = text
         return self._embed(store, texts)

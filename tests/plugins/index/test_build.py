@@ -147,7 +147,7 @@ def test_bad_build_bodies_are_422_and_unknown_projects_404(server, project):
 def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, project,
                                                                          tmp_path):
     """Unchanged files are skipped by size and mtime, but not when their vectors were made of
-    another text ([index] embed_mode or embed_chars changed)."""
+    another text ([index] embed_mode, embed_chars or test_embed_chars changed)."""
     pid, root = project
     first = build(server, pid)
     assert build(server, pid)["files_changed"] == 0
@@ -157,6 +157,10 @@ def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, 
         result = build(other, again)
         assert result["files_changed"] == first["files_changed"] and result["chunks_embedded"] > 0
         assert build(other, again)["files_changed"] == 0
+    with LocalServer(tmp_path / "home-tests", plugins=["auth", "index"],
+                     index={"test_embed_chars": 320}) as other:
+        again = other.register(root)
+        assert build(other, again)["files_changed"] == first["files_changed"]
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(server, tmp_path):

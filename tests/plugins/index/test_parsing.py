@@ -7,6 +7,8 @@ import sys
 import sysconfig
 
 from plugins.index import chunker, parse_treesitter
+from plugins.index.build import embed_text
+from plugins.index.models import IndexSettings
 from tests.plugins.index.conftest import FILES
 
 
@@ -147,3 +149,27 @@ def test_tree_sitter_references_and_bindings():
             ("com.x.App", "com.x.util.Strings#join", "join"),
             ("com.x.App", "com.x.model#*", "*")} <= refs(java, "imports")
     assert {"start", "self.stop", "Helper.help", "join"} <= {r for _, r, _ in refs(java, "calls")}
+
+
+def test_test_code_is_told_apart_by_where_it_lives_and_how_it_is_named():
+    tests = ["tests/test_app.py", "test/util.py", "src/testing/client.py", "pkg/test_x.py",
+             "conftest.py", "pkg/store_test.go", "web/app.test.ts", "web/Button.spec.jsx",
+             "lib/x.test.mjs"]
+    code = ["src/app.py", "src/contest.py", "pkg/latest.py", "pkg/attest.go", "web/app.ts",
+            "docs/testing.md.txt", "f12.py"]
+    assert [p for p in tests if not chunker.is_test(p)] == []
+    assert [p for p in code if chunker.is_test(p)] == []
+
+
+def test_test_code_is_embedded_cut_at_test_embed_chars():
+    """Issue 16 item 5: a test's vector is made of its first ``test_embed_chars`` characters
+    (its name as words first), other code of ``embed_chars``; the keyword index keeps both
+    whole."""
+    body = "def test_cookie_is_secure(client):\n" + "    assert client.get('/x').ok\n" * 30
+    settings = IndexSettings(embed_chars=320, test_embed_chars=128)
+    as_test = embed_text(settings, "tests/test_cookies.py", "function", "test_cookie_is_secure",
+                         body, "", True, "")
+    as_code = embed_text(settings, "src/cookies.py", "function", "test_cookie_is_secure", body,
+                         "", True, "")
+    assert len(as_test) == 128 and as_test.startswith("test cookie is secure\n")
+    assert len(as_code) == 320 and as_code.startswith(as_test)
