@@ -176,23 +176,17 @@ class Backend:
 
 
 def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str, float]:
-    """The store alone, fresh: creates/s one per transaction (with the read-back and the
-    duplicate hint a create does) and 1,000 per transaction."""
-    from plugins.memory import records
-    from plugins.memory.models import MemoryIn, MemorySettings
+    """The store alone on fresh files, records built beforehand: creates/s one per
+    transaction with what a create asks of the store besides (the duplicate hint,
+    :func:`store_create`), and 1,000 per transaction (SQLite + FTS5 + history rows)."""
+    from plugins.memory.models import MemorySettings
     from plugins.memory.search import Searcher
-    tmp = backend.folder
-    built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=tmp, now=
-                           "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
-    ops = [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
+    ops = built_ops(rng, 0, n, backend.folder)
     single = backend.store("raw-single")
     searcher = Searcher(MemorySettings(), kernel=None)
     started = time.perf_counter()
-    for _, rec, sha, _, _ in ops:
-        single.create(rec, sha, "bench")
-        single.get(rec["id"])
-        searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
-                                "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+    for op in ops:
+        store_create(single, searcher, op)
     single_rate = n / (time.perf_counter() - started)
     batch = backend.store("raw-batch")
     started = time.perf_counter()
@@ -202,6 +196,25 @@ def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str,
     batch.db.close()
     return {"single_creates_per_s": round(single_rate),
             "batch_creates_per_s": round(n / (time.perf_counter() - started))}
+
+
+def built_ops(rng: random.Random, start: int, n: int, root: Path) -> list[tuple]:
+    """``n`` synthetic records as the service builds them, as store ops ``create``."""
+    from plugins.memory import records
+    from plugins.memory.models import MemoryIn
+    built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=root,
+                           now="2026-01-01T00:00:00.000Z", head="", errors=[])
+             for i in range(start, start + n)]
+    return [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
+
+
+def store_create(store, searcher, op: tuple) -> None:
+    """What ``Memories.create`` asks of the store for one record with the project's default
+    settings: the write (row, FTS5, history, stamp) and the duplicate hint."""
+    _, rec, sha, _, actor = op
+    store.create(rec, sha, actor)
+    searcher.similar_titles(store, rec["title"], {"status": "ACTIVE",
+                            "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
 
 
 def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
@@ -589,8 +602,13 @@ def main() -> int:
     ap.add_argument("--dsn", help="the PostgreSQL (with pgvector) to use; default: pgserver's")
     ap.add_argument("--two-servers-only", action="store_true",
                     help="with --backend postgres: only the two-servers figure")
+    ap.add_argument("--writes", action="store_true",
+                    help="creates only: per size, HTTP single and batch creates ÷ the store's own "
+                         "rates at the same size")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.writes:
+        return main_writes(args)
     if args.real_text:
         if args.backend != "sqlite":
             ap.error("--real-text runs on SQLite (the ANN leg's files are one machine's)")
@@ -618,8 +636,11 @@ def main() -> int:
                 srv.start()
                 warm = backend.folder / "warm-up"  # first requests open files and import code
                 warm.mkdir()
-                fill_batches(KeepAlive(srv.port, srv.token),
-                             f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+                warm_id = srv.register(warm)
+                fill_batches(KeepAlive(srv.port, srv.token), f"/v1/projects/{warm_id}/memories",
+                             random.Random(1), 2000)
+                # its backfill must be idle before anything is timed (run_size waits for these)
+                backend.stores.append(backend.store(warm_id, warm / ".neuralmind" / "memory.db"))
             for n in (int(s) for s in args.sizes.split(",")) if names else ():
                 for name in names:  # one size on every backend before the next size
                     res = run_size(servers[name], backends[name], n, queries, embedder,
@@ -649,6 +670,99 @@ def main() -> int:
               f"{t['same_project_creates_per_s']} ({t['same_project_over_one']}×); each into "
               f"its own {t['own_projects_creates_per_s']} ({t['own_projects_over_one']}×)")
     return 0
+
+
+def main_writes(args) -> int:
+    """``--writes``: per size, a fresh project on a 2-worker server beside a fresh store opened
+    in this process on a file of its own, filled in step — 1,000 records per transaction in
+    the store, then 1,000 per batch request, alternating — then three rounds of single
+    creates: 1,000 by the store alone (one per transaction, with what a create asks of the
+    store), wrk and the Python client over HTTP. Each figure is HTTP ÷ the store's, both
+    measured in the same minutes; the backfill is held off (``backfill_delay_s``), as the
+    store alone embeds nothing either."""
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = Backend("sqlite", Path(tmp))
+        srv = Server(backend.folder / "home", plugins=["auth", "memory"], workers=2,
+                     config="[memory]\nbackfill_delay_s = 60\n")
+        srv.start()
+        try:
+            warm = backend.folder / "warm-up"  # first requests open files and import code
+            warm.mkdir()
+            fill_batches(KeepAlive(srv.port, srv.token),
+                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+            for n in (int(s) for s in args.sizes.split(",")):
+                results.append(run_writes(srv, backend, n))
+                if not args.json:
+                    print_writes(results[-1])
+        finally:
+            srv.stop()
+            backend.close()
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 3) -> dict:
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.search import Searcher
+    load = [Path("/proc/loadavg").read_text().split()[0]]
+    store = backend.store(f"raw-{n}")
+    project = backend.folder / f"proj-{n}"
+    project.mkdir()
+    base = f"/v1/projects/{srv.register(project)}/memories"
+    client = KeepAlive(srv.port, srv.token)
+    client.call("GET", base + "?limit=1")  # the worker opens (creates) the project's store
+    rng, raw_rng = random.Random(n), random.Random(-n)
+    spent = {"store": 0.0, "http": 0.0}
+    for start in range(0, n, 1000):
+        size = min(1000, n - start)
+        ops = built_ops(raw_rng, start, size, backend.folder)
+        t0 = time.perf_counter()
+        store.apply_batch(ops, "2026-01-01T00:00:00.000Z")
+        spent["store"] += time.perf_counter() - t0
+        items = [{"op": "create", **record(rng, i)} for i in range(start, start + size)]
+        t0 = time.perf_counter()
+        status, body = client.call("POST", base + "/batch", {"items": items})
+        spent["http"] += time.perf_counter() - t0
+        assert status == 200, body[:300]
+    searcher = Searcher(MemorySettings(), kernel=None)
+    got: dict[str, list[float]] = {"store": [], "wrk": [], "python": []}
+    for r in range(rounds):
+        ops = built_ops(raw_rng, 10_000_000 * (r + 1), 1000, backend.folder)
+        t0 = time.perf_counter()
+        for op in ops:
+            store_create(store, searcher, op)
+        got["store"].append(len(ops) / (time.perf_counter() - t0))
+        wrk = singles_wrk(srv.port, srv.token, base, seconds=3)
+        if wrk:
+            got["wrk"].append(wrk[0])
+        got["python"].append(singles(srv.port, srv.token, base, 800))
+    store.db.close()
+    load.append(Path("/proc/loadavg").read_text().split()[0])
+    med = {k: statistics.median(v) if v else None for k, v in got.items()}
+    out = {"memories": n, "load": load,
+           "store_batch_creates_per_s": round(n / spent["store"]),
+           "batch_creates_per_s": round(n / spent["http"]),
+           "batch_over_store": round(spent["store"] / spent["http"], 2),
+           "store_single_creates_per_s": round(med["store"]),
+           "single_creates_wrk_per_s": round(med["wrk"]) if med["wrk"] else None,
+           "single_creates_per_s": round(med["python"]), "rounds": got}
+    out["single_over_store"] = {k: round(med[k] / med["store"], 2) if med[k] else None
+                                for k in ("wrk", "python")}
+    return out
+
+
+def print_writes(res: dict) -> None:
+    print(f"{res['memories']:>7} memories (load {' → '.join(res['load'])}): batch "
+          f"{res['batch_creates_per_s']}/s over HTTP, {res['store_batch_creates_per_s']}/s the "
+          f"store alone: {res['batch_over_store']}×")
+    print(f"         single {res['single_creates_wrk_per_s']}/s (wrk) "
+          f"{res['single_creates_per_s']}/s (Python), {res['store_single_creates_per_s']}/s the "
+          f"store alone: {res['single_over_store']['wrk']}× / "
+          f"{res['single_over_store']['python']}× (rounds: " + "; ".join(
+              f"{k} " + " ".join(str(round(v)) for v in vs) for k, vs in res["rounds"].items())
+          + ")")
 
 
 def main_real(args) -> int:
