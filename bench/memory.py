@@ -177,16 +177,13 @@ class Backend:
 
 def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str, float]:
     """The store alone on fresh files, records built beforehand: creates/s one per
-    transaction with what a create asks of the store besides (the duplicate hint,
-    :func:`store_create`), and 1,000 per transaction (SQLite + FTS5 + history rows)."""
-    from plugins.memory.models import MemorySettings
-    from plugins.memory.search import Searcher
+    transaction with what a create asks of the store besides (the duplicate hint and the
+    contradiction check, :class:`StoreCreate`), and 1,000 per transaction (SQLite + FTS5 + history rows)."""
     ops = built_ops(rng, 0, n, backend.folder)
-    single = backend.store("raw-single")
-    searcher = Searcher(MemorySettings(), kernel=None)
+    single, create = backend.store("raw-single"), StoreCreate()
     started = time.perf_counter()
     for op in ops:
-        store_create(single, searcher, op)
+        create(single, op)
     single_rate = n / (time.perf_counter() - started)
     batch = backend.store("raw-batch")
     started = time.perf_counter()
@@ -208,13 +205,31 @@ def built_ops(rng: random.Random, start: int, n: int, root: Path) -> list[tuple]
     return [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
 
 
-def store_create(store, searcher, op: tuple) -> None:
-    """What ``Memories.create`` asks of the store for one record with the project's default
-    settings: the write (row, FTS5, history, stamp) and the duplicate hint."""
-    _, rec, sha, _, actor = op
-    store.create(rec, sha, actor)
-    searcher.similar_titles(store, rec["title"], {"status": "ACTIVE",
-                            "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+class StoreCreate:
+    """What ``Memories.create`` asks of the store for one record, with the project's default
+    settings, done without the service: the write (row, FTS5, history, stamp), the duplicate
+    hint, and the contradiction check on the hint's neighbours (the detector included)."""
+
+    def __init__(self):
+        from plugins.memory.contradictions import Contradictions
+        from plugins.memory.models import MemorySettings
+        from plugins.memory.search import Searcher
+        self.searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
+        self.checks = Contradictions(self)  # needs only the three below
+
+    @staticmethod
+    def actor_for(actor, rec) -> str:
+        return "bench"
+
+    def emit(self, *args, **kw) -> None:
+        """No kernel here: the event log is the kernel's work, not the store's."""
+
+    def __call__(self, store, op: tuple) -> None:
+        _, rec, sha, _, actor = op
+        store.create(rec, sha, actor)
+        near = self.searcher.similar_titles(store, rec["title"], {
+            "status": "ACTIVE", "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+        self.checks._on_store(None, store, rec, None, None, [r for r, _ in near][:3])
 
 
 def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
@@ -677,7 +692,7 @@ def main_writes(args) -> int:
     in this process on a file of its own, filled in step — 1,000 records per transaction in
     the store, then 1,000 per batch request, alternating — then five rounds of single
     creates: 500 by the store alone (one per transaction, with what a create asks of the
-    store), wrk for 2 s and 400 from the Python client over HTTP. Each figure is HTTP ÷ the
+    store: :class:`StoreCreate`), wrk for 2 s and 400 from the Python client over HTTP. Each figure is HTTP ÷ the
     store's, paired run by run; the backfill is held off (``backfill_delay_s``), as the
     store alone embeds nothing either."""
     results = []
@@ -707,8 +722,6 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
     """One size of ``--writes``; each ratio is the median of per-pair ratios (an HTTP run ÷
     the store's run just before it), so a load that changes between pairs weighs on both
     sides of each (the machine is shared)."""
-    from plugins.memory.models import MemorySettings
-    from plugins.memory.search import Searcher
     load = [Path("/proc/loadavg").read_text().split()[0]]
     store = backend.store(f"raw-{n}")
     project = backend.folder / f"proj-{n}"
@@ -729,13 +742,13 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
         spent["store"].append(t1 - t0)
         spent["http"].append(time.perf_counter() - t1)
         assert status == 200, body[:300]
-    searcher = Searcher(MemorySettings(), kernel=None)
+    create = StoreCreate()
     got: dict[str, list[float]] = {"store": [], "wrk": [], "python": []}
     for r in range(rounds):
         ops = built_ops(raw_rng, 10_000_000 * (r + 1), 500, backend.folder)
         t0 = time.perf_counter()
         for op in ops:
-            store_create(store, searcher, op)
+            create(store, op)
         got["store"].append(len(ops) / (time.perf_counter() - t0))
         wrk = singles_wrk(srv.port, srv.token, base, seconds=2)
         if wrk:
