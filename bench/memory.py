@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -499,15 +500,29 @@ def ann_recall(db: Path, embedder, queries: list[str], k: int = 10) -> dict:
             "leg_p50_ms": {name: round(pct(v, 50), 2) for name, v in ms.items()}}
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server and its workers)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid] + [p for k in kids for p in tree(int(k))]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time these processes have spent."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def process_memory(srv: Server) -> list[dict]:
     """RSS and PSS (shared pages split among their users) of the server and its workers."""
-    def tree(pid: int) -> list[int]:
-        try:
-            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return [pid]
-        return [pid] + [p for k in kids for p in tree(int(k))]
-
     def mib(text: str, name: str) -> int:
         return int(next(line.split()[1] for line in text.splitlines()
                         if line.startswith(name + ":"))) // 1024
@@ -742,18 +757,22 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
         spent["store"].append(t1 - t0)
         spent["http"].append(time.perf_counter() - t1)
         assert status == 200, body[:300]
-    create = StoreCreate()
+    create, server = StoreCreate(), tree(srv.proc.pid)
     got: dict[str, list[float]] = {"store": [], "wrk": [], "python": []}
+    cpu: dict[str, list[float]] = {"store": [], "server": []}  # ms per create
     for r in range(rounds):
         ops = built_ops(raw_rng, 10_000_000 * (r + 1), 500, backend.folder)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for op in ops:
             create(store, op)
         got["store"].append(len(ops) / (time.perf_counter() - t0))
+        cpu["store"].append((time.process_time() - c0) / len(ops) * 1000)
         wrk = singles_wrk(srv.port, srv.token, base, seconds=2)
         if wrk:
             got["wrk"].append(wrk[0])
+        c0 = cpu_seconds(server)
         got["python"].append(singles(srv.port, srv.token, base, 400))
+        cpu["server"].append((cpu_seconds(server) - c0) / 400 * 1000)
     store.db.close()
     load.append(Path("/proc/loadavg").read_text().split()[0])
     med = statistics.median
@@ -765,7 +784,8 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
            "store_single_creates_per_s": round(med(got["store"])),
            "single_creates_wrk_per_s": round(med(got["wrk"])) if got["wrk"] else None,
            "single_creates_per_s": round(med(got["python"])),
-           "rounds": {k: [round(v) for v in vs] for k, vs in got.items()}}
+           "rounds": {k: [round(v) for v in vs] for k, vs in got.items()},
+           "cpu_ms_per_create": {k: round(med(v), 3) for k, v in cpu.items()}}
     out["single_over_store"] = {
         k: round(med(h / s for h, s in zip(got[k], got["store"])), 2) if got[k] else None
         for k in ("wrk", "python")}
@@ -781,6 +801,9 @@ def print_writes(res: dict) -> None:
           f"store alone: {res['single_over_store']['wrk']}× / "
           f"{res['single_over_store']['python']}× (rounds: " + "; ".join(
               f"{k} " + " ".join(map(str, vs)) for k, vs in res["rounds"].items()) + ")")
+    c = res["cpu_ms_per_create"]
+    print(f"         CPU per single create: store {c['store']} ms, server {c['server']} ms "
+          f"(Python client's runs): {round(c['store'] / c['server'], 2)}×")
 
 
 def main_real(args) -> int:
