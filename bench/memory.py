@@ -12,8 +12,9 @@ gunicorn server with the packaged model:
     again with the project's decay policy off and on, alternating (decay ÷ no decay),
   * the raw cost, in this process on the same SQLite file: one query embedding + numpy
     top-k over the project's vectors + one FTS5 bm25 query, and the ratio HTTP ÷ raw;
-    for writes, the store alone on a fresh file: one create + read-back per transaction,
-    and 1,000 creates per transaction (SQLite + FTS5 + history rows).
+    for writes, the store alone on a fresh file: one create per transaction with what a
+    create asks of the store besides (duplicate hint, contradiction check), and 1,000
+    creates per transaction (SQLite + FTS5 + history rows).
 Sizes above ``--embed-up-to`` (default 20,000) get random unit vectors written through the
 store instead of waiting for the backfill (it embeds ~60 such records/s here): their search
 latencies are real, their semantic results are not.
@@ -26,6 +27,10 @@ masters, 2 workers each) share the PostgreSQL database: creates/s from wrk on bo
 (into one project, and each into its own) ÷ on one alone (``--two-servers-only``: that alone).
 The machine is shared with other work: compare ratios, not absolute figures.
 
+``--writes`` measures creates only (:func:`main_writes`): per size, HTTP batch and single
+creates each divided by the store alone doing the same records' store work at the same size,
+paired run by run, and the CPU a single create costs the store and the server.
+
 ``--real-text`` measures search at scale on real text instead (``bench/memory_corpus.py``:
 records cut from the eval corpora, each with the normalised sum of its text units' real
 embeddings): per size, search p50/p95 per mode for the eval sets' own queries (typical) and
@@ -36,6 +41,7 @@ RSS and PSS of the server and each worker.
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
     python bench/memory.py --real-text --sizes 100000,1000000 [--cache DIR]
     python bench/memory.py --backend postgres [--dsn postgresql://…] [--sizes 10000,100000]
+    python bench/memory.py --writes [--sizes 1000,10000] [--json]
 """
 
 from __future__ import annotations
