@@ -12,8 +12,9 @@ gunicorn server with the packaged model:
     again with the project's decay policy off and on, alternating (decay ÷ no decay),
   * the raw cost, in this process on the same SQLite file: one query embedding + numpy
     top-k over the project's vectors + one FTS5 bm25 query, and the ratio HTTP ÷ raw;
-    for writes, the store alone on a fresh file: one create + read-back per transaction,
-    and 1,000 creates per transaction (SQLite + FTS5 + history rows).
+    for writes, the store alone on a fresh file: one create per transaction with what a
+    create asks of the store besides (duplicate hint, contradiction check), and 1,000
+    creates per transaction (SQLite + FTS5 + history rows).
 Sizes above ``--embed-up-to`` (default 20,000) get random unit vectors written through the
 store instead of waiting for the backfill (it embeds ~60 such records/s here): their search
 latencies are real, their semantic results are not.
@@ -26,6 +27,10 @@ masters, 2 workers each) share the PostgreSQL database: creates/s from wrk on bo
 (into one project, and each into its own) ÷ on one alone (``--two-servers-only``: that alone).
 The machine is shared with other work: compare ratios, not absolute figures.
 
+``--writes`` measures creates only (:func:`main_writes`): per size, HTTP batch and single
+creates each divided by the store alone doing the same records' store work at the same size,
+paired run by run, and the CPU a single create costs the store and the server.
+
 ``--real-text`` measures search at scale on real text instead (``bench/memory_corpus.py``:
 records cut from the eval corpora, each with the normalised sum of its text units' real
 embeddings): per size, search p50/p95 per mode for the eval sets' own queries (typical) and
@@ -36,12 +41,14 @@ RSS and PSS of the server and each worker.
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
     python bench/memory.py --real-text --sizes 100000,1000000 [--cache DIR]
     python bench/memory.py --backend postgres [--dsn postgresql://…] [--sizes 10000,100000]
+    python bench/memory.py --writes [--sizes 1000,10000] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -176,23 +183,14 @@ class Backend:
 
 
 def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str, float]:
-    """The store alone, fresh: creates/s one per transaction (with the read-back and the
-    duplicate hint a create does) and 1,000 per transaction."""
-    from plugins.memory import records
-    from plugins.memory.models import MemoryIn, MemorySettings
-    from plugins.memory.search import Searcher
-    tmp = backend.folder
-    built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=tmp, now=
-                           "2026-01-01T00:00:00.000Z", head="", errors=[]) for i in range(n)]
-    ops = [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
-    single = backend.store("raw-single")
-    searcher = Searcher(MemorySettings(), kernel=None)
+    """The store alone on fresh files, records built beforehand: creates/s one per
+    transaction with what a create asks of the store besides (the duplicate hint and the
+    contradiction check, :class:`StoreCreate`), and 1,000 per transaction (SQLite + FTS5 + history rows)."""
+    ops = built_ops(rng, 0, n, backend.folder)
+    single, create = backend.store("raw-single"), StoreCreate()
     started = time.perf_counter()
-    for _, rec, sha, _, _ in ops:
-        single.create(rec, sha, "bench")
-        single.get(rec["id"])
-        searcher.similar_titles(single, rec["title"], {"status": "ACTIVE",
-                                "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+    for op in ops:
+        create(single, op)
     single_rate = n / (time.perf_counter() - started)
     batch = backend.store("raw-batch")
     started = time.perf_counter()
@@ -202,6 +200,43 @@ def raw_writes(backend: Backend, rng: random.Random, n: int = 2000) -> dict[str,
     batch.db.close()
     return {"single_creates_per_s": round(single_rate),
             "batch_creates_per_s": round(n / (time.perf_counter() - started))}
+
+
+def built_ops(rng: random.Random, start: int, n: int, root: Path) -> list[tuple]:
+    """``n`` synthetic records as the service builds them, as store ops ``create``."""
+    from plugins.memory import records
+    from plugins.memory.models import MemoryIn
+    built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=root,
+                           now="2026-01-01T00:00:00.000Z", head="", errors=[])
+             for i in range(start, start + n)]
+    return [("create", rec, records.content_sha(rec), {}, "bench") for rec in built]
+
+
+class StoreCreate:
+    """What ``Memories.create`` asks of the store for one record, with the project's default
+    settings, done without the service: the write (row, FTS5, history, stamp), the duplicate
+    hint, and the contradiction check on the hint's neighbours (the detector included)."""
+
+    def __init__(self):
+        from plugins.memory.contradictions import Contradictions
+        from plugins.memory.models import MemorySettings
+        from plugins.memory.search import Searcher
+        self.searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
+        self.checks = Contradictions(self)  # needs only the three below
+
+    @staticmethod
+    def actor_for(actor, rec) -> str:
+        return "bench"
+
+    def emit(self, *args, **kw) -> None:
+        """No kernel here: the event log is the kernel's work, not the store's."""
+
+    def __call__(self, store, op: tuple) -> None:
+        _, rec, sha, _, actor = op
+        store.create(rec, sha, actor)
+        near = self.searcher.similar_titles(store, rec["title"], {
+            "status": "ACTIVE", "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+        self.checks._on_store(None, store, rec, None, None, [r for r, _ in near][:3])
 
 
 def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
@@ -471,15 +506,29 @@ def ann_recall(db: Path, embedder, queries: list[str], k: int = 10) -> dict:
             "leg_p50_ms": {name: round(pct(v, 50), 2) for name, v in ms.items()}}
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a server and its workers)."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid] + [p for k in kids for p in tree(int(k))]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time these processes have spent."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def process_memory(srv: Server) -> list[dict]:
     """RSS and PSS (shared pages split among their users) of the server and its workers."""
-    def tree(pid: int) -> list[int]:
-        try:
-            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            return [pid]
-        return [pid] + [p for k in kids for p in tree(int(k))]
-
     def mib(text: str, name: str) -> int:
         return int(next(line.split()[1] for line in text.splitlines()
                         if line.startswith(name + ":"))) // 1024
@@ -589,8 +638,13 @@ def main() -> int:
     ap.add_argument("--dsn", help="the PostgreSQL (with pgvector) to use; default: pgserver's")
     ap.add_argument("--two-servers-only", action="store_true",
                     help="with --backend postgres: only the two-servers figure")
+    ap.add_argument("--writes", action="store_true",
+                    help="creates only: per size, HTTP single and batch creates ÷ the store's own "
+                         "rates at the same size")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.writes:
+        return main_writes(args)
     if args.real_text:
         if args.backend != "sqlite":
             ap.error("--real-text runs on SQLite (the ANN leg's files are one machine's)")
@@ -618,8 +672,11 @@ def main() -> int:
                 srv.start()
                 warm = backend.folder / "warm-up"  # first requests open files and import code
                 warm.mkdir()
-                fill_batches(KeepAlive(srv.port, srv.token),
-                             f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+                warm_id = srv.register(warm)
+                fill_batches(KeepAlive(srv.port, srv.token), f"/v1/projects/{warm_id}/memories",
+                             random.Random(1), 2000)
+                # its backfill must be idle before anything is timed (run_size waits for these)
+                backend.stores.append(backend.store(warm_id, warm / ".neuralmind" / "memory.db"))
             for n in (int(s) for s in args.sizes.split(",")) if names else ():
                 for name in names:  # one size on every backend before the next size
                     res = run_size(servers[name], backends[name], n, queries, embedder,
@@ -649,6 +706,110 @@ def main() -> int:
               f"{t['same_project_creates_per_s']} ({t['same_project_over_one']}×); each into "
               f"its own {t['own_projects_creates_per_s']} ({t['own_projects_over_one']}×)")
     return 0
+
+
+def main_writes(args) -> int:
+    """``--writes``: per size, a fresh project on a 2-worker server beside a fresh store opened
+    in this process on a file of its own, filled in step — 1,000 records per transaction in
+    the store, then 1,000 per batch request, alternating — then five rounds of single
+    creates: 500 by the store alone (one per transaction, with what a create asks of the
+    store: :class:`StoreCreate`), wrk for 2 s and 400 from the Python client over HTTP. Each figure is HTTP ÷ the
+    store's, paired run by run; the backfill is held off (``backfill_delay_s``), as the
+    store alone embeds nothing either."""
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        backend = Backend("sqlite", Path(tmp))
+        srv = Server(backend.folder / "home", plugins=["auth", "memory"], workers=2,
+                     config="[memory]\nbackfill_delay_s = 60\n")
+        srv.start()
+        try:
+            warm = backend.folder / "warm-up"  # first requests open files and import code
+            warm.mkdir()
+            fill_batches(KeepAlive(srv.port, srv.token),
+                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+            for n in (int(s) for s in args.sizes.split(",")):
+                results.append(run_writes(srv, backend, n))
+                if not args.json:
+                    print_writes(results[-1])
+        finally:
+            srv.stop()
+            backend.close()
+    if args.json:
+        print(json.dumps(results))
+    return 0
+
+
+def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
+    """One size of ``--writes``; each ratio is the median of per-pair ratios (an HTTP run ÷
+    the store's run just before it), so a load that changes between pairs weighs on both
+    sides of each (the machine is shared)."""
+    load = [Path("/proc/loadavg").read_text().split()[0]]
+    store = backend.store(f"raw-{n}")
+    project = backend.folder / f"proj-{n}"
+    project.mkdir()
+    base = f"/v1/projects/{srv.register(project)}/memories"
+    client = KeepAlive(srv.port, srv.token)
+    client.call("GET", base + "?limit=1")  # its worker opens (creates) the project's store
+    rng, raw_rng = random.Random(n), random.Random(-n)
+    spent: dict[str, list[float]] = {"store": [], "http": []}
+    for start in range(0, n, 1000):  # per chunk: the store's 1,000, then one batch request
+        size = min(1000, n - start)
+        ops = built_ops(raw_rng, start, size, backend.folder)
+        items = [{"op": "create", **record(rng, i)} for i in range(start, start + size)]
+        t0 = time.perf_counter()
+        store.apply_batch(ops, "2026-01-01T00:00:00.000Z")
+        t1 = time.perf_counter()
+        status, body = client.call("POST", base + "/batch", {"items": items})
+        spent["store"].append(t1 - t0)
+        spent["http"].append(time.perf_counter() - t1)
+        assert status == 200, body[:300]
+    create, server = StoreCreate(), tree(srv.proc.pid)
+    got: dict[str, list[float]] = {"store": [], "wrk": [], "python": []}
+    cpu: dict[str, list[float]] = {"store": [], "server": []}  # ms per create
+    for r in range(rounds):
+        ops = built_ops(raw_rng, 10_000_000 * (r + 1), 500, backend.folder)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for op in ops:
+            create(store, op)
+        got["store"].append(len(ops) / (time.perf_counter() - t0))
+        cpu["store"].append((time.process_time() - c0) / len(ops) * 1000)
+        wrk = singles_wrk(srv.port, srv.token, base, seconds=2)
+        if wrk:
+            got["wrk"].append(wrk[0])
+        c0 = cpu_seconds(server)
+        got["python"].append(singles(srv.port, srv.token, base, 400))
+        cpu["server"].append((cpu_seconds(server) - c0) / 400 * 1000)
+    store.db.close()
+    load.append(Path("/proc/loadavg").read_text().split()[0])
+    med = statistics.median
+    out = {"memories": n, "load": load,
+           "store_batch_creates_per_s": round(n / sum(spent["store"])),
+           "batch_creates_per_s": round(n / sum(spent["http"])),
+           "batch_over_store": round(med(a / b for a, b in zip(spent["store"], spent["http"])),
+                                     2),
+           "store_single_creates_per_s": round(med(got["store"])),
+           "single_creates_wrk_per_s": round(med(got["wrk"])) if got["wrk"] else None,
+           "single_creates_per_s": round(med(got["python"])),
+           "rounds": {k: [round(v) for v in vs] for k, vs in got.items()},
+           "cpu_ms_per_create": {k: round(med(v), 3) for k, v in cpu.items()}}
+    out["single_over_store"] = {
+        k: round(med(h / s for h, s in zip(got[k], got["store"])), 2) if got[k] else None
+        for k in ("wrk", "python")}
+    return out
+
+
+def print_writes(res: dict) -> None:
+    print(f"{res['memories']:>7} memories (load {' → '.join(res['load'])}): batch "
+          f"{res['batch_creates_per_s']}/s over HTTP, {res['store_batch_creates_per_s']}/s the "
+          f"store alone: {res['batch_over_store']}×")
+    print(f"         single {res['single_creates_wrk_per_s']}/s (wrk) "
+          f"{res['single_creates_per_s']}/s (Python), {res['store_single_creates_per_s']}/s the "
+          f"store alone: {res['single_over_store']['wrk']}× / "
+          f"{res['single_over_store']['python']}× (rounds: " + "; ".join(
+              f"{k} " + " ".join(map(str, vs)) for k, vs in res["rounds"].items()) + ")")
+    c = res["cpu_ms_per_create"]
+    print(f"         CPU per single create: store {c['store']} ms, server {c['server']} ms "
+          f"(Python client's runs): {round(c['store'] / c['server'], 2)}×")
 
 
 def main_real(args) -> int:

@@ -116,6 +116,7 @@ class ProjectRegistry:
         self._state_root = state_root(settings)
         self.server_mode = settings.server_mode
         self.private = private_dirs(settings)
+        self._made: dict[tuple, Project | None] = {}  # per registry row: what _row made of it
         self._aliases = {pid: self._make(pid, real, "", alias=True)
                          for pid, real in config_projects(settings).items()}
 
@@ -125,10 +126,13 @@ class ProjectRegistry:
 
     def _row(self, row) -> Project | None:
         """The project of a registry row; None for a row registered before its path was
-        refused (it held the state home then): such a row is neither listed nor served."""
-        if refusal(row["path"], self.private):
-            return None
-        return self._make(row["id"], row["path"], row["registered_at"])
+        refused (it held the state home then): such a row is neither listed nor served.
+        Kept per row (every request asks; the denylist's answer is fixed for the process)."""
+        key = (row["id"], row["path"], row["registered_at"])
+        if key not in self._made:
+            self._made[key] = (None if refusal(row["path"], self.private)
+                               else self._make(*key))
+        return self._made[key]
 
     def register(self, raw_path: str) -> tuple[Project, bool]:
         """``(project, created)``; registering the same directory twice is not an error."""

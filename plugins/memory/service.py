@@ -168,18 +168,18 @@ class Memories:
                 replaced = self.links.supersede(w, rec, body.supersedes, actor, rec["created_at"])
         except IdTaken:
             raise Conflict(f"a memory with id {rec['id']} already exists") from None
-        stored = store.get(rec["id"])
-        if stored is None:
-            raise APIError("write did not persist")
+        # committed: ``rec`` is the row as stored (records.build gives every column its stored
+        # value), so nothing is read back
         self.written(store)
         self.emit("created", project, actor, request_id, id=rec["id"])
         for old in replaced:
             self.emit("superseded", project, actor, request_id, id=old, by=rec["id"])
-        near = self.duplicates(store, stored, duplicates)
-        found = self.contradictions.on_store(project, store, stored, actor, request_id,
+        near = self.duplicates(store, rec, duplicates)
+        found = self.contradictions.on_store(project, store, rec, actor, request_id,
                                              [r for r, _ in near] if duplicates == "keyword"
                                              else None)
-        out = self.view(store, store.get(rec["id"]) or stored)
+        # a contradiction resolved at once (auto_resolve) may have superseded the record
+        out = self.view(store, (store.get(rec["id"]) or rec) if found else rec)
         out["possible_duplicates"] = [{"id": r["id"], "title": r["title"], "status": r["status"],
                                        "score": round(s, 6)} for r, s in near]
         out["contradictions"] = {"count": len(found), "items": found}

@@ -38,6 +38,26 @@ def test_create_normalises_and_reads_back(api):
     assert got.headers["etag"] == f'"{rec["updated_at"]}"'
 
 
+def test_create_answers_the_record_as_stored(api):
+    """A create answers the record it built, without reading it back: every field of the
+    answer is the stored one (what a GET reads), whatever form the body gave it in."""
+    old = api.create(title="The old way")
+    r = api.server.post(api.base, {
+        "id": "rec-as-stored", "title": "Every field", "rationale": "set by the client",
+        "commit_sha": "ABC123", "files_affected": ["./x.py", "x.py"], "kind": "fact",
+        "importance": 1, "pinned": True, "confidence": 0, "status": "ACTIVE",
+        "author": "ana", "agent": "bot", "session_id": "s", "review_by": str(TODAY),
+        "evidence": ["e1", "e1"], "rejected_alternatives": ["r"],
+        "dependency_constraints": ["d"], "tags": ["t", "t"], "supersedes": [old["id"]]})
+    assert r.status == 201, r.body
+    got = api.get("rec-as-stored")
+    assert got == {k: v for k, v in r.json.items()
+                   if k not in ("possible_duplicates", "contradictions")}
+    assert (got["importance"], got["confidence"], got["files_affected"], got["evidence"]) == \
+        (1.0, 0.0, ["x.py"], ["e1", "e1"])
+    assert api.get(old["id"])["status"] == "SUPERSEDED"
+
+
 def test_commit_sha_defaults_to_head_in_a_git_repository(api):
     git(api.dir, "init", "-q")
     (api.dir / "f.txt").write_text("x")
