@@ -41,6 +41,7 @@ K1, B = 1.2, 0.75  # FTS5's bm25 constants
 SEPARATORS = r"[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
 SPLIT = re.compile(SEPARATORS)
 COLUMN = re.compile(r"^\{(\w+)\} : ")
+PART = re.compile(r'"([^"]*)"(\*?)')  # a word of an FTS5 expression, and its prefix star
 
 _PROJECT = f"project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}')"
 
@@ -157,7 +158,31 @@ def _schema(conn) -> None:
     conn.execute(TOTALS)
 
 
-PG_MIGRATIONS = [_schema]
+# Step 2: the project's lexicon (what a prefix term expands to: :meth:`PgMemoryStore.terms`),
+# kept as rows change (a lexeme no longer held stays: it matches nothing); the vectors' HNSW
+# index per large project instead of one over all (:meth:`PgMemoryStore.nearest`); records
+# by session, for a semantic hit's neighbours.
+LEXICON = f"""
+CREATE TABLE all_memory_lexemes (project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
+    lexeme TEXT COLLATE "C" NOT NULL, PRIMARY KEY (project_id, lexeme));
+CREATE VIEW memory_lexemes AS SELECT lexeme FROM all_memory_lexemes
+    WHERE project_id = current_setting('{SETTING}');
+CREATE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO all_memory_lexemes SELECT NEW.project_id, unnest(tsvector_to_array(NEW.fts))
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_lexemes AFTER INSERT OR UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+INSERT INTO all_memory_lexemes SELECT DISTINCT project_id, unnest(tsvector_to_array(fts))
+    FROM all_memories;
+DROP INDEX all_memory_vectors_hnsw;
+CREATE INDEX all_memories_by_session ON all_memories (project_id, session_id, created_at, id)
+    WHERE session_id IS NOT NULL;
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON]
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
@@ -184,6 +209,7 @@ class PgMemoryStore(MemoryStore):
 
     def __init__(self, shared, project_id: str):
         self.project = project_id
+        self._stems: dict[str, list[str]] = {}  # a token's lexemes (the text search's stems)
         super().__init__(shared.scoped({SETTING: project_id}))
         with self.db.transaction() as conn:
             conn.executemany("INSERT INTO memory_meta (key, value) VALUES (?, 0) "
@@ -204,7 +230,7 @@ class PgMemoryStore(MemoryStore):
                                         ).fetchone()[0])
 
     def doc_count(self, word: str, prefix: bool = False) -> int:
-        query = _tsquery([word], prefix=prefix, title=False)
+        query = _tsquery([(word, prefix)], title=False)
         if not query:
             return 0
         return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "
@@ -213,11 +239,16 @@ class PgMemoryStore(MemoryStore):
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
                 limit: int, exclude: str | None = None, full: bool = True,
                 pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
-        """The SQLite store's keyword search (``match`` is its FTS5 expression: read back for
-        its column and prefix flag), scored by FTS5's bm25 over the tsvector."""
+        """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
+        its words, their prefix flags and its column, scored by FTS5's bm25 over the
+        tsvector. Each query term's idf and the lexemes it matches come from :meth:`terms`;
+        a hit's term frequencies from its tsvector cut to those lexemes (``setweight`` marks
+        them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
+        cost 20 µs a hit)."""
         column = COLUMN.match(match)
-        title, prefix = column is not None, match.endswith("*") or '"*' in match
-        query = _tsquery(words, prefix, title)
+        title = column is not None
+        parts = [(w, star == "*") for w, star in PART.findall(match)]
+        query = _tsquery(parts, title)
         if not query:
             return []
         where, args = self._where(filters, today)
@@ -225,31 +256,29 @@ class PgMemoryStore(MemoryStore):
             where.append("m.id != :exclude")
             args["exclude"] = exclude
         extra = "".join(f" AND {w}" for w in where)
-        flags = ("*" if prefix else "") + ("A" if title else "")
-        args.update(query=query, units=" ".join(t for w in words for t in _tokens(w)),
-                    suffix=":" + flags if flags else "", title=title,
-                    prefix=prefix, limit=limit, pool=pool or limit)
+        lexemes, term, weights = [], [], []
+        for i, (idf, matched) in enumerate(self.terms(parts, title)):
+            lexemes += matched
+            term += [i] * len(matched)
+            weights += [idf] * len(matched)
+        args.update(query=query, lexemes=lexemes, term=term, weights=weights, title=title,
+                    limit=limit, pool=pool or limit)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
 WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
-unit AS MATERIALIZED (SELECT u.lexeme, (SELECT COUNT(*) FROM memories x WHERE x.fts @@
-                           CAST(quote_literal(u.lexeme) || :suffix AS tsquery)) AS df
-         FROM unnest(to_tsvector('{CONFIG}', :units)) u),
-idf AS MATERIALIZED (SELECT unit.lexeme, GREATEST(ln((n.docs - unit.df + 0.5) / (unit.df + 0.5)), 1e-6) AS w
-        FROM unit, n),
-hit AS (SELECT m.id, m.words, CASE WHEN :title THEN ts_filter(m.fts, '{{a}}') ELSE m.fts END
-               AS fts FROM memories m
+hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
+               ELSE m.fts END, 'd', CAST(:lexemes AS text[])), '{{d}}') AS fts FROM memories m
         WHERE m.fts @@ to_tsquery('{CONFIG}', :query){'' if pool else extra}),
-scored AS (
-    SELECT hit.id, (SELECT COALESCE(SUM(idf.w * t.f * {K1 + 1} / (t.f + {K1} * ({1 - B}
-                        + {B} * hit.words / (n.words / n.docs)))), 0)
-                    FROM idf, LATERAL (SELECT SUM(cardinality(d.positions)) AS f
-                                       FROM unnest(hit.fts) d WHERE d.lexeme = idf.lexeme
-                                       OR (:prefix AND starts_with(d.lexeme, idf.lexeme))) t
-                    WHERE t.f > 0) AS score
-    FROM hit, n ORDER BY score DESC, hit.id LIMIT :pool)
+tf AS (SELECT hit.id, hit.words, q.w, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d
+       JOIN unnest(CAST(:lexemes AS text[]), CAST(:term AS int[]), CAST(:weights AS float8[]))
+            q(lexeme, term, w) ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term, q.w),
+scored AS (SELECT tf.id, SUM(tf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
+                      + {B} * tf.words / (n.words / n.docs)))) AS score
+           FROM tf, n GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
 JOIN memories m ON m.id = scored.id WHERE TRUE{extra if pool else ''}
 ORDER BY scored.score DESC, m.id LIMIT :limit"""
@@ -259,25 +288,68 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
                     for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
+    def terms(self, parts: list[tuple[str, bool]], title: bool
+              ) -> list[tuple[float, list[str]]]:
+        """bm25's terms of a query — the distinct stems of ``parts``' tokens, each exact or a
+        prefix — as ``(idf, the project's lexemes it matches)``; idf is
+        ``ln((N − n + ½)/(n + ½))``, at least 1e-6 as in FTS5. The record counts ``n`` and
+        the lexemes live in :meth:`doc_counts`'s per-process cache, for its lifetime: a term
+        first met reads every record it matches, once instead of once per query."""
+        import math
+        total = max(self.size_estimate(), 1)
+        self.doc_counts([], total)  # starts the shared cache over when it is due
+        cache, stems = self._counts, self._stems
+        tokens = list(dict.fromkeys(t for w, _ in parts for t in _tokens(w)))
+        unknown = [t for t in tokens if t not in stems]
+        if unknown:
+            stems.update(self.db.conn.execute(
+                f"SELECT u, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{CONFIG}', u))) "
+                "FROM unnest(CAST(? AS text[])) u", (unknown,)).fetchall())
+        terms = list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
+                                   for t in _tokens(w) for lexeme in stems[t]))
+
+        def key(lexeme: str, prefix: bool) -> str:
+            return "\0" + lexeme + ("*" if prefix else "") + (":A" if title else "")
+
+        missing = [(x, p) for x, p in terms if key(x, p) not in cache]
+        if missing:
+            operands = [_operand(x, p, title) for x, p in missing]
+            counts = self.db.conn.execute(
+                "SELECT " + ", ".join("COUNT(*) FILTER (WHERE fts @@ CAST(? AS tsquery))"
+                                      for _ in operands)
+                + " FROM memories WHERE fts @@ CAST(? AS tsquery)",
+                (*operands, " | ".join(operands))).fetchone()
+            for (x, p), n in zip(missing, counts):
+                matched = [x] if not p else [r[0] for r in self.db.conn.execute(
+                    "SELECT lexeme FROM memory_lexemes WHERE lexeme LIKE ?", (x + "%",))]
+                cache[key(x, p)] = (n, matched or [x])
+        out = []
+        for x, p in terms:
+            n, matched = cache[key(x, p)]
+            out.append((max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6), matched))
+        return out
+
 
 def _tokens(word: str) -> list[str]:
     return [t for t in SPLIT.split(word.lower()) if t]
 
 
-def _tsquery(words: list[str], prefix: bool, title: bool) -> str:
-    """The words as a ``to_tsquery`` text: an OR of words, each a phrase of its tokens (a
-    word FTS5 splits, ``user_id``, is a phrase there too), the last token a prefix when
-    ``prefix``, all of them in the title when ``title``. Tokens hold letters and digits only,
-    so quoting them is safe."""
-    def operand(token: str, last: bool) -> str:
-        flags = ("*" if prefix and last else "") + ("A" if title else "")
-        return f"'{token}'" + (":" + flags if flags else "")
+def _operand(lexeme: str, prefix: bool, title: bool) -> str:
+    """A ``tsquery`` operand; ``lexeme`` holds letters and digits (a token) or is a stem of
+    one, so quoting it is safe."""
+    flags = ("*" if prefix else "") + ("A" if title else "")
+    return f"'{lexeme}'" + (":" + flags if flags else "")
 
+
+def _tsquery(parts: list[tuple[str, bool]], title: bool) -> str:
+    """The query's ``(word, prefix)`` parts as a ``to_tsquery`` text: an OR of words, each a
+    phrase of its tokens (a word FTS5 splits, ``user_id``, is a phrase there too), the last
+    token a prefix when the word's is, all of them in the title when ``title``."""
     phrases = []
-    for w in words:
+    for w, prefix in parts:
         tokens = _tokens(w)
         if tokens:
-            phrases.append("(" + " <-> ".join(operand(t, i == len(tokens) - 1)
+            phrases.append("(" + " <-> ".join(_operand(t, prefix and i == len(tokens) - 1, title)
                                               for i, t in enumerate(tokens)) + ")")
     return " | ".join(phrases)
 
@@ -331,7 +403,8 @@ def storage_component():
                 source.close()
         return checks
 
-    return StorageComponent("memory", PG_MIGRATIONS, tuple(f"all_{t}" for t in TABLES),
+    return StorageComponent("memory", PG_MIGRATIONS,
+                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes"),
                             files, copy)
 
 
