@@ -25,7 +25,9 @@ process's vector index reloads when another server wrote.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import zlib
 from typing import Any
 
 import psycopg
@@ -36,6 +38,7 @@ SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
+HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
 
 # ASCII that is not a letter or a digit separates words, as in FTS5's unicode61
 SEPARATORS = r"[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
@@ -210,6 +213,7 @@ class PgMemoryStore(MemoryStore):
     def __init__(self, shared, project_id: str):
         self.project = project_id
         self._stems: dict[str, list[str]] = {}  # a token's lexemes (the text search's stems)
+        self._indexed = False  # whether the project's HNSW index was seen built
         super().__init__(shared.scoped({SETTING: project_id}))
         with self.db.transaction() as conn:
             conn.executemany("INSERT INTO memory_meta (key, value) VALUES (?, 0) "
@@ -235,6 +239,78 @@ class PgMemoryStore(MemoryStore):
             return 0
         return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "
                                     f"to_tsquery('{CONFIG}', ?)", (query,)).fetchone()[0]
+
+    # -- nearest neighbours (the semantic leg of a large project) ---------------------------
+
+    def _hnsw(self) -> str:
+        return "all_memory_vectors_hnsw_" + hashlib.sha1(self.project.encode()).hexdigest()[:16]
+
+    def nearest(self, vector, k: int, ef: int) -> list[str] | None:
+        """The ``k`` records whose own vectors are nearest ``vector`` (cosine), nearest first,
+        through the project's HNSW index searched with ``ef`` candidates (pgvector reads at
+        most 1,000); None while the project has no index (:meth:`build_nearest`)."""
+        if not self._indexed:
+            row = self.db.conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                                       "to_regclass(?)", (self._hnsw(),)).fetchone()
+            if not (row and row[0]):
+                return None
+            self._indexed = True
+        # the partial index serves a query naming its project as a literal
+        sql = ("SELECT memory_id FROM all_memory_vectors WHERE project_id = "
+               f"{_literal(self.project)} ORDER BY embedding <=> CAST(CAST(? AS real[]) AS "
+               "vector) LIMIT ?")
+        with self.db.transaction() as conn:
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(int(ef), k), HNSW_EF_MAX)}")
+            return [r[0] for r in conn.execute(sql, (vector.tolist(), k))]
+
+    def nearest_exact(self, vector, k: int, filters: dict[str, Any], today: str
+                      ) -> list[str]:
+        """The ``k`` records ``filters`` allow whose own vectors are nearest ``vector``, every
+        one scored in the database: before the index is built, and when filters pass too
+        few of the index's candidates."""
+        where, args = self._where(filters, today)
+        args.update(q=vector.tolist(), k=k)
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT m.id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
+            + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
+
+    def build_nearest(self, memory: str = "1GB") -> bool:
+        """Build the project's HNSW index (concurrently: writes go on), with ``memory`` of
+        ``maintenance_work_mem`` (a graph that fits builds several times faster); False when
+        another process is building it. An index a failed build left invalid is dropped
+        first."""
+        name, key = self._hnsw(), zlib.crc32(b"hnsw:" + self.project.encode())
+        with self.db.pool.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                return False
+            try:
+                row = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                                   "to_regclass(%s)", (name,)).fetchone()
+                if row and row[0]:
+                    return True
+                if row:
+                    conn.execute(f"DROP INDEX CONCURRENTLY {name}")
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+                conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON all_memory_vectors USING "
+                             f"hnsw (embedding vector_cosine_ops) WHERE project_id = "
+                             f"{_literal(self.project)}")
+            finally:
+                conn.execute("RESET maintenance_work_mem")
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        return True
+
+    def session_neighbours(self, ids: list[str]) -> list[str]:
+        """The records just before and after each of ``ids`` in its session (``created_at``,
+        then id), as :func:`plugins.memory.legs.session_neighbours` orders them."""
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT n.id FROM memories c CROSS JOIN LATERAL ("
+            "(SELECT p.id FROM memories p WHERE p.session_id = c.session_id AND "
+            "(p.created_at, p.id) < (c.created_at, c.id) ORDER BY p.created_at DESC, p.id DESC "
+            "LIMIT 1) UNION ALL (SELECT p.id FROM memories p WHERE p.session_id = c.session_id "
+            "AND (p.created_at, p.id) > (c.created_at, c.id) ORDER BY p.created_at, p.id "
+            "LIMIT 1)) n WHERE c.id = ANY(CAST(? AS text[])) AND c.session_id IS NOT NULL",
+            (ids,))]
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
                 limit: int, exclude: str | None = None, full: bool = True,
@@ -332,6 +408,11 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
 
 def _tokens(word: str) -> list[str]:
     return [t for t in SPLIT.split(word.lower()) if t]
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (quotes doubled; the server's strings are standard)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _operand(lexeme: str, prefix: bool, title: bool) -> str:
