@@ -270,6 +270,10 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool) 
                      "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns[2:]))
         conn.execute("UPDATE all_memory_meta SET value = value + 1 WHERE project_id = %s AND "
                      "key = 'version'", (store.project,))
+    with backend.pool.pool.connection() as conn:
+        # fresh statistics first: planned with the table's old size, the backfill's query for
+        # missing vectors (an outer join) ran 17 min at 100k and held the index build back
+        conn.execute("ANALYZE all_memory_vectors")
     loaded = time.perf_counter()
     if index:  # a project past ann_min_records (below, the workers scan its vectors)
         store.build_nearest("4GB")
