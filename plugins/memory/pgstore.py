@@ -15,12 +15,14 @@ the tsvector's term frequencies — so the second stage, trained on bm25 scores,
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
-which bm25 needs, are kept by triggers in ``memory_meta``.
+which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words, which
+a prefix term expands to, in ``all_memory_lexemes``.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
-vector index loads) beside a pgvector ``vector(384)`` of the record's own, under an HNSW
-cosine index. The version stamp in ``memory_meta`` moves on every write of any server, so each
-process's vector index reloads when another server wrote.
+vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
+``memory_meta`` moves on every write of any server, so each process's vector index of a small
+project reloads when another server wrote; a large one (``ann_min_records``) is searched in
+the database instead, through an HNSW index of its own (:meth:`PgMemoryStore.nearest`).
 """
 
 from __future__ import annotations
