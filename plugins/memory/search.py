@@ -3,7 +3,9 @@
 Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped, words ORed
 with prefix match). Semantic is brute-force cosine over the stored vectors of title +
 rationale (and a long record's passages), held per process in a :class:`VectorIndex` that
-reloads when the store's version stamp moves (a write in another worker). Hybrid ranks both
+reloads when the store's version stamp moves (a write in another worker); a large project's
+goes through an HNSW index instead — usearch files beside a SQLite store
+(:mod:`plugins.memory.ann`), or the store's own (``nearest``: PostgreSQL's). Hybrid ranks both
 legs' pools with the learned second stage (:mod:`plugins.memory.rerank`; or fuses them with
 the rule the ``[memory]`` settings name), then multiplies by ``0.5 + 0.5 × confidence`` so
 feedback moves ranking, and by the decay factor of the record's strength
