@@ -108,6 +108,23 @@ def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int,
     return n / (time.perf_counter() - started)
 
 
+def fill_store(store, rng: random.Random, n: int) -> float:
+    """Creates ``n`` synthetic records through the store, 1,000 per transaction (the bulk
+    path of sizes from ``--load-from``: HTTP batches took ~15 min per million here);
+    creates per second."""
+    from neuralmind import now_iso
+    from plugins.memory import records
+    from plugins.memory.models import MemoryIn
+    started = time.perf_counter()
+    for start in range(0, n, 1000):
+        at = now_iso()
+        built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=None, now=at,
+                               head="", errors=[]) for i in range(start, min(n, start + 1000))]
+        store.apply_batch([("create", rec, records.content_sha(rec), {}, "bench")
+                           for rec in built], at)
+    return n / (time.perf_counter() - started)
+
+
 RUNS = iter(range(1, 1_000_000))  # each timed run's seed: fresh records every time
 
 
@@ -258,6 +275,70 @@ def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
                                           for k, r in enumerate(chunk)])
 
 
+def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool) -> dict:
+    """PostgreSQL's bulk path: a random unit vector for every record of ``store``'s project,
+    COPYed (binary) through a temporary table (the server's backfill may have written some
+    meanwhile), then the project's HNSW index built once over all of them with a large
+    ``maintenance_work_mem`` — inserting 1M vectors one by one into a live index takes
+    hours here. Seconds spent on each step."""
+    import numpy as np
+    from pgvector.psycopg import register_vector
+
+    columns = ("project_id", "memory_id", "model_id", "dim", "vector", "content_sha", "embedding")
+    rows = store.db.conn.execute("SELECT id, content_sha FROM memories").fetchall()
+    rng = np.random.default_rng(0)
+    started = time.perf_counter()
+    with backend.pool.pool.connection() as conn, conn.transaction():
+        register_vector(conn)
+        conn.execute("CREATE TEMP TABLE loaded (LIKE all_memory_vectors) ON COMMIT DROP")
+        with conn.cursor() as cur, cur.copy(f"COPY loaded ({', '.join(columns)}) FROM STDIN "
+                                            "WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "text", "text", "int4", "bytea", "text", "vector"])
+            for at in range(0, len(rows), 10_000):
+                chunk = rows[at:at + 10_000]
+                vectors = rng.standard_normal((len(chunk), dim)).astype(np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                for (mid, sha), v in zip(chunk, vectors):
+                    copy.write_row((store.project, mid, model_id, dim, v.tobytes(), sha, v))
+        conn.execute(f"INSERT INTO all_memory_vectors ({', '.join(columns)}) SELECT "
+                     f"{', '.join(columns)} FROM loaded ON CONFLICT (project_id, memory_id) DO "
+                     "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns[2:]))
+        conn.execute("UPDATE all_memory_meta SET value = value + 1 WHERE project_id = %s AND "
+                     "key = 'version'", (store.project,))
+    with backend.pool.pool.connection() as conn:
+        # fresh statistics first: planned with the table's old size, the backfill's query for
+        # missing vectors (an outer join) ran 17 min at 100k and held the index build back
+        conn.execute("ANALYZE all_memory_vectors")
+    loaded = time.perf_counter()
+    if index:  # a project past ann_min_records (below, the workers scan its vectors)
+        store.build_nearest("4GB")
+    return {"copy_s": round(loaded - started, 1),
+            "index_s": round(time.perf_counter() - loaded, 1)}
+
+
+def pg_recall(store, embedder, queries: list[str], k: int = 10) -> dict:
+    """The HNSW leg's recall@k against exact search in the database, over the project's
+    own vectors (random ones: HNSW's hardest case), and each one's median time. The leg
+    asks the index for ``ann_fetch × k`` candidates and keeps the ``k`` nearest."""
+    from plugins.memory.models import MemorySettings
+    settings = MemorySettings()
+    ef = settings.ann_expansion_search
+    recall, ms = [], {"hnsw": [], "exact": []}
+    for q in queries:
+        v = embedder.embed([q])[0]
+        t0 = time.perf_counter()
+        got = store.nearest(v, settings.ann_fetch * k, ef)[:k]
+        t1 = time.perf_counter()
+        want = store.nearest_exact(v, k, {}, "2000-01-01")
+        t2 = time.perf_counter()
+        assert got is not None, "the project has no HNSW index"
+        recall.append(len(set(got) & set(want)) / max(1, len(want)))
+        ms["hnsw"].append((t1 - t0) * 1000)
+        ms["exact"].append((t2 - t1) * 1000)
+    return {f"recall_at_{k}": round(statistics.mean(recall), 4), "ef_search": ef,
+            "p50_ms": {name: round(pct(v, 50), 2) for name, v in ms.items()}}
+
+
 def wait_embedded(stores: list, model_id: str, timeout: float = 600) -> float:
     """Seconds until the backfill has embedded every record of ``stores``."""
     started = time.perf_counter()
@@ -281,23 +362,30 @@ def search_latency(client: KeepAlive, base: str, queries: list[str], mode: str) 
 def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
     """The same work without HTTP, one leg after the other: embed the query, numpy top-k,
     the keyword leg's bm25 query (its words chosen as the server chooses them); and the
-    load of the project's vector index, which a worker repeats after any write."""
+    load of the project's vector index, which a worker repeats after any write. A store
+    that searches its vectors itself (PostgreSQL's HNSW, from ``ann_min_records``) is asked
+    for its top 40 instead, and nothing is loaded."""
     import numpy as np
 
     from plugins.memory.models import MemorySettings
     from plugins.memory.search import Searcher, VectorIndex
-    searcher = Searcher(MemorySettings(), kernel=None)  # the keyword leg only
+    settings = MemorySettings()
+    searcher = Searcher(settings, kernel=None)  # the keyword leg only
+    native = searcher.native_covers(store)
     started = time.perf_counter()  # what each worker pays again after any server's write
-    matrix = VectorIndex.load(store, embedder.model_id, embedder.dim).matrix
+    matrix = None if native else VectorIndex.load(store, embedder.model_id, embedder.dim).matrix
     load_ms = (time.perf_counter() - started) * 1000
     embed_ms, topk_ms, fts_ms = [], [], []
     for q in queries:
         t0 = time.perf_counter()
         v = embedder.embed([q])[0]
         t1 = time.perf_counter()
-        scores = matrix @ v
-        top = np.argpartition(-scores, 40)[:40]
-        top[np.argsort(-scores[top])]
+        if native:
+            store.nearest(v, 40, settings.ann_expansion_search)
+        else:
+            scores = matrix @ v
+            top = np.argpartition(-scores, 40)[:40]
+            top[np.argsort(-scores[top])]
         t2 = time.perf_counter()
         searcher.keyword(store, q, {"status": "ACTIVE"}, "2000-01-01", 40, full=False)
         t3 = time.perf_counter()
@@ -310,11 +398,13 @@ def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
 
 
 def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder,
-             embed_up_to: int, full: bool = True) -> dict:
+             embed_up_to: int, full: bool = True, load_from: int = 500_000) -> dict:
     """Fill, wait for the vectors, time searches, then time single creates into the same
     project; the previous projects' creates are embedded first, so no backfill runs while
     anything is timed. ``full``: also decay off/on and contradiction checks off/on, three
     rounds (else one round of creates, checks on: the default)."""
+    from plugins.memory.models import MemorySettings
+    ann_min_records = MemorySettings().ann_min_records
     embed_wait = wait_embedded(backend.stores, embedder.model_id)
     project = backend.folder / f"proj-{n}"
     project.mkdir()
@@ -324,18 +414,30 @@ def run_size(srv: Server, backend: Backend, n: int, queries: list[str], embedder
     base = f"/v1/projects/{pid}/memories"
     client = KeepAlive(srv.port, srv.token)
     rng = random.Random(n)
-    batch_rate = fill_batches(client, base, rng, n)
-    if n > embed_up_to:
+    batch_rate = (fill_store(store, rng, n) if n >= load_from
+                  else fill_batches(client, base, rng, n))
+    bulk = None
+    if n > embed_up_to and backend.shared is not None:
+        bulk = bulk_vectors(backend, store, embedder.model_id, embedder.dim,
+                            index=n >= ann_min_records)
+    elif n > embed_up_to:
         random_vectors(store, embedder.model_id, embedder.dim)
     embed_wait += wait_embedded(backend.stores, embedder.model_id)
     out = {"backend": backend.name, "memories": n, "batch_creates_per_s": round(batch_rate),
-           "random_vectors": n > embed_up_to, "backfill_wait_s": round(embed_wait, 1)}
+           "filled": "store" if n >= load_from else "http",
+           "random_vectors": n > embed_up_to, "backfill_wait_s": round(embed_wait, 1),
+           "bulk_vectors": bulk, "load": Path("/proc/loadavg").read_text().split()[:3]}
+    if backend.name == "sqlite" and n >= ann_min_records:  # searches time the index, not a scan
+        out["ann_build_s"] = wait_ann(client, base, store.db.path, embedder, n)
     for mode in ("keyword", "semantic", "hybrid"):
         search_latency(client, base, queries[:10], mode)  # warm both workers' caches
         ms = search_latency(client, base, queries, mode)
         out[mode] = {"p50_ms": round(pct(ms, 50), 2), "p95_ms": round(pct(ms, 95), 2)}
     if full:
         out["decay"] = decay_latency(client, base, queries)
+    out["processes"] = process_memory(srv)
+    if bulk is not None and n >= ann_min_records:
+        out["hnsw"] = pg_recall(store, embedder, queries)
     raw = raw_cost(store, embedder, queries)
     out["raw"] = {k: round(v, 3) for k, v in raw.items()}
     out["hybrid_over_raw"] = round(out["hybrid"]["p50_ms"] / raw["total_ms"], 2)
@@ -583,6 +685,16 @@ def report(res: dict) -> None:
               f"{o['single_creates_wrk_per_s']}/s (wrk) {o['single_creates_per_s']}/s "
               f"(Python), with {c['single_creates_wrk_per_s']}/s "
               f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
+    if res.get("bulk_vectors"):
+        b = res["bulk_vectors"]
+        print(f"         vectors COPYed in {b['copy_s']} s, HNSW index built in {b['index_s']} s")
+    if res.get("hnsw"):
+        h = res["hnsw"]
+        print(f"         HNSW leg recall@10 {h['recall_at_10']} of exact (ef_search "
+              f"{h['ef_search']}; random vectors); p50 {h['p50_ms']['hnsw']} ms, exact "
+              f"{h['p50_ms']['exact']} ms")
+    print("         load " + " ".join(res["load"]) + "; processes: " + ", ".join(
+        f"{p['pid']} RSS {p['rss_mib']} MiB PSS {p['pss_mib']} MiB" for p in res["processes"]))
     raw, w = res["raw"], res["raw_writes"]
     print(f"         raw: embed {raw['embed_ms']:.2f} + top-k {raw['topk_ms']:.3f} "
           f"+ keyword {raw['fts_ms']:.3f} = {raw['total_ms']:.2f} ms (vector index load "
@@ -641,6 +753,11 @@ def main() -> int:
     ap.add_argument("--writes", action="store_true",
                     help="creates only: per size, HTTP single and batch creates ÷ the store's own "
                          "rates at the same size")
+    ap.add_argument("--pg-only", action="store_true",
+                    help="with --backend postgres: the sizes on PostgreSQL alone, no two servers")
+    ap.add_argument("--load-from", type=int, default=500_000,
+                    help="sizes from this one are filled through the store in this process "
+                         "(1,000 per transaction), not over HTTP")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.writes:
@@ -654,7 +771,8 @@ def main() -> int:
     embedder = default_embedder(load_settings())
     rng = random.Random(7)
     queries = [sentence(rng, rng.randint(3, 6)) for _ in range(args.queries)]
-    names = ("sqlite",) if args.backend == "sqlite" else ("sqlite", "postgres")
+    names = (("sqlite",) if args.backend == "sqlite" else ("postgres",) if args.pg_only
+             else ("sqlite", "postgres"))
     results, servers, backends = [], {}, {}
     extra: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -680,14 +798,15 @@ def main() -> int:
             for n in (int(s) for s in args.sizes.split(",")) if names else ():
                 for name in names:  # one size on every backend before the next size
                     res = run_size(servers[name], backends[name], n, queries, embedder,
-                                   args.embed_up_to, full=args.backend == "sqlite")
+                                   args.embed_up_to, full=args.backend == "sqlite",
+                                   load_from=args.load_from)
                     res["raw_writes"] = backends[name].raw_writes
                     results.append(res)
                     if not args.json:
                         report(res)
             for srv in servers.values():
                 srv.stop()
-            if args.backend == "postgres":
+            if args.backend == "postgres" and not args.pg_only:
                 extra["two_servers"] = two_servers(backends["postgres"], Path(tmp) / "two",
                                                    embedder.model_id)
         finally:

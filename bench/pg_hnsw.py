@@ -2,18 +2,19 @@
 
 The eval sets' documents (/work/shared/eval: SciFact abstracts, LoCoMo turns, optionally
 CoSQA functions) are loaded as ``neuralmind eval memory --backend postgres`` loads them — each
-collection a project of one database, so the projects share one table and one HNSW index, as
-a team server's do — and embedded with the packaged model (each record's own vector, which
-is what the pgvector column holds). Each collection's queries are then asked twice: through
-the project's view with the index (``ORDER BY embedding <=> q LIMIT 10`` under each
-``hnsw.ef_search``), and exactly, numpy's top-10 over the same vectors. Recall@10 is the
-share of the exact top-10 the index returns; the p50 is the query's time in the database
-(the embedding of the query is not counted); "short" counts queries that got fewer than 10
-rows (the index's candidates are filtered to the project after the scan).
+collection a project of one database, as a team server's projects share its tables — and
+embedded with the packaged model (each record's own vector, which is what the pgvector column
+holds); each project then gets its own HNSW index, as a project past ``ann_min_records`` does
+(``PgMemoryStore.build_nearest``). Each collection's queries are asked twice: through the
+store's ``nearest`` under each ``hnsw.ef_search`` (``--fetch`` candidates, the 10 nearest
+kept, as the semantic leg keeps the best of ``ann_fetch × n``), and exactly, numpy's top-10
+over the same vectors. Recall@10 is the share of the exact top-10 the index returns; the p50
+is the query's time in the database (the embedding of the query is not counted); "short"
+counts queries that got fewer than 10 rows.
 The PostgreSQL is the one ``--dsn`` names, else one the ``pgserver`` wheel starts; with a
 ``--dsn`` that persists, a second run reuses the loaded, embedded collections.
 
-    python bench/pg_hnsw.py [--sets scifact,locomo] [--ef 40,100,200] [--dsn URI]
+    python bench/pg_hnsw.py [--sets scifact,locomo] [--ef 40,100,200] [--fetch 10] [--dsn URI]
                             [--dataset ../shared/eval] [--work DIR] [--json]
 """
 
@@ -38,21 +39,23 @@ EVAL = ROOT.parent.parent / "shared" / "eval"  # ../shared/eval beside the workt
 SPLITS = {"scifact": "train", "locomo": "dev", "cosqa": "dev"}
 
 
-def top10(store, vector, ef: int) -> tuple[list[str], float, bool]:
-    """The index's top 10 in ``store``'s project: ids, milliseconds, and whether the plan
-    used the HNSW index."""
-    with store.db.transaction() as conn:
-        conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-        q = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-        sql = ("SELECT memory_id FROM memory_vectors ORDER BY embedding <=> CAST(? AS vector) "
-               "LIMIT 10")
-        started = time.perf_counter()
-        rows = conn.execute(sql, (q,)).fetchall()
-        ms = (time.perf_counter() - started) * 1000
-        # what this run did (a plain EXPLAIN may plan otherwise than the prepared statement)
-        plan = " ".join(r[0] for r in conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
-                                                   + sql, (q,)).fetchall())
-    return [r[0] for r in rows], ms, "hnsw" in plan
+def top10(store, vector, ef: int, fetch: int) -> tuple[list[str], float]:
+    """The leg's top 10 through the project's index (``fetch`` candidates, the 10 nearest of
+    them kept): ids and milliseconds."""
+    started = time.perf_counter()
+    got = store.nearest(vector, fetch, ef)[:10]
+    return got, (time.perf_counter() - started) * 1000
+
+
+def uses_index(store, vector) -> bool:
+    """Whether the plan of :meth:`~plugins.memory.pgstore.PgMemoryStore.nearest`'s query
+    scans the project's HNSW index."""
+    from plugins.memory.pgstore import _literal
+    q = "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+    plan = store.db.conn.execute(
+        "EXPLAIN SELECT memory_id FROM all_memory_vectors WHERE project_id = "
+        f"{_literal(store.project)} ORDER BY embedding <=> CAST(? AS vector) LIMIT 10", (q,))
+    return store._hnsw() in " ".join(r[0] for r in plan)
 
 
 def exact10(ids: list[str], matrix, vector) -> list[str]:
@@ -69,6 +72,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="scifact,locomo", help="of scifact, locomo, cosqa")
     ap.add_argument("--ef", default="40,100,200", help="hnsw.ef_search values")
+    ap.add_argument("--fetch", type=int, default=10,
+                    help="candidates asked of the index, the 10 nearest kept (the leg asks "
+                         "ann_fetch × its n: 40 for a top 10)")
     ap.add_argument("--dsn", help="a PostgreSQL with pgvector; default: pgserver's")
     ap.add_argument("--work", help="the eval work folder (model cache); default: a temp folder")
     ap.add_argument("--dataset", type=Path, default=EVAL, help="the eval sets' folder")
@@ -88,6 +94,10 @@ def main() -> int:
             searcher.fill(store, embedder, batch=128)
             print(f"{col.name}: {len(col.docs)} records, embedded in "
                   f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+            started = time.perf_counter()
+            store.build_nearest()
+            print(f"{col.name}: its HNSW index built in {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr)
             collections.append((col, store))
     total = sum(len(col.docs) for col, _ in collections)
     results = {}
@@ -99,14 +109,14 @@ def main() -> int:
         queries = embedder.embed([text for text, _, _ in col.queries]).astype(np.float32)
         exact = [exact10(ids, matrix, q) for q in queries]
         per_ef = {}
+        indexed = uses_index(store, queries[0])
         for ef in efs:
-            recall, ms, short, indexed = [], [], 0, True
+            recall, ms, short = [], [], 0
             for q, want in zip(queries, exact):
-                got, took, used = top10(store, q, ef)
+                got, took = top10(store, q, ef, args.fetch)
                 recall.append(len(set(got) & set(want)) / len(want))
                 ms.append(took)
                 short += len(got) < 10
-                indexed &= used
             per_ef[ef] = {"recall@10": round(statistics.mean(recall), 4),
                           "p50_ms": round(statistics.median(ms), 2), "short": short,
                           "index_used": indexed}
@@ -118,8 +128,8 @@ def main() -> int:
     if args.json:
         print(json.dumps({"table_rows": total, "collections": results, "recall@10": overall}))
         return 0
-    print(f"{total} vectors in one HNSW index (m 16, ef_construction 64), "
-          f"{len(results)} projects")
+    print(f"{total} vectors, an HNSW index per project (m 16, ef_construction 64), "
+          f"{len(results)} projects, {args.fetch} candidates per query")
     for name, r in results.items():
         cells = ", ".join(f"ef {ef}: {v['recall@10']:.3f} ({v['p50_ms']:.2f} ms, "
                           f"{v['short']} short{'' if v['index_used'] else ', NO INDEX'})"

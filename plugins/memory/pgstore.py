@@ -15,17 +15,21 @@ the tsvector's term frequencies — so the second stage, trained on bm25 scores,
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
-which bm25 needs, are kept by triggers in ``memory_meta``.
+which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words, which
+a prefix term expands to, in ``all_memory_lexemes``.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
-vector index loads) beside a pgvector ``vector(384)`` of the record's own, under an HNSW
-cosine index. The version stamp in ``memory_meta`` moves on every write of any server, so each
-process's vector index reloads when another server wrote.
+vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
+``memory_meta`` moves on every write of any server, so each process's vector index of a small
+project reloads when another server wrote; a large one (``ann_min_records``) is searched in
+the database instead, through an HNSW index of its own (:meth:`PgMemoryStore.nearest`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import zlib
 from typing import Any
 
 import psycopg
@@ -36,11 +40,13 @@ SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
+HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
 
 # ASCII that is not a letter or a digit separates words, as in FTS5's unicode61
 SEPARATORS = r"[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
 SPLIT = re.compile(SEPARATORS)
 COLUMN = re.compile(r"^\{(\w+)\} : ")
+PART = re.compile(r'"([^"]*)"(\*?)')  # a word of an FTS5 expression, and its prefix star
 
 _PROJECT = f"project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}')"
 
@@ -157,7 +163,31 @@ def _schema(conn) -> None:
     conn.execute(TOTALS)
 
 
-PG_MIGRATIONS = [_schema]
+# Step 2: the project's lexicon (what a prefix term expands to: :meth:`PgMemoryStore.terms`),
+# kept as rows change (a lexeme no longer held stays: it matches nothing); the vectors' HNSW
+# index per large project instead of one over all (:meth:`PgMemoryStore.nearest`); records
+# by session, for a semantic hit's neighbours.
+LEXICON = f"""
+CREATE TABLE all_memory_lexemes (project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
+    lexeme TEXT COLLATE "C" NOT NULL, PRIMARY KEY (project_id, lexeme));
+CREATE VIEW memory_lexemes AS SELECT lexeme FROM all_memory_lexemes
+    WHERE project_id = current_setting('{SETTING}');
+CREATE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO all_memory_lexemes SELECT NEW.project_id, unnest(tsvector_to_array(NEW.fts))
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_lexemes AFTER INSERT OR UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+INSERT INTO all_memory_lexemes SELECT DISTINCT project_id, unnest(tsvector_to_array(fts))
+    FROM all_memories;
+DROP INDEX all_memory_vectors_hnsw;
+CREATE INDEX all_memories_by_session ON all_memories (project_id, session_id, created_at, id)
+    WHERE session_id IS NOT NULL;
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON]
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
@@ -184,6 +214,8 @@ class PgMemoryStore(MemoryStore):
 
     def __init__(self, shared, project_id: str):
         self.project = project_id
+        self._stems: dict[str, list[str]] = {}  # a token's lexemes (the text search's stems)
+        self._indexed = False  # whether the project's HNSW index was seen built
         super().__init__(shared.scoped({SETTING: project_id}))
         with self.db.transaction() as conn:
             conn.executemany("INSERT INTO memory_meta (key, value) VALUES (?, 0) "
@@ -204,20 +236,97 @@ class PgMemoryStore(MemoryStore):
                                         ).fetchone()[0])
 
     def doc_count(self, word: str, prefix: bool = False) -> int:
-        query = _tsquery([word], prefix=prefix, title=False)
+        query = _tsquery([(word, prefix)], title=False)
         if not query:
             return 0
         return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "
                                     f"to_tsquery('{CONFIG}', ?)", (query,)).fetchone()[0]
 
+    # -- nearest neighbours (the semantic leg of a large project) ---------------------------
+
+    def _hnsw(self) -> str:
+        return "all_memory_vectors_hnsw_" + hashlib.sha1(self.project.encode()).hexdigest()[:16]
+
+    def nearest(self, vector, k: int, ef: int) -> list[str] | None:
+        """The ``k`` records whose own vectors are nearest ``vector`` (cosine), nearest first,
+        through the project's HNSW index searched with ``ef`` candidates (pgvector reads at
+        most 1,000); None while the project has no index (:meth:`build_nearest`)."""
+        if not self._indexed:
+            row = self.db.conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                                       "to_regclass(?)", (self._hnsw(),)).fetchone()
+            if not (row and row[0]):
+                return None
+            self._indexed = True
+        # the partial index serves a query naming its project as a literal
+        sql = ("SELECT memory_id FROM all_memory_vectors WHERE project_id = "
+               f"{_literal(self.project)} ORDER BY embedding <=> CAST(CAST(? AS real[]) AS "
+               "vector) LIMIT ?")
+        with self.db.transaction() as conn:
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(int(ef), k), HNSW_EF_MAX)}")
+            return [r[0] for r in conn.execute(sql, (vector.tolist(), k))]
+
+    def nearest_exact(self, vector, k: int, filters: dict[str, Any], today: str
+                      ) -> list[str]:
+        """The ``k`` records ``filters`` allow whose own vectors are nearest ``vector``, every
+        one scored in the database: before the index is built, and when filters pass too
+        few of the index's candidates."""
+        where, args = self._where(filters, today)
+        args.update(q=vector.tolist(), k=k)
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT m.id FROM memory_vectors v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
+            + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
+
+    def build_nearest(self, memory: str = "1GB") -> bool:
+        """Build the project's HNSW index (concurrently: writes go on), with ``memory`` of
+        ``maintenance_work_mem`` (a graph that fits builds several times faster); False when
+        another process is building it. An index a failed build left invalid is dropped
+        first."""
+        name, key = self._hnsw(), zlib.crc32(b"hnsw:" + self.project.encode())
+        with self.db.pool.connection() as conn:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                return False
+            try:
+                row = conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                                   "to_regclass(%s)", (name,)).fetchone()
+                if row and row[0]:
+                    return True
+                if row:
+                    conn.execute(f"DROP INDEX CONCURRENTLY {name}")
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+                conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON all_memory_vectors USING "
+                             f"hnsw (embedding vector_cosine_ops) WHERE project_id = "
+                             f"{_literal(self.project)}")
+            finally:
+                conn.execute("RESET maintenance_work_mem")
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        return True
+
+    def session_neighbours(self, ids: list[str]) -> list[str]:
+        """The records just before and after each of ``ids`` in its session (``created_at``,
+        then id), as :func:`plugins.memory.legs.session_neighbours` orders them."""
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT n.id FROM memories c CROSS JOIN LATERAL ("
+            "(SELECT p.id FROM memories p WHERE p.session_id = c.session_id AND "
+            "(p.created_at, p.id) < (c.created_at, c.id) ORDER BY p.created_at DESC, p.id DESC "
+            "LIMIT 1) UNION ALL (SELECT p.id FROM memories p WHERE p.session_id = c.session_id "
+            "AND (p.created_at, p.id) > (c.created_at, c.id) ORDER BY p.created_at, p.id "
+            "LIMIT 1)) n WHERE c.id = ANY(CAST(? AS text[])) AND c.session_id IS NOT NULL",
+            (ids,))]
+
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
                 limit: int, exclude: str | None = None, full: bool = True,
                 pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
-        """The SQLite store's keyword search (``match`` is its FTS5 expression: read back for
-        its column and prefix flag), scored by FTS5's bm25 over the tsvector."""
+        """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
+        its words, their prefix flags and its column, scored by FTS5's bm25 over the
+        tsvector. Each query term's idf and the lexemes it matches come from :meth:`terms`;
+        a hit's term frequencies from its tsvector cut to those lexemes (``setweight`` marks
+        them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
+        cost 20 µs a hit)."""
         column = COLUMN.match(match)
-        title, prefix = column is not None, match.endswith("*") or '"*' in match
-        query = _tsquery(words, prefix, title)
+        title = column is not None
+        parts = [(w, star == "*") for w, star in PART.findall(match)]
+        query = _tsquery(parts, title)
         if not query:
             return []
         where, args = self._where(filters, today)
@@ -225,31 +334,29 @@ class PgMemoryStore(MemoryStore):
             where.append("m.id != :exclude")
             args["exclude"] = exclude
         extra = "".join(f" AND {w}" for w in where)
-        flags = ("*" if prefix else "") + ("A" if title else "")
-        args.update(query=query, units=" ".join(t for w in words for t in _tokens(w)),
-                    suffix=":" + flags if flags else "", title=title,
-                    prefix=prefix, limit=limit, pool=pool or limit)
+        lexemes, term, weights = [], [], []
+        for i, (idf, matched) in enumerate(self.terms(parts, title)):
+            lexemes += matched
+            term += [i] * len(matched)
+            weights += [idf] * len(matched)
+        args.update(query=query, lexemes=lexemes, term=term, weights=weights, title=title,
+                    limit=limit, pool=pool or limit)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
 WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
-unit AS MATERIALIZED (SELECT u.lexeme, (SELECT COUNT(*) FROM memories x WHERE x.fts @@
-                           CAST(quote_literal(u.lexeme) || :suffix AS tsquery)) AS df
-         FROM unnest(to_tsvector('{CONFIG}', :units)) u),
-idf AS MATERIALIZED (SELECT unit.lexeme, GREATEST(ln((n.docs - unit.df + 0.5) / (unit.df + 0.5)), 1e-6) AS w
-        FROM unit, n),
-hit AS (SELECT m.id, m.words, CASE WHEN :title THEN ts_filter(m.fts, '{{a}}') ELSE m.fts END
-               AS fts FROM memories m
+hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
+               ELSE m.fts END, 'd', CAST(:lexemes AS text[])), '{{d}}') AS fts FROM memories m
         WHERE m.fts @@ to_tsquery('{CONFIG}', :query){'' if pool else extra}),
-scored AS (
-    SELECT hit.id, (SELECT COALESCE(SUM(idf.w * t.f * {K1 + 1} / (t.f + {K1} * ({1 - B}
-                        + {B} * hit.words / (n.words / n.docs)))), 0)
-                    FROM idf, LATERAL (SELECT SUM(cardinality(d.positions)) AS f
-                                       FROM unnest(hit.fts) d WHERE d.lexeme = idf.lexeme
-                                       OR (:prefix AND starts_with(d.lexeme, idf.lexeme))) t
-                    WHERE t.f > 0) AS score
-    FROM hit, n ORDER BY score DESC, hit.id LIMIT :pool)
+tf AS (SELECT hit.id, hit.words, q.w, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d
+       JOIN unnest(CAST(:lexemes AS text[]), CAST(:term AS int[]), CAST(:weights AS float8[]))
+            q(lexeme, term, w) ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term, q.w),
+scored AS (SELECT tf.id, SUM(tf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
+                      + {B} * tf.words / (n.words / n.docs)))) AS score
+           FROM tf, n GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
 JOIN memories m ON m.id = scored.id WHERE TRUE{extra if pool else ''}
 ORDER BY scored.score DESC, m.id LIMIT :limit"""
@@ -259,25 +366,73 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
                     for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
+    def terms(self, parts: list[tuple[str, bool]], title: bool
+              ) -> list[tuple[float, list[str]]]:
+        """bm25's terms of a query — the distinct stems of ``parts``' tokens, each exact or a
+        prefix — as ``(idf, the project's lexemes it matches)``; idf is
+        ``ln((N − n + ½)/(n + ½))``, at least 1e-6 as in FTS5. The record counts ``n`` and
+        the lexemes live in :meth:`doc_counts`'s per-process cache, for its lifetime: a term
+        first met reads every record it matches, once instead of once per query."""
+        import math
+        total = max(self.size_estimate(), 1)
+        self.doc_counts([], total)  # starts the shared cache over when it is due
+        cache, stems = self._counts, self._stems
+        tokens = list(dict.fromkeys(t for w, _ in parts for t in _tokens(w)))
+        unknown = [t for t in tokens if t not in stems]
+        if unknown:
+            stems.update(self.db.conn.execute(
+                f"SELECT u, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{CONFIG}', u))) "
+                "FROM unnest(CAST(? AS text[])) u", (unknown,)).fetchall())
+        terms = list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
+                                   for t in _tokens(w) for lexeme in stems[t]))
+
+        def key(lexeme: str, prefix: bool) -> str:
+            return "\0" + lexeme + ("*" if prefix else "") + (":A" if title else "")
+
+        missing = [(x, p) for x, p in terms if key(x, p) not in cache]
+        if missing:
+            operands = [_operand(x, p, title) for x, p in missing]
+            counts = self.db.conn.execute(
+                "SELECT " + ", ".join("COUNT(*) FILTER (WHERE fts @@ CAST(? AS tsquery))"
+                                      for _ in operands)
+                + " FROM memories WHERE fts @@ CAST(? AS tsquery)",
+                (*operands, " | ".join(operands))).fetchone()
+            for (x, p), n in zip(missing, counts):
+                matched = [x] if not p else [r[0] for r in self.db.conn.execute(
+                    "SELECT lexeme FROM memory_lexemes WHERE lexeme LIKE ?", (x + "%",))]
+                cache[key(x, p)] = (n, matched or [x])
+        out = []
+        for x, p in terms:
+            n, matched = cache[key(x, p)]
+            out.append((max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6), matched))
+        return out
+
 
 def _tokens(word: str) -> list[str]:
     return [t for t in SPLIT.split(word.lower()) if t]
 
 
-def _tsquery(words: list[str], prefix: bool, title: bool) -> str:
-    """The words as a ``to_tsquery`` text: an OR of words, each a phrase of its tokens (a
-    word FTS5 splits, ``user_id``, is a phrase there too), the last token a prefix when
-    ``prefix``, all of them in the title when ``title``. Tokens hold letters and digits only,
-    so quoting them is safe."""
-    def operand(token: str, last: bool) -> str:
-        flags = ("*" if prefix and last else "") + ("A" if title else "")
-        return f"'{token}'" + (":" + flags if flags else "")
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (quotes doubled; the server's strings are standard)."""
+    return "'" + text.replace("'", "''") + "'"
 
+
+def _operand(lexeme: str, prefix: bool, title: bool) -> str:
+    """A ``tsquery`` operand; ``lexeme`` holds letters and digits (a token) or is a stem of
+    one, so quoting it is safe."""
+    flags = ("*" if prefix else "") + ("A" if title else "")
+    return f"'{lexeme}'" + (":" + flags if flags else "")
+
+
+def _tsquery(parts: list[tuple[str, bool]], title: bool) -> str:
+    """The query's ``(word, prefix)`` parts as a ``to_tsquery`` text: an OR of words, each a
+    phrase of its tokens (a word FTS5 splits, ``user_id``, is a phrase there too), the last
+    token a prefix when the word's is, all of them in the title when ``title``."""
     phrases = []
-    for w in words:
+    for w, prefix in parts:
         tokens = _tokens(w)
         if tokens:
-            phrases.append("(" + " <-> ".join(operand(t, i == len(tokens) - 1)
+            phrases.append("(" + " <-> ".join(_operand(t, prefix and i == len(tokens) - 1, title)
                                               for i, t in enumerate(tokens)) + ")")
     return " | ".join(phrases)
 
@@ -331,7 +486,8 @@ def storage_component():
                 source.close()
         return checks
 
-    return StorageComponent("memory", PG_MIGRATIONS, tuple(f"all_{t}" for t in TABLES),
+    return StorageComponent("memory", PG_MIGRATIONS,
+                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes"),
                             files, copy)
 
 

@@ -3,7 +3,9 @@
 Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped, words ORed
 with prefix match). Semantic is brute-force cosine over the stored vectors of title +
 rationale (and a long record's passages), held per process in a :class:`VectorIndex` that
-reloads when the store's version stamp moves (a write in another worker). Hybrid ranks both
+reloads when the store's version stamp moves (a write in another worker); a large project's
+goes through an HNSW index instead — usearch files beside a SQLite store
+(:mod:`plugins.memory.ann`), or the store's own (``nearest``: PostgreSQL's). Hybrid ranks both
 legs' pools with the learned second stage (:mod:`plugins.memory.rerank`; or fuses them with
 the rule the ``[memory]`` settings name), then multiplies by ``0.5 + 0.5 × confidence`` so
 feedback moves ranking, and by the decay factor of the record's strength
@@ -13,18 +15,23 @@ fits the query.
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
-from plugins.memory.ann import AnnIndexes
+from plugins.memory.ann import AnnIndexes, CandidateLeg
 from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
 
 WORD = re.compile(r"\w+", re.UNICODE)
+log = logging.getLogger("neuralmind.memory")
 
 
 def terms(text: str) -> list[str]:
@@ -155,6 +162,9 @@ KEYWORD_POOL = 5  # matches ranked by bm25 per result wanted, before the filters
 HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
+HNSW_FETCH = 1_000  # the most candidates asked of a store's own index (pgvector's ef bound)
+NATIVE_RETRY_S = 30.0  # between a process's attempts to build a store's index
+
 # Filters the vector index applies itself; any other needs the store's id set.
 INDEX_FILTERS = frozenset({"status", "min_confidence", "kind"})
 
@@ -169,6 +179,8 @@ class Searcher:
         self.ann = AnnIndexes(settings, kernel, lambda rows, dim: VectorIndex.from_rows(
             rows, dim, settings.passages))
         self.ranker = None  # the second stage's model; None: the shipped one
+        self._native_tried: dict[str, float] = {}  # when each store's index build last began
+        self._native_lock = threading.Lock()
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -307,6 +319,9 @@ class Searcher:
         if self.ann.covers(store):
             vector = embedder.embed([query])[0].astype(np.float32)
             return self.ann.leg(store, embedder, vector, filters, today, n, extra)
+        if self.native_covers(store):
+            vector = embedder.embed([query])[0].astype(np.float32)
+            return self.native_leg(store, embedder, vector, filters, today, n, extra)
         index = self.index(store, embedder)
         if not len(index.ids):
             return SemanticLeg(index, np.zeros(0, np.float32), [])
@@ -315,6 +330,69 @@ class Searcher:
         top = top_k(scores, n, index.mask(filters, today, allowed))
         return SemanticLeg(index, scores, [(index.ids[i], float(scores[i]),
                                             float(index.confidence[i])) for i in top])
+
+    def native_covers(self, store) -> bool:
+        """Whether ``store`` finds a large project's nearest vectors itself (``nearest``:
+        PostgreSQL's HNSW index, which every server shares) from ``ann_min_records`` on."""
+        return (self.settings.ann and hasattr(store, "nearest")
+                and store.size_estimate() >= self.settings.ann_min_records)
+
+    def native_leg(self, store, embedder, vector, filters: dict[str, Any], today: str, n: int,
+                   extra: dict[str, Any]) -> CandidateLeg:
+        """The semantic leg through the store's own index: ``ann_fetch × n`` candidates (more
+        while filters pass too few), their vectors and session neighbours read by id and
+        ranked exactly, as the ANN leg ranks its graph's. Scored in the database instead
+        while the index is not built (its build starts) or when the index's candidates run
+        out before the filters pass ``n``."""
+        def make(rows: list):
+            return VectorIndex.from_rows(rows, embedder.dim, self.settings.passages)
+
+        def fetch(ids: list[str]) -> list:
+            return store.vectors_of(embedder.model_id, ids + store.session_neighbours(ids))
+
+        import numpy as np
+        k = self.settings.ann_fetch * n
+        while True:
+            found = store.nearest(vector, k, self.settings.ann_expansion_search)
+            if found is None:
+                self.build_native(store)
+                break
+            leg = CandidateLeg(fetch, make, vector, found)
+            allowed = store.filter_ids(extra, today, among=found) if extra else None
+            # the candidates alone (not their session neighbours): when n of the k nearest
+            # pass the filters, they are the n nearest that pass
+            keep = leg.index.mask(filters, today, allowed) & np.isin(leg.index.ids, found)
+            leg.hits = leg.best(n, keep)
+            if len(leg.hits) >= n:
+                return leg
+            if len(found) < k or k >= HNSW_FETCH:  # the index has no more candidates
+                break
+            k = min(HNSW_FETCH, 4 * k)
+        leg = CandidateLeg(fetch, make, vector, store.nearest_exact(vector, n, filters, today))
+        allowed = store.filter_ids(extra, today, among=list(leg.index.ids)) if extra else None
+        leg.hits = leg.best(n, leg.index.mask(filters, today, allowed))
+        return leg
+
+    def build_native(self, store) -> None:
+        """Build ``store``'s index in a background thread, unless this process is building
+        it or tried within ``NATIVE_RETRY_S`` (another server may be building it)."""
+        key = str(store.db.path)
+        with self._native_lock:
+            if time.monotonic() - self._native_tried.get(key, -NATIVE_RETRY_S) < NATIVE_RETRY_S:
+                return
+            self._native_tried[key] = time.monotonic()
+
+        def build() -> None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # serving first
+                started = time.perf_counter()
+                if store.build_nearest():
+                    log.info("memory vector index of %s built in %.1f s", key,
+                             time.perf_counter() - started)
+            except Exception:
+                log.exception("memory vector index build failed for %s", key)
+
+        threading.Thread(target=build, name="memory-hnsw", daemon=True).start()
 
     # -- modes ---------------------------------------------------------------------------
 
