@@ -83,6 +83,7 @@ def config(ids: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_every_route_keeps_its_published_contract(pinned, tmp_path):
     server, ids = pinned
     done, result = schemathesis(server.url, server.token, tmp_path, "--checks", "all",

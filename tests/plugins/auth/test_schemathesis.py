@@ -25,6 +25,7 @@ def server(tmp_path_factory, backend):
     s.stop()
 
 
+@pytest.mark.slow
 def test_no_server_errors_and_no_schema_violations(server, tmp_path):
     token = create_token(server.home, server.home / "config.toml", "fuzzer", "builder")["token"]
     done, result = schemathesis(server.url, token, tmp_path,
