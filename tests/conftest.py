@@ -20,16 +20,34 @@ from tests.support import (EXAMPLE, SESSION, LocalServer, Server, derived_model,
 
 def pytest_configure(config):
     """The session's model folder (tests/support.py), its int8 model derived meanwhile in a
-    child process: collecting the tests keeps this process busy for seconds anyway."""
-    SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
-    config._neuralmind_derive = threading.Thread(target=derived_model, name="derive-int8",
-                                                 daemon=True)
-    config._neuralmind_derive.start()
+    child process: collecting the tests keeps this process busy for seconds anyway. Under
+    pytest-xdist the controller does it, and its workers share the folder (and the file)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        SESSION.models = Path(workerinput["neuralmind_models"])
+    else:
+        SESSION.models = Path(tempfile.mkdtemp(prefix="neuralmind-test-models-"))
+        config._neuralmind_derive = threading.Thread(target=derived_model, name="derive-int8",
+                                                     daemon=True)
+        config._neuralmind_derive.start()
     SESSION.pg_uri = os.environ.get("NEURALMIND_TEST_DATABASE_URL") or None
     config.addinivalue_line("markers", "sqlite_only(reason): run on the SQLite backend alone "
                             "where the test asks for both (the reason says why)")
     config.addinivalue_line("markers", "postgres_only(reason): run on the PostgreSQL backend "
                             "alone (a test of servers sharing a database it names itself)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: each worker is told the controller's model folder."""
+    node.workerinput["neuralmind_models"] = str(SESSION.models)
+
+
+def pytest_collection_modifyitems(items):
+    """Modules holding a ``slow`` test run first (the order is stable otherwise): under
+    pytest-xdist's ``--dist loadfile`` a minute-long module started last would run alone."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 ONLY = {"sqlite_only": ["sqlite"], "postgres_only": ["postgres"]}

@@ -83,6 +83,8 @@ def config(ids: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # ~30 s on a quiet machine; minutes when other work shares the cores
 def test_every_route_keeps_its_published_contract(pinned, tmp_path):
     server, ids = pinned
     done, result = schemathesis(server.url, server.token, tmp_path, "--checks", "all",

@@ -22,6 +22,8 @@ from tests.client.conftest import Daemon, git_repo
 from tests.plugins.auth.helpers import server_config
 from tests.support import Server, pythonpath
 
+pytestmark = pytest.mark.slow  # gunicorn workers and child processes: started first under xdist
+
 PLUGINS = ["auth", "memory", "index", "mcp", "ask"]
 SOURCE = {"store.py": 'def open_wal(path):\n    """Open SQLite in WAL mode."""\n    return path\n',
           "api.py": "from store import open_wal\n\ndef serve():\n    return open_wal('db')\n"}

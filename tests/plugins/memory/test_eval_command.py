@@ -6,12 +6,20 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.support import ROOT, seed_models
+import pytest
+
+from tests.support import ROOT, provide_model, seed_models
+
+pytestmark = [pytest.mark.slow, pytest.mark.sqlite_only(
+    "the command keeps its collection in its --work folder's SQLite files")]
 
 
 def run(*args: str, home) -> subprocess.CompletedProcess:
     seed_models(home)
+    if "--work" in args:  # its kernel caches the model there (plugins/memory/eval.py)
+        provide_model(Path(args[args.index("--work") + 1]) / "home" / "models")
     env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,memory"}
     return subprocess.run([sys.executable, "-m", "neuralmind.cli", "eval", "memory", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

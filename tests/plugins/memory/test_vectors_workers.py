@@ -12,6 +12,8 @@ import pytest
 from tests.embeddings import fake_embedder
 from tests.plugins.memory.conftest import Api, memory_database, start
 
+pytestmark = pytest.mark.slow  # gunicorn workers and child processes: started first under xdist
+
 PLUGINS = ["auth", "memory", "fake_embedder"]
 
 

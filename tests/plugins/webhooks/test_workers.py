@@ -17,6 +17,8 @@ from tests.plugins.webhooks.conftest import FAST
 from tests.plugins.webhooks.receiver import Receiver
 from tests.support import Server, kernel_database
 
+pytestmark = pytest.mark.slow  # gunicorn workers and child processes: started first under xdist
+
 
 @pytest.fixture
 def team(tmp_path):
