@@ -45,13 +45,22 @@ Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(_lowe
 NOT_BLANK = r"\S"  # published with min_length: blanks are stripped, so "  " is refused too
 
 
+def _no_nul(value: str) -> str:
+    """PostgreSQL's text cannot hold NUL: refused on both backends alike."""
+    if "\x00" in value:
+        raise ValueError("text cannot contain a NUL character")
+    return value
+
+
 def _text(max_length: int) -> Any:
     return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=max_length, pattern=NOT_BLANK)]
+                                            max_length=max_length, pattern=NOT_BLANK),
+                     AfterValidator(_no_nul)]
 
 
 Title, Rationale, Item, Tag, Path = _text(300), _text(20_000), _text(2_000), _text(64), _text(1_024)
-Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)]
+Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
+                  AfterValidator(_no_nul)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]

@@ -83,6 +83,9 @@ def test_create_rejects_bad_input_and_writes_nothing(api):
         ({"title": "t", "rationale": "r", "review_by": str(TODAY - dt.timedelta(days=1))},
          ["body", "review_by"]),
         ({"title": "t", "rationale": "r", "id": "bad id!"}, ["body", "id"]),
+        # PostgreSQL's text holds no NUL: refused alike on both backends, never a 500 later
+        ({"title": "a\x00b", "rationale": "r"}, ["body", "title"]),
+        ({"title": "t", "rationale": "r", "tags": ["ok", "t\x00g"]}, ["body", "tags", 1]),
     ]
     for body, loc in bad:
         r = api.server.post(api.base, body)
