@@ -404,6 +404,7 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
         out = []
         for x, p in terms:
             n, matched = cache[key(x, p)]
+            n = min(n, total)  # a count newer than the size estimate (writes in between)
             out.append((max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6), matched))
         return out
 
