@@ -51,6 +51,15 @@ def legs(on: Api, off: Api, query: str, filters: dict, n: int = 10):
     return out
 
 
+def same_hits(got, want, tolerance: float = 1e-3) -> None:
+    """The same hits with the same scores. Two hits whose scores are that close may trade
+    places: the database's cosines differ from numpy's in the last float digits, and the
+    second stage can rank a near-tie either way (CI saw places 5 and 6 swap)."""
+    got, want = ({r["id"]: r["score"] for r in x["results"]} for x in (got, want))
+    assert got.keys() == want.keys()
+    assert [got[m] for m in want] == pytest.approx(list(want.values()), abs=tolerance)
+
+
 def indexed(api: Api, timeout: float = 120) -> None:
     """Until the project's index is built (the first search past the threshold starts it)."""
     service, store, embedder = state(api)
@@ -79,8 +88,8 @@ def test_the_index_finds_the_exact_scans_hits(servers, query):
     assert isinstance(leg, CandidateLeg)
     assert [h[0] for h in leg.hits[:10]] == [h[0] for h in exact.hits[:10]]
     assert leg.hits[0][1] == pytest.approx(exact.hits[0][1], abs=1e-5)
-    for mode in ("semantic", "hybrid"):
-        assert ids(on.search(query, mode=mode)) == ids(off.search(query, mode=mode)), mode
+    assert ids(on.search(query, mode="semantic")) == ids(off.search(query, mode="semantic"))
+    same_hits(on.search(query, mode="hybrid"), off.search(query, mode="hybrid"))
     service, store, _ = state(on)
     assert str(store.db.path) not in service.searcher._indexes._items  # no vectors loaded
 
