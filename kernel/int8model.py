@@ -15,6 +15,7 @@ its protobuf — a few hundred MB the server should not keep), and its result is
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -32,13 +33,23 @@ def cached_path(source_digest: str, cache_dir: Path) -> Path:
 def derive(source: Path, source_digest: str, cache_dir: Path | None) -> Path:
     """The int8-compute model for ``source``, derived on first use. Without ``cache_dir``
     it goes to a fresh private temporary folder (left for the OS to clean)."""
-    if cache_dir is not None:
-        target = cached_path(source_digest, cache_dir)
-        if target.is_file():
-            return target
-        cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    else:
-        target = Path(tempfile.mkdtemp(prefix="neuralmind-model-")) / "model.onnx"
+    if cache_dir is None:
+        return _derive(source, Path(tempfile.mkdtemp(prefix="neuralmind-model-")) / "model.onnx")
+    target = cached_path(source_digest, cache_dir)
+    if target.is_file():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # one process derives, the others (workers starting together) wait for its file: a lock
+    # on the folder itself, so the folder holds nothing but models
+    folder = os.open(cache_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        return target if target.is_file() else _derive(source, target)
+    finally:
+        os.close(folder)  # and the lock with it
+
+
+def _derive(source: Path, target: Path) -> Path:
     # a name of its own: two threads (or workers) deriving beside each other never share it
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)

@@ -9,7 +9,6 @@ kernels share one embedder on it, and each real server's home gets a link to the
 
 from __future__ import annotations
 
-import fcntl
 import http.client
 import io
 import json
@@ -256,8 +255,8 @@ def stored_database(home: Path | str, file: Path, component: str, migrations=(),
 
 def derived_model() -> Path | None:
     """The packaged model's int8-compute file, derived once per session (kernel/int8model.py
-    takes ~2.6 s per home otherwise) — once for all of pytest-xdist's workers too: whoever
-    holds the folder's lock derives it, the others wait and read the file."""
+    takes ~2.6 s per home otherwise) — once for all of pytest-xdist's workers too: the folder
+    is theirs, and ``derive`` lets one process derive while the others wait for its file."""
     if SESSION.models is None:
         return None
     from kernel import int8model
@@ -265,9 +264,7 @@ def derived_model() -> Path | None:
     with SESSION.lock:
         if SESSION.derived is None:
             files = locate_model(None)
-            with open(SESSION.models / ".derive.lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                SESSION.derived = int8model.derive(files.model, files.digest, SESSION.models)
+            SESSION.derived = int8model.derive(files.model, files.digest, SESSION.models)
         return SESSION.derived
 
 

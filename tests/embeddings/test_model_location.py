@@ -14,6 +14,7 @@ from kernel import embeddings
 from kernel.config import load_settings
 from kernel.embeddings import OnnxEmbedder, default_embedder
 from kernel.errors import Unavailable
+from kernel import int8model
 from kernel.int8model import RECIPE
 from tests.support import provide_model
 
@@ -165,3 +166,23 @@ def test_a_damaged_cached_model_is_named_then_derived_again_once_and_read_after(
     assert cached.stat().st_mtime_ns == stamp  # read, not derived again
     assert second.status()["load_ms"] < first.status()["load_ms"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name]  # no temporary left
+
+
+def test_workers_starting_together_derive_the_model_once(tmp_path):
+    """Two callers of ``derive`` on one empty folder (a server's workers, the test suite's
+    xdist workers): one derives, the other waits and gets that same file — not a second
+    derivation replacing it."""
+    files = embeddings.locate_model(None)
+    inodes = []
+
+    def derive():
+        inodes.append(int8model.derive(files.model, files.digest, tmp_path).stat().st_ino)
+
+    threads = [threading.Thread(target=derive) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(inodes) == 2 and inodes[0] == inodes[1]
+    assert [p.name for p in tmp_path.iterdir()] == [int8model.cached_path(files.digest,
+                                                                          tmp_path).name]
