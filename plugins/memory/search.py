@@ -345,7 +345,7 @@ class Searcher:
         while the index is not built (its build starts) or when the index's candidates run
         out before the filters pass ``n``."""
         def make(rows: list):
-            return VectorIndex.from_rows(rows, embedder.dim, self.settings.passages)
+            return self.ann.make_index(rows, embedder.dim)
 
         def fetch(ids: list[str]) -> list:
             return store.vectors_of(embedder.model_id, ids + store.session_neighbours(ids))

@@ -12,7 +12,7 @@ import pytest
 from neuralmind import today
 from plugins.memory.ann import CandidateLeg
 from tests.plugins.memory.conftest import Api, start
-from tests.plugins.memory.test_ann import ANN, QUERIES, batch, ids, records, state
+from tests.plugins.memory.test_ann import ANN, QUERIES, batch, ids, legs, records, state
 
 pytestmark = pytest.mark.postgres_only("the PostgreSQL store's own vector index")
 
@@ -41,14 +41,6 @@ def servers(tmp_path_factory):
     yield apis
     for s in (on, off):
         s.stop()
-
-
-def legs(on: Api, off: Api, query: str, filters: dict, n: int = 10):
-    out = []
-    for api in (on, off):
-        service, store, _ = state(api)
-        out.append(service.searcher.semantic(store, query, filters, today(), n))
-    return out
 
 
 def same_hits(got, want, tolerance: float = 1e-3) -> None:
