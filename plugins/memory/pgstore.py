@@ -210,7 +210,9 @@ class PgMemoryStore(MemoryStore):
         "CAST(CAST(:own AS real[]) AS vector) FROM memories WHERE id = :id AND content_sha = :sha "
         "ON CONFLICT (project_id, memory_id) DO UPDATE SET model_id = excluded.model_id, "
         "dim = excluded.dim, vector = excluded.vector, content_sha = excluded.content_sha, "
-        "embedding = excluded.embedding")
+        "embedding = excluded.embedding WHERE (all_memory_vectors.model_id, "
+        "all_memory_vectors.content_sha, length(all_memory_vectors.vector)) IS DISTINCT FROM "
+        "(excluded.model_id, excluded.content_sha, length(excluded.vector))")
 
     def __init__(self, shared, project_id: str):
         self.project = project_id

@@ -850,9 +850,13 @@ class MemoryStore:
             (model_id, passages_over is not None, passages_over or 0)).fetchall()
         return [tuple(r) for r in rows]
 
+    # a vector another process stored meanwhile for the same text, model and shape stays:
+    # written again, it would move to a new rowid, past the ANN index's watermark (ann.py)
     PUT_VECTOR = ("INSERT OR REPLACE INTO memory_vectors (memory_id, model_id, dim, vector, "
-                  "content_sha) SELECT id, :model, :dim, :blob, content_sha FROM memories "
-                  "WHERE id = :id AND content_sha = :sha")
+                  "content_sha) SELECT id, :model, :dim, :blob, content_sha FROM memories m "
+                  "WHERE id = :id AND content_sha = :sha AND NOT EXISTS (SELECT 1 FROM "
+                  "memory_vectors v WHERE v.memory_id = m.id AND v.model_id = :model AND "
+                  "v.content_sha = :sha AND length(v.vector) = length(:blob))")
 
     def vector_params(self, model_id: str, dim: int, blob: bytes, memory_id: str, sha: str
                       ) -> dict[str, Any]:
@@ -860,7 +864,8 @@ class MemoryStore:
 
     def put_vectors(self, model_id: str, dim: int,
                     rows: list[tuple[str, bytes, str]]) -> int:
-        """Store vectors; one whose record changed or vanished meanwhile is skipped."""
+        """Store vectors; one whose record changed or vanished meanwhile, or that is already
+        stored, is skipped."""
         with self.db.transaction(serial=True) as conn:
             n = 0
             for memory_id, blob, sha in rows:
