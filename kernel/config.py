@@ -132,7 +132,31 @@ class Settings(BaseModel):
         try:
             return model.model_validate(data or {})
         except ValidationError as ex:
-            raise ConfigError(f"[{name}] in {self.source or 'config'}: {ex}") from None
+            raise ConfigError(f"[{name}] in {self.source or 'config'}: {problems(ex)}") from None
+
+    def check_sections(self, pm) -> None:
+        """Validate every section the plugins of ``pm`` declare (``config_sections``): what a
+        server does before it forks, so a bad value is a line of its own, not each worker's
+        traceback. One error names every bad section."""
+        bad = []
+        for declared in pm.hook.config_sections():
+            for name, model in (declared or {}).items():
+                try:
+                    self.section(name, model)
+                except ConfigError as ex:
+                    bad.append(str(ex))
+        if bad:
+            raise ConfigError("\n".join(sorted(bad)))
+
+
+def problems(ex: ValidationError) -> str:
+    """pydantic's errors, one ``key: message (got value)`` each, without its links."""
+    out = []
+    for error in ex.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        got = (f" (got {error['input']!r:.60})" if key and error["type"] != "missing" else "")
+        out.append(f"{key}: {error['msg']}{got}" if key else error["msg"])
+    return "; ".join(out)
 
 
 def _env_overrides(data: dict[str, Any]) -> None:
@@ -180,7 +204,7 @@ def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Se
     try:
         settings = Settings.model_validate(data)
     except ValidationError as ex:
-        raise ConfigError(f"invalid config {path or '(defaults)'}: {ex}") from None
+        raise ConfigError(f"invalid config {path or '(defaults)'}: {problems(ex)}") from None
     settings.raw = data
     settings.source = str(path) if path else None
     return settings

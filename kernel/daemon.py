@@ -112,20 +112,34 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     Path(home).mkdir(parents=True, exist_ok=True)
     os.chmod(home, 0o700)
     log = open(Path(home) / "daemon.log", "ab")
+    start = log.seek(0, os.SEEK_END)
     before = read_discovery(home)
     proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", *argv], stdin=subprocess.DEVNULL,
                             stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the daemon exited with code {proc.returncode}; "
-                               f"see {Path(home) / 'daemon.log'}")
+            said = _errors_since(Path(home) / "daemon.log", start)
+            raise RuntimeError(f"the daemon exited with code {proc.returncode}"
+                               + (f": {said}" if said else "")
+                               + f"; see {Path(home) / 'daemon.log'}")
         info = read_discovery(home)
         if info and info != before and info.get("pid") == proc.pid and health(info):
             return info
         time.sleep(0.1)
     proc.terminate()
     raise RuntimeError(f"the daemon did not answer within {timeout:.0f} s; see {Path(home) / 'daemon.log'}")
+
+
+def _errors_since(log: Path, offset: int) -> str:
+    """The CLI's own error lines (``neuralmind: …``, a config mistake) the daemon wrote to
+    ``log`` from ``offset`` on, for the command that started it to show."""
+    with open(log, "rb") as fh:
+        fh.seek(offset)
+        lines = fh.read().decode(errors="replace").splitlines()
+    said = [line.removeprefix("neuralmind: ") for line in lines]
+    first = next((i for i, line in enumerate(lines) if line.startswith("neuralmind: ")), None)
+    return "" if first is None else "\n".join(said[first:]).strip()
 
 
 def stop(home: Path, timeout: float = 15.0) -> bool:

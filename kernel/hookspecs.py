@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from kernel.app import Kernel
     from kernel.auth import Actor, Permission
-    from kernel.config import Settings
+    from kernel.config import ConfigSection, Settings
     from kernel.embeddings import Embedder
     from kernel.events import Event
     from kernel.projects import Project
@@ -103,6 +103,12 @@ def embedder(kernel: Kernel) -> Embedder | None:
 def server_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     """Server-mode settings (``host``, ``port``) a plugin derives from its own config section;
     the config's ``[server]`` keys win over these."""
+
+
+@hookspec
+def config_sections() -> dict[str, type[ConfigSection]] | None:
+    """The plugin's config sections (dotted names reach nested tables) and their models: a
+    server checks them all before it forks, where a bad value would stop each worker."""
 
 
 @hookspec(firstresult=True)

@@ -17,6 +17,7 @@ from gunicorn import util
 from gunicorn.app.base import BaseApplication
 
 from kernel import __version__, errors
+from kernel.plugins import make_plugin_manager
 from kernel.config import Settings
 from kernel.daemon import forget_discovery, write_discovery
 from kernel.projects import config_projects
@@ -52,9 +53,11 @@ def check_tls(settings: Settings) -> None:
 
 
 def check_bind(settings: Settings) -> None:
-    """What must hold before gunicorn forks, each failure one clear line: the bind, TLS, and
-    the config's projects (the workers would each fail on a refused one)."""
+    """What must hold before gunicorn forks, each failure one clear line: the plugins'
+    config sections, the bind, TLS, and the config's projects (the workers would each fail on
+    a bad one)."""
     server = settings.server
+    settings.check_sections(make_plugin_manager(settings.kernel.plugins))
     check_tls(settings)
     config_projects(settings)
     if is_loopback(server.host):

@@ -67,6 +67,7 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernel.plugins import PluginError
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
     from neuralmind.commands.common import CommandError
     parser = build_parser()
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ConfigError, CommandError) as ex:
+    except (ConfigError, CommandError, PluginError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:

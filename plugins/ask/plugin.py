@@ -60,3 +60,9 @@ def answer_provider(kernel, project):
 def register_commands(kernel, subparsers):
     from plugins.ask.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def config_sections():
+    from plugins.ask.models import AskSettings
+    return {"ask": AskSettings}

@@ -144,3 +144,9 @@ def register_commands(kernel, subparsers):
 def storage_components(settings):
     from plugins.auth.schema import storage_component
     return [storage_component()]
+
+
+@hookimpl
+def config_sections():
+    from plugins.auth.roles import AuthSection
+    return {"auth": AuthSection}

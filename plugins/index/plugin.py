@@ -61,3 +61,9 @@ def shutdown(kernel):
 def register_commands(kernel, subparsers):
     from plugins.index.commands import register
     register(subparsers)
+
+
+@hookimpl
+def config_sections():
+    from plugins.index.models import IndexSettings
+    return {"index": IndexSettings}

@@ -72,3 +72,9 @@ def storage_components(settings):
 def register_commands(kernel, subparsers):
     from plugins.memory.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def config_sections():
+    from plugins.memory.models import MemorySettings
+    return {"memory": MemorySettings}

@@ -125,3 +125,8 @@ def storage_components(settings):
                              audit.stored_files, audit.copy_trail),
             StorageComponent("tier2_seats", seats.PG_MIGRATIONS, seats.TABLES,
                              seats.stored_files, seats.copy_seats)]
+
+
+@hookimpl
+def config_sections():
+    return {"tier2": seats.SeatsSection}

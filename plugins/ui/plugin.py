@@ -60,3 +60,8 @@ def shutdown(kernel):
 def register_commands(kernel, subparsers):
     from plugins.ui.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def config_sections():
+    return {"ui": UISettings}

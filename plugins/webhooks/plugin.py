@@ -63,3 +63,9 @@ def register_commands(kernel, subparsers):
 def storage_components(settings):
     from plugins.webhooks.store import storage_component
     return [storage_component()]
+
+
+@hookimpl
+def config_sections():
+    from plugins.webhooks.models import WebhooksSettings
+    return {"webhooks": WebhooksSettings}

@@ -1,9 +1,10 @@
 """A plugin module loaded by name through an entry point (as ``neuralmind`` loads plugins for
 the CLI and ``serve``): what tests/kernel/test_hooks.py needs of the hooks called outside a
-kernel, ``register_commands``, ``server_settings`` and ``storage_components`` (a probe.db in
+kernel, ``register_commands``, ``config_sections``, ``server_settings`` and
+``storage_components`` (a probe.db in
 the home, copied into PostgreSQL's probe_notes)."""
 
-from neuralmind import hookimpl
+from neuralmind import ConfigSection, hookimpl
 
 
 def _hello(args) -> int:
@@ -16,6 +17,15 @@ def register_commands(kernel, subparsers):
     probe = subparsers.add_parser("probe", help="the hook test's command")
     probe.add_argument("word")
     probe.set_defaults(func=_hello)
+
+
+class ProbeSection(ConfigSection):
+    port: int | None = None
+
+
+@hookimpl
+def config_sections():
+    return {"probe": ProbeSection}
 
 
 @hookimpl

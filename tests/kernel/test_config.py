@@ -79,3 +79,43 @@ def test_the_environment_wins_over_the_file_for_every_setting(monkeypatch, tmp_p
     assert s.embeddings.model_dir == str(tmp_path / "env-model") and s.embeddings.warm is False
     # and a flag (an override the CLI passes) wins over both
     assert load_settings(cfg, kernel={"home": str(tmp_path / "flag")}).home == tmp_path / "flag"
+
+
+def test_a_server_checks_every_plugins_section_before_it_forks(tmp_path, monkeypatch):
+    """Each worker validates its plugins' sections as it boots; the master does it first, so
+    a mistake is one error naming each bad key, not a traceback per worker."""
+    from kernel.serving import gunicorn_options
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[index]\ntest_embed_chars = 10\n[memory]\nkeyword_weigth = 1\n"
+                   "[auth]\nrole = 1\n[ask]\nbase_ur = 1\n[webhooks]\nx = 1\n[ui]\nenabld = 1\n"
+                   "[tier2]\nseat_window_days = 1\n")
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory,index,ask,webhooks,ui,tier2_bridge")
+    with pytest.raises(ConfigError) as ex:
+        gunicorn_options(load_settings(cfg))
+    lines = str(ex.value).splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == [
+        "[ask]", "[auth]", "[index]", "[memory]", "[tier2]", "[ui]", "[webhooks]"]
+    assert lines[2] == (f"[index] in {cfg}: test_embed_chars: Input should be greater than or "
+                        "equal to 64 (got 10)")
+    for key in ("keyword_weigth", "role", "base_ur", "enabld", "seat_window_days"):
+        assert f": {key}: Extra inputs are not permitted (got 1)" in str(ex.value)
+
+
+def test_a_daemon_that_cannot_start_says_why(tmp_path):
+    from kernel import daemon
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[memory]\nkeyword_weigth = 1\n")
+    home = tmp_path / "home"
+    with pytest.raises(RuntimeError) as ex:
+        daemon.spawn(home, ["daemon", "start", "--foreground", "--config", str(cfg)])
+    assert str(ex.value) == (f"the daemon exited with code 2: [memory] in {cfg}: keyword_weigth: "
+                             f"Extra inputs are not permitted (got 1); see {home / 'daemon.log'}")
+
+
+def test_an_unknown_plugin_is_one_line_naming_it(tmp_path):
+    from tests.support import run_cli
+    code, _, err = run_cli("serve", env={"NEURALMIND_HOME": str(tmp_path),
+                                         "NEURALMIND_PLUGINS": "auth,nope"})
+    assert code == 2 and err.startswith("neuralmind: unknown plugin 'nope': no entry point")
+    assert len(err.splitlines()) == 1

@@ -345,6 +345,20 @@ def test_hook_server_settings_come_before_the_configs_server_section(probe_insta
     assert _plugin_server_settings(str(config), {"port": 9002}) == {"port": 9002, "workers": 5}
 
 
+def test_hook_config_sections_are_checked_before_the_server_forks(probe_installed, tmp_path,
+                                                                  monkeypatch):
+    from kernel.config import ConfigError, load_settings
+    from kernel.serving import gunicorn_options
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "probe")
+    config = tmp_path / "config.toml"
+    config.write_text("[probe]\nprot = 9001\n")
+    with pytest.raises(ConfigError, match="prot"):  # no gunicorn below when it holds
+        gunicorn_options(load_settings(config))
+    assert run_cli("serve", "--config", str(config), env=probe_installed) == (
+        2, "", f"neuralmind: [probe] in {config}: prot: Extra inputs are not permitted "
+               "(got 9001)\n")
+
+
 @pytest.mark.sqlite_only("a SQLite home is the copy's source; the test names its database")
 def test_hook_storage_components_are_checked_and_copied_into_postgres(probe_installed,
                                                                        tmp_path):
