@@ -80,7 +80,7 @@ class RateLimiter:
             if left > 0 and now < lapses:
                 self._leases[actor] = (left - 1, lapses)
                 return
-            granted, wait = self.buckets.grab(actor, limit, now)
+            granted, wait = self.buckets.grab(actor, limit)
             if granted:
                 self._leases[actor] = (granted - 1, now + LEASE_S)
                 return
@@ -111,13 +111,16 @@ class FileBuckets:
                 stalest, stalest_tat = offset, tat
         return stalest
 
-    def grab(self, actor: str, limit: RateLimit, now: float) -> tuple[int, float]:
+    def grab(self, actor: str, limit: RateLimit) -> tuple[int, float]:
+        """``(tokens granted, seconds to wait)``; the clock is read once the lock is held: read
+        before, while another process spent the bucket, it lags that process's ``tat`` by the
+        wait, and a lag past the burst looks like a clock gone back, which refills the bucket."""
         key = actor_key(actor)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
             offset = self._slot(key)
             found, tat = SLOT.unpack_from(self._map, offset)
-            granted, new_tat, wait = grant(tat if found == key else None, limit, now)
+            granted, new_tat, wait = grant(tat if found == key else None, limit, time.time())
             if granted:
                 SLOT.pack_into(self._map, offset, key, new_tat)
             return granted, wait
@@ -137,14 +140,17 @@ class PgBuckets:
     def __init__(self, db):
         self.db = db
 
-    def grab(self, actor: str, limit: RateLimit, now: float) -> tuple[int, float]:
+    def grab(self, actor: str, limit: RateLimit) -> tuple[int, float]:
+        """As :meth:`FileBuckets.grab`, on the database's clock, read once the row is locked:
+        the one clock every server sharing the bucket reads."""
         with self.db.transaction() as conn:
             # a new actor's bucket is full (tat in the past); the row exists before it is locked
             conn.execute("INSERT INTO auth_rate (actor, tat) VALUES (?, 0) ON CONFLICT (actor) "
                          "DO NOTHING", (actor,))
             tat = conn.execute("SELECT tat FROM auth_rate WHERE actor = ? FOR UPDATE",
                                (actor,)).fetchone()[0]
-            granted, new_tat, wait = grant(tat, limit, now)
+            now = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+            granted, new_tat, wait = grant(tat, limit, float(now))
             if granted:
                 conn.execute("UPDATE auth_rate SET tat = ? WHERE actor = ?", (new_tat, actor))
         return granted, wait

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
+import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -12,7 +15,8 @@ from hypothesis import strategies as st
 from kernel.config import ConfigError
 from kernel.errors import RateLimited
 from plugins.auth.cors import check_origin
-from plugins.auth.ratelimit import RATE_FILE, FileBuckets, PgBuckets, RateLimiter, lease_size
+from plugins.auth.ratelimit import (RATE_FILE, SLOT, FileBuckets, PgBuckets, RateLimiter,
+                                    actor_key, lease_size)
 from plugins.auth.schema import PG_MIGRATIONS
 from tests.support import fresh_pg_dsn
 from plugins.auth.roles import RateLimit
@@ -53,6 +57,61 @@ def test_processes_share_one_bucket(where):
     for p in procs:
         p.join(30)
     assert sum(queue.get() for _ in procs) == 40  # the burst, not 40 per process
+
+
+def _blocked(where) -> bool:
+    """Whether a process waits on the buckets' lock: a row lock, or a flock."""
+    if isinstance(where, str):
+        from kernel.pg import PgBackend
+        backend = PgBackend(where, 1)
+        try:
+            return backend.database("auth", None).conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()[0] > 0
+        finally:
+            backend.close()
+    return any("->" in line and "FLOCK" in line for line in open("/proc/locks"))
+
+
+def test_a_bucket_spent_while_a_refill_waits_for_its_lock_stays_spent(where):
+    """Another process holds the bucket's lock and spends the whole burst; a refill waiting
+    on that lock must then find it spent. (Its clock, read before the wait, lagged the
+    other's tat past the burst, looked like a clock gone back and refilled the bucket: three
+    processes once got 79 requests of a burst of 40.)"""
+    limit, actor = RateLimit(rate=0.01, burst=40), "ida"
+    RateLimiter(buckets_of(where)).take(actor, limit)  # the bucket exists, nearly full
+    other, outcome = buckets_of(where), []
+
+    def refill():
+        try:
+            RateLimiter(buckets_of(where)).take(actor, limit)
+            outcome.append("granted")
+        except RateLimited as ex:
+            outcome.append(ex.details["retry_after"])
+
+    spent_at = time.time() + limit.burst / limit.rate  # the tat of an empty bucket
+    waiter = threading.Thread(target=refill)
+    if isinstance(where, str):
+        with other.db.transaction() as conn:
+            conn.execute("SELECT tat FROM auth_rate WHERE actor = ? FOR UPDATE", (actor,))
+            waiter.start()
+            deadline = time.monotonic() + 20
+            while not _blocked(where) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)
+            conn.execute("UPDATE auth_rate SET tat = ? WHERE actor = ?", (spent_at + 0.2, actor))
+    else:
+        fcntl.flock(other._fd, fcntl.LOCK_EX)
+        waiter.start()
+        deadline = time.monotonic() + 20
+        while not _blocked(where) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        SLOT.pack_into(other._map, other._slot(actor_key(actor)), actor_key(actor),
+                       spent_at + 0.2)
+        fcntl.flock(other._fd, fcntl.LOCK_UN)
+    waiter.join(30)
+    assert outcome == [100]  # one token's interval, not a new burst
 
 
 def test_retry_after_says_when_the_next_request_fits(where):
