@@ -56,7 +56,11 @@ class Receiver:
             timeout = idle_timeout
 
             def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                if len(body) < length:  # the sender died mid-request: a service drops it
+                    self.close_connection = True
+                    return
                 receiver._take(self, body)
 
             def log_message(self, *args):
