@@ -438,7 +438,7 @@ class Memories:
         results, ops, bad = [], [], 0
         for i, item in enumerate(body.items):
             errors: list[dict] = []
-            op = self._batch_op(item, ("items", i), creates.get(i), working, project.path, now,
+            op = self._batch_op(item, ("items", i), creates.pop(i, None), working, project.path, now,
                                 head, errors)
             if errors:
                 bad += 1
