@@ -147,7 +147,7 @@ def _post_worker_init(worker) -> None:
     """The app is loaded: what start-up made (modules, schemas, routes) lives as long as the
     worker, so the garbage collector stops walking it. Otherwise every full collection — one
     every few 1,000-item batches, whose objects live until the answer — walks all of it
-    (docs/performance-memory.md, "Writes near the store's own speed")."""
+    (docs/performance-memory.md, "Batch creates, profiled and cut")."""
     gc.collect()
     gc.freeze()
 
