@@ -29,7 +29,8 @@ The machine is shared with other work: compare ratios, not absolute figures.
 
 ``--writes`` measures creates only (:func:`main_writes`): per size, HTTP batch and single
 creates each divided by the store alone doing the same records' store work at the same size,
-paired run by run, and the CPU a single create costs the store and the server.
+paired run by run, and the CPU a batch record and a single create cost the store and the
+server (less noisy than throughput on a shared machine).
 
 ``--real-text`` measures search at scale on real text instead (``bench/memory_corpus.py``:
 records cut from the eval corpora, each with the normalised sum of its text units' real
@@ -870,19 +871,23 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
     client = KeepAlive(srv.port, srv.token)
     client.call("GET", base + "?limit=1")  # its worker opens (creates) the project's store
     rng, raw_rng = random.Random(n), random.Random(-n)
+    server = tree(srv.proc.pid)
     spent: dict[str, list[float]] = {"store": [], "http": []}
+    batch_cpu = {"store": 0.0, "server": 0.0}  # seconds, over every chunk
     for start in range(0, n, 1000):  # per chunk: the store's 1,000, then one batch request
         size = min(1000, n - start)
         ops = built_ops(raw_rng, start, size, backend.folder)
         items = [{"op": "create", **record(rng, i)} for i in range(start, start + size)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         store.apply_batch(ops, "2026-01-01T00:00:00.000Z")
-        t1 = time.perf_counter()
+        t1, c1, s0 = time.perf_counter(), time.thread_time(), cpu_seconds(server)
         status, body = client.call("POST", base + "/batch", {"items": items})
         spent["store"].append(t1 - t0)
         spent["http"].append(time.perf_counter() - t1)
+        batch_cpu["store"] += c1 - c0
+        batch_cpu["server"] += cpu_seconds(server) - s0
         assert status == 200, body[:300]
-    create, server = StoreCreate(), tree(srv.proc.pid)
+    create = StoreCreate()
     got: dict[str, list[float]] = {"store": [], "wrk": [], "python": []}
     cpu: dict[str, list[float]] = {"store": [], "server": []}  # ms per create
     for r in range(rounds):
@@ -910,7 +915,8 @@ def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
            "single_creates_wrk_per_s": round(med(got["wrk"])) if got["wrk"] else None,
            "single_creates_per_s": round(med(got["python"])),
            "rounds": {k: [round(v) for v in vs] for k, vs in got.items()},
-           "cpu_ms_per_create": {k: round(med(v), 3) for k, v in cpu.items()}}
+           "cpu_ms_per_create": {k: round(med(v), 3) for k, v in cpu.items()},
+           "cpu_us_per_batch_record": {k: round(v / n * 1e6, 1) for k, v in batch_cpu.items()}}
     out["single_over_store"] = {
         k: round(med(h / s for h, s in zip(got[k], got["store"])), 2) if got[k] else None
         for k in ("wrk", "python")}
@@ -921,6 +927,9 @@ def print_writes(res: dict) -> None:
     print(f"{res['memories']:>7} memories (load {' → '.join(res['load'])}): batch "
           f"{res['batch_creates_per_s']}/s over HTTP, {res['store_batch_creates_per_s']}/s the "
           f"store alone: {res['batch_over_store']}×")
+    b = res["cpu_us_per_batch_record"]
+    print(f"         CPU per batch record: store {b['store']} µs, server {b['server']} µs: "
+          f"{round(b['store'] / b['server'], 2)}×")
     print(f"         single {res['single_creates_wrk_per_s']}/s (wrk) "
           f"{res['single_creates_per_s']}/s (Python), {res['store_single_creates_per_s']}/s the "
           f"store alone: {res['single_over_store']['wrk']}× / "

@@ -6,6 +6,7 @@ workers, bind and TLS from the config's ``[server]`` section.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 import socket
@@ -96,6 +97,7 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "accesslog": None,
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
+        "post_worker_init": _post_worker_init,
         "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env(),
                     f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}"],
     }
@@ -142,6 +144,15 @@ _checked: set[tuple[str, int]] = set()
 def _post_fork(server, worker) -> None:
     os.environ["NEURALMIND_DAEMON_PID"] = str(server.pid)
     util.write_error = write_envelope
+
+
+def _post_worker_init(worker) -> None:
+    """The app is loaded: what start-up made (modules, schemas, routes) lives as long as the
+    worker, so the garbage collector stops walking it. Otherwise every full collection — one
+    every few 1,000-item batches, whose objects live until the answer — walks all of it
+    (docs/performance-memory.md, "Batch creates, profiled and cut")."""
+    gc.collect()
+    gc.freeze()
 
 
 _GUNICORN_CODES = {400: "bad_request", 403: "forbidden", 414: "uri_too_long",

@@ -105,7 +105,8 @@ def _unique(items: list[str]) -> list[str]:
 
 def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (),
           errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """A new record from a validated create body (``MemoryIn.model_dump()``)."""
+    """A new record from a validated create body: a ``MemoryIn``'s fields (``vars(body)``,
+    as ``model_dump()`` has them without copying: the model is flat), or some of them."""
     if body.get("id") in RESERVED_IDS:
         errors.append(invalid((*loc, "id"), f"{body['id']} names a route; choose another id",
                               "reserved_id"))

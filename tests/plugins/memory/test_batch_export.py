@@ -99,6 +99,46 @@ def test_batch_is_all_or_nothing(api):
     assert api.server.post(api.url(tail="batch"), {"items": big}).status == 422
 
 
+def test_a_bad_create_among_many_names_its_index_and_field_and_writes_nothing(api):
+    """The create items are validated together; a bad one still answers alone, at its own
+    index and field, and an atomic batch writes none of the good ones."""
+    items = [{"op": "create", "id": f"m{i}", "title": f"Decision {i}", "rationale": "r"}
+             for i in range(300)]
+    items[150] = {**items[150], "title": "a\x00b"}
+    items[200] = {**items[200], "confidence": 1.5, "tags": ["ok", " "]}
+    r = api.server.post(api.url(tail="batch"), {"items": items})
+    assert r.status == 422, r.body
+    assert sorted(e["loc"] for e in r.error["details"]["errors"]) == [
+        ["body", "items", 150, "title"], ["body", "items", 200, "confidence"],
+        ["body", "items", 200, "tags", 1]]
+    assert api.server.get(api.base + "?status=ALL").json["items"] == []
+    r = api.server.post(api.url(tail="batch"), {"items": items, "atomic": False})
+    assert r.status == 200, r.body
+    bad = {i: [e["loc"] for e in it["errors"]] for i, it in enumerate(r.json["items"])
+           if it["status"] == "error"}
+    assert bad == {150: [["items", 150, "title"]],
+                   200: [["items", 200, "confidence"], ["items", 200, "tags", 1]]}
+    assert api.server.get(api.url("m150")).status == 404
+    assert [e["kind"] for e in api.history("m299")] == ["created"]
+
+
+def test_a_batch_create_stores_what_a_single_create_stores(api):
+    fields = {"title": " Use WAL ", "rationale": "Readers never block.", "kind": "FACT",
+              "decision_type": "config", "tags": ["db", "db", "wal"],
+              "files_affected": ["./src/db.py", "src/db.py"], "evidence": ["bench 1"],
+              "review_by": str(dt.date.today() + dt.timedelta(days=30)), "author": "ana"}
+    single = api.create(id="single", **fields)
+    r = api.server.post(api.url(tail="batch"), {"items": [{"op": "create", "id": "batched",
+                                                           **fields}]})
+    assert r.status == 200, r.body
+    batched = api.server.get(api.url("batched")).json
+    differ = {k for k in single if k in batched and single[k] != batched[k]}
+    assert differ <= {"id", "created_at", "updated_at", "strength"}, differ
+    assert (batched["title"], batched["kind"], batched["decision_type"], batched["tags"],
+            batched["files_affected"]) == ("Use WAL", "fact", "CONFIG", ["db", "wal"],
+                                           ["src/db.py"])
+
+
 def test_batch_mixes_ops_with_history(api):
     api.create(id="old")
     r = api.server.post(api.url(tail="batch"), {"items": [
