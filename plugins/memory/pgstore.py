@@ -41,6 +41,8 @@ CONFIG = "memory_text"  # the text search configuration of the tsvector and the 
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
+# above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it)
+MAX_CHAR = 0x10FFFF
 
 # ASCII that is not a letter or a digit separates words, as in FTS5's unicode61
 SEPARATORS = r"[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
@@ -319,10 +321,20 @@ class PgMemoryStore(MemoryStore):
                 pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
         its words, their prefix flags and its column, scored by FTS5's bm25 over the
-        tsvector. Each query term's idf and the lexemes it matches come from :meth:`terms`;
-        a hit's term frequencies from its tsvector cut to those lexemes (``setweight`` marks
+        tsvector — in one statement, so over one snapshot of the records, the lexicon and
+        the totals.
+
+        bm25's terms are the distinct stems of the words' tokens, each exact or a prefix
+        (:meth:`terms`); a prefix term matches the lexicon's lexemes it begins (an index range
+        scan). A term's ``n`` (records holding one of its lexemes; in the title, for title
+        queries) is counted among the records the query matches — every record holding a
+        term matches the OR of them — so idf is exact, and the same in every process, with
+        no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
+        after ranking when ``pool`` is given, else before the limit. A hit's term
+        frequencies come from its tsvector cut to the terms' lexemes (``setweight`` marks
         them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
-        cost 20 µs a hit)."""
+        cost 20 µs a hit). A word FTS5 reads as a phrase (``user_id``) counts as its tokens'
+        terms here."""
         column = COLUMN.match(match)
         title = column is not None
         parts = [(w, star == "*") for w, star in PART.findall(match)]
@@ -333,32 +345,34 @@ class PgMemoryStore(MemoryStore):
         if exclude:
             where.append("m.id != :exclude")
             args["exclude"] = exclude
-        extra = "".join(f" AND {w}" for w in where)
-        lexemes, term, weights = [], [], []
-        for i, (idf, matched) in enumerate(self.terms(parts, title)):
-            lexemes += matched
-            term += [i] * len(matched)
-            weights += [idf] * len(matched)
-        args.update(query=query, lexemes=lexemes, term=term, weights=weights, title=title,
-                    limit=limit, pool=pool or limit)
+        terms = self.terms(parts)
+        args.update(query=query, keys=[x for x, _ in terms], prefix=[p for _, p in terms],
+                    title=title, limit=limit, pool=pool)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
 WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
+q AS MATERIALIZED (SELECT t.term, l.lexeme
+       FROM unnest(CAST(:keys AS text[]), CAST(:prefix AS boolean[])) WITH ORDINALITY
+            t(key, prefix, term)
+       CROSS JOIN LATERAL (SELECT t.key WHERE NOT t.prefix UNION ALL
+            SELECT x.lexeme FROM memory_lexemes x WHERE t.prefix AND x.lexeme >= t.key
+            AND x.lexeme < t.key || chr({MAX_CHAR})) l(lexeme)),
 hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
-               ELSE m.fts END, 'd', CAST(:lexemes AS text[])), '{{d}}') AS fts FROM memories m
-        WHERE m.fts @@ to_tsquery('{CONFIG}', :query){'' if pool else extra}),
-tf AS (SELECT hit.id, hit.words, q.w, SUM(cardinality(d.positions)) AS f
-       FROM hit, unnest(hit.fts) d
-       JOIN unnest(CAST(:lexemes AS text[]), CAST(:term AS int[]), CAST(:weights AS float8[]))
-            q(lexeme, term, w) ON q.lexeme = d.lexeme
-       GROUP BY hit.id, hit.words, q.term, q.w),
-scored AS (SELECT tf.id, SUM(tf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
+               ELSE m.fts END, 'd', ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
+        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
+tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term),
+idf AS (SELECT tf.term, GREATEST(ln((MAX(n.docs) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6)
+               AS w FROM tf, n GROUP BY tf.term),
+scored AS (SELECT tf.id, SUM(idf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
                       + {B} * tf.words / (n.words / n.docs)))) AS score
-           FROM tf, n GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT :pool)
+           FROM tf JOIN idf ON idf.term = tf.term, n GROUP BY tf.id
+           ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
-JOIN memories m ON m.id = scored.id WHERE TRUE{extra if pool else ''}
+JOIN memories m ON m.id = scored.id WHERE TRUE{"".join(f" AND {w}" for w in where)}
 ORDER BY scored.score DESC, m.id LIMIT :limit"""
         rows = self.db.conn.execute(sql, args).fetchall()
         if not full:
@@ -366,47 +380,19 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
                     for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
-    def terms(self, parts: list[tuple[str, bool]], title: bool
-              ) -> list[tuple[float, list[str]]]:
-        """bm25's terms of a query — the distinct stems of ``parts``' tokens, each exact or a
-        prefix — as ``(idf, the project's lexemes it matches)``; idf is
-        ``ln((N − n + ½)/(n + ½))``, at least 1e-6 as in FTS5. The record counts ``n`` and
-        the lexemes live in :meth:`doc_counts`'s per-process cache, for its lifetime: a term
-        first met reads every record it matches, once instead of once per query."""
-        import math
-        total = max(self.size_estimate(), 1)
-        self.doc_counts([], total)  # starts the shared cache over when it is due
-        cache, stems = self._counts, self._stems
+    def terms(self, parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+        """bm25's terms of a query's ``(word, prefix)`` parts: the distinct stems of their
+        tokens, each ``(stem, prefix)``. A token's stems depend on the text search
+        configuration alone, so each process keeps them."""
+        stems = self._stems
         tokens = list(dict.fromkeys(t for w, _ in parts for t in _tokens(w)))
         unknown = [t for t in tokens if t not in stems]
         if unknown:
             stems.update(self.db.conn.execute(
                 f"SELECT u, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{CONFIG}', u))) "
                 "FROM unnest(CAST(? AS text[])) u", (unknown,)).fetchall())
-        terms = list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
-                                   for t in _tokens(w) for lexeme in stems[t]))
-
-        def key(lexeme: str, prefix: bool) -> str:
-            return "\0" + lexeme + ("*" if prefix else "") + (":A" if title else "")
-
-        missing = [(x, p) for x, p in terms if key(x, p) not in cache]
-        if missing:
-            operands = [_operand(x, p, title) for x, p in missing]
-            counts = self.db.conn.execute(
-                "SELECT " + ", ".join("COUNT(*) FILTER (WHERE fts @@ CAST(? AS tsquery))"
-                                      for _ in operands)
-                + " FROM memories WHERE fts @@ CAST(? AS tsquery)",
-                (*operands, " | ".join(operands))).fetchone()
-            for (x, p), n in zip(missing, counts):
-                matched = [x] if not p else [r[0] for r in self.db.conn.execute(
-                    "SELECT lexeme FROM memory_lexemes WHERE lexeme LIKE ?", (x + "%",))]
-                cache[key(x, p)] = (n, matched or [x])
-        out = []
-        for x, p in terms:
-            n, matched = cache[key(x, p)]
-            n = min(n, total)  # a count newer than the size estimate (writes in between)
-            out.append((max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6), matched))
-        return out
+        return list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
+                                  for t in _tokens(w) for lexeme in stems[t]))
 
 
 def _tokens(word: str) -> list[str]:
