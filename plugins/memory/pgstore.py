@@ -41,7 +41,7 @@ CONFIG = "memory_text"  # the text search configuration of the tsvector and the 
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
-# above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it)
+# above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it]
 MAX_CHAR = 0x10FFFF
 
 # ASCII that is not a letter or a digit separates words, as in FTS5's unicode61
@@ -189,7 +189,35 @@ CREATE INDEX all_memories_by_session ON all_memories (project_id, session_id, cr
     WHERE session_id IS NOT NULL;
 """
 
-PG_MIGRATIONS = [_schema, LEXICON]
+# Step 3: each lexeme's record count, for the keyword budget (:meth:`PgMemoryStore.doc_counts`):
+# the trigger adds a record's lexemes and takes away those it held before, one upsert in the
+# lexemes' order (the index's: rows are locked in one order whatever the record).
+COUNTS = f"""
+ALTER TABLE all_memory_lexemes ADD COLUMN records INTEGER NOT NULL DEFAULT 0;
+CREATE OR REPLACE VIEW memory_lexemes AS SELECT lexeme, records FROM all_memory_lexemes
+    WHERE project_id = current_setting('{SETTING}');
+UPDATE all_memory_lexemes l SET records = c.records FROM (
+    SELECT project_id, lexeme, COUNT(*) AS records
+    FROM all_memories, unnest(tsvector_to_array(fts)) lexeme GROUP BY project_id, lexeme) c
+    WHERE l.project_id = c.project_id AND l.lexeme = c.lexeme;
+CREATE OR REPLACE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO all_memory_lexemes (project_id, lexeme, records)
+    SELECT COALESCE(NEW.project_id, OLD.project_id), lexeme, SUM(d) FROM (
+        SELECT unnest(tsvector_to_array(NEW.fts)) AS lexeme, 1 AS d
+        UNION ALL SELECT unnest(tsvector_to_array(OLD.fts)), -1) c
+    GROUP BY lexeme HAVING SUM(d) <> 0 ORDER BY lexeme COLLATE "C"
+    ON CONFLICT (project_id, lexeme)
+    DO UPDATE SET records = all_memory_lexemes.records + excluded.records;
+    RETURN NULL;
+END $$;
+DROP TRIGGER all_memories_lexemes ON all_memories;
+CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
+    OR UPDATE OF title, rationale, evidence, tags ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS]
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
@@ -237,12 +265,34 @@ class PgMemoryStore(MemoryStore):
         return int(self.db.conn.execute("SELECT value FROM memory_meta WHERE key = 'records'"
                                         ).fetchone()[0])
 
+    def doc_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: records holding it}`` from the lexicon's counts, read each time (an index
+        lookup per stem: nothing to keep per process). A word of several tokens
+        (``user_id``) counts its rarest token's records: at least the records holding the
+        phrase."""
+        return self._lexicon_counts(words, prefix=False)
+
+    def prefix_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: its prefix's postings}``: the sum of the counts of the lexemes the word's
+        stem begins — at least the records holding one of them (a record holding two counts
+        twice), so an upper bound of what ``"word"*`` matches, and exactly the postings the
+        keyword budget (``keyword_postings``) bounds."""
+        return self._lexicon_counts(words, prefix=True)
+
     def doc_count(self, word: str, prefix: bool = False) -> int:
-        query = _tsquery([(word, prefix)], title=False)
-        if not query:
-            return 0
-        return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "
-                                    f"to_tsquery('{CONFIG}', ?)", (query,)).fetchone()[0]
+        return self._lexicon_counts([word], prefix)[word]
+
+    def _lexicon_counts(self, words: list[str], prefix: bool) -> dict[str, int]:
+        spans = {w: self.terms([(w, prefix)]) for w in words}
+        keys = list(dict.fromkeys(t for terms in spans.values() for t in terms))
+        if not keys:
+            return {w: 0 for w in words}
+        sums = dict(zip(keys, (r[0] for r in self.db.conn.execute(
+            "SELECT (SELECT COALESCE(SUM(x.records), 0) FROM memory_lexemes x "
+            "WHERE x.lexeme >= t.lo AND x.lexeme <= t.hi) "
+            "FROM unnest(CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY t(lo, hi, i) "
+            "ORDER BY t.i", [list(c) for c in zip(*(_span(*k) for k in keys))]))))
+        return {w: min((int(sums[t]) for t in spans[w]), default=0) for w in words}
 
     # -- nearest neighbours (the semantic leg of a large project) ---------------------------
 
@@ -325,8 +375,8 @@ class PgMemoryStore(MemoryStore):
         the totals.
 
         bm25's terms are the distinct stems of the words' tokens, each exact or a prefix
-        (:meth:`terms`); a prefix term matches the lexicon's lexemes it begins (an index range
-        scan). A term's ``n`` (records holding one of its lexemes; in the title, for title
+        (:meth:`terms`); a term matches the lexicon's lexemes in its :func:`_span` (an index
+        range scan). A term's ``n`` (records holding one of its lexemes; in the title, for title
         queries) is counted among the records the query matches — every record holding a
         term matches the OR of them — so idf is exact, and the same in every process, with
         no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
@@ -346,19 +396,16 @@ class PgMemoryStore(MemoryStore):
             where.append("m.id != :exclude")
             args["exclude"] = exclude
         terms = self.terms(parts)
-        args.update(query=query, keys=[x for x, _ in terms], prefix=[p for _, p in terms],
-                    title=title, limit=limit, pool=pool)
+        lo, hi = zip(*(_span(*t) for t in terms)) if terms else ((), ())
+        args.update(query=query, lo=list(lo), hi=list(hi), title=title, limit=limit, pool=pool)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
 WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
-q AS MATERIALIZED (SELECT t.term, l.lexeme
-       FROM unnest(CAST(:keys AS text[]), CAST(:prefix AS boolean[])) WITH ORDINALITY
-            t(key, prefix, term)
-       CROSS JOIN LATERAL (SELECT t.key WHERE NOT t.prefix UNION ALL
-            SELECT x.lexeme FROM memory_lexemes x WHERE t.prefix AND x.lexeme >= t.key
-            AND x.lexeme < t.key || chr({MAX_CHAR})) l(lexeme)),
+q AS MATERIALIZED (SELECT t.term, x.lexeme
+       FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) WITH ORDINALITY t(lo, hi, term)
+       JOIN memory_lexemes x ON x.lexeme >= t.lo AND x.lexeme <= t.hi),
 hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
                ELSE m.fts END, 'd', ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
         FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
@@ -397,6 +444,11 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
 
 def _tokens(word: str) -> list[str]:
     return [t for t in SPLIT.split(word.lower()) if t]
+
+
+def _span(lexeme: str, prefix: bool) -> tuple[str, str]:
+    """The lexicon's range a term matches: ``lexeme`` itself, or every lexeme it begins."""
+    return lexeme, lexeme + chr(MAX_CHAR) if prefix else lexeme
 
 
 def _literal(text: str) -> str:
