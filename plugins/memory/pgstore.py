@@ -15,8 +15,11 @@ the tsvector's term frequencies — so the second stage, trained on bm25 scores,
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
-which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words, which
-a prefix term expands to, in ``all_memory_lexemes``.
+which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words (what
+a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``. bm25's
+per-term record counts are counted in the search's own statement, so every process scores a
+query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`) are read from the
+lexicon — index lookups, where counting a common word's records read its whole posting list.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
 vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
@@ -165,7 +168,7 @@ def _schema(conn) -> None:
     conn.execute(TOTALS)
 
 
-# Step 2: the project's lexicon (what a prefix term expands to: :meth:`PgMemoryStore.terms`),
+# Step 2: the project's lexicon (what a prefix term expands to: :func:`_span`),
 # kept as rows change (a lexeme no longer held stays: it matches nothing); the vectors' HNSW
 # index per large project instead of one over all (:meth:`PgMemoryStore.nearest`); records
 # by session, for a semantic hit's neighbours.
@@ -412,8 +415,9 @@ hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filte
 tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
        FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
        GROUP BY hit.id, hit.words, q.term),
-idf AS (SELECT tf.term, GREATEST(ln((MAX(n.docs) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)), 1e-6)
-               AS w FROM tf, n GROUP BY tf.term),
+df AS (SELECT tf.term, LEAST(COUNT(*), MAX(n.docs)) AS k FROM tf, n GROUP BY tf.term),
+idf AS (SELECT df.term, GREATEST(ln((n.docs - df.k + 0.5) / (df.k + 0.5)), 1e-6) AS w
+        FROM df, n),
 scored AS (SELECT tf.id, SUM(idf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
                       + {B} * tf.words / (n.words / n.docs)))) AS score
            FROM tf JOIN idf ON idf.term = tf.term, n GROUP BY tf.id
