@@ -286,6 +286,7 @@ class PgMemoryStore(MemoryStore):
         return self._lexicon_counts([word], prefix)[word]
 
     def _lexicon_counts(self, words: list[str], prefix: bool) -> dict[str, int]:
+        """Each word's count: over its terms, the least sum of the counts in a term's span."""
         spans = {w: self.terms([(w, prefix)]) for w in words}
         keys = list(dict.fromkeys(t for terms in spans.values() for t in terms))
         if not keys:
