@@ -15,8 +15,11 @@ the tsvector's term frequencies — so the second stage, trained on bm25 scores,
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
-which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words, which
-a prefix term expands to, in ``all_memory_lexemes``.
+which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words (what
+a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``. bm25's
+per-term record counts are counted in the search's own statement, so every process scores a
+query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`) are read from the
+lexicon — index lookups, where counting a common word's records read its whole posting list.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
 vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
@@ -41,6 +44,8 @@ CONFIG = "memory_text"  # the text search configuration of the tsvector and the 
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
 HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
+# above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it]
+MAX_CHAR = 0x10FFFF
 
 # ASCII that is not a letter or a digit separates words, as in FTS5's unicode61
 SEPARATORS = r"[\x01-\x2F\x3A-\x40\x5B-\x60\x7B-\x7F]+"
@@ -163,7 +168,7 @@ def _schema(conn) -> None:
     conn.execute(TOTALS)
 
 
-# Step 2: the project's lexicon (what a prefix term expands to: :meth:`PgMemoryStore.terms`),
+# Step 2: the project's lexicon (what a prefix term expands to: :func:`_span`),
 # kept as rows change (a lexeme no longer held stays: it matches nothing); the vectors' HNSW
 # index per large project instead of one over all (:meth:`PgMemoryStore.nearest`); records
 # by session, for a semantic hit's neighbours.
@@ -187,7 +192,35 @@ CREATE INDEX all_memories_by_session ON all_memories (project_id, session_id, cr
     WHERE session_id IS NOT NULL;
 """
 
-PG_MIGRATIONS = [_schema, LEXICON]
+# Step 3: each lexeme's record count, for the keyword budget (:meth:`PgMemoryStore.doc_counts`):
+# the trigger adds a record's lexemes and takes away those it held before, one upsert in the
+# lexemes' order (the index's: rows are locked in one order whatever the record).
+COUNTS = f"""
+ALTER TABLE all_memory_lexemes ADD COLUMN records INTEGER NOT NULL DEFAULT 0;
+CREATE OR REPLACE VIEW memory_lexemes AS SELECT lexeme, records FROM all_memory_lexemes
+    WHERE project_id = current_setting('{SETTING}');
+UPDATE all_memory_lexemes l SET records = c.records FROM (
+    SELECT project_id, lexeme, COUNT(*) AS records
+    FROM all_memories, unnest(tsvector_to_array(fts)) lexeme GROUP BY project_id, lexeme) c
+    WHERE l.project_id = c.project_id AND l.lexeme = c.lexeme;
+CREATE OR REPLACE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO all_memory_lexemes (project_id, lexeme, records)
+    SELECT COALESCE(NEW.project_id, OLD.project_id), lexeme, SUM(d) FROM (
+        SELECT unnest(tsvector_to_array(NEW.fts)) AS lexeme, 1 AS d
+        UNION ALL SELECT unnest(tsvector_to_array(OLD.fts)), -1) c
+    GROUP BY lexeme HAVING SUM(d) <> 0 ORDER BY lexeme COLLATE "C"
+    ON CONFLICT (project_id, lexeme)
+    DO UPDATE SET records = all_memory_lexemes.records + excluded.records;
+    RETURN NULL;
+END $$;
+DROP TRIGGER all_memories_lexemes ON all_memories;
+CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
+    OR UPDATE OF title, rationale, evidence, tags ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS]
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
@@ -237,12 +270,35 @@ class PgMemoryStore(MemoryStore):
         return int(self.db.conn.execute("SELECT value FROM memory_meta WHERE key = 'records'"
                                         ).fetchone()[0])
 
+    def doc_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: records holding it}`` from the lexicon's counts, read each time (an index
+        lookup per stem: nothing to keep per process). A word of several tokens
+        (``user_id``) counts its rarest token's records: at least the records holding the
+        phrase."""
+        return self._lexicon_counts(words, prefix=False)
+
+    def prefix_counts(self, words: list[str], total: int) -> dict[str, int]:
+        """``{word: its prefix's postings}``: the sum of the counts of the lexemes the word's
+        stem begins — at least the records holding one of them (a record holding two counts
+        twice), so an upper bound of what ``"word"*`` matches, and exactly the postings the
+        keyword budget (``keyword_postings``) bounds."""
+        return self._lexicon_counts(words, prefix=True)
+
     def doc_count(self, word: str, prefix: bool = False) -> int:
-        query = _tsquery([(word, prefix)], title=False)
-        if not query:
-            return 0
-        return self.db.conn.execute(f"SELECT COUNT(*) FROM memories WHERE fts @@ "
-                                    f"to_tsquery('{CONFIG}', ?)", (query,)).fetchone()[0]
+        return self._lexicon_counts([word], prefix)[word]
+
+    def _lexicon_counts(self, words: list[str], prefix: bool) -> dict[str, int]:
+        """Each word's count: over its terms, the least sum of the counts in a term's span."""
+        spans = {w: self.terms([(w, prefix)]) for w in words}
+        keys = list(dict.fromkeys(t for terms in spans.values() for t in terms))
+        if not keys:
+            return {w: 0 for w in words}
+        sums = dict(zip(keys, (r[0] for r in self.db.conn.execute(
+            "SELECT (SELECT COALESCE(SUM(x.records), 0) FROM memory_lexemes x "
+            "WHERE x.lexeme >= t.lo AND x.lexeme <= t.hi) "
+            "FROM unnest(CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY t(lo, hi, i) "
+            "ORDER BY t.i", [list(c) for c in zip(*(_span(*k) for k in keys))]))))
+        return {w: min((int(sums[t]) for t in spans[w]), default=0) for w in words}
 
     # -- nearest neighbours (the semantic leg of a large project) ---------------------------
 
@@ -321,10 +377,20 @@ class PgMemoryStore(MemoryStore):
                 pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
         its words, their prefix flags and its column, scored by FTS5's bm25 over the
-        tsvector. Each query term's idf and the lexemes it matches come from :meth:`terms`;
-        a hit's term frequencies from its tsvector cut to those lexemes (``setweight`` marks
+        tsvector — in one statement, so over one snapshot of the records, the lexicon and
+        the totals.
+
+        bm25's terms are the distinct stems of the words' tokens, each exact or a prefix
+        (:meth:`terms`); a term matches the lexicon's lexemes in its :func:`_span` (an index
+        range scan). A term's ``n`` (records holding one of its lexemes; in the title, for title
+        queries) is counted among the records the query matches — every record holding a
+        term matches the OR of them — so idf is exact, and the same in every process, with
+        no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
+        after ranking when ``pool`` is given, else before the limit. A hit's term
+        frequencies come from its tsvector cut to the terms' lexemes (``setweight`` marks
         them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
-        cost 20 µs a hit)."""
+        cost 20 µs a hit). A word FTS5 reads as a phrase (``user_id``) counts as its tokens'
+        terms here."""
         column = COLUMN.match(match)
         title = column is not None
         parts = [(w, star == "*") for w, star in PART.findall(match)]
@@ -335,32 +401,32 @@ class PgMemoryStore(MemoryStore):
         if exclude:
             where.append("m.id != :exclude")
             args["exclude"] = exclude
-        extra = "".join(f" AND {w}" for w in where)
-        lexemes, term, weights = [], [], []
-        for i, (idf, matched) in enumerate(self.terms(parts, title)):
-            lexemes += matched
-            term += [i] * len(matched)
-            weights += [idf] * len(matched)
-        args.update(query=query, lexemes=lexemes, term=term, weights=weights, title=title,
-                    limit=limit, pool=pool or limit)
+        terms = self.terms(parts)
+        lo, hi = zip(*(_span(*t) for t in terms)) if terms else ((), ())
+        args.update(query=query, lo=list(lo), hi=list(hi), title=title, limit=limit, pool=pool)
         columns = COLUMNS if full else "m.id, m.confidence"
         sql = f"""
 WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value END), 1) AS docs,
                   GREATEST(MAX(CASE key WHEN 'words' THEN value END), 1) AS words
            FROM memory_meta),
+q AS MATERIALIZED (SELECT t.term, x.lexeme
+       FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) WITH ORDINALITY t(lo, hi, term)
+       JOIN memory_lexemes x ON x.lexeme >= t.lo AND x.lexeme <= t.hi),
 hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
-               ELSE m.fts END, 'd', CAST(:lexemes AS text[])), '{{d}}') AS fts FROM memories m
-        WHERE m.fts @@ to_tsquery('{CONFIG}', :query){'' if pool else extra}),
-tf AS (SELECT hit.id, hit.words, q.w, SUM(cardinality(d.positions)) AS f
-       FROM hit, unnest(hit.fts) d
-       JOIN unnest(CAST(:lexemes AS text[]), CAST(:term AS int[]), CAST(:weights AS float8[]))
-            q(lexeme, term, w) ON q.lexeme = d.lexeme
-       GROUP BY hit.id, hit.words, q.term, q.w),
-scored AS (SELECT tf.id, SUM(tf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
+               ELSE m.fts END, 'd', ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
+        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
+tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term),
+df AS (SELECT tf.term, LEAST(COUNT(*), MAX(n.docs)) AS k FROM tf, n GROUP BY tf.term),
+idf AS (SELECT df.term, GREATEST(ln((n.docs - df.k + 0.5) / (df.k + 0.5)), 1e-6) AS w
+        FROM df, n),
+scored AS (SELECT tf.id, SUM(idf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
                       + {B} * tf.words / (n.words / n.docs)))) AS score
-           FROM tf, n GROUP BY tf.id ORDER BY score DESC, tf.id LIMIT :pool)
+           FROM tf JOIN idf ON idf.term = tf.term, n GROUP BY tf.id
+           ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
-JOIN memories m ON m.id = scored.id WHERE TRUE{extra if pool else ''}
+JOIN memories m ON m.id = scored.id WHERE TRUE{"".join(f" AND {w}" for w in where)}
 ORDER BY scored.score DESC, m.id LIMIT :limit"""
         rows = self.db.conn.execute(sql, args).fetchall()
         if not full:
@@ -368,51 +434,28 @@ ORDER BY scored.score DESC, m.id LIMIT :limit"""
                     for r in rows]
         return [(record_of(r), float(r["score"])) for r in rows]
 
-    def terms(self, parts: list[tuple[str, bool]], title: bool
-              ) -> list[tuple[float, list[str]]]:
-        """bm25's terms of a query — the distinct stems of ``parts``' tokens, each exact or a
-        prefix — as ``(idf, the project's lexemes it matches)``; idf is
-        ``ln((N − n + ½)/(n + ½))``, at least 1e-6 as in FTS5. The record counts ``n`` and
-        the lexemes live in :meth:`doc_counts`'s per-process cache, for its lifetime: a term
-        first met reads every record it matches, once instead of once per query."""
-        import math
-        total = max(self.size_estimate(), 1)
-        self.doc_counts([], total)  # starts the shared cache over when it is due
-        cache, stems = self._counts, self._stems
+    def terms(self, parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+        """bm25's terms of a query's ``(word, prefix)`` parts: the distinct stems of their
+        tokens, each ``(stem, prefix)``. A token's stems depend on the text search
+        configuration alone, so each process keeps them."""
+        stems = self._stems
         tokens = list(dict.fromkeys(t for w, _ in parts for t in _tokens(w)))
         unknown = [t for t in tokens if t not in stems]
         if unknown:
             stems.update(self.db.conn.execute(
                 f"SELECT u, ARRAY(SELECT lexeme FROM unnest(to_tsvector('{CONFIG}', u))) "
                 "FROM unnest(CAST(? AS text[])) u", (unknown,)).fetchall())
-        terms = list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
-                                   for t in _tokens(w) for lexeme in stems[t]))
-
-        def key(lexeme: str, prefix: bool) -> str:
-            return "\0" + lexeme + ("*" if prefix else "") + (":A" if title else "")
-
-        missing = [(x, p) for x, p in terms if key(x, p) not in cache]
-        if missing:
-            operands = [_operand(x, p, title) for x, p in missing]
-            counts = self.db.conn.execute(
-                "SELECT " + ", ".join("COUNT(*) FILTER (WHERE fts @@ CAST(? AS tsquery))"
-                                      for _ in operands)
-                + " FROM memories WHERE fts @@ CAST(? AS tsquery)",
-                (*operands, " | ".join(operands))).fetchone()
-            for (x, p), n in zip(missing, counts):
-                matched = [x] if not p else [r[0] for r in self.db.conn.execute(
-                    "SELECT lexeme FROM memory_lexemes WHERE lexeme LIKE ?", (x + "%",))]
-                cache[key(x, p)] = (n, matched or [x])
-        out = []
-        for x, p in terms:
-            n, matched = cache[key(x, p)]
-            n = min(n, total)  # a count newer than the size estimate (writes in between)
-            out.append((max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6), matched))
-        return out
+        return list(dict.fromkeys((lexeme, prefix) for w, prefix in parts
+                                  for t in _tokens(w) for lexeme in stems[t]))
 
 
 def _tokens(word: str) -> list[str]:
     return [t for t in SPLIT.split(word.lower()) if t]
+
+
+def _span(lexeme: str, prefix: bool) -> tuple[str, str]:
+    """The lexicon's range a term matches: ``lexeme`` itself, or every lexeme it begins."""
+    return lexeme, lexeme + chr(MAX_CHAR) if prefix else lexeme
 
 
 def _literal(text: str) -> str:

@@ -32,16 +32,14 @@ def sessions(n: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     """A kernel with the store's index on and one with it off (the exact scan in the
-    worker), on one home and project past the threshold. A third kernel writes the records
-    first: a process keeps the word counts bm25 reads (``PgMemoryStore.terms``) while the
-    store grows by less than a quarter, so the writer's would lag the other's by a few
-    percent of the scores."""
+    worker), on one home and project past the threshold; the first writes the records.
+    Decay is off: each kernel's searches count recalls, written in the background, which
+    move the other's strengths (and its hybrid scores) while the tests compare them."""
     home, project = tmp_path_factory.mktemp("pg-ann-home"), tmp_path_factory.mktemp("pg-ann")
-    writer = start(home, memory=ANN)
-    batch(Api(writer, project), sessions(300))
-    writer.stop()
-    on, off = start(home, memory=ANN), start(home, memory={**ANN, "ann": False})
+    settings = {**ANN, "decay_weight": 0.0}
+    on, off = start(home, memory=settings), start(home, memory={**settings, "ann": False})
     apis = [Api(s, project) for s in (on, off)]
+    batch(apis[0], sessions(300))
     apis[1].search("warm up: embed every record")
     yield apis
     for s in (on, off):
