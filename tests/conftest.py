@@ -39,7 +39,7 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: a worker per core and one more. A worker waits a third of its time — on a
+    """``-n auto``: a worker per core and one more. A worker waits a quarter of its time — on a
     server starting, a child process, a poll, a sleep a test needs — and the extra one fills
     those waits; each worker costs ~15 s of CPU of its own (collection, the model, a
     PostgreSQL), so no more than one. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` decides when set."""
