@@ -38,17 +38,6 @@ def pytest_configure(config):
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: a worker per core and one more. A worker waits a quarter of its time — on a
-    server starting, a child process, a poll, a sleep a test needs — and the extra one fills
-    those waits; each worker costs ~15 s of CPU of its own (collection, the model, a
-    PostgreSQL), so no more than one. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` decides when set."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    return len(os.sched_getaffinity(0)) + 1
-
-
-@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """pytest-xdist: each worker is told the controller's model folder."""
     node.workerinput["neuralmind_models"] = str(SESSION.models)
