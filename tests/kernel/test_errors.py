@@ -20,6 +20,7 @@ class Boom:
 
 def test_uncaught_exception_is_an_opaque_500(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path))
+    monkeypatch.setenv("NEURALMIND_EMBEDDINGS_WARM", "0")  # no model to derive for this home
     plugin = types.SimpleNamespace(register_routes=hookimpl(lambda kernel: [("/v1/boom", Boom())]))
     kernel = Kernel(load_settings(), plugins=[], extra_plugins=[plugin], load_entrypoints=False)
     client = falcon.testing.TestClient(kernel.app, headers={"Host": "localhost"})

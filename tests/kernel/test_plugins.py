@@ -54,6 +54,7 @@ def test_no_authenticating_plugin_means_401_everywhere(make_server, example_plug
     assert server.get("/v1/openapi.json", auth=False).status == 200
 
 
+@pytest.mark.sqlite_only("a start-up refusal, before any storage opens")
 def test_unknown_plugin_is_a_clear_startup_error(tmp_path):
     server = Server(tmp_path / "h", plugins=["auth", "nosuch"])
     with pytest.raises(RuntimeError) as ex:

@@ -1,8 +1,9 @@
 """Two team servers — two gunicorn masters on two ports, standing for two machines, each with
 its own state folder — sharing one PostgreSQL database: a memory written on one is found on
-the other at once (keyword and semantic), a stream on one sees the other's events, a build
-started on one is refused on the other while it runs (and can be cancelled from there), and a
-kill -9 of one loses no write it acknowledged."""
+the other at once (keyword and semantic) by every worker, a stream on one sees the other's
+events, a build started on one is refused on the other while it runs (and can be cancelled
+from there; a lease in the database, so two kernels in this process stand for the machines),
+and a kill -9 of one loses no write it acknowledged."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from itertools import count
 import psycopg
 import pytest
 
-from tests.support import SSE, Server, fresh_pg_dsn, request
+from tests.support import SSE, LocalServer, Server, fresh_pg_dsn, request
 
 pytestmark = pytest.mark.postgres_only("two servers on a database it names itself")
 
@@ -23,16 +24,22 @@ pytestmark = pytest.mark.postgres_only("two servers on a database it names itsel
 @pytest.fixture
 def machines(tmp_path):
     """``machines(name, plugins)``: a 2-worker server on the shared database, its home and
-    per-machine state under ``tmp_path/name``."""
+    per-machine state under ``tmp_path/name``; ``serving=False`` makes it a kernel in this
+    process instead."""
     dsn = fresh_pg_dsn()
-    started: list[Server] = []
+    started: list[Server | LocalServer] = []
 
-    def start(name: str, plugins: tuple[str, ...] = ("auth",)) -> Server:
+    def start(name: str, plugins: tuple[str, ...] = ("auth",),
+              serving: bool = True) -> Server | LocalServer:
         root = tmp_path / name
-        server = Server(root / "home", plugins=list(plugins), workers=2,
-                        config=f'[kernel]\nstate_dir = "{root / "state"}"\nsse_heartbeat_s = 0.5\n',
-                        env={"NEURALMIND_DATABASE_URL": dsn}).start()
-        started.append(server)
+        config = f'[kernel]\nstate_dir = "{root / "state"}"\nsse_heartbeat_s = 0.5\n'
+        if serving:
+            server = Server(root / "home", plugins=list(plugins), workers=2, config=config,
+                            env={"NEURALMIND_DATABASE_URL": dsn})
+        else:
+            server = LocalServer(root / "home", plugins=list(plugins), config=config +
+                                 f'[storage]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+        started.append(server.start())
         return server
 
     start.dsn = dsn
@@ -90,7 +97,7 @@ def test_a_stream_on_one_machine_sees_the_events_of_the_other(machines, tmp_path
 
 
 def test_a_build_running_on_one_machine_is_refused_on_the_other(machines, tmp_path):
-    one, two = machines("one", ("auth", "index")), machines("two", ("auth", "index"))
+    one, two = (machines(name, ("auth", "index"), serving=False) for name in ("one", "two"))
     repo = tmp_path / "repo"
     for i in range(400):  # enough work that the build is still running when two is asked
         (repo / "gen").mkdir(parents=True, exist_ok=True)

@@ -69,6 +69,7 @@ def test_origins_are_normalised():
     assert check_origin("http://[::1]:8080") == "http://[::1]:8080"
 
 
+@pytest.mark.sqlite_only("a start-up refusal, before any storage opens")
 def test_a_bad_origin_stops_the_server_booting(tmp_path):
     s = Server(tmp_path / "home", plugins=["auth"], args=["--allow-origin", "https://*.example.com"])
     with pytest.raises(RuntimeError) as failed:

@@ -76,6 +76,7 @@ def test_mutating_calls_are_recorded_in_loopback_mode_too(daemon, tmp_path):
     assert call["data"]["status"] == 201 and call["data"]["permission"] == "projects.write"
 
 
+@pytest.mark.sqlite_only("the loopback token is a file, read by each worker; no table holds it")
 def test_first_requests_to_fresh_workers_all_authenticate(tmp_path):
     """Two new gthread workers, hit at once by many threads on their first requests: every
     one is accepted (the token file appears whole, and one thread refreshes it for all)."""

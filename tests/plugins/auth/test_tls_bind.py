@@ -15,6 +15,9 @@ import trustme
 from tests.plugins.auth.helpers import create_token, server_config
 from tests.support import ROOT, Server, free_port, request
 
+pytestmark = pytest.mark.sqlite_only("TLS and the bind checks are gunicorn's and the CLI's, "
+                                     "the same whichever database the routes use")
+
 
 class TLSServer(Server):
     """A server that only speaks HTTPS: readiness is polled over TLS."""

@@ -14,6 +14,7 @@ import pytest
 from kernel.app import Kernel
 from kernel.config import load_settings
 from plugins.auth.tokens import TokenFile
+from tests.support import SharedModel
 
 PLUGINS = ["auth", "memory", "index", "mcp", "ask"]
 VERSION = "2025-06-18"
@@ -72,7 +73,7 @@ class App:
 def _kernel(home: Path, **overrides) -> Kernel:
     settings = load_settings(None, kernel={"home": str(home), "plugins": PLUGINS},
                              embeddings={"warm": False}, **overrides)
-    return Kernel(settings, load_entrypoints=False)
+    return Kernel(settings, load_entrypoints=False, extra_plugins=[SharedModel()])
 
 
 def repo_with_code(path: Path) -> Path:

@@ -20,7 +20,7 @@ from plugins.auth.tokens import TokenFile
 from plugins.mcp.tools import SPECS
 from tests.client.conftest import Daemon, git_repo
 from tests.plugins.auth.helpers import server_config
-from tests.support import Server, pythonpath
+from tests.support import Server, pythonpath, run_cli
 
 pytestmark = pytest.mark.slow  # gunicorn workers and child processes: started first under xdist
 
@@ -234,11 +234,12 @@ def test_each_agent_configuration_launches_the_stdio_server_as_written(daemon, t
     (repo / ".cursor" / "mcp.json").write_text('{"mcpServers": {"other": {"command": "other"}}}')
     env = {**daemon.env, "HOME": str(home)}
 
-    def cli(*args):
-        done = subprocess.run([sys.executable, "-m", "neuralmind.cli", *args], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+    def cli(*args):  # writing the files is the CLI's main, run in this process
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(repo)
+            code, out, err = run_cli(*args, env=env)
+        assert code == 0, err
+        return out
 
     configs = {
         "claude-code": lambda: json.loads((repo / ".mcp.json").read_text())["mcpServers"],
