@@ -137,9 +137,13 @@ def cmd_daemon(args) -> int:
 
 
 def cmd_openapi(args) -> int:
+    """The document needs no model: none is warmed (a load still running at exit can abort)."""
     from kernel.app import Kernel
-    kernel = Kernel(_settings(args))
-    print(json.dumps(kernel.openapi, indent=2))
+    kernel = Kernel(load_settings(args.config, embeddings={"warm": False}))
+    try:
+        print(json.dumps(kernel.openapi, indent=2))
+    finally:
+        kernel.shutdown()
     return 0
 
 

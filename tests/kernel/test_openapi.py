@@ -1,7 +1,12 @@
 """The OpenAPI document is generated from the route table and valid under a real validator."""
 
+import json
+import threading
+
 import pytest
 from openapi_spec_validator import validate
+
+from neuralmind.cli import main
 
 
 def test_document_is_valid_openapi_31(kapp):
@@ -112,3 +117,19 @@ def test_a_body_is_published_required_when_a_missing_one_is_refused(make_server,
     assert seen == {True, False}  # both kinds were checked
     assert doc["paths"]["/v1/projects"]["post"]["requestBody"]["required"] is True
     assert doc["paths"]["/v1/projects/{project_id}/build"]["post"]["requestBody"]["required"] is False
+
+
+def _warming() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "embedder-warm"}
+
+
+@pytest.mark.sqlite_only("the command's threads, whatever the store")
+def test_the_cli_prints_the_document_without_loading_the_model(tmp_path, monkeypatch, capsys):
+    """``neuralmind openapi`` exits as soon as it has printed: a model still loading in a
+    thread at exit could abort the interpreter (exit 134). The home has no model yet, so a
+    warm-up would still be deriving it when the command returns."""
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path))
+    before = _warming()
+    assert main(["openapi"]) == 0
+    assert json.loads(capsys.readouterr().out)["openapi"] == "3.1.0"
+    assert _warming() - before == set()
