@@ -18,9 +18,9 @@ from gunicorn import util
 from gunicorn.app.base import BaseApplication
 
 from kernel import __version__, errors
-from kernel.plugins import make_plugin_manager
 from kernel.config import Settings
 from kernel.daemon import forget_discovery, write_discovery
+from kernel.plugins import make_plugin_manager
 from kernel.projects import config_projects
 
 
