@@ -220,7 +220,63 @@ CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
     FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
 """
 
-PG_MIGRATIONS = [_schema, LEXICON, COUNTS]
+# Step 4: each record's postings — per lexeme it holds, its positions (all, and the title's)
+# and the record's words — in the order of the keyword search's reads, so bm25's inputs for a
+# term are an index-only range scan (FTS5's doclists), not the hits' tsvectors read from the
+# heap (a heap block per hit: most of the search at 100k records). Kept by a trigger as the
+# record's text changes; its old postings are found by their keys (the old tsvector's lexemes).
+POSTINGS = f"""
+CREATE TABLE all_memory_postings (
+    project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
+    lexeme TEXT COLLATE "C" NOT NULL, memory_id TEXT NOT NULL, tf INTEGER NOT NULL,
+    title_tf INTEGER NOT NULL, words INTEGER NOT NULL,
+    PRIMARY KEY (project_id, lexeme, memory_id) INCLUDE (tf, title_tf, words));
+CREATE VIEW memory_postings AS SELECT lexeme, memory_id, tf, title_tf, words
+    FROM all_memory_postings WHERE project_id = current_setting('{SETTING}');
+CREATE FUNCTION memory_postings_of(fts tsvector) RETURNS TABLE (lexeme TEXT, tf INTEGER,
+    title_tf INTEGER) LANGUAGE sql IMMUTABLE AS $$
+    SELECT d.lexeme, cardinality(d.positions),
+        (SELECT COUNT(*) FROM unnest(d.weights) w WHERE w = 'A')::INTEGER
+    FROM unnest(fts) d $$;
+CREATE FUNCTION memory_postings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM all_memory_postings WHERE project_id = OLD.project_id
+            AND lexeme = ANY(tsvector_to_array(OLD.fts)) AND memory_id = OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO all_memory_postings SELECT NEW.project_id, p.lexeme, NEW.id, p.tf,
+            p.title_tf, NEW.words FROM memory_postings_of(NEW.fts) p;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_postings AFTER INSERT OR DELETE
+    OR UPDATE OF title, rationale, evidence, tags ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_postings();
+INSERT INTO all_memory_postings SELECT m.project_id, p.lexeme, m.id, p.tf, p.title_tf, m.words
+    FROM all_memories m, memory_postings_of(m.fts) p;
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS]
+
+# bm25's term frequencies of the keyword search's matches (``tf``: record, its words, term,
+# frequency) over its terms' lexemes (``q``): read from their postings — or, for a query with
+# a phrase (``user_id``, which the postings cannot match: they hold no positions), from the
+# tsvectors of the records the phrase query matches, cut to those lexemes (``setweight``
+# marks them, ``ts_filter`` keeps them).
+# (``OFFSET 0`` keeps each lexeme's postings a range scan of their own: merged with the
+# lexemes instead, the planner read every posting of the project)
+_POSTINGS_TF = """tf AS (SELECT p.memory_id AS id, p.words, q.term, SUM(p.{tf}) AS f
+       FROM q CROSS JOIN LATERAL (SELECT * FROM memory_postings p
+                                  WHERE p.lexeme = q.lexeme{where} OFFSET 0) p
+       GROUP BY p.memory_id, p.words, q.term)"""
+_PHRASE_TF = f"""hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title
+               THEN ts_filter(m.fts, '{{a}}') ELSE m.fts END, 'd',
+               ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
+        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
+tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term)"""
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
@@ -402,6 +458,7 @@ class PgMemoryStore(MemoryStore):
             where.append("m.id != :exclude")
             args["exclude"] = exclude
         terms = self.terms(parts)
+        phrase = any(len(_tokens(w)) > 1 for w, _ in parts)
         lo, hi = zip(*(_span(*t) for t in terms)) if terms else ((), ())
         args.update(query=query, lo=list(lo), hi=list(hi), title=title, limit=limit, pool=pool)
         columns = COLUMNS if full else "m.id, m.confidence"
@@ -412,17 +469,13 @@ WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value E
 q AS MATERIALIZED (SELECT t.term, x.lexeme
        FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) WITH ORDINALITY t(lo, hi, term)
        JOIN memory_lexemes x ON x.lexeme >= t.lo AND x.lexeme <= t.hi),
-hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
-               ELSE m.fts END, 'd', ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
-        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
-tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
-       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
-       GROUP BY hit.id, hit.words, q.term),
+{_PHRASE_TF if phrase else _POSTINGS_TF.format(tf="title_tf" if title else "tf",
+                                                 where=" AND p.title_tf > 0" if title else "")},
 df AS (SELECT tf.term, LEAST(COUNT(*), MAX(n.docs)) AS k FROM tf, n GROUP BY tf.term),
 idf AS (SELECT df.term, GREATEST(ln((n.docs - df.k + 0.5) / (df.k + 0.5)), 1e-6) AS w
         FROM df, n),
 scored AS (SELECT tf.id, SUM(idf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
-                      + {B} * tf.words / (n.words / n.docs)))) AS score
+                      + {B} * CAST(tf.words AS DOUBLE PRECISION) / (n.words / n.docs)))) AS score
            FROM tf JOIN idf ON idf.term = tf.term, n GROUP BY tf.id
            ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
@@ -533,7 +586,8 @@ def storage_component():
         return checks
 
     return StorageComponent("memory", PG_MIGRATIONS,
-                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes"),
+                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes",
+                             "all_memory_postings"),
                             files, copy)
 
 
