@@ -9,17 +9,20 @@ database is scoped to its project (:meth:`kernel.pg.PgDatabase.scoped`), so
 below: keyword search, the vectors' pgvector column, the record count.
 
 Keyword search is PostgreSQL full-text search: a stored ``tsvector`` (title weighted A, the
-rest B) with a GIN index, matched with the query rules of the SQLite store (an OR of the words,
+rest B; a GIN index over it serves phrase queries), matched with the query rules of the SQLite store (an OR of the words,
 prefix match, the title alone for duplicate hints) and ranked by FTS5's own bm25 formula over
 the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
 which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words (what
-a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``. bm25's
-per-term record counts are counted in the search's own statement, so every process scores a
-query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`) are read from the
-lexicon — index lookups, where counting a common word's records read its whole posting list.
+a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``; each
+record's postings (per lexeme: its positions, the title's, the record's words), in
+``all_memory_postings``, so a search reads bm25's inputs from one index, not from each hit's
+row. bm25's per-term record counts are counted in the search's own statement, so every
+process scores a query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`)
+are read from the lexicon — index lookups, where counting a common word's records read its
+whole posting list.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
 vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
@@ -264,8 +267,8 @@ PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS]
 # a phrase (``user_id``, which the postings cannot match: they hold no positions), from the
 # tsvectors of the records the phrase query matches, cut to those lexemes (``setweight``
 # marks them, ``ts_filter`` keeps them).
-# (``OFFSET 0`` keeps each lexeme's postings a range scan of their own: merged with the
-# lexemes instead, the planner read every posting of the project)
+# (``OFFSET 0`` keeps each lexeme's postings, and each term's lexemes, a range scan of their
+# own: joined as a whole instead, the planner read every posting, or lexeme, of the project)
 _POSTINGS_TF = """tf AS (SELECT p.memory_id AS id, p.words, q.term, SUM(p.{tf}) AS f
        FROM q CROSS JOIN LATERAL (SELECT * FROM memory_postings p
                                   WHERE p.lexeme = q.lexeme{where} OFFSET 0) p
@@ -442,11 +445,11 @@ class PgMemoryStore(MemoryStore):
         queries) is counted among the records the query matches — every record holding a
         term matches the OR of them — so idf is exact, and the same in every process, with
         no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
-        after ranking when ``pool`` is given, else before the limit. A hit's term
-        frequencies come from its tsvector cut to the terms' lexemes (``setweight`` marks
-        them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
-        cost 20 µs a hit). A word FTS5 reads as a phrase (``user_id``) counts as its tokens'
-        terms here."""
+        after ranking when ``pool`` is given, else before the limit. The matches and their
+        term frequencies are the terms' lexemes' postings (:data:`POSTINGS`: index-only
+        range scans, as FTS5 reads doclists); for a query holding a phrase, the records the
+        phrase query matches, each tsvector cut to the terms' lexemes. A word FTS5 reads as
+        a phrase (``user_id``) counts as its tokens' terms here."""
         column = COLUMN.match(match)
         title = column is not None
         parts = [(w, star == "*") for w, star in PART.findall(match)]
@@ -468,7 +471,8 @@ WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value E
            FROM memory_meta),
 q AS MATERIALIZED (SELECT t.term, x.lexeme
        FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) WITH ORDINALITY t(lo, hi, term)
-       JOIN memory_lexemes x ON x.lexeme >= t.lo AND x.lexeme <= t.hi),
+       CROSS JOIN LATERAL (SELECT lexeme FROM memory_lexemes x
+                           WHERE x.lexeme >= t.lo AND x.lexeme <= t.hi OFFSET 0) x),
 {_PHRASE_TF if phrase else _POSTINGS_TF.format(tf="title_tf" if title else "tf",
                                                  where=" AND p.title_tf > 0" if title else "")},
 df AS (SELECT tf.term, LEAST(COUNT(*), MAX(n.docs)) AS k FROM tf, n GROUP BY tf.term),
