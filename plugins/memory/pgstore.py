@@ -40,7 +40,7 @@ from typing import Any
 
 import psycopg
 
-from plugins.memory.store import COLUMNS, MemoryStore, Writer, record_of
+from plugins.memory.store import COLUMNS, INSERT, MemoryStore, Writer, record_of
 
 SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
@@ -260,7 +260,53 @@ INSERT INTO all_memory_postings SELECT m.project_id, p.lexeme, m.id, p.tf, p.tit
     FROM all_memories m, memory_postings_of(m.fts) p;
 """
 
-PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS]
+# Step 5: a statement's inserted (or deleted) records update the totals, the lexicon and the
+# postings once, from its transition table — a batch's common word is one upsert of its
+# lexicon row, not one per record (:meth:`PgWriter.insert_rows` inserts a batch in one
+# statement). A text edit keeps the row triggers (a transition table takes no column list).
+STATEMENTS = """
+CREATE FUNCTION memory_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    d INTEGER := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+BEGIN
+    INSERT INTO all_memory_meta (project_id, key, value)
+    SELECT c.project_id, t.key, t.value FROM (SELECT project_id, d * COUNT(*) AS records,
+        d * SUM(words) AS words FROM changed GROUP BY project_id) c
+    CROSS JOIN LATERAL (VALUES ('records', c.records), ('words', c.words)) t(key, value)
+    ORDER BY 1, 2
+    ON CONFLICT (project_id, key) DO UPDATE SET value = all_memory_meta.value + excluded.value;
+    INSERT INTO all_memory_lexemes (project_id, lexeme, records)
+    SELECT project_id, lexeme, d * COUNT(*) FROM changed, unnest(tsvector_to_array(fts)) lexeme
+    GROUP BY project_id, lexeme ORDER BY project_id, lexeme COLLATE "C"
+    ON CONFLICT (project_id, lexeme)
+    DO UPDATE SET records = all_memory_lexemes.records + excluded.records;
+    IF d = 1 THEN
+        INSERT INTO all_memory_postings SELECT c.project_id, p.lexeme, c.id, p.tf, p.title_tf,
+            c.words FROM changed c, memory_postings_of(c.fts) p;
+    ELSE
+        DELETE FROM all_memory_postings p USING (SELECT project_id, id,
+            unnest(tsvector_to_array(fts)) AS lexeme FROM changed) o
+        WHERE p.project_id = o.project_id AND p.lexeme = o.lexeme AND p.memory_id = o.id;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_added AFTER INSERT ON all_memories REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
+CREATE TRIGGER all_memories_removed AFTER DELETE ON all_memories
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
+DROP TRIGGER all_memories_totals ON all_memories;
+CREATE TRIGGER all_memories_totals AFTER UPDATE OF words ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_totals();
+DROP TRIGGER all_memories_lexemes ON all_memories;
+CREATE TRIGGER all_memories_lexemes AFTER UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+DROP TRIGGER all_memories_postings ON all_memories;
+CREATE TRIGGER all_memories_postings AFTER UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_postings();
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS, STATEMENTS]
+MAX_PARAMETERS = 65_535  # in one PostgreSQL statement
 
 # bm25's term frequencies of the keyword search's matches (``tf``: record, its words, term,
 # frequency) over its terms' lexemes (``q``): read from their postings — or, for a query with
@@ -285,6 +331,15 @@ META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records"
 
 class PgWriter(Writer):
     TAKEN = psycopg.errors.UniqueViolation
+
+    def insert_rows(self, rows: list[tuple]) -> None:
+        """The rows in as few statements as PostgreSQL's parameter bound allows, so the
+        statement triggers (schema step 5) run once per batch."""
+        width = len(rows[0]) if rows else 1
+        group, step = f", ({', '.join('?' * width)})", MAX_PARAMETERS // width
+        for at in range(0, len(rows), step):
+            chunk = rows[at:at + step]
+            self.conn.execute(INSERT + group * (len(chunk) - 1), [v for r in chunk for v in r])
 
 
 class PgMemoryStore(MemoryStore):

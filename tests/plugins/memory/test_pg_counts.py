@@ -86,6 +86,12 @@ def test_the_lexicons_counts_follow_creates_edits_and_deletes(pg):
     assert lexicon(store)["anneal"] == 5
     assert postings(store) == postings_truth(store)
     assert sum(1 for lexeme, _ in postings(store) if lexeme == "anneal") == 5
+    # a statement deleting several records (the triggers read its transition table)
+    store.db.conn.execute("DELETE FROM memories WHERE id = ANY(?)",
+                          ([rec["id"] for _, rec, _, _, _ in ops[10:14]],))
+    assert lexicon(store) == truth(store) and postings(store) == postings_truth(store)
+    count, words = store.db.conn.execute("SELECT COUNT(*), SUM(words) FROM memories").fetchone()
+    assert count == 11 and totals(store) == (count, words)
 
 
 def test_the_migration_counts_the_records_already_stored(pg):
@@ -116,6 +122,14 @@ def truth(store) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.conn.execute(
         "SELECT lexeme, COUNT(*) FROM memories, unnest(tsvector_to_array(fts)) lexeme "
         "GROUP BY lexeme")}
+
+
+def totals(store) -> tuple[int, int]:
+    """bm25's totals as the triggers keep them: records, and their words."""
+    row = store.db.conn.execute("SELECT MAX(CASE key WHEN 'records' THEN value END), "
+                                "MAX(CASE key WHEN 'words' THEN value END) FROM memory_meta"
+                                ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def postings(store) -> dict[tuple[str, str], tuple[int, int, int]]:
