@@ -9,9 +9,9 @@ database is scoped to its project (:meth:`kernel.pg.PgDatabase.scoped`), so
 below: keyword search, the vectors' pgvector column, the record count.
 
 Keyword search is PostgreSQL full-text search: a stored ``tsvector`` (title weighted A, the
-rest B; a GIN index over it serves phrase queries), matched with the query rules of the SQLite store (an OR of the words,
-prefix match, the title alone for duplicate hints) and ranked by FTS5's own bm25 formula over
-the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
+rest B; a GIN index over it serves phrase queries), matched with the query rules of the SQLite
+store (an OR of the words, prefix match, the title alone for duplicate hints) and ranked by
+FTS5's own bm25 formula over the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
