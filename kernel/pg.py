@@ -14,6 +14,7 @@ whoever starts first, under an advisory lock.
 from __future__ import annotations
 
 import re
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -115,9 +116,22 @@ class _Reader:
             return _run(conn, sql, params)
 
 
+# the session settings each pooled connection holds (set by a reader: ``local=False``)
+_HELD: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def _apply(conn, settings: dict[str, str], local: bool) -> None:
-    for name, value in settings.items():
-        conn.execute("SELECT set_config(%s, %s, %s)", (name, value, local))
+    """``settings`` on ``conn``: for its session (a reader's autocommit statement), or for its
+    transaction (``local``). Nothing is sent when the connection's session already holds them —
+    a pooled connection mostly serves one scope, and each round trip costs a search ~0.2 ms."""
+    held = _HELD.get(conn, {})
+    todo = {k: v for k, v in settings.items() if held.get(k) != v}
+    if not todo:
+        return
+    conn.execute("SELECT " + ", ".join(["set_config(%s, %s, %s)"] * len(todo)),
+                 [x for item in todo.items() for x in (*item, local)])
+    if not local:
+        _HELD[conn] = {**held, **todo}
 
 
 class PgBackend:

@@ -9,17 +9,20 @@ database is scoped to its project (:meth:`kernel.pg.PgDatabase.scoped`), so
 below: keyword search, the vectors' pgvector column, the record count.
 
 Keyword search is PostgreSQL full-text search: a stored ``tsvector`` (title weighted A, the
-rest B) with a GIN index, matched with the query rules of the SQLite store (an OR of the words,
-prefix match, the title alone for duplicate hints) and ranked by FTS5's own bm25 formula over
-the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
+rest B; a GIN index over it serves phrase queries), matched with the query rules of the SQLite
+store (an OR of the words, prefix match, the title alone for duplicate hints) and ranked by
+FTS5's own bm25 formula over the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
 same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
 ASCII character but letters and digits separates words) and stemmed by Snowball English
 without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
 which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words (what
-a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``. bm25's
-per-term record counts are counted in the search's own statement, so every process scores a
-query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`) are read from the
-lexicon — index lookups, where counting a common word's records read its whole posting list.
+a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``; each
+record's postings (per lexeme: its positions, the title's, the record's words), in
+``all_memory_postings``, so a search reads bm25's inputs from one index, not from each hit's
+row. bm25's per-term record counts are counted in the search's own statement, so every
+process scores a query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`)
+are read from the lexicon — index lookups, where counting a common word's records read its
+whole posting list.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
 vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
@@ -37,7 +40,7 @@ from typing import Any
 
 import psycopg
 
-from plugins.memory.store import COLUMNS, MemoryStore, Writer, record_of
+from plugins.memory.store import COLUMNS, INSERT, MemoryStore, Writer, record_of
 
 SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
@@ -220,12 +223,123 @@ CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
     FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
 """
 
-PG_MIGRATIONS = [_schema, LEXICON, COUNTS]
+# Step 4: each record's postings — per lexeme it holds, its positions (all, and the title's)
+# and the record's words — in the order of the keyword search's reads, so bm25's inputs for a
+# term are an index-only range scan (FTS5's doclists), not the hits' tsvectors read from the
+# heap (a heap block per hit: most of the search at 100k records). Kept by a trigger as the
+# record's text changes; its old postings are found by their keys (the old tsvector's lexemes).
+POSTINGS = f"""
+CREATE TABLE all_memory_postings (
+    project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
+    lexeme TEXT COLLATE "C" NOT NULL, memory_id TEXT NOT NULL, tf INTEGER NOT NULL,
+    title_tf INTEGER NOT NULL, words INTEGER NOT NULL,
+    PRIMARY KEY (project_id, lexeme, memory_id) INCLUDE (tf, title_tf, words));
+CREATE VIEW memory_postings AS SELECT lexeme, memory_id, tf, title_tf, words
+    FROM all_memory_postings WHERE project_id = current_setting('{SETTING}');
+CREATE FUNCTION memory_postings_of(fts tsvector) RETURNS TABLE (lexeme TEXT, tf INTEGER,
+    title_tf INTEGER) LANGUAGE sql IMMUTABLE AS $$
+    SELECT d.lexeme, cardinality(d.positions),
+        (SELECT COUNT(*) FROM unnest(d.weights) w WHERE w = 'A')::INTEGER
+    FROM unnest(fts) d $$;
+CREATE FUNCTION memory_postings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM all_memory_postings WHERE project_id = OLD.project_id
+            AND lexeme = ANY(tsvector_to_array(OLD.fts)) AND memory_id = OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO all_memory_postings SELECT NEW.project_id, p.lexeme, NEW.id, p.tf,
+            p.title_tf, NEW.words FROM memory_postings_of(NEW.fts) p;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_postings AFTER INSERT OR DELETE
+    OR UPDATE OF title, rationale, evidence, tags ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_postings();
+INSERT INTO all_memory_postings SELECT m.project_id, p.lexeme, m.id, p.tf, p.title_tf, m.words
+    FROM all_memories m, memory_postings_of(m.fts) p;
+"""
+
+# Step 5: a statement's inserted (or deleted) records update the totals, the lexicon and the
+# postings once, from its transition table — a batch's common word is one upsert of its
+# lexicon row, not one per record (:meth:`PgWriter.insert_rows` inserts a batch in one
+# statement). A text edit keeps the row triggers (a transition table takes no column list).
+STATEMENTS = """
+CREATE FUNCTION memory_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    d INTEGER := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+BEGIN
+    INSERT INTO all_memory_meta (project_id, key, value)
+    SELECT c.project_id, t.key, t.value FROM (SELECT project_id, d * COUNT(*) AS records,
+        d * SUM(words) AS words FROM changed GROUP BY project_id) c
+    CROSS JOIN LATERAL (VALUES ('records', c.records), ('words', c.words)) t(key, value)
+    ORDER BY 1, 2
+    ON CONFLICT (project_id, key) DO UPDATE SET value = all_memory_meta.value + excluded.value;
+    INSERT INTO all_memory_lexemes (project_id, lexeme, records)
+    SELECT project_id, lexeme, d * COUNT(*) FROM changed, unnest(tsvector_to_array(fts)) lexeme
+    GROUP BY project_id, lexeme ORDER BY project_id, lexeme COLLATE "C"
+    ON CONFLICT (project_id, lexeme)
+    DO UPDATE SET records = all_memory_lexemes.records + excluded.records;
+    IF d = 1 THEN
+        INSERT INTO all_memory_postings SELECT c.project_id, p.lexeme, c.id, p.tf, p.title_tf,
+            c.words FROM changed c, memory_postings_of(c.fts) p;
+    ELSE
+        DELETE FROM all_memory_postings p USING (SELECT project_id, id,
+            unnest(tsvector_to_array(fts)) AS lexeme FROM changed) o
+        WHERE p.project_id = o.project_id AND p.lexeme = o.lexeme AND p.memory_id = o.id;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER all_memories_added AFTER INSERT ON all_memories REFERENCING NEW TABLE AS changed
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
+CREATE TRIGGER all_memories_removed AFTER DELETE ON all_memories
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
+DROP TRIGGER all_memories_totals ON all_memories;
+CREATE TRIGGER all_memories_totals AFTER UPDATE OF words ON all_memories
+    FOR EACH ROW EXECUTE FUNCTION memory_totals();
+DROP TRIGGER all_memories_lexemes ON all_memories;
+CREATE TRIGGER all_memories_lexemes AFTER UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
+DROP TRIGGER all_memories_postings ON all_memories;
+CREATE TRIGGER all_memories_postings AFTER UPDATE OF title, rationale, evidence, tags
+    ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_postings();
+"""
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS, STATEMENTS]
+MAX_PARAMETERS = 65_535  # in one PostgreSQL statement
+
+# bm25's term frequencies of the keyword search's matches (``tf``: record, its words, term,
+# frequency) over its terms' lexemes (``q``): read from their postings — or, for a query with
+# a phrase (``user_id``, which the postings cannot match: they hold no positions), from the
+# tsvectors of the records the phrase query matches, cut to those lexemes (``setweight``
+# marks them, ``ts_filter`` keeps them).
+# (``OFFSET 0`` keeps each lexeme's postings, and each term's lexemes, a range scan of their
+# own: joined as a whole instead, the planner read every posting, or lexeme, of the project)
+_POSTINGS_TF = """tf AS (SELECT p.memory_id AS id, p.words, q.term, SUM(p.{tf}) AS f
+       FROM q CROSS JOIN LATERAL (SELECT * FROM memory_postings p
+                                  WHERE p.lexeme = q.lexeme{where} OFFSET 0) p
+       GROUP BY p.memory_id, p.words, q.term)"""
+_PHRASE_TF = f"""hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title
+               THEN ts_filter(m.fts, '{{a}}') ELSE m.fts END, 'd',
+               ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
+        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
+tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
+       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
+       GROUP BY hit.id, hit.words, q.term)"""
 META_KEYS = ("version", "backfill_until", "decay_until", "decay_last", "records", "words")
 
 
 class PgWriter(Writer):
     TAKEN = psycopg.errors.UniqueViolation
+
+    def insert_rows(self, rows: list[tuple]) -> None:
+        """The rows in as few statements as PostgreSQL's parameter bound allows, so the
+        statement triggers (schema step 5) run once per batch."""
+        width = len(rows[0]) if rows else 1
+        group, step = f", ({', '.join('?' * width)})", MAX_PARAMETERS // width
+        for at in range(0, len(rows), step):
+            chunk = rows[at:at + step]
+            self.conn.execute(INSERT + group * (len(chunk) - 1), [v for r in chunk for v in r])
 
 
 class PgMemoryStore(MemoryStore):
@@ -386,11 +500,11 @@ class PgMemoryStore(MemoryStore):
         queries) is counted among the records the query matches — every record holding a
         term matches the OR of them — so idf is exact, and the same in every process, with
         no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
-        after ranking when ``pool`` is given, else before the limit. A hit's term
-        frequencies come from its tsvector cut to the terms' lexemes (``setweight`` marks
-        them, ``ts_filter`` keeps them: C, where reading every lexeme of every hit in SQL
-        cost 20 µs a hit). A word FTS5 reads as a phrase (``user_id``) counts as its tokens'
-        terms here."""
+        after ranking when ``pool`` is given, else before the limit. The matches and their
+        term frequencies are the terms' lexemes' postings (:data:`POSTINGS`: index-only
+        range scans, as FTS5 reads doclists); for a query holding a phrase, the records the
+        phrase query matches, each tsvector cut to the terms' lexemes. A word FTS5 reads as
+        a phrase (``user_id``) counts as its tokens' terms here."""
         column = COLUMN.match(match)
         title = column is not None
         parts = [(w, star == "*") for w, star in PART.findall(match)]
@@ -402,6 +516,7 @@ class PgMemoryStore(MemoryStore):
             where.append("m.id != :exclude")
             args["exclude"] = exclude
         terms = self.terms(parts)
+        phrase = any(len(_tokens(w)) > 1 for w, _ in parts)
         lo, hi = zip(*(_span(*t) for t in terms)) if terms else ((), ())
         args.update(query=query, lo=list(lo), hi=list(hi), title=title, limit=limit, pool=pool)
         columns = COLUMNS if full else "m.id, m.confidence"
@@ -411,18 +526,15 @@ WITH n AS MATERIALIZED (SELECT GREATEST(MAX(CASE key WHEN 'records' THEN value E
            FROM memory_meta),
 q AS MATERIALIZED (SELECT t.term, x.lexeme
        FROM unnest(CAST(:lo AS text[]), CAST(:hi AS text[])) WITH ORDINALITY t(lo, hi, term)
-       JOIN memory_lexemes x ON x.lexeme >= t.lo AND x.lexeme <= t.hi),
-hit AS (SELECT m.id, m.words, ts_filter(setweight(CASE WHEN :title THEN ts_filter(m.fts, '{{a}}')
-               ELSE m.fts END, 'd', ARRAY(SELECT DISTINCT lexeme FROM q)), '{{d}}') AS fts
-        FROM memories m WHERE m.fts @@ to_tsquery('{CONFIG}', :query)),
-tf AS (SELECT hit.id, hit.words, q.term, SUM(cardinality(d.positions)) AS f
-       FROM hit, unnest(hit.fts) d JOIN q ON q.lexeme = d.lexeme
-       GROUP BY hit.id, hit.words, q.term),
+       CROSS JOIN LATERAL (SELECT lexeme FROM memory_lexemes x
+                           WHERE x.lexeme >= t.lo AND x.lexeme <= t.hi OFFSET 0) x),
+{_PHRASE_TF if phrase else _POSTINGS_TF.format(tf="title_tf" if title else "tf",
+                                                 where=" AND p.title_tf > 0" if title else "")},
 df AS (SELECT tf.term, LEAST(COUNT(*), MAX(n.docs)) AS k FROM tf, n GROUP BY tf.term),
 idf AS (SELECT df.term, GREATEST(ln((n.docs - df.k + 0.5) / (df.k + 0.5)), 1e-6) AS w
         FROM df, n),
 scored AS (SELECT tf.id, SUM(idf.w * tf.f * {K1 + 1} / (tf.f + {K1} * ({1 - B}
-                      + {B} * tf.words / (n.words / n.docs)))) AS score
+                      + {B} * CAST(tf.words AS DOUBLE PRECISION) / (n.words / n.docs)))) AS score
            FROM tf JOIN idf ON idf.term = tf.term, n GROUP BY tf.id
            ORDER BY score DESC, tf.id LIMIT :pool)
 SELECT {columns}, scored.score FROM scored
@@ -533,7 +645,8 @@ def storage_component():
         return checks
 
     return StorageComponent("memory", PG_MIGRATIONS,
-                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes"),
+                            (*(f"all_{t}" for t in TABLES), "all_memory_lexemes",
+                             "all_memory_postings"),
                             files, copy)
 
 

@@ -250,11 +250,14 @@ class Writer:
 
     def insert(self, recs: list[tuple[dict[str, Any], str]]) -> None:
         """Rows and their file index, no events (creates and imports add their own)."""
-        self.conn.executemany(INSERT, [self._row(rec, sha) for rec, sha in recs])
+        self.insert_rows([self._row(rec, sha) for rec, sha in recs])
         files = [(p, rec["id"]) for rec, _ in recs for p in rec["files_affected"]]
         if files:
             self.conn.executemany(FILES, files)
         self.records_changed = True
+
+    def insert_rows(self, rows: list[tuple]) -> None:
+        self.conn.executemany(INSERT, rows)
 
     def create(self, recs: list[tuple[dict[str, Any], str, str | None]]) -> None:
         """Insert ``[(record, content_sha, actor)]`` with their ``created`` events; a taken id

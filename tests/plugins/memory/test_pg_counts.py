@@ -84,6 +84,14 @@ def test_the_lexicons_counts_follow_creates_edits_and_deletes(pg):
         assert store.delete(rec["id"], NOW, "test", rec["title"])
     assert lexicon(store) == truth(store)
     assert lexicon(store)["anneal"] == 5
+    assert postings(store) == postings_truth(store)
+    assert sum(1 for lexeme, _ in postings(store) if lexeme == "anneal") == 5
+    # a statement deleting several records (the triggers read its transition table)
+    store.db.conn.execute("DELETE FROM memories WHERE id = ANY(?)",
+                          ([rec["id"] for _, rec, _, _, _ in ops[10:14]],))
+    assert lexicon(store) == truth(store) and postings(store) == postings_truth(store)
+    count, words = store.db.conn.execute("SELECT COUNT(*), SUM(words) FROM memories").fetchone()
+    assert count == 11 and totals(store) == (count, words)
 
 
 def test_the_migration_counts_the_records_already_stored(pg):
@@ -91,6 +99,7 @@ def test_the_migration_counts_the_records_already_stored(pg):
     old.apply_batch(creates(synthetic(50, seed=9)), NOW)
     store = PgMemoryStore(pg.database("memory", PG_MIGRATIONS), "before")
     assert lexicon(store) == truth(store) and len(truth(store)) > 50
+    assert postings(store) == postings_truth(store)
 
 
 @pytest.mark.parametrize("words", [["vacuum", "proxies", "tree", "user_id", "zzz"]])
@@ -113,6 +122,30 @@ def truth(store) -> dict[str, int]:
     return {r[0]: r[1] for r in store.db.conn.execute(
         "SELECT lexeme, COUNT(*) FROM memories, unnest(tsvector_to_array(fts)) lexeme "
         "GROUP BY lexeme")}
+
+
+def totals(store) -> tuple[int, int]:
+    """bm25's totals as the triggers keep them: records, and their words."""
+    row = store.db.conn.execute("SELECT MAX(CASE key WHEN 'records' THEN value END), "
+                                "MAX(CASE key WHEN 'words' THEN value END) FROM memory_meta"
+                                ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def postings(store) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """Each record's postings as the trigger keeps them: ``(lexeme, record)`` → positions,
+    positions in the title, the record's words."""
+    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in store.db.conn.execute(
+        "SELECT lexeme, memory_id, tf, title_tf, words FROM memory_postings")}
+
+
+def postings_truth(store) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """The same from the records' tsvectors (title positions: the title's own tsvector)."""
+    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in store.db.conn.execute(
+        "SELECT d.lexeme, m.id, cardinality(d.positions), COALESCE(cardinality(t.positions), 0), "
+        "m.words FROM memories m CROSS JOIN unnest(m.fts) d LEFT JOIN LATERAL "
+        "unnest(to_tsvector('memory_text', regexp_replace(m.title, '[^[:alnum:]]+', ' ', 'g'))) "
+        "t ON t.lexeme = d.lexeme")}
 
 
 @pytest.fixture(scope="module")
