@@ -215,8 +215,11 @@ class PgDatabase:
                     step(conn)
                 else:
                     conn.raw.execute(step)
+            # an older release started on a database a newer one migrated leaves its version:
+            # recorded lower, the newer release would run its steps again
             conn.execute("INSERT INTO nm_schema (component, version) VALUES (?, ?) "
-                         "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                         "ON CONFLICT (component) DO UPDATE SET "
+                         "version = GREATEST(nm_schema.version, excluded.version)",
                          (self.component, len(migrations)))
         return len(migrations)
 

@@ -97,6 +97,26 @@ def test_migrations_run_once_whoever_starts_first(pg):
     assert pg.database("racing", [step]).version() == 1 and ran == [1]
 
 
+def test_an_older_release_leaves_a_newer_schema_at_its_version(tmp_path, pg):
+    """A server of an older release started on a database a newer one migrated must not
+    record its own lower version: the newer release would then run its steps again."""
+    ran = {"sqlite": [], "postgres": []}
+
+    def steps(engine, count):
+        def step(n):
+            def run(conn):
+                ran[engine].append(n)
+                conn.execute(f"CREATE TABLE step{n} (x INTEGER)")
+            return run
+        return [step(n) for n in range(1, count + 1)]
+
+    for count in (2, 1, 2):
+        pg.database("versions", steps("postgres", count))
+        storage.Database(tmp_path / "v.db", steps("sqlite", count)).close()
+    assert pg.database("versions", steps("postgres", 1)).version() == 2
+    assert ran == {"sqlite": [1, 2], "postgres": [1, 2]}
+
+
 def test_a_lease_has_one_live_holder_and_passes_on_when_it_lapses(db):
     leases = Leases(db)
     assert leases.acquire("build:p1", "one", ttl_s=30, job_id="j1") is None
