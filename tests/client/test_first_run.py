@@ -113,9 +113,12 @@ def test_ctrl_c_during_a_build_prints_one_line_and_the_build_goes_on(served, tmp
     repo = git_repo(tmp_path / "big", files)
     env = {**os.environ, "NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token,
            "PYTHONPATH": str(ROOT)}
+    # Ctrl-C as a terminal delivers it: a test run started in the background by a
+    # non-interactive shell ignores SIGINT, and its children would inherit that
     proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "project", "build"],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stderr.readline()  # the progress bar's first line: the job is running
     assert "files" in first or "scanning" in first, first
     proc.send_signal(signal.SIGINT)
