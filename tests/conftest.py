@@ -43,6 +43,16 @@ def pytest_configure_node(node):
     node.workerinput["neuralmind_models"] = str(SESSION.models)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: a worker per core and one more. Half of a worker's time goes waiting on
+    what it started (real servers, CLI runs, PostgreSQL, a browser), and the third worker's
+    tests run meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_collection_modifyitems(items):
     """Modules holding a ``slow`` test run first (the order is stable otherwise): under
     pytest-xdist's ``--dist loadfile`` a minute-long module started last would run alone."""

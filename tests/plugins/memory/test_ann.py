@@ -62,11 +62,16 @@ def ids(result) -> list[str]:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
-    """Two kernels with the index on and one with it off, all on one home and project."""
+    """Two kernels with the index on and one with it off, all on one home and project.
+    Decay is off: with it, every search's hits gain strength when its recalls are written, a
+    moment later from a thread of the kernel that searched, and a hybrid ranking compared
+    across kernels would depend on whether that write landed between the two searches."""
     home, project = tmp_path_factory.mktemp("ann-home"), tmp_path_factory.mktemp("ann-proj")
     on, other = start(home, memory=ANN), start(home, memory=ANN)
     off = start(home, memory={**ANN, "ann": False})
     apis = [Api(s, project) for s in (on, other, off)]
+    r = on.request("PUT", apis[0].url(tail="decay-policy"), json_body={"enabled": False})
+    assert r.status == 200 and r.json["enabled"] is False, r.body
     batch(apis[0], records(300, seed=1))
     apis[2].search("warm up: embed every record")  # the exact scan embeds what is missing
     # the first search past the threshold starts a build and scans meanwhile
