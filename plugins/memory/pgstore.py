@@ -11,18 +11,18 @@ below: keyword search, the vectors' pgvector column, the record count.
 Keyword search is PostgreSQL full-text search: a stored ``tsvector`` (title weighted A, the
 rest B; a GIN index over it serves phrase queries), matched with the query rules of the SQLite
 store (an OR of the words, prefix match, the title alone for duplicate hints) and ranked by
-FTS5's own bm25 formula over the tsvector's term frequencies — so the second stage, trained on bm25 scores, reads the
-same kind of number on both engines. Text is split as FTS5's ``unicode61`` splits it (every
-ASCII character but letters and digits separates words) and stemmed by Snowball English
-without a stopword list (FTS5's ``porter`` keeps stopwords too). Record and word totals,
-which bm25 needs, are kept by triggers in ``memory_meta``; each project's distinct words (what
-a prefix term expands to) and how many records hold each, in ``all_memory_lexemes``; each
-record's postings (per lexeme: its positions, the title's, the record's words), in
-``all_memory_postings``, so a search reads bm25's inputs from one index, not from each hit's
-row. bm25's per-term record counts are counted in the search's own statement, so every
-process scores a query alike; the keyword budget's counts (:meth:`PgMemoryStore.doc_counts`)
-are read from the lexicon — index lookups, where counting a common word's records read its
-whole posting list.
+FTS5's own bm25 formula over each record's term frequencies — so the second stage, trained on
+bm25 scores, reads the same kind of number on both engines. Text is split as FTS5's
+``unicode61`` splits it (every ASCII character but letters and digits separates words) and
+stemmed by Snowball English without a stopword list (FTS5's ``porter`` keeps stopwords too).
+Record and word totals, which bm25 needs, are kept by triggers in ``memory_meta``; each
+project's distinct words (what a prefix term expands to) and how many records hold each, in
+``all_memory_lexemes``; each record's postings (per lexeme: its positions, the title's, the
+record's words), in ``all_memory_postings``, so a search reads bm25's inputs from one index,
+not from each hit's row. bm25's per-term record counts are counted in the search's own
+statement, so every process scores a query alike; the keyword budget's counts
+(:meth:`PgMemoryStore.doc_counts`) are read from the lexicon — index lookups, where counting a
+common word's records read its whole posting list.
 
 Vectors keep SQLite's blob (the record's vector, then its passages': what the in-process
 vector index loads) beside a pgvector ``vector(384)`` of the record's own. The version stamp in
@@ -397,9 +397,6 @@ class PgMemoryStore(MemoryStore):
         twice), so an upper bound of what ``"word"*`` matches, and exactly the postings the
         keyword budget (``keyword_postings``) bounds."""
         return self._lexicon_counts(words, prefix=True)
-
-    def doc_count(self, word: str, prefix: bool = False) -> int:
-        return self._lexicon_counts([word], prefix)[word]
 
     def _lexicon_counts(self, words: list[str], prefix: bool) -> dict[str, int]:
         """Each word's count: over its terms, the least sum of the counts in a term's span."""
