@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import mcp.types as types
+import mcp_types as types
 
 from neuralmind import Answer, Caller, ValidationFailed
 from plugins.mcp.tools import Tool, argument

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-import mcp.types as types
+import mcp_types as types
 
 from neuralmind import APIError, Caller, decode_cursor, encode_cursor
 from plugins.mcp import render

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import mcp.types as types
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+import mcp_types as types
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field, RootModel
 
 from neuralmind import BadRequest, Model, NotFound, operation

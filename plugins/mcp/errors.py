@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import mcp.types as types
+import mcp_types as types
 
 RESOURCE_NOT_FOUND = -32002  # MCP's code up to 2025-11-25
 

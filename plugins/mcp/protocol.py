@@ -1,5 +1,6 @@
 """The MCP server side, transport aside: one JSON-RPC message in, its answer out, parsed and
-built with the SDK's own types (``mcp.types``) for the negotiated protocol version.
+built with the SDK's own wire types (``mcp_types``, which ``mcp.types`` mirrors) for the
+negotiated protocol version.
 
 Speaks the handshake era of the protocol (2024-11-05 … 2025-11-25: ``initialize``, then
 requests). A client probing ``server/discover`` (the 2026 stateless era) gets "method not
@@ -11,9 +12,9 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import mcp.types as types
-from mcp.types import methods
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+import mcp_types as types
+from mcp_types import methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from neuralmind import Caller, __version__
