@@ -1,6 +1,6 @@
 """Vectors and workers, with the deterministic fake embedder: re-embedding when the content or
 the model changes, writes in one gunicorn worker seen by searches in another, the background
-backfill, and 8 threads × 200 concurrent creates through 2 workers losing nothing."""
+backfill, and 8 threads × 50 concurrent creates through 2 workers losing nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tests.plugins.memory.conftest import Api, memory_database, start
 pytestmark = pytest.mark.slow  # gunicorn workers and child processes: started first under xdist
 
 PLUGINS = ["auth", "memory", "fake_embedder"]
+PER_THREAD = 50  # 400 creates racing over 2 workers (1,600 cost ~13 s of CPU for no new case)
 
 
 def vectors(api) -> dict[str, tuple[str, str]]:
@@ -72,7 +73,7 @@ def test_eight_threads_of_creates_lose_nothing(workers2, tmp_path):
     errors: list[str] = []
 
     def writer(t: int) -> None:
-        for i in range(200):
+        for i in range(PER_THREAD):
             r = api.server.post(api.base, {"id": f"t{t}-{i}", "title": f"thread {t} item {i}",
                                            "rationale": "concurrent write"})
             if r.status != 201:
@@ -85,9 +86,9 @@ def test_eight_threads_of_creates_lose_nothing(workers2, tmp_path):
         th.join()
     assert errors == []
     exported = api.server.get(api.url(tail="export")).body.decode().splitlines()
-    assert len(exported) == 1600
+    assert len(exported) == 8 * PER_THREAD
     assert sorted(line.split('"id": "', 1)[1].split('"', 1)[0] for line in exported) == \
-        sorted(f"t{t}-{i}" for t in range(8) for i in range(200))
+        sorted(f"t{t}-{i}" for t in range(8) for i in range(PER_THREAD))
     assert all('"kind": "created"' in line for line in exported)
 
 
