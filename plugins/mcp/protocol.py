@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mcp_types as types
-from mcp_types import methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
@@ -43,6 +42,7 @@ def response(request_id: types.RequestId, method: str, version: str,
     """``result`` in the shape of ``version`` (fields a later revision added are dropped).
     A tool's structured content is the route's JSON, already checked by the route's response
     model: it is passed through rather than walked three more times (a recall's is ~10 KB)."""
+    from mcp_types import methods  # loaded on the first message (see _request)
     data = result.model_dump(by_alias=True, mode="json", exclude_none=True,
                              exclude={"structured_content"})
     shaped = methods.serialize_server_result(method, version, data)
@@ -94,6 +94,9 @@ class Connection:
         if method == "initialize":
             self.version = negotiated((message.params or {}).get("protocolVersion"))
         version = self.version
+        # each protocol version's request and result models, ~0.2 s of imports: loaded by the
+        # first message rather than by every worker that mounts the plugin
+        from mcp_types import methods
         try:
             request = methods.parse_client_request(method, version, message.params)
         except KeyError:
