@@ -4,11 +4,15 @@ notifications, server-sent progress, and the kernel's guards in front of it all.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.mcp.tools import SPECS
+from tests.support import ROOT
 
 INIT = {"protocolVersion": "2025-03-26", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}
@@ -143,3 +147,28 @@ def test_no_arguments_make_a_tool_call_fail_outside_the_protocol(local, tool, ar
     assert result["content"][0]["type"] == "text"
     if result["isError"]:
         assert result["structuredContent"]["error"]["status"] < 500, result
+
+
+def test_a_worker_loads_the_wire_types_alone_and_each_version_s_models_on_the_first_message(
+        tmp_path):
+    """What a worker imports for /v1/mcp (plugins/mcp/protocol.py): the `mcp` package would
+    load the SDK's client and server (~0.5 s a worker), and each protocol version's models
+    (~0.2 s) wait for the first message. In a fresh interpreter: this one has both loaded."""
+    script = """
+import sys, falcon.testing
+from kernel.app import Kernel
+loaded = lambda: sorted(m for m in ("mcp", "mcp_types.methods") if m in sys.modules)
+kernel = Kernel()
+print(loaded())
+token = open(sys.argv[1]).read().strip()
+r = falcon.testing.TestClient(kernel.app, headers={"Host": "127.0.0.1"}).simulate_post(
+    "/v1/mcp", headers={"Authorization": "Bearer " + token},
+    json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+print(r.status_code, loaded())
+"""
+    env = {**os.environ, "NEURALMIND_HOME": str(tmp_path), "NEURALMIND_PLUGINS": "auth,mcp",
+           "NEURALMIND_EMBEDDINGS_WARM": "0"}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "token")], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "200 ['mcp_types.methods']"]
