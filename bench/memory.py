@@ -37,10 +37,12 @@ records cut from the eval corpora, each with the normalised sum of its text unit
 embeddings): per size, search p50/p95 per mode for the eval sets' own queries (typical) and
 for queries whose every word all records hold (worst), the raw costs of both, the build wait
 of the ANN index (from 50,000 records), its leg's recall@10 against the exact scan, and the
-RSS and PSS of the server and each worker.
+RSS and PSS of the server and each worker. With ``--backend postgres`` the same on a server
+whose store is PostgreSQL: filled through the store, the vectors COPYed and the HNSW index
+built once, its leg's recall@10 against exact search in the database.
 
     python bench/memory.py [--sizes 1000,10000] [--queries 200] [--embed-up-to N] [--json]
-    python bench/memory.py --real-text --sizes 100000,1000000 [--cache DIR]
+    python bench/memory.py --real-text [--backend postgres] --sizes 100000,1000000 [--cache DIR]
     python bench/memory.py --backend postgres [--dsn postgresql://…] [--sizes 10000,100000]
     python bench/memory.py --writes [--sizes 1000,10000] [--json]
 """
@@ -109,17 +111,18 @@ def fill_batches(client: KeepAlive, base: str, rng: random.Random, n: int,
     return n / (time.perf_counter() - started)
 
 
-def fill_store(store, rng: random.Random, n: int) -> float:
-    """Creates ``n`` synthetic records through the store, 1,000 per transaction (the bulk
-    path of sizes from ``--load-from``: HTTP batches took ~15 min per million here);
-    creates per second."""
+def fill_store(store, rng: random.Random | None, n: int, make=None) -> float:
+    """Creates ``n`` records (``make(i)``, else synthetic ones) through the store, 1,000 per
+    transaction (the bulk path of sizes from ``--load-from``: HTTP batches took ~15 min per
+    million here); creates per second."""
     from neuralmind import now_iso
     from plugins.memory import records
     from plugins.memory.models import MemoryIn
+    make = make or (lambda i: record(rng, i))
     started = time.perf_counter()
     for start in range(0, n, 1000):
         at = now_iso()
-        built = [records.build(MemoryIn(**record(rng, i)).model_dump(), root=None, now=at,
+        built = [records.build(MemoryIn(**make(i)).model_dump(), root=None, now=at,
                                head="", errors=[]) for i in range(start, min(n, start + 1000))]
         store.apply_batch([("create", rec, records.content_sha(rec), {}, "bench")
                            for rec in built], at)
@@ -276,9 +279,10 @@ def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
                                           for k, r in enumerate(chunk)])
 
 
-def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool) -> dict:
-    """PostgreSQL's bulk path: a random unit vector for every record of ``store``'s project,
-    COPYed (binary) through a temporary table (the server's backfill may have written some
+def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
+                 vector_of=None) -> dict:
+    """PostgreSQL's bulk path: a unit vector for every record of ``store``'s project (random,
+    or ``vector_of(memory_id)``), COPYed (binary) through a temporary table (the server's backfill may have written some
     meanwhile), then the project's HNSW index built once over all of them with a large
     ``maintenance_work_mem`` — inserting 1M vectors one by one into a live index takes
     hours here. Seconds spent on each step."""
@@ -297,8 +301,11 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool) 
             copy.set_types(["text", "text", "text", "int4", "bytea", "text", "vector"])
             for at in range(0, len(rows), 10_000):
                 chunk = rows[at:at + 10_000]
-                vectors = rng.standard_normal((len(chunk), dim)).astype(np.float32)
-                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                if vector_of is None:
+                    vectors = rng.standard_normal((len(chunk), dim)).astype(np.float32)
+                    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                else:
+                    vectors = np.stack([vector_of(mid) for mid, _ in chunk])
                 for (mid, sha), v in zip(chunk, vectors):
                     copy.write_row((store.project, mid, model_id, dim, v.tobytes(), sha, v))
         conn.execute(f"INSERT INTO all_memory_vectors ({', '.join(columns)}) SELECT "
@@ -537,6 +544,48 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
                    lambda i: corpus.vector(units, corpus.record(i)[1]))
     wait_embedded([store], embedder.model_id)
     out["ann_build_s"] = wait_ann(client, base, db, embedder, n)
+    out.update(real_searches(client, base, store, embedder, queries, worst))
+    out["ann"] = ann_recall(db, embedder, queries) if out["ann_build_s"] is not None else None
+    out["processes"] = process_memory(srv)
+    store.db.close()
+    return out
+
+
+def run_real_pg(srv: Server, backend: Backend, n: int, corpus, units, queries: list[str],
+                worst: list[str], embedder) -> dict:
+    """:func:`run_real` on PostgreSQL: records filled through the store (1,000 per
+    transaction: ~30 min per million here), their vectors COPYed and the project's HNSW index
+    built once (:func:`bulk_vectors`), then the same searches and raw costs, the HNSW leg's
+    recall@10 against exact search in the database, and each server process's memory."""
+    from plugins.memory.models import MemorySettings
+    project = backend.folder / f"real-{n}"
+    project.mkdir()
+    pid = srv.register(project)
+    base = f"/v1/projects/{pid}/memories"
+    store = backend.store(pid)
+    backend.stores.append(store)
+    # ids carry the record's number, so its vector is found by id
+    rate = fill_store(store, None, n, lambda i: {**corpus.record(i)[0], "id": f"r{i}"})
+    index = n >= MemorySettings().ann_min_records
+    out = {"memories": n, "text": "real", "backend": "postgres",
+           "batch_creates_per_s": round(rate), "ann_build_s": None,
+           "bulk_vectors": bulk_vectors(
+               backend, store, embedder.model_id, embedder.dim, index,
+               lambda mid: corpus.vector(units, corpus.record(int(mid[1:]))[1]))}
+    wait_embedded(backend.stores, embedder.model_id)
+    out.update(real_searches(KeepAlive(srv.port, srv.token), base, store, embedder, queries,
+                             worst))
+    out["ann"] = None
+    out["hnsw"] = pg_recall(store, embedder, queries) if index else None
+    out["processes"] = process_memory(srv)
+    return out
+
+
+def real_searches(client: KeepAlive, base: str, store, embedder, queries: list[str],
+                  worst: list[str]) -> dict:
+    """Each mode's p50/p95 over HTTP for the typical and the worst queries, beside the raw
+    cost of the same work in this process."""
+    out: dict = {}
     for name, qs in (("typical", queries), ("worst", worst)):
         for mode in ("keyword", "semantic", "hybrid"):
             search_latency(client, base, qs[:10], mode)  # warm both workers
@@ -549,9 +598,6 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
                                       / out["typical_hybrid"]["p50_ms"], 2)
     out["hybrid_over_raw"] = round(out["typical_hybrid"]["p50_ms"]
                                    / out["raw_typical"]["total_ms"], 2)
-    out["ann"] = ann_recall(db, embedder, queries) if out["ann_build_s"] is not None else None
-    out["processes"] = process_memory(srv)
-    store.db.close()
     return out
 
 
@@ -764,8 +810,6 @@ def main() -> int:
     if args.writes:
         return main_writes(args)
     if args.real_text:
-        if args.backend != "sqlite":
-            ap.error("--real-text runs on SQLite (the ANN leg's files are one machine's)")
         return main_real(args)
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
@@ -954,30 +998,42 @@ def main_real(args) -> int:
     worst = [" ".join(rng.sample(shared, rng.randint(2, len(shared)))) for _ in range(50)]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        # PostgreSQL: the server and this process share a fresh database (--pg-only implied)
+        backend = Backend("postgres", Path(tmp), args.dsn) if args.backend == "postgres" else None
         srv = Server(Path(tmp) / "home", plugins=["auth", "memory"], workers=2,
-                     env={"NEURALMIND_EMBEDDINGS_WARM": "1"})
+                     env={**(backend.env() if backend else {}), "NEURALMIND_EMBEDDINGS_WARM": "1"})
         srv.start()
         try:
             warm = Path(tmp) / "warm-up"
             warm.mkdir()
-            fill_batches(KeepAlive(srv.port, srv.token),
-                         f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
+            warm_id = srv.register(warm)
+            fill_batches(KeepAlive(srv.port, srv.token), f"/v1/projects/{warm_id}/memories",
+                         random.Random(1), 2000)
+            if backend:  # its backfill must be idle before anything is timed
+                backend.stores.append(backend.store(warm_id))
             for n in (int(s) for s in args.sizes.split(",")):
-                res = run_real(srv, Path(tmp), n, corpus, units, queries, worst, embedder)
+                res = (run_real_pg(srv, backend, n, corpus, units, queries, worst, embedder)
+                       if backend else
+                       run_real(srv, Path(tmp), n, corpus, units, queries, worst, embedder))
                 res["load"] = Path("/proc/loadavg").read_text().split()[:3]
                 results.append(res)
                 if not args.json:
                     print_real(res)
         finally:
             srv.stop()
+            if backend:
+                backend.close()
     if args.json:
         print(json.dumps(results))
     return 0
 
 
 def print_real(res: dict) -> None:
-    print(f"{res['memories']:>7} memories (real text): batch {res['batch_creates_per_s']}/s, "
-          f"ANN build wait {res['ann_build_s']} s, load {' '.join(res['load'])}")
+    built = (f"vectors COPYed in {res['bulk_vectors']['copy_s']} s, HNSW index built in "
+             f"{res['bulk_vectors']['index_s']} s" if "bulk_vectors" in res else
+             f"ANN build wait {res['ann_build_s']} s")
+    print(f"{res['memories']:>7} memories (real text, {res.get('backend', 'sqlite')}): batch "
+          f"{res['batch_creates_per_s']}/s, {built}, load {' '.join(res['load'])}")
     for name in ("typical", "worst"):
         for mode in ("keyword", "semantic", "hybrid"):
             got = res[f"{name}_{mode}"]
@@ -992,6 +1048,10 @@ def print_real(res: dict) -> None:
         a = res["ann"]
         print(f"         ANN leg recall@10 {a['recall_at_10']} of exact; leg p50 ANN "
               f"{a['leg_p50_ms']['ann']} ms, exact {a['leg_p50_ms']['exact']} ms (with embedding)")
+    if res.get("hnsw"):
+        h = res["hnsw"]
+        print(f"         HNSW leg recall@10 {h['recall_at_10']} of exact (ef_search "
+              f"{h['ef_search']}); p50 {h['p50_ms']['hnsw']} ms, exact {h['p50_ms']['exact']} ms")
     print("         processes: " + ", ".join(f"{p['pid']} RSS {p['rss_mib']} MiB PSS "
                                             f"{p['pss_mib']} MiB" for p in res["processes"]))
 
