@@ -5,6 +5,7 @@ a test about serving itself asks ``make_server(serving=True, …)`` for real gun
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -58,6 +59,14 @@ def pytest_collection_modifyitems(items):
     pytest-xdist's ``--dist loadfile`` a minute-long module started last would run alone."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+def pytest_collection_finish(session):
+    """What importing and collecting made (modules, schemas, test items) lives as long as the
+    session: frozen, the collector stops walking it in every full collection the tests set off
+    (kernel/serving.py does the same for a gunicorn worker)."""
+    gc.collect()
+    gc.freeze()
 
 
 ONLY = {"sqlite_only": ["sqlite"], "postgres_only": ["postgres"]}
