@@ -47,7 +47,7 @@ def pytest_configure_node(node):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: a worker per core and one more. Half of a worker's time goes waiting on
-    what it started (real servers, CLI runs, PostgreSQL, a browser), and the third worker's
+    what it started (real servers, CLI runs, PostgreSQL, a browser), and the extra worker's
     tests run meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
