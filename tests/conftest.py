@@ -46,19 +46,40 @@ def pytest_configure_node(node):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: a worker per core and one more. Half of a worker's time goes waiting on
-    what it started (real servers, CLI runs, PostgreSQL, a browser), and the extra worker's
+    """``-n auto``: a worker per core and two more. Half of a worker's time goes waiting on
+    what it started (real servers, CLI runs, PostgreSQL, a browser), and the extra workers'
     tests run meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # pytest-xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
+    return len(os.sched_getaffinity(0)) + 2
+
+
+# The modules that take longest here (wall seconds of a quiet ``-n 4`` run, 2026-12-01), longest
+# first; only the order of modules depends on this list, never what a test checks
+LONGEST = ("kernel/test_contract.py",             # 57: schemathesis, both backends
+           "plugins/mcp/test_transports.py",      # 22
+           "plugins/auth/test_schemathesis.py",   # 20
+           "plugins/webhooks/test_delivery.py",   # 19
+           "plugins/ui/test_browser.py",          # 18
+           "plugins/webhooks/test_workers.py",    # 14
+           "plugins/memory/test_vectors_workers.py",  # 13
+           "plugins/memory/test_spec_conformance.py",  # 11
+           "plugins/webhooks/test_safety.py",     # 10
+           "client/test_docs.py",                 # 10
+           "plugins/webhooks/test_routes.py",     # 9
+           "plugins/auth/test_server_mode.py",    # 9
+           "embeddings/test_model_location.py",   # 9
+           "kernel/test_scale_out.py")            # 8
 
 
 def pytest_collection_modifyitems(items):
-    """Modules holding a ``slow`` test run first (the order is stable otherwise): under
-    pytest-xdist's ``--dist loadfile`` a minute-long module started last would run alone."""
+    """The longest modules run first, longest first, then those holding a ``slow`` test (the
+    order is stable otherwise): under pytest-xdist's ``--dist loadfile`` a long module handed
+    out last runs alone on one core while the other idles."""
+    here = Path(__file__).parent
+    rank = {here / rel: i for i, rel in enumerate(LONGEST)}
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    items.sort(key=lambda item: rank.get(item.path, len(LONGEST) + (item.path not in slow)))
 
 
 def pytest_collection_finish(session):
