@@ -55,6 +55,7 @@ import os
 import random
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -287,18 +288,19 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
     all of them with a large ``maintenance_work_mem`` — inserting 1M vectors one by one into a
     live index takes hours here. Seconds spent on each step."""
     import numpy as np
-    from pgvector.psycopg import register_vector
 
     columns = ("project_id", "memory_id", "model_id", "dim", "vector", "content_sha", "embedding")
     rows = store.db.conn.execute("SELECT id, content_sha FROM memories").fetchall()
     rng = np.random.default_rng(0)
     started = time.perf_counter()
     with backend.pool.pool.connection() as conn, conn.transaction():
-        register_vector(conn)
         conn.execute("CREATE TEMP TABLE loaded (LIKE all_memory_vectors) ON COMMIT DROP")
         with conn.cursor() as cur, cur.copy(f"COPY loaded ({', '.join(columns)}) FROM STDIN "
                                             "WITH (FORMAT BINARY)") as copy:
-            copy.set_types(["text", "text", "text", "int4", "bytea", "text", "vector"])
+            # a binary COPY field is the column type's own receive format; pgvector's is
+            # the dimension and a zero (two int16) and the floats, all big-endian
+            copy.set_types(["text", "text", "text", "int4", "bytea", "text", "bytea"])
+            head = struct.pack(">HH", dim, 0)
             for at in range(0, len(rows), 10_000):
                 chunk = rows[at:at + 10_000]
                 if vector_of is None:
@@ -307,7 +309,8 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
                 else:
                     vectors = np.stack([vector_of(mid) for mid, _ in chunk])
                 for (mid, sha), v in zip(chunk, vectors):
-                    copy.write_row((store.project, mid, model_id, dim, v.tobytes(), sha, v))
+                    copy.write_row((store.project, mid, model_id, dim, v.tobytes(), sha,
+                                    head + v.astype(">f4").tobytes()))
         conn.execute(f"INSERT INTO all_memory_vectors ({', '.join(columns)}) SELECT "
                      f"{', '.join(columns)} FROM loaded ON CONFLICT (project_id, memory_id) DO "
                      "UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns[2:]))
