@@ -322,7 +322,9 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
         conn.execute("ANALYZE all_memory_vectors")
     loaded = time.perf_counter()
     if index:  # a project past ann_min_records (below, the workers scan its vectors)
-        store.build_nearest("4GB")
+        from plugins.memory.models import MemorySettings
+        settings = MemorySettings()
+        store.build_nearest(settings.ann_connectivity, settings.ann_expansion_add, "4GB")
     return {"copy_s": round(loaded - started, 1),
             "index_s": round(time.perf_counter() - loaded, 1)}
 

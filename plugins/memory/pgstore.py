@@ -46,7 +46,8 @@ SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
-HNSW_EF_MAX = 1_000  # pgvector's bound on hnsw.ef_search: an index scan yields no more rows
+HNSW_EF_MAX = 1_000  # pgvector's bound on ef_search (an index scan yields no more rows) and
+HNSW_M_MAX = 100  # ef_construction, and on m; ef_construction is at least 2 m
 # above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it]
 MAX_CHAR = 0x10FFFF
 
@@ -446,11 +447,14 @@ class PgMemoryStore(MemoryStore):
             "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
             + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
 
-    def build_nearest(self, memory: str = "1GB") -> bool:
-        """Build the project's HNSW index (concurrently: writes go on), with ``memory`` of
-        ``maintenance_work_mem`` (a graph that fits builds several times faster); False when
-        another process is building it. An index a failed build left invalid is dropped
-        first."""
+    def build_nearest(self, connectivity: int, expansion: int, memory: str = "1GB") -> bool:
+        """Build the project's HNSW index (concurrently: writes go on) with ``connectivity``
+        links per node and ``expansion`` candidates per insertion (pgvector's ``m`` and
+        ``ef_construction``, within its bounds) and ``memory`` of ``maintenance_work_mem`` (a
+        graph that fits builds several times faster); False when another process is building
+        it. An index a failed build left invalid is dropped first."""
+        m = min(max(int(connectivity), 2), HNSW_M_MAX)
+        ef = min(max(int(expansion), 2 * m), HNSW_EF_MAX)
         name, key = self._hnsw(), zlib.crc32(b"hnsw:" + self.project.encode())
         with self.db.pool.connection() as conn:
             if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
@@ -464,7 +468,8 @@ class PgMemoryStore(MemoryStore):
                     conn.execute(f"DROP INDEX CONCURRENTLY {name}")
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
                 conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON all_memory_vectors USING "
-                             f"hnsw (embedding vector_cosine_ops) WHERE project_id = "
+                             f"hnsw (embedding vector_cosine_ops) WITH (m = {m}, "
+                             f"ef_construction = {ef}) WHERE project_id = "
                              f"{_literal(self.project)}")
             finally:
                 conn.execute("RESET maintenance_work_mem")

@@ -16,6 +16,8 @@ from tests.plugins.memory.test_ann import ANN, QUERIES, batch, ids, legs, record
 
 pytestmark = pytest.mark.postgres_only("the PostgreSQL store's own vector index")
 
+# the index's build settings (the SQLite graph's): pgvector's ef_construction is at least 2 m
+GRAPH = {"ann_connectivity": 12, "ann_expansion_add": 20}
 FILTERS = [{"status": "ARCHIVED"}, {"status": "ALL", "kind": ["fact"]},
            {"status": "ACTIVE", "min_confidence": 0.9}, {"status": "ALL", "tag": ["network"]},
            {"status": "ALL", "tag": ["rare"]}]  # 5 records: past the index's candidates
@@ -36,7 +38,7 @@ def servers(tmp_path_factory):
     Decay is off: each kernel's searches count recalls, written in the background, which
     move the other's strengths (and its hybrid scores) while the tests compare them."""
     home, project = tmp_path_factory.mktemp("pg-ann-home"), tmp_path_factory.mktemp("pg-ann")
-    settings = {**ANN, "decay_weight": 0.0}
+    settings = {**ANN, "decay_weight": 0.0, **GRAPH}
     on, off = start(home, memory=settings), start(home, memory={**settings, "ann": False})
     apis = [Api(s, project) for s in (on, off)]
     batch(apis[0], sessions(300))
@@ -73,6 +75,15 @@ def test_before_the_index_the_database_scores_every_vector(servers):
     assert isinstance(leg, CandidateLeg) and not isinstance(exact, CandidateLeg)
     assert [h[0] for h in leg.hits] == [h[0] for h in exact.hits]
     indexed(on)  # that search started the build
+
+
+def test_the_index_is_built_with_the_graph_settings(servers):
+    on, _ = servers
+    indexed(on)
+    _, store, _ = state(on)
+    options = store.db.conn.execute("SELECT reloptions FROM pg_class WHERE oid = "
+                                    "to_regclass(?)", (store._hnsw(),)).fetchone()[0]
+    assert sorted(options) == ["ef_construction=24", "m=12"]
 
 
 @pytest.mark.parametrize("query", QUERIES)
