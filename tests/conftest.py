@@ -90,6 +90,16 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """Stop this process's PostgreSQL while the session still runs. Left to pgserver's own
+    ``atexit``, its stop came after a pytest-xdist worker had reported its end, and the
+    controller kills a worker that has not exited 10 s later: a slow shutdown checkpoint
+    (a disk busy with other work) then left the server running, its data in /tmp."""
+    if SESSION.pg_server is not None:
+        SESSION.pg_server.cleanup()
+
+
 ONLY = {"sqlite_only": ["sqlite"], "postgres_only": ["postgres"]}
 
 
