@@ -120,6 +120,9 @@ class MemorySettings(ConfigSection):
     ann_expansion_add: int = Field(128, ge=8, le=4_096, description="HNSW ef at build")
     ann_connectivity: int = Field(16, ge=4, le=128, description="HNSW links per node")
     ann_threads: int = Field(1, ge=0, le=64, description="threads of a build (0: all cores)")
+    ann_build_memory_mb: int = Field(1_024, ge=64, le=1_048_576, description="PostgreSQL: "
+                                     "maintenance_work_mem of a project's HNSW build; ~2 KB a "
+                                     "record keeps the graph in memory (1M records: ~2,100)")
     decay_sweep_hours: float = Field(24.0, ge=0.0, le=8_760.0,
                                      description="the daemon's decay sweep period; 0 turns it off")
 

@@ -447,7 +447,7 @@ class PgMemoryStore(MemoryStore):
             "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
             + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
 
-    def build_nearest(self, connectivity: int, expansion: int, memory: str = "1GB") -> bool:
+    def build_nearest(self, connectivity: int, expansion: int, memory: str) -> bool:
         """Build the project's HNSW index (concurrently: writes go on) with ``connectivity``
         links per node and ``expansion`` candidates per insertion (pgvector's ``m`` and
         ``ef_construction``, within its bounds) and ``memory`` of ``maintenance_work_mem`` (a

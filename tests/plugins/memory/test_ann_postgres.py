@@ -16,8 +16,9 @@ from tests.plugins.memory.test_ann import ANN, QUERIES, batch, ids, legs, record
 
 pytestmark = pytest.mark.postgres_only("the PostgreSQL store's own vector index")
 
-# the index's build settings (the SQLite graph's): pgvector's ef_construction is at least 2 m
-GRAPH = {"ann_connectivity": 12, "ann_expansion_add": 20}
+# the index's build settings (the SQLite graph's; pgvector's ef_construction is at least 2 m)
+# and the least build memory the setting allows
+GRAPH = {"ann_connectivity": 12, "ann_expansion_add": 20, "ann_build_memory_mb": 64}
 FILTERS = [{"status": "ARCHIVED"}, {"status": "ALL", "kind": ["fact"]},
            {"status": "ACTIVE", "min_confidence": 0.9}, {"status": "ALL", "tag": ["network"]},
            {"status": "ALL", "tag": ["rare"]}]  # 5 records: past the index's candidates
