@@ -56,20 +56,20 @@ def pytest_xdist_auto_num_workers(config):
 
 # The modules that take longest here (wall seconds of a quiet ``-n 4`` run, 2026-12-01), longest
 # first; only the order of modules depends on this list, never what a test checks
-LONGEST = ("kernel/test_contract.py",             # 57: schemathesis, both backends
-           "plugins/mcp/test_transports.py",      # 22
-           "plugins/auth/test_schemathesis.py",   # 20
-           "plugins/webhooks/test_delivery.py",   # 19
-           "plugins/ui/test_browser.py",          # 18
-           "plugins/webhooks/test_workers.py",    # 14
-           "plugins/memory/test_vectors_workers.py",  # 13
-           "plugins/memory/test_spec_conformance.py",  # 11
-           "plugins/webhooks/test_safety.py",     # 10
-           "client/test_docs.py",                 # 10
-           "plugins/webhooks/test_routes.py",     # 9
-           "plugins/auth/test_server_mode.py",    # 9
-           "embeddings/test_model_location.py",   # 9
-           "kernel/test_scale_out.py")            # 8
+LONGEST = ("kernel/test_contract.py",                   # 57: schemathesis, both backends
+           "plugins/mcp/test_transports.py",            # 22
+           "plugins/auth/test_schemathesis.py",         # 20
+           "plugins/webhooks/test_delivery.py",         # 19
+           "plugins/ui/test_browser.py",                # 18
+           "plugins/webhooks/test_workers.py",          # 14
+           "plugins/memory/test_vectors_workers.py",    # 13
+           "plugins/memory/test_spec_conformance.py",   # 11
+           "plugins/webhooks/test_safety.py",           # 10
+           "client/test_docs.py",                       # 10
+           "plugins/webhooks/test_routes.py",           # 9
+           "plugins/auth/test_server_mode.py",          # 9
+           "embeddings/test_model_location.py",         # 9
+           "kernel/test_scale_out.py")                  # 8
 
 
 def pytest_collection_modifyitems(items):

@@ -46,8 +46,8 @@ SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
 DIM = 384  # the pgvector column's dimension (MiniLM's); other models keep the blob alone
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
-HNSW_EF_MAX = 1_000  # pgvector's bound on ef_search (an index scan yields no more rows) and
-HNSW_M_MAX = 100  # ef_construction, and on m; ef_construction is at least 2 m
+HNSW_EF_MAX = 1_000  # pgvector's bound on ef_search (a scan yields no more) and ef_construction
+HNSW_M_MAX = 100  # pgvector's bound on m (and ef_construction is at least 2 m)
 # above every character a lexeme holds: a prefix's lexemes are those in [prefix, prefix + it]
 MAX_CHAR = 0x10FFFF
 
