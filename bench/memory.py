@@ -324,7 +324,7 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
     if index:  # a project past ann_min_records (below, the workers scan its vectors)
         from plugins.memory.models import MemorySettings
         settings = MemorySettings()
-        store.build_nearest(settings.ann_connectivity, settings.ann_expansion_add, "4GB")
+        store.build_nearest(settings.ann_connectivity, settings.ann_expansion_add, 4_096)
     return {"copy_s": round(loaded - started, 1),
             "index_s": round(time.perf_counter() - loaded, 1)}
 

@@ -97,7 +97,7 @@ def main() -> int:
             started = time.perf_counter()
             store.build_nearest(searcher.settings.ann_connectivity,
                                 searcher.settings.ann_expansion_add,
-                                f"{searcher.settings.ann_build_memory_mb}MB")
+                                searcher.settings.ann_build_memory_mb)
             print(f"{col.name}: its HNSW index built in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr)
             collections.append((col, store))

@@ -447,12 +447,13 @@ class PgMemoryStore(MemoryStore):
             "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
             + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
 
-    def build_nearest(self, connectivity: int, expansion: int, memory: str) -> bool:
+    def build_nearest(self, connectivity: int, expansion: int, memory_mb: int) -> bool:
         """Build the project's HNSW index (concurrently: writes go on) with ``connectivity``
         links per node and ``expansion`` candidates per insertion (pgvector's ``m`` and
-        ``ef_construction``, within its bounds) and ``memory`` of ``maintenance_work_mem`` (a
-        graph that fits builds several times faster); False when another process is building
-        it. An index a failed build left invalid is dropped first."""
+        ``ef_construction``, within its bounds) and ``memory_mb`` megabytes of
+        ``maintenance_work_mem`` (a graph that fits builds several times faster); False when
+        another process is building it. An index a failed build left invalid is dropped
+        first."""
         m = min(max(int(connectivity), 2), HNSW_M_MAX)
         ef = min(max(int(expansion), 2 * m), HNSW_EF_MAX)
         name, key = self._hnsw(), zlib.crc32(b"hnsw:" + self.project.encode())
@@ -466,7 +467,8 @@ class PgMemoryStore(MemoryStore):
                     return True
                 if row:
                     conn.execute(f"DROP INDEX CONCURRENTLY {name}")
-                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                             (f"{memory_mb}MB",))
                 conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON all_memory_vectors USING "
                              f"hnsw (embedding vector_cosine_ops) WITH (m = {m}, "
                              f"ef_construction = {ef}) WHERE project_id = "

@@ -388,7 +388,7 @@ class Searcher:
                 started = time.perf_counter()
                 if store.build_nearest(self.settings.ann_connectivity,
                                        self.settings.ann_expansion_add,
-                                       f"{self.settings.ann_build_memory_mb}MB"):
+                                       self.settings.ann_build_memory_mb):
                     log.info("memory vector index of %s built in %.1f s", key,
                              time.perf_counter() - started)
             except Exception:
