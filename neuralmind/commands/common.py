@@ -30,6 +30,40 @@ def project_flags() -> argparse.ArgumentParser:
     return parent
 
 
+def ranged(low: int, high: int | None = None):
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no bound above: None), so
+    a wrong value is named before any request or work."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"{value} is outside {low}–{high}" if high is not None else
+                f"{value} is less than {low}")
+        return value
+    return parse
+
+
+def setting(model: type, name: str):
+    """An argparse ``type`` taking what the setting ``name`` of the settings ``model`` takes (its
+    type and bounds, read from the model), so an override on the command line is checked as
+    the config file is."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+    field = model.model_fields[name]
+    adapter = TypeAdapter(Annotated[field.annotation, *field.metadata])
+
+    def parse(text: str):
+        try:
+            return adapter.validate_python(text)
+        except ValidationError as ex:
+            raise argparse.ArgumentTypeError(f"{ex.errors()[0]['msg']} (got {text})") from None
+    return parse
+
+
 class CommandError(Exception):
     """A command used wrongly: the CLI prints the message and exits 2."""
 

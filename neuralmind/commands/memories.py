@@ -7,7 +7,7 @@ import itertools
 import json
 import sys
 
-from neuralmind.commands.common import emit, fields, project, project_flags
+from neuralmind.commands.common import emit, fields, project, project_flags, ranged
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -356,7 +356,7 @@ def add_commands(sub) -> None:
     verb("show", cmd_show, "one decision")
     lst = verb("list", cmd_list, "decisions, newest first", with_id=False)
     _filter_flags(lst)
-    lst.add_argument("--limit", type=int, help="show at most this many")
+    lst.add_argument("--limit", type=ranged(1), help="show at most this many")
     search = verb("search", cmd_search, "keyword, semantic or hybrid search", with_id=False)
     search.add_argument("query")
     search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])

@@ -10,27 +10,17 @@ KINDS = ("memories", "code")
 
 
 def add_commands(subparsers) -> None:
-    from neuralmind.commands.common import project_flags
+    from neuralmind.commands.common import project_flags, ranged
     p = subparsers.add_parser("ask", parents=[project_flags()],
                               help="answer a question from the project's memories and code, "
                                    "with numbered sources")
     p.add_argument("question")
     p.add_argument("--sources", default="memories,code", type=_kinds,
                    help="comma-separated: memories, code (default both)")
-    p.add_argument("--budget", type=_budget, default=None, help="tokens of sources (256–32000)")
+    p.add_argument("--budget", type=ranged(256, 32_000), default=None,
+                   help="tokens of sources (256–32000)")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is whole")
     p.set_defaults(func=cmd_ask)
-
-
-def _budget(text: str) -> int:
-    import argparse
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 256 <= value <= 32_000:
-        raise argparse.ArgumentTypeError(f"{text}: a number of tokens from 256 to 32000")
-    return value
 
 
 def _kinds(text: str) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 def register(subparsers) -> None:
     from neuralmind import command_group
+    from neuralmind.commands.common import ranged, setting
+    from plugins.index.models import IndexSettings
     from plugins.index.project_commands import register as project_commands
     project_commands(command_group(subparsers, "project"))
     parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
@@ -14,7 +16,7 @@ def register(subparsers) -> None:
                         "cosqa-retrieval-<split>-500.json")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    parser.add_argument("--embed-chars", type=int, default=None,
+    parser.add_argument("--embed-chars", type=setting(IndexSettings, "embed_chars"), default=None,
                         help="override [index] embed_chars (what each vector embeds)")
     parser.add_argument("--embed-mode", choices=["docfirst", "code", "metadata"],
                         help="override [index] embed_mode")
@@ -28,17 +30,18 @@ def register(subparsers) -> None:
     impact = evals.add_parser("impact", help="precision/recall of `impact` against the tests "
                               "that call each function (grep), on a Python repository")
     impact.add_argument("path", help="the repository (it is read, never written)")
-    impact.add_argument("--limit", type=int, default=200, help="impacted nodes per function")
+    impact.add_argument("--limit", type=ranged(1, 1000), default=200,
+                        help="impacted nodes per function (1–1000, 200)")
     impact.add_argument("--json", action="store_true", help="one JSON object on stdout")
     impact.set_defaults(func=_run_impact)
     nxt = evals.add_parser("next", help="recall@k of `next` replaying a repository's commits "
                            "(train on the older half, test on the newer)")
     nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
     nxt.add_argument("--rev", default="HEAD", help="the history to replay (default HEAD)")
-    nxt.add_argument("-k", "--k", type=int, default=5, help="recall@k (default 5)")
-    nxt.add_argument("--max-files", type=int, default=20,
+    nxt.add_argument("-k", "--k", type=ranged(1, 50), default=5, help="recall@k (1–50, 5)")
+    nxt.add_argument("--max-files", type=setting(IndexSettings, "learn_max_files"), default=20,
                      help="commits touching more files are left out (default 20)")
-    nxt.add_argument("--half-life-days", type=float,
+    nxt.add_argument("--half-life-days", type=setting(IndexSettings, "learn_half_life_days"),
                      help="override [index] learn_half_life_days for the replay")
     nxt.add_argument("--json", action="store_true", help="one JSON object on stdout")
     nxt.set_defaults(func=_run_next)

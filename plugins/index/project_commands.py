@@ -4,23 +4,10 @@ the server enforces are checked here first, so a wrong value is named before any
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
-from neuralmind.commands.common import emit, err, project, project_flags, table
-
-
-def _ranged(low: int, high: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low}–{high}")
-        return value
-    return parse
+from neuralmind.commands.common import emit, err, project, project_flags, ranged, table
 
 
 def _where(node: dict) -> str:
@@ -133,21 +120,21 @@ def register(group) -> None:
                          help="what depends on changed files or nodes")
     p.add_argument("files", nargs="*", help="changed files (project-relative)")
     p.add_argument("--node", action="append", help="a changed node's id (repeatable)")
-    p.add_argument("--depth", type=_ranged(1, 6), default=2, help="edges to follow (1–6, 2)")
-    p.add_argument("--limit", type=_ranged(1, 1000), default=100)
+    p.add_argument("--depth", type=ranged(1, 6), default=2, help="edges to follow (1–6, 2)")
+    p.add_argument("--limit", type=ranged(1, 1000), default=100)
     p.add_argument("--exact", action="store_true", help="leave out edges guessed by name")
     p.set_defaults(func=cmd_impact)
     p = group.add_parser("next", parents=[scoped], help="the files to look at next, with why")
     p.add_argument("files", nargs="+", help="the files open now")
     p.add_argument("--task", help="what you are doing (searched for)")
-    p.add_argument("-n", type=_ranged(1, 50), default=10, help="files (1–50, 10)")
+    p.add_argument("-n", type=ranged(1, 50), default=10, help="files (1–50, 10)")
     p.set_defaults(func=cmd_next)
     p = group.add_parser("neighbors", parents=[scoped],
                          help="structural (or --learned) neighbours of a file or node")
     p.add_argument("file", nargs="?")
     p.add_argument("--node", help="a node's id instead of a file")
-    p.add_argument("--depth", type=_ranged(1, 4), default=1, help="1–4 (1)")
-    p.add_argument("--limit", type=_ranged(1, 500), default=50)
+    p.add_argument("--depth", type=ranged(1, 4), default=1, help="1–4 (1)")
+    p.add_argument("--limit", type=ranged(1, 500), default=50)
     p.add_argument("--learned", action="store_true", help="the files learned to go with it")
     p.set_defaults(func=cmd_neighbors)
     p = group.add_parser("activity", parents=[scoped],
@@ -158,7 +145,7 @@ def register(group) -> None:
     p.set_defaults(func=cmd_activity)
     p = group.add_parser("savings", parents=[scoped],
                          help="tokens served vs the whole files, per day")
-    p.add_argument("--days", type=_ranged(1, 366), default=30)
+    p.add_argument("--days", type=ranged(1, 366), default=30)
     p.set_defaults(func=cmd_savings)
     p = group.add_parser("ingest", parents=[scoped],
                          help="index a document that is not in the repository (md, txt, html, pdf)")

@@ -46,6 +46,27 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     assert code == 1 and "\n  review_by: " in err
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (("memory", "list", "--limit", "0"), "--limit: 0 is less than 1"),
+    (("memory", "list", "--limit", "-3"), "--limit: -3 is less than 1"),
+    (("memory", "list", "--limit", "x"), "--limit: 'x' is not a whole number"),
+    (("eval", "impact", ".", "--limit", "0"), "--limit: 0 is outside 1–1000"),
+    (("eval", "next", ".", "-k", "0"), "-k/--k: 0 is outside 1–50"),
+    (("eval", "next", ".", "--max-files", "1"),
+     "--max-files: Input should be greater than or equal to 2 (got 1)"),
+    (("eval", "next", ".", "--half-life-days", "-3"),
+     "--half-life-days: Input should be greater than 0 (got -3)"),
+    (("eval", "code", "--dataset", ".", "--embed-chars", "-5"),
+     "--embed-chars: Input should be greater than or equal to 64 (got -5)"),
+])
+def test_a_value_out_of_range_is_refused_before_any_work(args, says):
+    """Values the command uses itself (a count it slices, a setting an eval overrides) are
+    checked as the server or the config would check them: a -3 once crashed `memory list`
+    and a 0 listed everything; an eval ran on with a negative cut or half-life."""
+    code, out, err = run_cli(*args)
+    assert code == 2 and says in err and "Traceback" not in err and out == "", (args, err)
+
+
 def test_a_field_named_query_and_a_file_that_is_not_there(cli):
     code, _, err = cli("project", "search", "", "--project", str(cli.repo))
     assert code == 1 and "\n  query: String should have at least 1 character" in err

@@ -33,7 +33,7 @@ def test_ask_json_and_wrong_input(local):
     code, _, err = run_cli("ask", "q", "--project", local.pid, "--sources", "web", env=env_of(local))
     assert code == 2 and "web: choose from memories, code" in err
     code, _, err = run_cli("ask", "q", "--project", local.pid, "--budget", "10", env=env_of(local))
-    assert code == 2 and "--budget: 10: a number of tokens from 256 to 32000" in err
+    assert code == 2 and "--budget: 10 is outside 256–32000" in err
     code, _, err = run_cli("ask", "q", "--project", "p_000000000000", env=env_of(local))
     assert code == 1 and "project_not_found" in err and "Traceback" not in err
 
