@@ -83,7 +83,8 @@ def cmd_list(args) -> int:
 
 def cmd_revoke(args) -> int:
     if (args.id is None) == (args.actor is None):
-        raise TokenFileError("give a token id or --actor, not both")
+        raise TokenFileError("give a token id (`neuralmind token list` shows them) or --actor"
+                             + (", not both" if args.id else ""))
     settings = _settings(args)
     removed = _tokens(settings).revoke(short_id=args.id, actor=args.actor)
     if not removed:

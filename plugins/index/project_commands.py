@@ -46,7 +46,8 @@ def cmd_next(args) -> int:
 
 def cmd_neighbors(args) -> int:
     if (args.file is None) == (args.node is None):
-        err("name a file (`project neighbors src/a.py`) or a node (`--node ID`), not both")
+        err("name a file (`project neighbors src/a.py`) or a node (`--node ID`)"
+            + (", not both" if args.file else ""))
         return 2
     handle = project(args)
     if args.learned:

@@ -92,6 +92,7 @@ def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_pat
         (("next",), 2, "the following arguments are required: files"),
         (("next", "calc.py", "-n", "x"), 2, "'x' is not a whole number"),
         (("neighbors",), 2, "name a file"),
+        (("neighbors", "calc.py", "--node", "n_1"), 2, "or a node (`--node ID`), not both"),
         (("neighbors", "--node", "n_1", "--learned"), 2, "learned neighbours are kept per file"),
         (("activity", "calc.py", "--kind", "write"), 2, "invalid choice: 'write'"),
         (("savings", "--days", "0"), 2, "--days: 0 is outside 1–366"),
