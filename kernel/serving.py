@@ -7,8 +7,10 @@ workers, bind and TLS from the config's ``[server]`` section.
 from __future__ import annotations
 
 import gc
+import importlib
 import ipaddress
 import os
+import pkgutil
 import socket
 import ssl
 import time
@@ -20,7 +22,7 @@ from gunicorn.app.base import BaseApplication
 from kernel import __version__, errors
 from kernel.config import Settings
 from kernel.daemon import forget_discovery, write_discovery
-from kernel.plugins import make_plugin_manager
+from kernel.plugins import bundled, make_plugin_manager
 from kernel.projects import config_projects
 
 
@@ -95,6 +97,7 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
         "reuse_port": spread_connections(server.host, server.port, workers),
         "accesslog": None,
+        "on_starting": _preload(settings.kernel.plugins),
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
@@ -139,6 +142,27 @@ def spread_connections(host: str, port: int, workers: int) -> bool:
 
 
 _checked: set[tuple[str, int]] = set()
+
+
+def _preload(plugins: list[str]):
+    """gunicorn's ``on_starting``: import, in the master, the kernel's modules and every module
+    of the enabled bundled plugins, so each worker forks with them loaded and builds only its
+    own Kernel (~0.04 s of CPU here, against ~0.4 s of imports first): a worker killed or
+    recycled serves again sooner, and the workers share those pages. Imports only, which start
+    no thread and open no file: a Kernel (threads, open databases) is never built in the master,
+    as neither survives a fork, and onnxruntime and tokenizers, which start threads when
+    imported, load with the model in each worker."""
+    def on_starting(server) -> None:
+        known = bundled()
+        packages = ["kernel", *(known[name].rpartition(".")[0] for name in plugins
+                                if name in known)]
+        for package in packages:
+            path = importlib.import_module(package).__path__
+            for module in pkgutil.walk_packages(path, package + "."):
+                if module.name != "kernel.wsgi":  # builds the Kernel when imported
+                    importlib.import_module(module.name)
+        gc.freeze()  # the workers' collections then leave the shared pages unwritten
+    return on_starting
 
 
 def _post_fork(server, worker) -> None:

@@ -2,11 +2,14 @@
 smoke test each (the rest of their tests run in process), guards and the envelope as a client
 sees them."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.support import Server
+from tests.support import ROOT, Server
 
 PLUGINS = ["auth", "memory", "index", "tier2_bridge", "ask", "ui"]
 
@@ -85,3 +88,27 @@ def test_ui_page_and_sign_in_code_under_gunicorn(server):
     first, again = (server.post("/v1/ui/sign-in", {"code": code}, auth=False) for _ in range(2))
     assert (first.status, first.json) == (200, {"token": server.token})  # redeemed by any,
     assert again.status == 401  # once
+
+
+@pytest.mark.sqlite_only("imports, whatever the storage")
+def test_the_master_imports_what_workers_use_and_builds_nothing(tmp_path):
+    """gunicorn's ``on_starting`` loads the kernel's and the enabled plugins' modules in the
+    master, so workers fork with them; it must leave what does not survive a fork alone: no
+    Kernel (``kernel.wsgi`` builds one), no thread (onnxruntime starts some on import)."""
+    script = (
+        "import sys, threading\n"
+        "from kernel.config import load_settings\n"
+        "from kernel.serving import gunicorn_options\n"
+        "gunicorn_options(load_settings())['on_starting'](None)\n"
+        "print(sorted(m for m in ('plugins.memory.service', 'plugins.index.search',"
+        " 'plugins.auth.tokens', 'plugins.webhooks.service', 'kernel.wsgi', 'onnxruntime',"
+        " 'tokenizers') if m in sys.modules), threading.active_count())\n")
+    env = {**os.environ, "NEURALMIND_HOME": str(tmp_path / "home"),
+           "NEURALMIND_PLUGINS": "auth,memory,index",
+           "NEURALMIND_SERVER_OVERRIDES": '{"port": 0}'}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("]")[0] + "]" == str(
+        ["plugins.auth.tokens", "plugins.index.search", "plugins.memory.service"])
+    assert done.stdout.split("]")[1].strip() == "1"
