@@ -3,7 +3,8 @@ and filtered (in process)."""
 
 import time
 
-from tests.support import SSE
+from kernel.plugins import hookimpl
+from tests.support import SSE, make_kernel
 
 
 def test_events_stream_across_workers_with_filters_and_heartbeats(kserver, tmp_path):
@@ -55,3 +56,30 @@ def test_project_filter_and_unknown_project(kapp, tmp_path):
     stream.close()
     assert [(e["data"]["kind"], e["data"]["project_id"]) for e in got] == [("project.removed", pa)]
     assert kapp.get("/v1/events?project=p_nope").error["code"] == "project_not_found"
+
+
+def test_a_requests_many_events_keep_their_order_and_ids(tmp_path, backend):
+    """A request's held events are written in statements of many rows: stored and fanned out
+    in the order they were made, each under the id the table gave it, across statements."""
+    fanned: list[tuple[int, str]] = []
+
+    class Tracker:
+        @hookimpl
+        def track_event(self, kernel, event):
+            fanned.append((event.id, event.kind))
+
+    kernel = make_kernel(tmp_path / "home", plugins=[], extra_plugins=[Tracker()])
+    try:
+        kernel.emit("before")
+        kernel.events.hold()
+        kinds = [f"test.k{i}" for i in range(250)]  # three statements' worth
+        for kind in kinds:
+            kernel.emit(kind, data={"n": kind})
+        kernel.events.release()
+        stored = kernel.events.after(0, 1000)
+        assert [e.kind for e in stored] == ["before", *kinds]
+        assert [e.data for e in stored[1:]] == [{"n": k} for k in kinds]
+        assert fanned == [(e.id, e.kind) for e in stored]
+        assert [e.id for e in stored] == sorted({e.id for e in stored})
+    finally:
+        kernel.shutdown()
