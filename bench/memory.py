@@ -257,7 +257,7 @@ class StoreCreate:
         _, rec, sha, _, actor = op
         store.create(rec, sha, actor)
         near = self.searcher.similar_titles(store, rec["title"], {
-            "status": "ACTIVE", "file": rec["files_affected"]}, "2026-01-01", 4, rec["id"])
+            "status": "ACTIVE", "file": rec["files_affected"]}, "2026-01-01", 3, rec["id"])
         self.checks._on_store(None, store, rec, None, None, [r for r, _ in near][:3])
 
 

@@ -491,8 +491,7 @@ class PgMemoryStore(MemoryStore):
             (ids,))]
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, exclude: str | None = None, full: bool = True,
-                pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
+                limit: int, full: bool = True, pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
         its words, their prefix flags and its column, scored by FTS5's bm25 over the
         tsvector — in one statement, so over one snapshot of the records, the lexicon and
@@ -503,7 +502,7 @@ class PgMemoryStore(MemoryStore):
         range scan). A term's ``n`` (records holding one of its lexemes; in the title, for title
         queries) is counted among the records the query matches — every record holding a
         term matches the OR of them — so idf is exact, and the same in every process, with
-        no count kept anywhere. Filters and ``exclude`` therefore apply after the counting:
+        no count kept anywhere. The filters therefore apply after the counting:
         after ranking when ``pool`` is given, else before the limit. The matches and their
         term frequencies are the terms' lexemes' postings (:data:`POSTINGS`: index-only
         range scans, as FTS5 reads doclists); for a query holding a phrase, the records the
@@ -516,9 +515,6 @@ class PgMemoryStore(MemoryStore):
         if not query:
             return []
         where, args = self._where(filters, today)
-        if exclude:
-            where.append("m.id != :exclude")
-            args["exclude"] = exclude
         terms = self.terms(parts)
         phrase = any(len(_tokens(w)) > 1 for w, _ in parts)
         lo, hi = zip(*(_span(*t) for t in terms)) if terms else ((), ())

@@ -240,8 +240,8 @@ class Searcher:
         words = self.informative(store, every, HINT_WORD_SHARE, HINT_MIN_RECORDS)
         if not words:
             return []
-        hits = store.keyword(match_expression(words, column, prefix=False), words, filters,
-                             today, n, exclude, pool=50)
+        hits = store.keyword(match_expression(words, column, prefix=False), words,
+                             {**filters, "exclude": exclude}, today, n, pool=50)
         if not hits:
             return []
         # scored by the share of the title's idf mass the other title holds (1.0: all of it)

@@ -218,12 +218,12 @@ class Memories:
         if mode == "none":
             return []
         filters = {"status": "ACTIVE", "file": rec["files_affected"]}
-        if mode == "hybrid":
-            hits, _ = self.searcher.search(store, rec["title"], "hybrid", filters, today(), 4)
-        else:
-            hits = self.searcher.similar_titles(store, rec["title"], filters, today(), 4,
-                                                exclude=rec["id"])
-        return [(r, s) for r, s in hits if r["id"] != rec["id"]][:3]
+        if mode == "hybrid":  # the record itself left out, so the floor judges the others
+            hits, _ = self.searcher.search(store, rec["title"], "hybrid",
+                                           {**filters, "exclude": rec["id"]}, today(), 3)
+            return hits
+        return self.searcher.similar_titles(store, rec["title"], filters, today(), 3,
+                                            exclude=rec["id"])
 
     def get(self, project, mid: str) -> dict[str, Any]:
         store = self.store(project)

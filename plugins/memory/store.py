@@ -503,8 +503,12 @@ class MemoryStore:
 
     @classmethod
     def _where(cls, f: dict[str, Any], today: str) -> tuple[list[str], dict[str, Any]]:
-        """SQL conditions for the list/search filters (see models.Filters)."""
+        """SQL conditions for the list/search filters (see models.Filters), and ``exclude``:
+        a record left out (the one a duplicate hint is for)."""
         where, args = [], {"today": today}
+        if f.get("exclude"):
+            where.append("m.id != :exclude")
+            args["exclude"] = f["exclude"]
         if f.get("status") and f["status"] != "ALL":
             where.append(f"{EFFECTIVE} = :status")
             args["status"] = f["status"]
@@ -561,17 +565,13 @@ class MemoryStore:
         return {r[0] for r in self.db.conn.execute(sql, args)}
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, exclude: str | None = None, full: bool = True,
-                pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
+                limit: int, full: bool = True, pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """Records matching an FTS5 expression, best first, scored ``-bm25``; without FTS5 a
         LIKE scan ranked by how many of ``words`` each record contains. ``full=False`` returns
         only ``{id, confidence}`` per hit (a fusion pool needs no more). ``pool`` ranks only
         the best ``pool`` matches before the filters apply: cheap and approximate, for hints."""
         columns = COLUMNS if full else "m.id, m.confidence"
         where, args = self._where(filters, today)
-        if exclude:
-            where.append("m.id != :exclude")
-            args["exclude"] = exclude
         args["limit"] = limit
         extra = "".join(f" AND {w}" for w in where)
         if self.fts and pool:

@@ -116,6 +116,12 @@ def test_duplicate_hints_share_a_file_and_are_advisory(api):
     r = api.server.post(api.base + "?duplicates=hybrid", {"title": "Cache parsed templates again",
                                                           "rationale": "r"})
     assert r.status == 201 and len(r.json["possible_duplicates"]) == 3
+    assert r.json["id"] not in {d["id"] for d in r.json["possible_duplicates"]}
+    # nothing like it: the record itself, found by its own words, once let every other record
+    # through the floor as a "duplicate" scored 0.0
+    r = api.server.post(api.base + "?duplicates=hybrid", {"title": "Rotate the TLS certificates "
+                                                          "monthly", "rationale": "r"})
+    assert r.status == 201 and r.json["possible_duplicates"] == [], r.json["possible_duplicates"]
 
 
 def test_patch_records_a_diff_and_honours_if_match(api):
