@@ -456,8 +456,12 @@ class MemoryStore:
         overwritten, skipped). Links go in after every record, so they may point forward."""
         created = overwritten = skipped = 0
         with self.writing() as w:
-            taken = self.exists([rec["id"] for rec, _, _, _ in lines], w.conn)
-            links = []
+            imported = [rec["id"] for rec, _, _, _ in lines]
+            taken = self.exists(imported, w.conn)
+            # an overwritten record is deleted and inserted again: what other records hold
+            # about it — their links to it, its contradictions (not in an export line) — would
+            # go with it, so it is read first and put back
+            links, kept = self._held_about(w.conn, taken if overwrite else set(), set(imported))
             for rec, sha, history, out in lines:
                 if rec["id"] in taken:
                     if not overwrite:
@@ -476,7 +480,28 @@ class MemoryStore:
             for lk in links:
                 if lk["target"] in present:
                     w.link(lk)
+            for row in kept:
+                w.contradiction(row)
         return created, overwritten, skipped
+
+    @staticmethod
+    def _held_about(conn, ids: set[str], imported: set[str]
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(links to any of ids from records the import does not bring, contradictions any
+        of ids is in)``; the links of an imported record are its export line's."""
+        links: list[dict[str, Any]] = []
+        found: list[dict[str, Any]] = []
+        chunks = [sorted(ids)[i:i + 500] for i in range(0, len(ids), 500)]
+        for chunk in chunks:
+            marks = ",".join("?" * len(chunk))
+            links += [link_of(r) for r in conn.execute(
+                f"SELECT * FROM memory_links WHERE target IN ({marks})", chunk)
+                if r["source"] not in imported]
+            found += [contradiction_of(r) for r in conn.execute(
+                f"SELECT * FROM memory_contradictions WHERE a IN ({marks}) OR b IN ({marks})",
+                chunk + chunk)]
+        unique = {c["id"]: c for c in found}  # a pair across two chunks is read twice
+        return links, list(unique.values())
 
     def touch(self, recalls: dict[str, int], at: str) -> None:
         """Recalls: ``{id: times}`` returned by searches up to ``at``. Moves only the access

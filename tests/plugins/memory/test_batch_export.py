@@ -182,6 +182,27 @@ def test_export_import_round_trip_is_identical(server, filled, tmp_path):
     assert server.get(target.url("r001")).json["rationale"] == "Reason number 1"
 
 
+def test_overwriting_a_record_keeps_what_other_records_hold_about_it(api):
+    """An export line carries a record, its history and its own links; overwriting it must not
+    take along the links other records have to it, nor its contradictions (each once vanished
+    with the delete that makes room for the line)."""
+    from tests.plugins.memory.test_contradictions import MD5, SCRAM
+    md5, scram = api.create(**MD5), api.create(**SCRAM)
+    (found,) = scram["contradictions"]["items"]
+    user = api.create(title="Connection pool settings", rationale="r")
+    assert api.server.post(api.url(user["id"], "links"),
+                           {"target": md5["id"], "type": "depends_on"}).status == 201
+    line = next(x for x in api.server.get(api.url(tail="export")).body.decode().splitlines()
+                if f'"id": "{md5["id"]}"' in x or f'"id":"{md5["id"]}"' in x)
+    r = api.server.post(api.url(tail="import") + "?mode=overwrite", body=line.encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 200 and r.json == {"created": 0, "overwritten": 1, "skipped": 0}
+    into = api.server.get(api.url(md5["id"], "links")).json["items"]
+    assert [(x["direction"], x["type"]) for x in into] == [("in", "depends_on")]
+    kept = api.server.get(f"/v1/projects/{api.pid}/contradictions/{found['id']}")
+    assert kept.status == 200 and kept.json == found
+
+
 def test_import_rejects_bad_input_and_writes_nothing(api):
     good = json.dumps({"memory": {"id": "i1", "title": "t", "rationale": "r",
                                   "created_at": "2024-01-01T00:00:00.000Z",
