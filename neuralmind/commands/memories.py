@@ -212,9 +212,34 @@ def cmd_timeline(args) -> int:
     return emit(args, rows, rows=rows, columns=("at", "source", "kind", "actor", "note"))
 
 
+# the options of an action-taking command, each with the one action it is for
+CONTRADICTION_OPTIONS = {"status": "list", "memory": "list", "strategy": "resolve",
+                         "title": "resolve", "rationale": "resolve", "threshold": "config",
+                         "check_on_store": "config", "auto_resolve": "config"}
+DECAY_OPTIONS = {"dry_run": "run", "enabled": "policy", "half_life": "policy",
+                 "access_boost": "policy", "archive_threshold": "policy"}
+
+
+def _misplaced(args, command: str, options: dict[str, str]) -> bool:
+    """Say so (and True) when an option given belongs to another action of ``command``:
+    ignored, it would let `decay run --half-life …` sweep with the old policy unnoticed."""
+    for name, action in options.items():
+        if action != args.action and getattr(args, name) not in (None, False):
+            print(f"neuralmind: --{name.replace('_', '-')} is for `memory {command} {action}`, "
+                  f"not `{args.action}`", file=sys.stderr)
+            return True
+    return False
+
+
 def cmd_contradictions(args) -> int:
-    memories = project(args).memories
     action = args.action
+    if _misplaced(args, "contradictions", CONTRADICTION_OPTIONS):
+        return 2
+    if args.target and action not in ("check", "resolve"):
+        print(f"neuralmind: memory contradictions {action} takes no id ({args.target})",
+              file=sys.stderr)
+        return 2
+    memories = project(args).memories
     if action in ("check", "resolve") and not args.target:
         print(f"neuralmind: memory contradictions {action} needs "
               f"{'a memory id' if action == 'check' else 'a contradiction id'}", file=sys.stderr)
@@ -241,7 +266,7 @@ def cmd_contradictions(args) -> int:
             changes["auto_resolve"] = None if args.auto_resolve == "off" else args.auto_resolve
         out = memories.contradiction_config(**changes)
         return emit(args, out, text=fields(out, list(out)))
-    rows = list(memories.contradictions(status=args.status, memory_id=args.memory))
+    rows = list(memories.contradictions(status=args.status or "open", memory_id=args.memory))
     return emit(args, rows, rows=rows, columns=CONTRADICTION_COLUMNS)
 
 
@@ -263,6 +288,8 @@ def cmd_consolidate(args) -> int:
 
 
 def cmd_decay(args) -> int:
+    if _misplaced(args, "decay", DECAY_OPTIONS):
+        return 2
     memories = project(args).memories
     if args.action == "policy":
         changes = {k: v for k, v in {"enabled": args.enabled, "access_boost": args.access_boost,
@@ -411,7 +438,8 @@ def add_commands(sub) -> None:
     con.add_argument("action", nargs="?", default="list",
                      choices=["list", "check", "resolve", "config"])
     con.add_argument("target", nargs="?", help="check: a memory id; resolve: a contradiction id")
-    con.add_argument("--status", choices=["open", "resolved", "all"], default="open")
+    con.add_argument("--status", choices=["open", "resolved", "all"],
+                     help="list: which (default open)")
     con.add_argument("--memory", help="list: only those involving this memory")
     con.add_argument("--strategy", choices=STRATEGIES, help="resolve: how")
     con.add_argument("--title", help="resolve --strategy manual: the new record's title")

@@ -67,6 +67,22 @@ def test_a_value_out_of_range_is_refused_before_any_work(args, says):
     assert code == 2 and says in err and "Traceback" not in err and out == "", (args, err)
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (("memory", "decay", "run", "--half-life", "episode=3"),
+     "--half-life is for `memory decay policy`, not `run`"),
+    (("memory", "decay", "policy", "--dry-run"), "--dry-run is for `memory decay run`, not `policy`"),
+    (("memory", "contradictions", "list", "--threshold", "0.7"),
+     "--threshold is for `memory contradictions config`, not `list`"),
+    (("memory", "contradictions", "config", "--status", "all"),
+     "--status is for `memory contradictions list`, not `config`"),
+    (("memory", "contradictions", "list", "nope"), "memory contradictions list takes no id (nope)"),
+])
+def test_an_option_of_another_action_is_refused(args, says):
+    """`decay run --half-life …` once swept with the old policy, the option silently dropped."""
+    code, out, err = run_cli(*args)
+    assert code == 2 and err.strip() == f"neuralmind: {says}" and out == "", (args, err)
+
+
 def test_a_field_named_query_and_a_file_that_is_not_there(cli):
     code, _, err = cli("project", "search", "", "--project", str(cli.repo))
     assert code == 1 and "\n  query: String should have at least 1 character" in err
