@@ -3,8 +3,8 @@
 
 Install keeps the user's other servers and settings, keeps a copy of a file it changes
 (``<file>.neuralmind-backup``, the first original only), and is idempotent. Uninstall
-removes exactly what install added: our server entry and hook, a file install created, and
-the backup once the file is back to what it holds. An entry named ``neuralmind`` that we did
+removes exactly what install added: our server entry and hook, and a file install created;
+a file back to what the backup holds gets the backup itself back, byte for byte. An entry named ``neuralmind`` that we did
 not write is refused rather than replaced."""
 
 from __future__ import annotations
@@ -297,10 +297,11 @@ def apply(edits: list[Edit]) -> list[str]:
                 shutil.copy2(e.path, backup)
                 extra = f" (the original is kept in {backup.name})"
             e.path.parent.mkdir(parents=True, exist_ok=True)
-            e.path.write_text(e.after)
-            if _restored(e.after, backup):
-                backup.unlink()
-                extra = f" ({backup.name} removed: the file is as it was)"
+            if _restored(e.after, backup):  # its bytes back, not our rendering of the same JSON
+                os.replace(backup, e.path)
+                extra = f" (put back from {backup.name}: the file is as it was)"
+            else:
+                e.path.write_text(e.after)
         lines.append(f"{e.path}: {e.note}{extra}")
     return lines
 

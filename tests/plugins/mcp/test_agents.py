@@ -41,13 +41,13 @@ def _uninstall(agent, project, pinned=False):
 
 def test_claude_code_merges_the_server_and_the_session_start_hook(home):
     mcp_json = home / ".mcp.json"
-    mcp_json.write_text(json.dumps({"mcpServers": {"other": OTHER}}))
+    mcp_json.write_text('{"mcpServers": {"other": %s}}\n' % json.dumps(OTHER, indent=None))
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir()
     original_settings = {"permissions": {"allow": ["Bash(ls)"]},
                          "hooks": {"SessionStart": [{"hooks": [{"type": "command",
                                                                  "command": "echo hi"}]}]}}
-    settings.write_text(json.dumps(original_settings))
+    settings.write_text(json.dumps(original_settings, indent=3))  # the user's own layout
     lines = _install("claude-code", home)
     assert lines[0].endswith("added the neuralmind server (the original is kept in "
                              ".mcp.json.neuralmind-backup)")
@@ -63,9 +63,13 @@ def test_claude_code_merges_the_server_and_the_session_start_hook(home):
     assert all("already there" in line for line in _install("claude-code", home))
     assert len(json.loads(settings.read_text())["hooks"]["SessionStart"]) == 2
 
-    _uninstall("claude-code", home)
-    assert json.loads(mcp_json.read_text()) == {"mcpServers": {"other": OTHER}}
-    assert json.loads(settings.read_text()) == original_settings
+    written = mcp_json.read_text(), settings.read_text()
+    lines = _uninstall("claude-code", home)
+    assert all(line.endswith("backup: the file is as it was)") for line in lines), lines
+    assert (mcp_json.read_text(), settings.read_text()) == (
+        '{"mcpServers": {"other": %s}}\n' % json.dumps(OTHER),
+        json.dumps(original_settings, indent=3))  # byte for byte, not just the same JSON
+    assert written != (mcp_json.read_text(), settings.read_text())
     assert sorted(p.name for p in home.rglob("*")) == [".claude", ".mcp.json", "settings.json"]
     assert all("to remove" in line for line in _uninstall("claude-code", home))
 
