@@ -101,7 +101,9 @@ def cmd_agent(args) -> int:
         return 1
     print("\n".join(lines))
     if args.action == "install" and any(e.before != e.after for e in edits):
-        print(f"{args.agent} now starts `neuralmind mcp` for this project"
+        where = ("in whichever directory it runs (its config is global; --project pins one)"
+                 if args.agent == "codex" and not args.project else "for this project")
+        print(f"{args.agent} now starts `neuralmind mcp` {where}"
               + (" (approve the server when Claude Code asks)" if args.agent == "claude-code"
                  else ""))
     return 0

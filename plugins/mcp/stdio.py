@@ -99,7 +99,7 @@ async def _serve(relay: Relay) -> None:
         async with write, anyio.create_task_group() as tasks:
             async for item in read:
                 if isinstance(item, Exception):
-                    log.warning("not a JSON-RPC message: %s", item)
+                    log.warning("not a JSON-RPC message: %s", _why(item))
                     await send({"jsonrpc": "2.0", "id": None, "error": {
                         "code": PARSE_ERROR, "message": "Parse error: not a JSON-RPC message"}})
                     continue
@@ -111,3 +111,13 @@ async def _serve(relay: Relay) -> None:
                 while pending:
                     await anyio.sleep(0.05)
             tasks.cancel_scope.cancel()
+
+
+def _why(ex: Exception) -> str:
+    """One line for a message the SDK could not read: pydantic's own text runs to several
+    lines and a URL."""
+    from pydantic import ValidationError
+    if isinstance(ex, ValidationError):
+        first = ex.errors(include_url=False)[0]
+        return first["msg"] + (f" at {'.'.join(map(str, first['loc']))}" if first["loc"] else "")
+    return str(ex)
