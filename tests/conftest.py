@@ -120,13 +120,16 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def hermetic_environment():
+def hermetic_environment(tmp_path_factory):
     """No ``NEURALMIND_*`` variable of the shell that runs the tests reaches them (but
-    ``NEURALMIND_WRITE_DOCS``, which asks tests/kernel/test_http_api_doc.py to write)."""
+    ``NEURALMIND_WRITE_DOCS``, which asks tests/kernel/test_http_api_doc.py to write), and a
+    test that names no home gets a throwaway one, never the user's ``~/.neuralmind`` (whose
+    running daemon once answered a test's own)."""
     with pytest.MonkeyPatch.context() as mp:
         for key in [k for k in os.environ if k.startswith("NEURALMIND_")
                     and k != "NEURALMIND_WRITE_DOCS"]:
             mp.delenv(key)
+        mp.setenv("NEURALMIND_HOME", str(tmp_path_factory.mktemp("default-home")))
         yield
 
 

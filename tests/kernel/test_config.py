@@ -102,11 +102,13 @@ def test_a_server_checks_every_plugins_section_before_it_forks(tmp_path, monkeyp
         assert f": {key}: Extra inputs are not permitted (got 1)" in str(ex.value)
 
 
-def test_a_daemon_that_cannot_start_says_why(tmp_path):
+def test_a_daemon_that_cannot_start_says_why(tmp_path, monkeypatch):
     from kernel import daemon
     cfg = tmp_path / "c.toml"
     cfg.write_text("[memory]\nkeyword_weigth = 1\n")
     home = tmp_path / "home"
+    # the daemon's own home: in the user's, one already running there answered instead
+    monkeypatch.setenv("NEURALMIND_HOME", str(home))
     with pytest.raises(RuntimeError) as ex:
         daemon.spawn(home, ["daemon", "start", "--foreground", "--config", str(cfg)])
     assert str(ex.value) == (f"the daemon exited with code 2: [memory] in {cfg}: keyword_weigth: "
