@@ -173,6 +173,8 @@ def install(app: falcon.App) -> None:
         message = ex.title or "error"
         if ex.description:
             message = f"{message}: {ex.description}"
+        if isinstance(ex, falcon.HTTPRouteNotFound):  # say which, not only "404 Not Found"
+            message = f"no route {req.method} {req.path} (GET /v1/openapi.json lists them)"
         err = APIError(message, status=status, code=_FALCON_CODES.get(status, "http_error"))
         if ex.headers:
             err.headers = dict(ex.headers)

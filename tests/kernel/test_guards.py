@@ -226,7 +226,13 @@ def test_unknown_fields_are_ignored(kapp):
 
 
 def test_falcon_404_and_405_use_the_envelope(kapp):
-    assert_envelope(kapp.get("/v1/does-not-exist"), 404, "not_found")
+    r = kapp.get("/v1/does-not-exist")
+    assert_envelope(r, 404, "not_found")
+    assert r.error["message"] == ("no route GET /v1/does-not-exist (GET /v1/openapi.json lists "
+                                  "them)")
+    # an id holding a slash reaches no route: the answer names the path it was read as
+    r = kapp.get("/v1/jobs/..%2Fx")
+    assert r.error["message"].startswith("no route GET /v1/jobs/../x ")
     assert_envelope(kapp.request("PUT", "/v1/hello", body=b""), 405, "method_not_allowed")
 
 
