@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound
-from neuralmind.commands.common import (client, common_flags, emit, err, fields, git_root,
-                                        project, project_flags, repo_root)
+from neuralmind.commands.common import (CommandError, client, common_flags, emit, err, fields,
+                                        git_root, project, project_flags, repo_root)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -92,6 +92,8 @@ def cmd_up(args) -> int:
     """Start the daemon if needed, register this repository, build it, say what to try next."""
     from kernel.config import load_settings
     from neuralmind.commands.server import start_daemon
+    if args.path and not os.path.isdir(os.path.expanduser(args.path)):
+        raise CommandError(f"{args.path}: no such directory (give the repository to index)")
     settings = load_settings(args.config)
     remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
     nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)

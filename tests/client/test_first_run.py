@@ -99,6 +99,9 @@ def test_a_directory_that_does_not_exist_is_named(cli):
         assert f"--project {path}: no such directory" in err and "404" not in err
     code, _, err = cli("project", "add", "/does/not/exist")
     assert code == 1 and "/does/not/exist is not a directory" in err
+    code, out, err = cli("up", "/does/not/exist")  # before any daemon is asked or started
+    assert (code, out) == (2, "") and err.strip() == (
+        "neuralmind: /does/not/exist: no such directory (give the repository to index)")
 
 
 def test_no_daemon_names_the_file_it_looked_for_once_with_one_hint(tmp_path):
