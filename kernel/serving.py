@@ -122,23 +122,23 @@ def _blas_env() -> list[str]:
 def spread_connections(host: str, port: int, workers: int) -> bool:
     """Whether each worker listens on its own ``SO_REUSEPORT`` socket, so the kernel spreads
     connections over the workers: on one shared socket, one gthread worker can take every
-    keep-alive connection of a burst and leave the others idle. The port must be free now —
-    a second server would otherwise share it silently — so it is bound once without the
+    keep-alive connection of a burst and leave the others idle. The port must be free now,
+    whatever the workers — a second server would otherwise share it silently, and gunicorn
+    alone retries a taken port for 5 s before a traceback — so it is bound once without the
     flag first (once per process: a gunicorn reload re-reads its config while our own workers
     hold the port)."""
-    if workers < 2 or port == 0 or not hasattr(socket, "SO_REUSEPORT"):
+    if port == 0:
         return False
-    if (host, port) in _checked:
-        return True
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as ex:
-            raise BindError(f"cannot listen on {host}:{port}: {ex.strerror}") from None
-    _checked.add((host, port))
-    return True
+    if (host, port) not in _checked:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host.strip("[]"), port))
+            except OSError as ex:
+                raise BindError(f"cannot listen on {host}:{port}: {ex.strerror}") from None
+        _checked.add((host, port))
+    return workers >= 2 and hasattr(socket, "SO_REUSEPORT")
 
 
 _checked: set[tuple[str, int]] = set()

@@ -58,14 +58,20 @@ def test_serve_refuses_remote_bind_without_server_mode(tmp_path):
 
 def test_serve_refuses_a_port_another_server_listens_on(tmp_path):
     """Workers bind their own SO_REUSEPORT sockets; a port already in use is refused up front
-    instead of being shared with whatever listens there."""
+    instead of being shared with whatever listens there — and with one worker or as the
+    daemon, instead of gunicorn retrying it for 5 s and ending in a traceback."""
     import socket
     port = free_port()
     with socket.socket() as other:
         other.bind(("127.0.0.1", port))
         other.listen()
-        r = run(tmp_path, "serve", "--port", str(port), "--workers", "2")
-    assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in r.stderr
+        for argv in (("serve", "--port", str(port), "--workers", "2"),
+                     ("serve", "--port", str(port), "--workers", "1"),
+                     ("daemon", "start", "--foreground", "--port", str(port))):
+            r = run(tmp_path, *argv)
+            assert r.returncode == 2, (argv, r.stderr)
+            assert r.stderr == f"neuralmind: cannot listen on 127.0.0.1:{port}: Address " \
+                               "already in use\n", (argv, r.stderr)
 
 
 def test_a_daemon_on_an_os_port_is_found_and_stops_through_the_api(tmp_path):
