@@ -203,8 +203,11 @@ class OnnxEmbedder:
                     model = int8model.derive(files.model, files.digest, self._cache_dir)
                 session = _session(model)
             except Exception as ex:  # a corrupt file is "no model", not a crash
-                hint = HINT if self.compute == "float" else (
-                    HINT + '; or compute as the file does: [embeddings] compute = "float"')
+                if model != files.model:  # our derived copy: a new one mends it
+                    hint = f"delete it and it is derived again from {files.model}"
+                else:
+                    hint = HINT if self.compute == "float" else (
+                        HINT + '; or compute as the file does: [embeddings] compute = "float"')
                 self._error = (f"no embedding model: cannot load {model}: "
                                f"{type(ex).__name__}: {ex}; {hint}")
                 raise Unavailable(self._error, code="semantic_unavailable") from None
