@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from neuralmind import ConfigError, ConfigSection
+from neuralmind import ConfigSection
 
 SECTION = ("tier2", "self_hosted")
 
@@ -21,18 +21,16 @@ class SelfHosted(ConfigSection):
     port: int | None = Field(None, ge=0, le=65535)
 
 
-def self_hosted(config: dict[str, Any]) -> SelfHosted:
+def server_keys(config: dict[str, Any]) -> dict[str, Any]:
+    """``{"host", "port"}`` from the section; keys it leaves unset are not returned, and none
+    from a section that does not validate: the server's check of every section, which runs
+    next and before anything starts, names its problems with the others' (``[tier2]``)."""
     data: Any = config
     for part in SECTION:
         data = data.get(part, {}) if isinstance(data, dict) else {}
     try:
-        return SelfHosted.model_validate(data or {})
-    except ValidationError as ex:
-        raise ConfigError(f"[{'.'.join(SECTION)}]: {ex}") from None
-
-
-def server_keys(config: dict[str, Any]) -> dict[str, Any]:
-    """``{"host", "port"}`` from the section; keys it leaves unset are not returned."""
-    section = self_hosted(config)
+        section = SelfHosted.model_validate(data or {})
+    except ValidationError:
+        return {}
     keys = {"host": section.bind_address, "port": section.port}
     return {k: v for k, v in keys.items() if v is not None}
