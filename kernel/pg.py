@@ -134,6 +134,28 @@ def _apply(conn, settings: dict[str, str], local: bool) -> None:
         _HELD[conn] = {**held, **todo}
 
 
+def shown_dsn(dsn: str) -> str:
+    """A DSN without its password, for output."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:  # not parseable: say nothing of it but that
+        return "(a DSN psycopg cannot parse)"
+    if "password" in parts:
+        parts["password"] = "***"
+    return make_conninfo(**parts)
+
+
+def unreachable(dsn: str, timeout_s: int = 10) -> str | None:
+    """Why ``dsn`` cannot be reached now (one connection tried), or None."""
+    import psycopg
+    try:
+        psycopg.connect(dsn, connect_timeout=timeout_s).close()
+    except psycopg.Error as ex:
+        return f"the database at {shown_dsn(dsn)} cannot be reached: {' '.join(str(ex).split())}"
+    return None
+
+
 class PgBackend:
     """One kernel's pool of connections to the shared database."""
 

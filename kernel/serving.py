@@ -26,7 +26,11 @@ from kernel.plugins import bundled, make_plugin_manager
 from kernel.projects import config_projects
 
 
-class BindError(Exception):
+class CannotServe(Exception):
+    """The server cannot start as configured; the message is the one line to say."""
+
+
+class BindError(CannotServe):
     """A bind the server refuses: non-loopback without server mode, or without TLS."""
 
 
@@ -57,12 +61,16 @@ def check_tls(settings: Settings) -> None:
 
 def check_bind(settings: Settings) -> None:
     """What must hold before gunicorn forks, each failure one clear line: the plugins'
-    config sections, the bind, TLS, and the config's projects (the workers would each fail on
-    a bad one)."""
+    config sections, the bind, TLS, the config's projects and the shared database (each
+    worker would fail on its own, the database after 30 s of pool retries)."""
     server = settings.server
     settings.check_sections(make_plugin_manager(settings.kernel.plugins))
     check_tls(settings)
     config_projects(settings)
+    if settings.storage.backend == "postgres":
+        from kernel.pg import unreachable
+        if why := unreachable(settings.storage.dsn):
+            raise CannotServe(why)
     if is_loopback(server.host):
         return
     if not settings.server_mode:

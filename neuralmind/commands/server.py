@@ -16,7 +16,7 @@ def _settings(args, **server):
 
 def cmd_serve(args) -> int:
     """The team server: gunicorn with the config's workers (server mode when configured)."""
-    from kernel.serving import BindError, Server, gunicorn_options
+    from kernel.serving import CannotServe, Server, gunicorn_options
     flags = {"port": args.port, "host": args.host, "workers": args.workers,
              "tls_cert": args.tls_cert, "tls_key": args.tls_key,
              "allow_remote": args.allow_remote or None, "insecure_http": args.insecure_http or None,
@@ -24,7 +24,7 @@ def cmd_serve(args) -> int:
     _export(args, _plugin_server_settings(args.config, flags))
     try:
         options = gunicorn_options(load_settings())
-    except BindError as ex:
+    except CannotServe as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
     Server(options).run()
@@ -83,7 +83,7 @@ def _daemon_port(args) -> int:
 
 def cmd_daemon(args) -> int:
     from kernel import daemon
-    from kernel.serving import BindError, Server, gunicorn_options, is_loopback
+    from kernel.serving import CannotServe, Server, gunicorn_options, is_loopback
     if args.action == "start":
         if args.host and not is_loopback(args.host):
             print(f"neuralmind: the local daemon binds loopback only; {args.host} is not. "
@@ -101,7 +101,7 @@ def cmd_daemon(args) -> int:
                            "allow_remote": False})
             try:
                 options = gunicorn_options(load_settings(), daemon=True)
-            except BindError as ex:
+            except CannotServe as ex:
                 print(f"neuralmind: {ex}", file=sys.stderr)
                 return 2
             Server(options).run()

@@ -9,6 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
+from kernel.pg import shown_dsn
 
 
 def add_commands(subparsers) -> None:
@@ -39,18 +40,6 @@ def components(settings) -> list:
             settings=settings):
         found.extend(batch or ())
     return found
-
-
-def shown(dsn: str) -> str:
-    """A DSN without its password, for output."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-    try:
-        parts = conninfo_to_dict(dsn)
-    except Exception:  # not parseable: say nothing of it but that
-        return "(a DSN psycopg cannot parse)"
-    if "password" in parts:
-        parts["password"] = "***"
-    return make_conninfo(**parts)
 
 
 def _size(n: int) -> str:
@@ -127,7 +116,7 @@ def cmd_check(args) -> int:
     settings = load_settings(args.config)
     found = components(settings)
     storage = settings.storage
-    where = shown(storage.dsn) if storage.backend == "postgres" else str(settings.home)
+    where = shown_dsn(storage.dsn) if storage.backend == "postgres" else str(settings.home)
     try:
         rows = (_check_postgres if storage.backend == "postgres" else _check_sqlite)(settings,
                                                                                      found)
@@ -199,7 +188,7 @@ def cmd_migrate(args) -> int:
     try:
         backend = connect(dsn, 2)
     except database_errors() as ex:
-        print(f"neuralmind: the database at {shown(dsn)} cannot be reached: {ex}",
+        print(f"neuralmind: the database at {shown_dsn(dsn)} cannot be reached: {ex}",
               file=sys.stderr)
         return 1
     try:
@@ -220,10 +209,10 @@ def cmd_migrate(args) -> int:
         backend.close()
     whole = all(r["ok"] for r in report)
     if args.json:
-        print(json.dumps({"from": str(settings.home), "to": shown(dsn), "verified": whole,
+        print(json.dumps({"from": str(settings.home), "to": shown_dsn(dsn), "verified": whole,
                           "checks": report}))
     elif whole:
-        print(f"verified: {settings.home} is in {shown(dsn)}. Point every server at it: "
+        print(f"verified: {settings.home} is in {shown_dsn(dsn)}. Point every server at it: "
               '[storage] backend = "postgres" and dsn (or NEURALMIND_DATABASE_URL).')
     else:
         print("neuralmind: the database does not hold what the home holds (MISMATCH above): "

@@ -74,6 +74,20 @@ def test_serve_refuses_a_port_another_server_listens_on(tmp_path):
                                "already in use\n", (argv, r.stderr)
 
 
+def test_serve_names_a_database_it_cannot_reach_before_any_worker(tmp_path):
+    """A shared database out of reach at start-up is one line and exit 2, its password hidden
+    — not each worker's 30 s of pool retries ending in a traceback."""
+    port = free_port()  # nothing listens there
+    cfg = tmp_path / "pg.toml"
+    cfg.write_text(f'[storage]\nbackend = "postgres"\n'
+                   f'dsn = "postgresql://nm:secret@127.0.0.1:{port}/nm"\n')
+    r = run(tmp_path, "serve", "--config", str(cfg), "--port", str(free_port()))
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("neuralmind: the database at user=nm password=*** dbname=nm "
+                               f"host=127.0.0.1 port={port} cannot be reached: ")
+    assert "secret" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_a_daemon_on_an_os_port_is_found_and_stops_through_the_api(tmp_path):
     """Issue 13 item 9: port 0 asks the OS (what the daemon does when 8765 is taken), the
     port it got is in daemon.json, and ``POST /v1/admin/shutdown`` stops it."""
