@@ -1,6 +1,10 @@
 """``neuralmind token …``: server-mode tokens (create, list, revoke) and the loopback token
 (show, rotate). No server needs to run: the server re-reads both files when they change.
 
+The mode is the config's (``--config`` or ``NEURALMIND_CONFIG``): ``create`` refuses loopback
+mode and ``show``/``rotate`` refuse server mode, since a server accepts only its own mode's
+tokens and a token it would answer with 401 helps nobody.
+
 Token changes are also written to the kernel's event table (``token.created`` …) when the
 state home has one, so ``/v1/events`` and the audit see them; ``track_event`` plugins are not
 called from the CLI (no kernel runs here), see docs/security.md.
@@ -22,6 +26,24 @@ def _settings(args):
     return load_settings(args.config)
 
 
+def _server_settings(args):
+    settings = _settings(args)
+    if not settings.server_mode:
+        raise TokenFileError("per-user tokens need server mode: the loopback daemon accepts only "
+                             "its own token (`neuralmind token show`); give a config with "
+                             "[server] allow_remote = true via --config (docs/security.md)")
+    return settings
+
+
+def _loopback_settings(args):
+    settings = _settings(args)
+    if settings.server_mode:
+        raise TokenFileError("server mode uses no loopback token (the config sets [server] "
+                             "allow_remote = true); give each user a token with `neuralmind "
+                             "token create --actor A --role R`")
+    return settings
+
+
 def _tokens(settings) -> Tokens:
     return token_store(settings, open_shared(settings, "auth", PG_MIGRATIONS))
 
@@ -41,7 +63,10 @@ def _projects(text: str, settings) -> list[str] | str:
 
 
 def cmd_create(args) -> int:
-    settings = _settings(args)
+    settings = _server_settings(args)
+    if not args.actor.strip():
+        raise TokenFileError("--actor must not be empty: name who the token identifies "
+                             "(e.g. --actor alice)")
     roles = known_roles(auth_section(settings))
     if args.role not in roles:
         raise TokenFileError(f"--role {args.role!r}: one of {', '.join(roles)}")
@@ -92,13 +117,14 @@ def cmd_revoke(args) -> int:
         return 1
     for digest, rec in removed:
         record_event(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
-                                            "token_actor": rec.actor, "role": rec.role})
+                                            "token_actor": rec.actor, "role": rec.role,
+                                            "projects": rec.projects})
         print(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})")
     return 0
 
 
 def cmd_show(args) -> int:
-    settings = _settings(args)
+    settings = _loopback_settings(args)
     settings.home.mkdir(parents=True, exist_ok=True)
     print(loopback.ensure_token(settings.home))
     return 0
@@ -106,7 +132,7 @@ def cmd_show(args) -> int:
 
 def cmd_rotate(args) -> int:
     from neuralmind import read_discovery, write_discovery
-    settings = _settings(args)
+    settings = _loopback_settings(args)
     token = loopback.rotate(settings.home)
     info = read_discovery(settings.home)
     if info is not None and "token" in info:
@@ -140,7 +166,7 @@ def add_commands(subparsers) -> None:
         p.set_defaults(func=_guarded(fn))
         return p
 
-    create = sub("create", cmd_create, "add a server-mode token; prints it once")
+    create = sub("create", cmd_create, "server mode: add a token; prints it once")
     create.add_argument("--actor", required=True, help="who the token identifies (e.g. alice)")
     create.add_argument("--role", required=True, help="reader, builder, admin or a config role")
     create.add_argument("--projects", default="*", help="comma-separated project ids, or * (default)")
@@ -151,5 +177,6 @@ def add_commands(subparsers) -> None:
     revoke = sub("revoke", cmd_revoke, "revoke a token by id (from `token list`) or all of an actor's")
     revoke.add_argument("id", nargs="?")
     revoke.add_argument("--actor")
-    sub("show", cmd_show, "print the loopback token (made on first use)")
-    sub("rotate", cmd_rotate, "replace the loopback token; the old one stops working at once")
+    sub("show", cmd_show, "loopback mode: print the loopback token (made on first use)")
+    sub("rotate", cmd_rotate, "loopback mode: replace the loopback token; the old one stops "
+        "working at once")

@@ -71,4 +71,5 @@ class TokensResource:
         for h, rec in removed:
             self.kernel.emit("token.revoked", actor=req.context.actor,
                              request_id=req.context.request_id,
-                             data={"token_id": h[:SHORT_ID], "token_actor": rec.actor, "role": rec.role})
+                             data={"token_id": h[:SHORT_ID], "token_actor": rec.actor,
+                                   "role": rec.role, "projects": rec.projects})

@@ -32,7 +32,7 @@ log = logging.getLogger("neuralmind.auth")
 TOKENS_FILE = "tokens.json"
 SHORT_ID = 8
 SEEN_MAX = 4096
-DURATION = re.compile(r"^(\d+)([dhm])$")
+DURATION = re.compile(r"^([+-]?\d+)([dhm])$")
 
 
 class TokenFileError(Exception):
@@ -52,21 +52,28 @@ def iso(at: datetime) -> str:
 
 
 def parse_expiry(text: str, start: datetime | None = None) -> str:
-    """``30d``/``12h``/``15m`` from now, or an ISO date/datetime (UTC when no zone)."""
+    """``30d``/``12h``/``15m`` from now, or an ISO date/datetime (UTC when no zone). Either
+    must lie ahead: a token born expired is a mistake, never a use."""
     start = start or now()
     m = DURATION.match(text.strip())
     if m:
         unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
-        return iso(start + timedelta(**{unit: int(m.group(1))}))
-    try:
-        at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise TokenFileError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
-                             "or a duration like 30d, 12h, 15m") from None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
+        try:
+            at = start + timedelta(**{unit: int(m.group(1))})
+        except OverflowError:
+            raise TokenFileError(f"--expires {text!r} is too far ahead: past the year 9999"
+                                 ) from None
+    else:
+        try:
+            at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise TokenFileError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
+                                 "or a duration like 30d, 12h, 15m") from None
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
     if at <= start:
-        raise TokenFileError(f"--expires {text!r} is in the past")
+        raise TokenFileError(f"--expires {text!r} is not in the future: give a later date or a "
+                             "duration above zero (30d, 12h, 15m)")
     return iso(at)
 
 

@@ -57,7 +57,9 @@ def served_home(tmp_path):
             for n in range(2):
                 server.kernel.jobs.submit("probe", lambda ctx, n=n: {"n": n}, project_id=pid,
                                           wait=True)
-            create_token(home, home / "config.toml", "ann", "reader")
+            team = home.parent / "team.toml"  # per-user tokens are server mode's
+            team.write_text("[server]\nallow_remote = true\n")
+            create_token(home, team, "ann", "reader")
             hook = server.post("/v1/webhooks", {"url": receiver.url, "events": ["*"]})
             assert hook.status == 201, hook.body
             receiver.secret = hook.json["secret"]

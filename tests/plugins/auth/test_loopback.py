@@ -32,6 +32,15 @@ def test_token_file_is_private_and_in_the_discovery_file(daemon):
     assert cli(home, "token", "show").stdout.strip() == token
 
 
+def test_token_create_is_refused_in_loopback_mode(daemon):
+    """The loopback daemon accepts only its own token: a created one would answer 401."""
+    done = cli(daemon.home, "token", "create", "--actor", "ann", "--role", "admin", check=False)
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert "need server mode" in done.stderr and "docs/security.md" in done.stderr
+    assert "no tokens" in cli(daemon.home, "token", "list").stdout
+    assert events(daemon.home, "token.created") == []
+
+
 def test_loopback_actor_holds_every_permission(daemon):
     me = daemon.get("/v1/auth/whoami").json
     assert (me["actor"], me["kind"], me["projects"]) == ("local", "loopback", None)

@@ -5,6 +5,8 @@ route of the generated OpenAPI document tried with every role. What takes severa
 from __future__ import annotations
 
 import http.client
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import pytest
 from kernel.auth import ROLES
 from plugins.auth.tokens import iso, now
 from tests.plugins.auth.helpers import cli, create_token, events, server_config
-from tests.support import DEFAULT_PLUGINS, LocalServer, request
+from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, request
+
+SECURITY_MD = ROOT / "docs" / "security.md"
 
 LIMITED = """
 limited = { rate = 0.5, burst = 3 }
@@ -106,6 +110,28 @@ def test_every_route_allows_and_denies_by_role(team):
     assert len(seen) == 3 * len(ops)
 
 
+def documented_roles() -> dict[str, set[str]]:
+    """permission → the roles ticked for it in security.md's "Roles and permissions" table
+    (backticked names outside the parenthesised remarks)."""
+    table = SECURITY_MD.read_text().split("### Roles and permissions", 1)[1].split("###", 1)[0]
+    out: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        if not line.startswith("| `"):
+            continue
+        names, *ticks = line.strip().strip("|").split("|")
+        roles = {role for role, tick in zip(ROLES, ticks) if "✓" in tick}
+        for name in re.findall(r"`([a-z_]+\.[a-z_]+)`", re.sub(r"\([^)]*\)", "", names)):
+            out[name] = roles
+    return out
+
+
+def test_security_md_lists_every_registered_permission_with_its_roles(team):
+    documented = documented_roles()
+    wrong = {name: (sorted(roles), sorted(documented.get(name, ())))
+             for name, roles in team.permissions.items() if documented.get(name) != set(roles)}
+    assert not wrong, f"permission: (registered roles, documented roles) {wrong}"
+
+
 def test_admin_only_operations(team):
     for name in ("jobs.cancel", "tokens.manage", "memories.delete"):
         if name in team.permissions:
@@ -159,6 +185,12 @@ def test_revoke_by_actor_and_list_never_shows_secrets(team):
     assert first["id"] in stored and first["token"] not in stored
     out = cli(team.server.home, "token", "revoke", "--actor", "dave", config=team.config).stdout
     assert first["id"] in out and second["id"] in out
+    created = {e["data"]["token_id"]: e["data"] for e in events(team.server.home, "token.created")}
+    revoked = {e["data"]["token_id"]: e["data"] for e in events(team.server.home, "token.revoked")}
+    for made in (first, second):  # the same shape as token.created's, projects included
+        assert revoked[made["id"]] == created[made["id"]] == {
+            "token_id": made["id"], "token_actor": "dave", "role": made["role"],
+            "projects": made["projects"]}
     for made in (first, second):
         assert team.server.get("/v1/projects", token=made["token"]).status == 401
     for args, says in ((("token", "revoke"), "give a token id (`neuralmind token list` shows "
@@ -180,6 +212,35 @@ def test_create_prints_the_token_alone_on_the_last_line(team):
     bad = cli(team.server.home, "token", "create", "--actor", "x", "--role", "reader",
               "--projects", "a,zzz", config=team.config, check=False)
     assert bad.returncode == 2 and "zzz" in bad.stderr
+
+
+def test_create_refuses_an_expiry_not_in_the_future_and_an_empty_actor(team):
+    for expires in ("0d", "0m", "-3h", "2020-01-01"):
+        done = cli(team.server.home, "token", "create", "--actor", "nobody", "--role", "reader",
+                   f"--expires={expires}", config=team.config, check=False)
+        assert done.returncode == 2 and f"--expires {expires!r} is not in the future" in \
+            done.stderr, (expires, done.stderr)
+    done = cli(team.server.home, "token", "create", "--actor", "nobody", "--role", "reader",
+               "--expires=99999999999d", config=team.config, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--expires '99999999999d' is too far ahead" in done.stderr, done.stderr
+    for actor in ("", "   "):
+        done = cli(team.server.home, "token", "create", "--actor", actor, "--role", "reader",
+                   config=team.config, check=False)
+        assert done.returncode == 2 and "--actor must not be empty" in done.stderr, done.stderr
+    listed = json.loads(cli(team.server.home, "token", "list", "--json", config=team.config).stdout)
+    assert not {"nobody", "", "   "} & {t["actor"] for t in listed}
+
+
+def test_loopback_token_commands_refuse_in_server_mode(team):
+    """A team server neither reads nor makes the loopback token: printing one would hand out
+    a credential it answers with 401."""
+    for command in ("show", "rotate"):
+        done = cli(team.server.home, "token", command, config=team.config, check=False)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert "server mode" in done.stderr and "`neuralmind token create" in done.stderr
+    assert not (team.server.home / "token").exists()
+    assert events(team.server.home, "token.rotated") == []
 
 
 def test_expired_and_expiring_tokens(team):
@@ -264,7 +325,22 @@ def test_tokens_over_http_are_admin_only_and_revocable(team):
     r = team.server.delete(f"/v1/auth/tokens/{made['id']}", token=team.tokens["admin"])
     assert (r.status, r.error["code"]) == (404, "token_not_found")
     revoked = [e for e in events(team.server.home, "token.revoked") if e["actor"] == "admin-all"]
-    assert revoked[-1]["data"]["token_actor"] == "hank"
+    assert revoked[-1]["data"] == {"token_id": made["id"], "token_actor": "hank",
+                                   "role": "reader", "projects": "*"}
+
+
+def test_every_project_is_null_in_whoami_and_star_in_token_listings(team):
+    """Two models, two spellings of "every project": ``WhoAmI.projects`` null (as for the
+    loopback user), ``TokenOut.projects`` "*" (as the tokens file holds it); security.md says so."""
+    made = team.token("ivy", "reader", "*")
+    assert team.server.get("/v1/auth/whoami", token=made["token"]).json["projects"] is None
+    listed = json.loads(cli(team.server.home, "token", "list", "--json", config=team.config).stdout)
+    over_http = team.server.get("/v1/auth/tokens", token=team.tokens["admin"]).json["items"]
+    for items in (listed, over_http):
+        assert next(t for t in items if t["id"] == made["id"])["projects"] == "*"
+    whoami = next(line for line in SECURITY_MD.read_text().splitlines()
+                  if line.startswith("| `GET /v1/auth/whoami`"))
+    assert "`null`" in whoami and '`"*"`' in whoami, whoami
 
 
 def replay_events(port: int, token: str, seconds: float = 5.0) -> list[dict]:
