@@ -116,6 +116,17 @@ def test_compose_shape():
     assert "profiles" not in svc  # `docker compose up -d` starts it
 
 
+def test_no_variable_of_a_profile_is_required_for_the_default_up():
+    """Compose reads every service's variables before it picks the profiles (docker/compose
+    #11977): a ``${VAR:?…}`` in a profile's service stops the plain ``docker compose up -d``."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    gated = [name for name, svc in services.items() if svc.get("profiles")]
+    assert gated, "the postgres profile is there"
+    for name in gated:
+        assert ":?" not in yaml.safe_dump(services[name]), name
+
+
 def test_the_postgres_profile_runs_two_servers_on_one_database():
     db = compose("postgres")
     assert db["profiles"] == ["postgres"] and db["image"].startswith("pgvector/pgvector:")
