@@ -46,19 +46,20 @@ def ranged(low: int, high: int | None = None):
     return parse
 
 
-def setting(model: type, name: str):
-    """An argparse ``type`` taking what the setting ``name`` of the settings ``model`` takes (its
-    type and bounds, read from the model), so an override on the command line is checked as
-    the config file is."""
-    from typing import Annotated
-
-    from pydantic import TypeAdapter, ValidationError
-    field = model.model_fields[name]
-    adapter = TypeAdapter(Annotated[field.annotation, *field.metadata])
-
+def setting(model: str, name: str):
+    """An argparse ``type`` taking what the setting ``name`` of the settings model ``model``
+    (``"module:Class"``, imported when the option is given: the CLI starts without it) takes,
+    its type and bounds read from the model, so an override on the command line is checked
+    as the config file is."""
     def parse(text: str):
+        import importlib
+        from typing import Annotated
+
+        from pydantic import TypeAdapter, ValidationError
+        module, _, cls = model.partition(":")
+        field = getattr(importlib.import_module(module), cls).model_fields[name]
         try:
-            return adapter.validate_python(text)
+            return TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(text)
         except ValidationError as ex:
             raise argparse.ArgumentTypeError(f"{ex.errors()[0]['msg']} (got {text})") from None
     return parse

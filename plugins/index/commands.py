@@ -7,7 +7,7 @@ from __future__ import annotations
 def register(subparsers) -> None:
     from neuralmind import command_group
     from neuralmind.commands.common import ranged, setting
-    from plugins.index.models import IndexSettings
+    settings = "plugins.index.models:IndexSettings"
     from plugins.index.project_commands import register as project_commands
     project_commands(command_group(subparsers, "project"))
     parser = command_group(subparsers, "eval", "retrieval evaluations").add_parser(
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
                         "cosqa-retrieval-<split>-500.json")
     parser.add_argument("--split", default="dev")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    parser.add_argument("--embed-chars", type=setting(IndexSettings, "embed_chars"), default=None,
+    parser.add_argument("--embed-chars", type=setting(settings, "embed_chars"), default=None,
                         help="override [index] embed_chars (what each vector embeds)")
     parser.add_argument("--embed-mode", choices=["docfirst", "code", "metadata"],
                         help="override [index] embed_mode")
@@ -39,9 +39,9 @@ def register(subparsers) -> None:
     nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
     nxt.add_argument("--rev", default="HEAD", help="the history to replay (default HEAD)")
     nxt.add_argument("-k", "--k", type=ranged(1, 50), default=5, help="recall@k (1–50, 5)")
-    nxt.add_argument("--max-files", type=setting(IndexSettings, "learn_max_files"), default=20,
+    nxt.add_argument("--max-files", type=setting(settings, "learn_max_files"), default=20,
                      help="commits touching more files are left out (default 20)")
-    nxt.add_argument("--half-life-days", type=setting(IndexSettings, "learn_half_life_days"),
+    nxt.add_argument("--half-life-days", type=setting(settings, "learn_half_life_days"),
                      help="override [index] learn_half_life_days for the replay")
     nxt.add_argument("--json", action="store_true", help="one JSON object on stdout")
     nxt.set_defaults(func=_run_next)
