@@ -53,33 +53,45 @@ def system_rules(max_file_bytes: int) -> list[Rule]:
 
 
 def normalise_value(type_: str, value: str) -> str:
-    """A rule value in the form the matcher uses; ValueError says what is wrong with it."""
+    """A rule value in the form the matcher uses; ValueError says what is wrong with it — also
+    when no path could ever match it, so no rule is saved that can never apply."""
     value = value.strip()
     if not value:
         raise ValueError("value must not be empty")
+    if "\x00" in value:
+        raise ValueError("value holds a NUL character, which no file name has")
     if type_ == "max_file_size":
-        if not value.isdigit() or int(value) <= 0:
+        if not value.isdecimal() or int(value) <= 0:
             raise ValueError("max_file_size takes a positive number of bytes")
         return str(int(value))
     if type_ == "hidden_files":
         if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise ValueError("hidden_files takes true or false")
         return "true" if value.lower() in ("true", "1", "yes") else "false"
+    if type_ in ("folder_name", "file_name", "extension") and "/" in value:
+        raise ValueError(f"a {type_} is within one name, so it holds no '/': for a path use "
+                         "type path or pattern")
     if type_ == "extension":
+        if not value.strip("."):
+            raise ValueError("extension takes what follows a dot, e.g. .mp4 or mp4")
         return "." + value.lower().lstrip(".")
-    if type_ in ("folder_name", "file_name") and "/" in value:
-        raise ValueError(f"{type_} is one name, without '/'")
+    if type_ in ("folder_name", "file_name") and value in (".", ".."):
+        raise ValueError(f"{type_} takes a name; {value} names no file or folder")
     if type_ == "path":
         norm = posixpath.normpath(value.replace("\\", "/")).strip("/")
-        if value.startswith("/") or norm.startswith("..") or norm == ".":
+        if value.startswith("/") or norm in (".", "..") or norm.startswith("../"):
             raise ValueError("path is relative to the project root and stays inside it")
         return norm
     if type_ == "pattern":
         from pathspec import GitIgnoreSpec
         try:
-            GitIgnoreSpec.from_lines([value])
+            spec = GitIgnoreSpec.from_lines([value])
         except Exception as ex:  # pathspec raises several types for a malformed glob
             raise ValueError(f"not a gitignore-style pattern: {ex}") from None
+        if not any(p.include for p in spec.patterns):
+            raise ValueError(f"{value} leaves nothing out in a .gitignore (a # line is a "
+                             "comment, a ! pattern re-includes): escape a leading # or ! "
+                             "with \\")
     return value
 
 

@@ -367,6 +367,8 @@ class ActivityOut(Model):
     pairs: int = Field(description="file pairs strengthened")
     session: str
     learning: bool
+    not_indexed: list[str] = Field(description="files the index does not hold (new since the "
+                                   "build, ignored, deleted, misspelt): not recorded, not linked")
 
 
 class LinkFeedbackIn(Model):
@@ -385,6 +387,8 @@ class LinkFeedbackOut(Model):
     pairs: int = Field(description="file pairs strengthened or weakened")
     related: list[str]
     learning: bool
+    not_indexed: list[str] = Field(description="files the index does not hold: linked with "
+                                   "nothing")
 
 
 class NextIn(Model):

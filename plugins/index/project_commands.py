@@ -1,25 +1,58 @@
 """``neuralmind project impact|next|neighbors|activity|savings|ingest|validate``: the index's
 code intelligence from the command line, through the daemon (``neuralmind.client``). Ranges
-the server enforces are checked here first, so a wrong value is named before any request."""
+and types the server enforces are checked here first, so a wrong value is named before any
+request. FILE arguments are read as a shell reads them when they name a file here."""
 
 from __future__ import annotations
 
+import argparse
+import os
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
 from neuralmind.commands.common import emit, err, project, project_flags, ranged, table
+
+LEARNED_LIMIT = 200  # GET …/neighbors/synaptic takes limit 1–200
 
 
 def _where(node: dict) -> str:
     return f"{node['path']}:{node['line']} {node['label']}"
 
 
+def _in_project(handle, paths: list[str]) -> list[str]:
+    """FILE arguments as the request names them, project-relative: one that names a file
+    under the current directory inside the project is taken from here (`cd kernel; …
+    config.py` is kernel/config.py); anything else as given — a path from the root, a
+    deleted file."""
+    root = handle.info.path and os.path.realpath(handle.info.path)
+    out = []
+    for path in paths:
+        if root and os.path.isfile(path):
+            here = os.path.abspath(path)  # a symlinked file is named, not followed
+            rel = os.path.relpath(os.path.join(os.path.realpath(os.path.dirname(here)),
+                                               os.path.basename(here)), root)
+            if not rel.startswith(os.pardir + os.sep):
+                path = rel.replace(os.sep, "/")
+        out.append(path)
+    return out
+
+
+def _media_type(text: str) -> str:
+    """An argparse ``type``: a media type ``POST …/documents`` reads (``ingest.TYPES``)."""
+    from plugins.index import ingest  # when the option is given: the CLI starts without it
+    if ingest.media_type(text, "") not in ingest.TYPES:
+        raise argparse.ArgumentTypeError(f"{text} is not a type ingest reads "
+                                         f"({', '.join(ingest.TYPES)})")
+    return text
+
+
 def cmd_impact(args) -> int:
     if not args.files and not args.node:
         err("name the changed files (`project impact src/a.py`) or nodes (`--node ID`)")
         return 2
-    out = project(args).impact(args.files, args.node or (), depth=args.depth, limit=args.limit,
-                               guessed=not args.exact)
+    handle = project(args)
+    out = handle.impact(_in_project(handle, args.files), args.node or (), depth=args.depth,
+                        limit=args.limit, guessed=not args.exact)
     lines = []
     for item in out["impacted"]:
         via = " ← ".join(f"{s['src']['label']} {s['kind']} {s['dst']['label']}"
@@ -38,7 +71,8 @@ def cmd_impact(args) -> int:
 
 
 def cmd_next(args) -> int:
-    files = project(args).next_files(args.files, task=args.task, limit=args.n)
+    handle = project(args)
+    files = handle.next_files(_in_project(handle, args.files), task=args.task, limit=args.n)
     rows = [{"score": f["score"], "path": f["path"],
              "why": "; ".join(f"{w['kind']}: {w['detail']}" for w in f["why"])} for f in files]
     return emit(args, files, rows=rows, columns=("score", "path", "why"))
@@ -49,15 +83,19 @@ def cmd_neighbors(args) -> int:
         err("name a file (`project neighbors src/a.py`) or a node (`--node ID`)"
             + (", not both" if args.file else ""))
         return 2
+    if args.learned and args.file is None:
+        err("learned neighbours are kept per file: name a file, not --node")
+        return 2
+    if args.learned and args.limit > LEARNED_LIMIT:
+        err(f"--limit: {args.limit} is outside 1–{LEARNED_LIMIT} with --learned")
+        return 2
     handle = project(args)
+    file = None if args.file is None else _in_project(handle, [args.file])[0]
     if args.learned:
-        if args.file is None:
-            err("learned neighbours are kept per file: name a file, not --node")
-            return 2
-        out = handle.learned_neighbors(args.file, limit=args.limit)
+        out = handle.learned_neighbors(file, limit=args.limit)
         return emit(args, out, rows=out["neighbors"],
                     columns=("weight", "count", "file", "updated_at"))
-    out = handle.neighbors(file=args.file, node=args.node, depth=args.depth, limit=args.limit)
+    out = handle.neighbors(file=file, node=args.node, depth=args.depth, limit=args.limit)
     lines = []
     for relation in ("callers", "callees", "importers", "imports", "subclasses", "bases"):
         if out[relation]:
@@ -73,8 +111,12 @@ def cmd_neighbors(args) -> int:
 
 
 def cmd_activity(args) -> int:
-    out = project(args).activity(args.files, kind=args.kind, session=args.session)
+    handle = project(args)
+    out = handle.activity(_in_project(handle, args.files), kind=args.kind, session=args.session)
     note = "" if out["learning"] else " (learning is off on this server: nothing linked)"
+    if out["not_indexed"]:
+        note += (f"\nleft out, not in the index: {', '.join(out['not_indexed'])} (a new file "
+                 "counts once a build has indexed it: `neuralmind project build`)")
     return emit(args, out, text=f"recorded {out['files']} file(s) as {out['kind']} in session "
                 f"{out['session']}: {out['pairs']} pair(s) linked{note}")
 
@@ -135,7 +177,8 @@ def register(group) -> None:
     p.add_argument("file", nargs="?")
     p.add_argument("--node", help="a node's id instead of a file")
     p.add_argument("--depth", type=ranged(1, 4), default=1, help="1–4 (1)")
-    p.add_argument("--limit", type=ranged(1, 500), default=50)
+    p.add_argument("--limit", type=ranged(1, 500), default=50,
+                   help=f"1–500 (50); with --learned 1–{LEARNED_LIMIT}")
     p.add_argument("--learned", action="store_true", help="the files learned to go with it")
     p.set_defaults(func=cmd_neighbors)
     p = group.add_parser("activity", parents=[scoped],
@@ -152,7 +195,8 @@ def register(group) -> None:
                          help="index a document that is not in the repository (md, txt, html, pdf)")
     p.add_argument("path", help="the file to send")
     p.add_argument("--name", help="its name in the index (default: the file's)")
-    p.add_argument("--type", help="its media type (default: from the name's extension)")
+    p.add_argument("--type", type=_media_type,
+                   help="its media type (default: from the name's extension)")
     p.set_defaults(func=cmd_ingest)
     p = group.add_parser("validate", parents=[scoped],
                          help="check the index and learned state; --write repairs (admin)")

@@ -376,10 +376,12 @@ class IndexService:
     # -- learned links ------------------------------------------------------------------------
 
     def activity(self, project, body, actor) -> dict[str, Any]:
-        files = list(dict.fromkeys(self.relative(project, f, "files") for f in body.files))
+        files, unknown = self._indexed(project, [self.relative(project, f, "files")
+                                                 for f in body.files])
         session = body.session or f"actor:{actor.id}"
         return {"project_id": project.id, "kind": body.kind,
-                **self.learning.activity(project, files, body.kind, session)}
+                **self.learning.activity(project, files, body.kind, session),
+                "not_indexed": unknown}
 
     def feedback(self, project, body) -> dict[str, Any]:
         if (body.node is None) == (body.file is None):
@@ -390,8 +392,22 @@ class IndexService:
             path = self.relative(project, body.file, "file")
         related = None if body.related is None else [
             self.relative(project, f, "related") for f in body.related]
-        return {"project_id": project.id,
-                **self.learning.feedback(project, path, body.signal == "helpful", related)}
+        known, unknown = self._indexed(project, [path, *(related or ())])
+        if path in unknown:
+            related = []  # a file the index does not hold is linked with nothing
+        elif related is not None:
+            related = known[1:]
+        return {"project_id": project.id, **self.learning.feedback(
+            project, path, body.signal == "helpful", related), "not_indexed": unknown}
+
+    def _indexed(self, project, paths: list[str]) -> tuple[list[str], list[str]]:
+        """``paths`` (each once) split into those the index holds and those it does not:
+        learning links only indexed files, so ``next`` can use them and ``validate`` finds
+        no link to a file it does not know."""
+        store, known, unknown = self.store(project), [], []
+        for path in dict.fromkeys(paths):
+            (known if store.file(path) is not None else unknown).append(path)
+        return known, unknown
 
     def synaptic(self, project, q) -> dict[str, Any]:
         path = self.relative(project, q.file, "file")

@@ -121,7 +121,9 @@ def next_files(out: dict[str, Any]) -> str:
 def activity(out: dict[str, Any]) -> str:
     return (f"recorded {out['files']} file(s) as {out['kind']} (session {out['session']}): "
             f"{out['pairs']} pair(s) linked" + ("" if out["learning"] else
-                                                 "; learning is off on this server"))
+                                                 "; learning is off on this server")
+            + (f"; left out, not in the index: {', '.join(out['not_indexed'])}"
+               if out.get("not_indexed") else ""))
 
 
 def answer(out: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ new user would — wrong input included."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ FILES = {
     "calc.py": "def add(a, b):\n    return a + b\n",
     "ledger.py": "from calc import add\n\n\ndef total(rows):\n    return add(0, sum(rows))\n",
     "README.md": "# Calc\nA tiny calculator.\n",
+    "core/config.py": "def settings():\n    return {}\n",
+    "core/boot.py": "from core.config import settings\n\n\ndef boot():\n    return settings()\n",
 }
 
 
@@ -57,11 +60,16 @@ def test_client_verbs(repo, tmp_path):
         repo.ingest(b"no name")
 
 
-def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_path):
-    def run(*args: str) -> tuple[int, str, str]:
+@pytest.fixture
+def run(served, repo):
+    """``neuralmind project ARGS --project <repo>`` in this process: (exit code, out, err)."""
+    def cli(*args: str) -> tuple[int, str, str]:
         return run_cli("project", *args, "--project", repo.id,
                        env={"NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token})
+    return cli
 
+
+def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     code, out, _ = run("impact", "calc.py")
     assert code == 0 and "ledger.py:4 total" in out and "calc.py  changed" in out
     code, out, _ = run("impact", "calc.py", "--json")
@@ -80,6 +88,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_pat
     note.write_text("Deploys happen on Tuesdays.\n")
     code, out, _ = run("ingest", str(note))
     assert code == 0 and out.startswith("ingested doc_") and "text/plain" in out
+    code, out, _ = run("ingest", str(note), "--name", "ops.md", "--type", "Text/Markdown")
+    assert code == 0 and "text/markdown" in out
     code, out, _ = run("validate")
     assert code == 0 and "files" in out
 
@@ -94,10 +104,14 @@ def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_pat
         (("neighbors",), 2, "name a file"),
         (("neighbors", "calc.py", "--node", "n_1"), 2, "or a node (`--node ID`), not both"),
         (("neighbors", "--node", "n_1", "--learned"), 2, "learned neighbours are kept per file"),
+        (("neighbors", "calc.py", "--learned", "--limit", "300"), 2,
+         "--limit: 300 is outside 1–200 with --learned"),
         (("activity", "calc.py", "--kind", "write"), 2, "invalid choice: 'write'"),
         (("savings", "--days", "0"), 2, "--days: 0 is outside 1–366"),
         (("ingest", str(tmp_path / "missing.md")), 2, "missing.md: no such file"),
         (("ingest", str(tmp_path)), 2, "is not a file"),
+        (("ingest", str(note), "--type", "image/png"), 2,
+         "--type: image/png is not a type ingest reads (text/markdown, "),
     ]
     (tmp_path / "slides.pptx").write_bytes(b"PK")
     wrong.append((("ingest", str(tmp_path / "slides.pptx")), 2, ".pptx is not a type ingest reads"))
@@ -106,3 +120,23 @@ def test_project_commands_and_what_they_say_to_wrong_input(served, repo, tmp_pat
     for args, status, says in wrong:
         code, out, err = run(*args)
         assert code == status and says in err, (args, code, out, err)
+
+
+def test_file_arguments_are_read_from_the_current_directory(run, repo, monkeypatch):
+    monkeypatch.chdir(Path(repo.info.path) / "core")
+    code, out, err = run("impact", "config.py")
+    assert code == 0 and "core/boot.py:4 boot" in out and "core/config.py  changed" in out, err
+    code, out, err = run("neighbors", "boot.py")
+    assert code == 0 and "core/config.py:1 settings" in out, err
+    code, out, err = run("next", "boot.py")
+    assert code == 0 and "core/config.py" in out, err
+    code, out, err = run("activity", "config.py", "../core/boot.py", "nope.py", "--session", "sub")
+    assert code == 0 and "recorded 2 file(s)" in out and "1 pair(s) linked" in out, err
+    assert "left out, not in the index: nope.py" in out
+    code, out, err = run("neighbors", "config.py", "--learned")
+    assert code == 0 and "core/boot.py" in out, err
+    # a path from the root, or one that is not here (deleted), is read as before
+    code, out, err = run("impact", "ledger.py")
+    assert code == 0 and "ledger.py  changed" in out, err
+    code, out, err = run("impact", "core/gone.py")
+    assert code == 1 and "core/gone.py is not an indexed file" in err

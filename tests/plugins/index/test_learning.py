@@ -48,7 +48,7 @@ def test_activity_links_files_and_a_session_links_calls(served):
                                          "kind": "edit", "session": "s1"})
     assert r.status == 200, r.body
     assert r.json == {"project_id": pid, "kind": "edit", "files": 2, "pairs": 1,
-                      "session": "s1", "learning": True}
+                      "session": "s1", "learning": True, "not_indexed": []}
     links = synaptic(server, pid, "shop/tax.py")
     assert links["docs/pricing.md"]["weight"] == pytest.approx(0.2, abs=1e-3)  # edit rate
     assert links["docs/pricing.md"]["count"] == 1 and links["docs/pricing.md"]["indexed"]
@@ -61,6 +61,27 @@ def test_activity_links_files_and_a_session_links_calls(served):
     r = server.post(base + "/activity", {"files": ["shop/cart.py"], "kind": "read",
                                          "session": "s2"})
     assert r.json["pairs"] == 0
+
+
+def test_files_the_index_does_not_hold_are_left_out_and_named(served):
+    server, pid = served
+    base = f"/v1/projects/{pid}"
+    r = server.post(base + "/activity", {"files": ["shop/prices.py", "nope/x.py", "README.md"],
+                                         "kind": "read", "session": "unknown"})
+    assert r.status == 200, r.body
+    assert (r.json["files"], r.json["pairs"], r.json["not_indexed"]) == (2, 1, ["nope/x.py"])
+    r = server.post(base + "/activity", {"files": ["gone.py"], "kind": "edit",
+                                         "session": "unknown"})
+    assert (r.json["files"], r.json["pairs"], r.json["not_indexed"]) == (0, 0, ["gone.py"])
+    r = server.post(base + "/feedback", {"file": "shop/prices.py", "signal": "helpful",
+                                         "related": ["README.md", "nope/y.py"]})
+    assert (r.json["related"], r.json["not_indexed"]) == (["README.md"], ["nope/y.py"])
+    r = server.post(base + "/feedback", {"file": "nope/z.py", "signal": "helpful",
+                                         "related": ["README.md"]})
+    assert (r.json["pairs"], r.json["related"], r.json["not_indexed"]) == (0, [], ["nope/z.py"])
+    assert not {"nope/x.py", "gone.py", "nope/y.py"} & set(synaptic(server, pid, "README.md"))
+    checks = server.post(base + "/validate", {}).json["checks"]
+    assert next(c for c in checks if c["name"] == "learned")["ok"], checks
 
 
 def test_query_and_search_learn_and_count_savings(served):

@@ -61,6 +61,26 @@ def test_each_rule_type(server, project):
         server.delete(f"/v1/projects/{pid}/ignore-rules/{rid}")
 
 
+def test_a_value_no_path_could_match_is_refused(server, project):
+    pid, _ = project
+    never = [("extension", "a/b"), ("extension", "."), ("extension", "py\x00"),
+             ("file_name", ".."), ("folder_name", "."), ("path", "svc\x00"),
+             ("pattern", "#notes"), ("pattern", "!keep.log"), ("pattern", "/"),
+             ("max_file_size", "²")]
+    for type_, value in never:
+        r = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": type_, "value": value})
+        assert r.status == 422 and r.error["code"] == "validation_error", (type_, value, r.body)
+        assert r.error["details"]["errors"][0]["loc"] == ["body", "value"], r.body
+    rid = server.post(f"/v1/projects/{pid}/ignore-rules",
+                      {"type": "extension", "value": "rs"}).json["id"]
+    r = server.patch(f"/v1/projects/{pid}/ignore-rules/{rid}", {"value": "src/rs"})
+    assert r.status == 422 and "'/'" in r.error["message"], r.body
+    ok = [("pattern", "\\#notes"), ("path", "..hidden/x.py"), ("extension", ".tar.gz")]
+    for type_, value in ok:
+        r = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": type_, "value": value})
+        assert r.status == 201, (type_, value, r.body)
+
+
 def test_the_test_route_explains_gitignore_and_system_rules(server, project):
     pid, root = project
 

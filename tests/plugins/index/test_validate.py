@@ -42,7 +42,8 @@ def test_validate_reports_damage_and_repairs_it_in_the_state_dir(tmp_path):
         assert [c["name"] for c in out["checks"]] == [
             "index", "keywords", "vectors", "graph", "documents", "learned", "locks", "files"]
 
-        server.post(base + "/activity", {"files": ["app/models.py", "gone.py"], "kind": "edit"})
+        server.post(base + "/activity", {"files": ["app/models.py", "app/service.py"],
+                                         "kind": "edit"})
         (root / "main.go").write_text((root / "main.go").read_text() + "\n// edited\n")
         db = sqlite3.connect(tmp_path / "repo" / ".neuralmind" / "index.db")
         with db:
@@ -51,6 +52,11 @@ def test_validate_reports_damage_and_repairs_it_in_the_state_dir(tmp_path):
             db.execute("UPDATE edges SET dst = NULL, how = NULL WHERE kind = 'calls'")
             db.execute("DELETE FROM files WHERE source = 'ingested'")
         db.close()
+        # a learned link to a file no longer indexed (activity links indexed files only)
+        usage = sqlite3.connect(tmp_path / "repo" / ".neuralmind" / "usage.db")
+        with usage:
+            usage.execute("UPDATE synapses SET b = 'gone.py' WHERE b = 'app/service.py'")
+        usage.close()
         with server.kernel.db.transaction() as conn:  # a build lease of a process long gone
             conn.execute("INSERT INTO leases (name, owner, host, pid, heartbeat) "
                          "VALUES (?, ?, ?, ?, ?)",

@@ -282,8 +282,10 @@ def test_code_intelligence_tools_impact_next_files_and_activity(tmp_path):
         assert not impact["isError"], impact
         assert "- d1 db.py:4 function connect (via calls open_wal)" in impact["content"][0]["text"]
         assert impact["structuredContent"]["files"][1]["path"] == "db.py"
-        act = app.call("record_activity", project=pid, files=["wal.py", "db.py"], kind="edit")
+        act = app.call("record_activity", project=pid, files=["wal.py", "db.py", "new.py"],
+                       kind="edit")
         assert act["content"][0]["text"].startswith("recorded 2 file(s) as edit")
+        assert act["content"][0]["text"].endswith("; left out, not in the index: new.py")
         nxt = app.call("next_files", project=pid, files_open=["wal.py"])
         assert nxt["structuredContent"]["files"][0]["path"] == "db.py"
         assert {w["kind"] for w in nxt["structuredContent"]["files"][0]["why"]} == {
