@@ -84,6 +84,8 @@ class StorageSection(ConfigSection):
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> StorageSection:
+        if self.dsn and "backend" not in self.model_fields_set:
+            self.backend = "postgres"  # a database named is the database used (as the env var)
         if self.backend == "postgres" and not self.dsn:
             raise ValueError('backend = "postgres" needs dsn (or NEURALMIND_DATABASE_URL)')
         return self

@@ -121,3 +121,17 @@ def test_an_unknown_plugin_is_one_line_naming_it(tmp_path):
                                          "NEURALMIND_PLUGINS": "auth,nope"})
     assert code == 2 and err.startswith("neuralmind: unknown plugin 'nope': no entry point")
     assert len(err.splitlines()) == 1
+
+
+def test_a_dsn_in_the_file_selects_postgres_as_the_variable_does(tmp_path, monkeypatch):
+    """``[storage] dsn`` alone was read and then ignored (backend stayed sqlite, silently);
+    a database named is the database used, in the file as in NEURALMIND_DATABASE_URL. An
+    explicit backend still wins."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[storage]\ndsn = "postgresql://nm@db.internal/nm"\n')
+    assert load_settings(cfg).storage.backend == "postgres"
+    cfg.write_text('[storage]\nbackend = "sqlite"\ndsn = "postgresql://nm@db.internal/nm"\n')
+    assert load_settings(cfg).storage.backend == "sqlite"
+    cfg.write_text("")
+    monkeypatch.setenv("NEURALMIND_DATABASE_URL", "postgresql://nm@db.internal/nm")
+    assert load_settings(cfg).storage.backend == "postgres"
