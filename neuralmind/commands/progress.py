@@ -100,7 +100,9 @@ def job_summary(job: Job) -> str:
     return (f"indexed {r.get('files')} files, {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
             f"{r.get('chunks_embedded')} embedded)"
-            + (f"; skipped {r.get('files_skipped')} files: {why}" if why else ""))
+            + (f"; skipped {r.get('files_skipped')} files: {why}" if why else "")
+            + ("; keyword search only: no embedding model (docs/embeddings.md)"
+               if r.get("semantic") is False else ""))
 
 
 def _bar(done: int, total: int, width: int) -> str:

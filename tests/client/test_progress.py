@@ -45,3 +45,9 @@ def test_the_summary_says_what_was_skipped_and_why():
     assert "skipped 3 files: 2 binary or not UTF-8 text, 1 file name not valid UTF-8" in text
     del result["skipped"], result["files_skipped"]
     assert "skipped" not in job_summary(Job(id="j", kind="build", status="done", result=result))
+    # a build without a model says so (it was only in --json, as semantic: false)
+    bare = job_summary(Job(id="j", kind="build", status="done", result={**result,
+                                                                         "semantic": False}))
+    assert bare.endswith("; keyword search only: no embedding model (docs/embeddings.md)")
+    assert "keyword search only" not in job_summary(
+        Job(id="j", kind="build", status="done", result={**result, "semantic": True}))
