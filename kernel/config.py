@@ -151,37 +151,54 @@ class Settings(BaseModel):
             raise ConfigError("\n".join(sorted(bad)))
 
 
-def problems(ex: ValidationError) -> str:
-    """pydantic's errors, one ``key: message (got value)`` each, without its links."""
+def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = None) -> str:
+    """pydantic's errors, one ``key: message (got value)`` each, without its links; a key set
+    by a variable or a flag names it (``origins``), so the file is not blamed for it."""
     out = []
     for error in ex.errors():
         key = ".".join(str(part) for part in error["loc"])
+        where = (origins or {}).get(tuple(map(str, error["loc"][:2])))
+        if where:
+            key += f" (from {where})"
         got = (f" (got {error['input']!r:.60})" if key and error["type"] != "missing" else "")
         out.append(f"{key}: {error['msg']}{got}" if key else error["msg"])
     return "; ".join(out)
 
 
-def _env_overrides(data: dict[str, Any]) -> None:
-    env = os.environ
-    kernel = data.setdefault("kernel", {})
+# NEURALMIND_* variables that set one key as they are
+ENV_KEYS = {"NEURALMIND_HOME": ("kernel", "home"),
+            "NEURALMIND_API_MAX_BODY_BYTES": ("kernel", "max_body_bytes"),
+            "NEURALMIND_STATE_DIR": ("kernel", "state_dir"),
+            "NEURALMIND_MODEL_DIR": ("embeddings", "model_dir")}
+
+
+def _env_overrides(data: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """Apply the ``NEURALMIND_*`` variables to ``data``; ``{(section, key): variable}`` for
+    the keys they set."""
+    env, origins = os.environ, {}
+    data.setdefault("kernel", {})
+
+    def put(section: str, key: str, value: Any, origin: str) -> None:
+        data.setdefault(section, {})[key] = value
+        origins[(section, key)] = origin
+
+    for name, (section, key) in ENV_KEYS.items():
+        if env.get(name):
+            put(section, key, env[name], name)
     if env.get("NEURALMIND_PLUGINS") is not None:
-        kernel["plugins"] = [p.strip() for p in env["NEURALMIND_PLUGINS"].split(",") if p.strip()]
-    if env.get("NEURALMIND_HOME"):
-        kernel["home"] = env["NEURALMIND_HOME"]
-    if env.get("NEURALMIND_API_MAX_BODY_BYTES"):
-        kernel["max_body_bytes"] = env["NEURALMIND_API_MAX_BODY_BYTES"]
-    if env.get("NEURALMIND_STATE_DIR"):
-        kernel["state_dir"] = env["NEURALMIND_STATE_DIR"]
+        put("kernel", "plugins", [p.strip() for p in env["NEURALMIND_PLUGINS"].split(",")
+                                  if p.strip()], "NEURALMIND_PLUGINS")
     if env.get("NEURALMIND_EMBEDDINGS_WARM"):
-        data.setdefault("embeddings", {})["warm"] = env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false")
+        put("embeddings", "warm", env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false"),
+            "NEURALMIND_EMBEDDINGS_WARM")
     if env.get("NEURALMIND_DATABASE_URL"):  # a database named is the database used
-        data.setdefault("storage", {}).update(backend="postgres",
-                                              dsn=env["NEURALMIND_DATABASE_URL"])
-    if env.get("NEURALMIND_MODEL_DIR"):
-        data.setdefault("embeddings", {})["model_dir"] = env["NEURALMIND_MODEL_DIR"]
+        put("storage", "backend", "postgres", "NEURALMIND_DATABASE_URL")
+        put("storage", "dsn", env["NEURALMIND_DATABASE_URL"], "NEURALMIND_DATABASE_URL")
     if env.get("NEURALMIND_SERVER_OVERRIDES"):  # set by `neuralmind serve` for its workers
-        server = json.loads(env["NEURALMIND_SERVER_OVERRIDES"])
-        data.setdefault("server", {}).update({k: v for k, v in server.items() if v is not None})
+        for key, value in json.loads(env["NEURALMIND_SERVER_OVERRIDES"]).items():
+            if value is not None:
+                put("server", key, value, "the command line")
+    return origins
 
 
 def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Settings:
@@ -197,16 +214,19 @@ def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Se
             raise ConfigError(f"cannot read config {path}: {ex.strerror}") from None
         except tomllib.TOMLDecodeError as ex:
             raise ConfigError(f"config {path} is not valid TOML: {ex}") from None
-    _env_overrides(data)
+    origins = _env_overrides(data)
     for section, values in overrides.items():
         if isinstance(values, dict):
-            data.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+            given = {k: v for k, v in values.items() if v is not None}
+            data.setdefault(section, {}).update(given)
+            origins.update({(section, k): "the command line" for k in given})
         else:
             data[section] = values
     try:
         settings = Settings.model_validate(data)
     except ValidationError as ex:
-        raise ConfigError(f"invalid config {path or '(defaults)'}: {problems(ex)}") from None
+        raise ConfigError(f"invalid config {path or '(defaults)'}: {problems(ex, origins)}"
+                          ) from None
     settings.raw = data
     settings.source = str(path) if path else None
     return settings

@@ -135,3 +135,20 @@ def test_a_dsn_in_the_file_selects_postgres_as_the_variable_does(tmp_path, monke
     cfg.write_text("")
     monkeypatch.setenv("NEURALMIND_DATABASE_URL", "postgresql://nm@db.internal/nm")
     assert load_settings(cfg).storage.backend == "postgres"
+
+
+def test_a_bad_value_names_the_variable_or_flag_it_came_from(tmp_path, monkeypatch):
+    """The file was blamed for a value it did not hold: `invalid config mb.toml:
+    kernel.max_body_bytes … (got 'abc')` for NEURALMIND_API_MAX_BODY_BYTES=abc."""
+    cfg = tmp_path / "mb.toml"
+    cfg.write_text("[server]\nthreads = 0\n")
+    monkeypatch.setenv("NEURALMIND_API_MAX_BODY_BYTES", "abc")
+    with pytest.raises(ConfigError) as ex:
+        load_settings(cfg, server={"port": 99999})
+    said = str(ex.value)
+    assert said.startswith(f"invalid config {cfg}: ")
+    assert "kernel.max_body_bytes (from NEURALMIND_API_MAX_BODY_BYTES): Input should be a valid " \
+           "integer" in said
+    assert "server.port (from the command line): Input should be less than or equal to 65535 " \
+           "(got 99999)" in said
+    assert "server.threads: Input should be greater than or equal to 1 (got 0)" in said
