@@ -16,7 +16,7 @@ def _settings(args, **server):
 
 def cmd_serve(args) -> int:
     """The team server: gunicorn with the config's workers (server mode when configured)."""
-    from kernel.serving import CannotServe, Server, gunicorn_options
+    from kernel.serving import CannotServe, gunicorn_options
     flags = {"port": args.port, "host": args.host, "workers": args.workers,
              "tls_cert": args.tls_cert, "tls_key": args.tls_key,
              "allow_remote": args.allow_remote or None, "insecure_http": args.insecure_http or None,
@@ -27,7 +27,19 @@ def cmd_serve(args) -> int:
     except CannotServe as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
-    Server(options).run()
+    return _run_gunicorn(options)
+
+
+def _run_gunicorn(options) -> int:
+    """gunicorn's master until it stops; its exit status when workers cannot boot (each says
+    why in one line). gunicorn halts again while it reaps a second worker that failed too,
+    from inside its own halt: that repeat is its status, not a traceback."""
+    from gunicorn.errors import HaltServer
+    from kernel.serving import Server
+    try:
+        Server(options).run()
+    except HaltServer as ex:
+        return ex.exit_status
     return 0
 
 
@@ -83,7 +95,7 @@ def _daemon_port(args) -> int:
 
 def cmd_daemon(args) -> int:
     from kernel import daemon
-    from kernel.serving import CannotServe, Server, gunicorn_options, is_loopback
+    from kernel.serving import CannotServe, gunicorn_options, is_loopback
     if args.action == "start":
         if args.host and not is_loopback(args.host):
             print(f"neuralmind: the local daemon binds loopback only; {args.host} is not. "
@@ -104,8 +116,7 @@ def cmd_daemon(args) -> int:
             except CannotServe as ex:
                 print(f"neuralmind: {ex}", file=sys.stderr)
                 return 2
-            Server(options).run()
-            return 0
+            return _run_gunicorn(options)
         try:
             info, started = start_daemon(args.config, args.port)
         except RuntimeError as ex:

@@ -88,6 +88,19 @@ def test_serve_names_a_database_it_cannot_reach_before_any_worker(tmp_path):
     assert "secret" not in r.stderr and "Traceback" not in r.stderr
 
 
+def test_what_only_a_worker_finds_wrong_is_one_line_and_the_boot_error(tmp_path):
+    """A role naming a permission no plugin registers is found as each worker builds its app
+    (the permissions come from the plugins' hooks): a line per worker and gunicorn's boot-error
+    status, not a traceback per worker and one more from the master's halt."""
+    cfg = tmp_path / "roles.toml"
+    cfg.write_text('[auth.roles]\nreader = ["projects.read", "memories.raed"]\n')
+    r = run(tmp_path, "serve", "--config", str(cfg), "--port", str(free_port()),
+            "--workers", "2")
+    assert r.returncode == 3, r.stderr
+    assert "neuralmind: [auth.roles] reader: unknown permission(s) memories.raed" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_a_daemon_on_an_os_port_is_found_and_stops_through_the_api(tmp_path):
     """Issue 13 item 9: port 0 asks the OS (what the daemon does when 8765 is taken), the
     port it got is in daemon.json, and ``POST /v1/admin/shutdown`` stops it."""
