@@ -258,7 +258,7 @@ class StoreCreate:
         store.create(rec, sha, actor)
         near = self.searcher.similar_titles(store, rec["title"], {
             "status": "ACTIVE", "file": rec["files_affected"]}, "2026-01-01", 3, rec["id"])
-        self.checks._on_store(None, store, rec, None, None, [r for r, _ in near][:3])
+        self.checks._on_store(None, store, rec, None, None, [r for r, _ in near])
 
 
 def random_vectors(store, model_id: str, dim: int, vector_of=None) -> None:
@@ -323,8 +323,7 @@ def bulk_vectors(backend: Backend, store, model_id: str, dim: int, index: bool,
     loaded = time.perf_counter()
     if index:  # a project past ann_min_records (below, the workers scan its vectors)
         from plugins.memory.models import MemorySettings
-        settings = MemorySettings()
-        store.build_nearest(settings.ann_connectivity, settings.ann_expansion_add, 4_096)
+        store.build_nearest(MemorySettings(ann_build_memory_mb=4_096))
     return {"copy_s": round(loaded - started, 1),
             "index_s": round(time.perf_counter() - loaded, 1)}
 

@@ -95,9 +95,7 @@ def main() -> int:
             print(f"{col.name}: {len(col.docs)} records, embedded in "
                   f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
             started = time.perf_counter()
-            store.build_nearest(searcher.settings.ann_connectivity,
-                                searcher.settings.ann_expansion_add,
-                                searcher.settings.ann_build_memory_mb)
+            store.build_nearest(searcher.settings)
             print(f"{col.name}: its HNSW index built in {time.perf_counter() - started:.0f} s",
                   file=sys.stderr)
             collections.append((col, store))

@@ -40,6 +40,7 @@ from typing import Any
 
 import psycopg
 
+from plugins.memory.models import MemorySettings
 from plugins.memory.store import COLUMNS, INSERT, MemoryStore, Writer, record_of
 
 SETTING = "neuralmind.project"
@@ -447,15 +448,15 @@ class PgMemoryStore(MemoryStore):
             "WHERE v.embedding IS NOT NULL" + "".join(f" AND {w}" for w in where)
             + " ORDER BY v.embedding <=> CAST(CAST(:q AS real[]) AS vector) LIMIT :k", args)]
 
-    def build_nearest(self, connectivity: int, expansion: int, memory_mb: int) -> bool:
-        """Build the project's HNSW index (concurrently: writes go on) with ``connectivity``
-        links per node and ``expansion`` candidates per insertion (pgvector's ``m`` and
-        ``ef_construction``, within its bounds) and ``memory_mb`` megabytes of
-        ``maintenance_work_mem`` (a graph that fits builds several times faster); False when
-        another process is building it. An index a failed build left invalid is dropped
-        first."""
-        m = min(max(int(connectivity), 2), HNSW_M_MAX)
-        ef = min(max(int(expansion), 2 * m), HNSW_EF_MAX)
+    def build_nearest(self, settings: MemorySettings) -> bool:
+        """Build the project's HNSW index (concurrently: writes go on) with the settings'
+        ``ann_connectivity`` links per node and ``ann_expansion_add`` candidates per insertion
+        (pgvector's ``m`` and ``ef_construction``, within its bounds) and
+        ``ann_build_memory_mb`` of ``maintenance_work_mem`` (a graph that fits builds several
+        times faster); False when another process is building it. An index a failed build
+        left invalid is dropped first."""
+        m = min(max(int(settings.ann_connectivity), 2), HNSW_M_MAX)
+        ef = min(max(int(settings.ann_expansion_add), 2 * m), HNSW_EF_MAX)
         name, key = self._hnsw(), zlib.crc32(b"hnsw:" + self.project.encode())
         with self.db.pool.connection() as conn:
             if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
@@ -468,7 +469,7 @@ class PgMemoryStore(MemoryStore):
                 if row:
                     conn.execute(f"DROP INDEX CONCURRENTLY {name}")
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                             (f"{memory_mb}MB",))
+                             (f"{settings.ann_build_memory_mb}MB",))
                 conn.execute(f"CREATE INDEX CONCURRENTLY {name} ON all_memory_vectors USING "
                              f"hnsw (embedding vector_cosine_ops) WITH (m = {m}, "
                              f"ef_construction = {ef}) WHERE project_id = "

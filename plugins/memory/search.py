@@ -386,9 +386,7 @@ class Searcher:
             try:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)  # serving first
                 started = time.perf_counter()
-                if store.build_nearest(self.settings.ann_connectivity,
-                                       self.settings.ann_expansion_add,
-                                       self.settings.ann_build_memory_mb):
+                if store.build_nearest(self.settings):
                     log.info("memory vector index of %s built in %.1f s", key,
                              time.perf_counter() - started)
             except Exception:
