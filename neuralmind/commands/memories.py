@@ -7,7 +7,8 @@ import itertools
 import json
 import sys
 
-from neuralmind.commands.common import emit, fields, project, project_flags, ranged
+from neuralmind.commands.common import (CommandError, emit, fields, project, project_flags,
+                                        ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -220,25 +221,20 @@ DECAY_OPTIONS = {"dry_run": "run", "enabled": "policy", "half_life": "policy",
                  "access_boost": "policy", "archive_threshold": "policy"}
 
 
-def _misplaced(args, command: str, options: dict[str, str]) -> bool:
-    """Say so (and True) when an option given belongs to another action of ``command``:
-    ignored, it would let `decay run --half-life …` sweep with the old policy unnoticed."""
+def _refuse_misplaced(args, command: str, options: dict[str, str]) -> None:
+    """An option given that belongs to another action of ``command`` is an error: ignored, it
+    would let `decay run --half-life …` sweep with the old policy unnoticed."""
     for name, action in options.items():
         if action != args.action and getattr(args, name) not in (None, False):
-            print(f"neuralmind: --{name.replace('_', '-')} is for `memory {command} {action}`, "
-                  f"not `{args.action}`", file=sys.stderr)
-            return True
-    return False
+            raise CommandError(f"--{name.replace('_', '-')} is for `memory {command} {action}`, "
+                               f"not `{args.action}`")
 
 
 def cmd_contradictions(args) -> int:
     action = args.action
-    if _misplaced(args, "contradictions", CONTRADICTION_OPTIONS):
-        return 2
+    _refuse_misplaced(args, "contradictions", CONTRADICTION_OPTIONS)
     if args.target and action not in ("check", "resolve"):
-        print(f"neuralmind: memory contradictions {action} takes no id ({args.target})",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"memory contradictions {action} takes no id ({args.target})")
     memories = project(args).memories
     if action in ("check", "resolve") and not args.target:
         print(f"neuralmind: memory contradictions {action} needs "
@@ -288,8 +284,7 @@ def cmd_consolidate(args) -> int:
 
 
 def cmd_decay(args) -> int:
-    if _misplaced(args, "decay", DECAY_OPTIONS):
-        return 2
+    _refuse_misplaced(args, "decay", DECAY_OPTIONS)
     memories = project(args).memories
     if args.action == "policy":
         changes = {k: v for k, v in {"enabled": args.enabled, "access_boost": args.access_boost,
