@@ -146,13 +146,18 @@ def shown_dsn(dsn: str) -> str:
     return make_conninfo(**parts)
 
 
+def cannot_reach(dsn: str, ex: Exception) -> str:
+    """One line saying ``dsn`` is out of reach, with psycopg's reason and no password."""
+    return f"the database at {shown_dsn(dsn)} cannot be reached: {' '.join(str(ex).split())}"
+
+
 def unreachable(dsn: str, timeout_s: int = 10) -> str | None:
     """Why ``dsn`` cannot be reached now (one connection tried), or None."""
     import psycopg
     try:
         psycopg.connect(dsn, connect_timeout=timeout_s).close()
     except psycopg.Error as ex:
-        return f"the database at {shown_dsn(dsn)} cannot be reached: {' '.join(str(ex).split())}"
+        return cannot_reach(dsn, ex)
     return None
 
 

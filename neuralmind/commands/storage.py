@@ -9,7 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
-from kernel.pg import shown_dsn
+from kernel.pg import cannot_reach, shown_dsn
 
 
 def add_commands(subparsers) -> None:
@@ -188,8 +188,7 @@ def cmd_migrate(args) -> int:
     try:
         backend = connect(dsn, 2)
     except database_errors() as ex:
-        print(f"neuralmind: the database at {shown_dsn(dsn)} cannot be reached: {ex}",
-              file=sys.stderr)
+        print(f"neuralmind: {cannot_reach(dsn, ex)}", file=sys.stderr)
         return 1
     try:
         for component in found:
