@@ -4,8 +4,8 @@
 Install keeps the user's other servers and settings, keeps a copy of a file it changes
 (``<file>.neuralmind-backup``, the first original only), and is idempotent. Uninstall
 removes exactly what install added: our server entry and hook, and a file install created;
-a file back to what the backup holds gets the backup itself back, byte for byte. An entry named ``neuralmind`` that we did
-not write is refused rather than replaced."""
+a file back to what the backup holds gets the backup itself back, byte for byte. An entry
+named ``neuralmind`` that we did not write is refused rather than replaced."""
 
 from __future__ import annotations
 

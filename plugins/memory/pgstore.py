@@ -492,7 +492,8 @@ class PgMemoryStore(MemoryStore):
             (ids,))]
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, full: bool = True, pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
+                limit: int, full: bool = True, pool: int | None = None
+                ) -> list[tuple[dict[str, Any], float]]:
         """The SQLite store's keyword search, ``match`` (its FTS5 expression) read back for
         its words, their prefix flags and its column, scored by FTS5's bm25 over the
         tsvector — in one statement, so over one snapshot of the records, the lexicon and

@@ -590,7 +590,8 @@ class MemoryStore:
         return {r[0] for r in self.db.conn.execute(sql, args)}
 
     def keyword(self, match: str, words: list[str], filters: dict[str, Any], today: str,
-                limit: int, full: bool = True, pool: int | None = None) -> list[tuple[dict[str, Any], float]]:
+                limit: int, full: bool = True, pool: int | None = None
+                ) -> list[tuple[dict[str, Any], float]]:
         """Records matching an FTS5 expression, best first, scored ``-bm25``; without FTS5 a
         LIKE scan ranked by how many of ``words`` each record contains. ``full=False`` returns
         only ``{id, confidence}`` per hit (a fusion pool needs no more). ``pool`` ranks only

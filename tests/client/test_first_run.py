@@ -70,7 +70,8 @@ def test_a_value_out_of_range_is_refused_before_any_work(args, says):
 @pytest.mark.parametrize(("args", "says"), [
     (("memory", "decay", "run", "--half-life", "episode=3"),
      "--half-life is for `memory decay policy`, not `run`"),
-    (("memory", "decay", "policy", "--dry-run"), "--dry-run is for `memory decay run`, not `policy`"),
+    (("memory", "decay", "policy", "--dry-run"),
+     "--dry-run is for `memory decay run`, not `policy`"),
     (("memory", "contradictions", "list", "--threshold", "0.7"),
      "--threshold is for `memory contradictions config`, not `list`"),
     (("memory", "contradictions", "config", "--status", "all"),

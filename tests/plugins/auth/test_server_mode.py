@@ -195,7 +195,8 @@ def test_revoke_by_actor_and_list_never_shows_secrets(team):
         assert team.server.get("/v1/projects", token=made["token"]).status == 401
     for args, says in ((("token", "revoke"), "give a token id (`neuralmind token list` shows "
                                              "them) or --actor"),
-                       (("token", "revoke", first["id"], "--actor", "dave"), "or --actor, not both")):
+                       (("token", "revoke", first["id"], "--actor", "dave"),
+                        "or --actor, not both")):
         done = cli(team.server.home, *args, config=team.config, check=False)
         assert done.returncode == 2 and done.stderr.strip().endswith(says), done.stderr
 
