@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound
@@ -89,51 +90,62 @@ def _incremental_note(job: Job, was_built: bool) -> str:
 
 
 def cmd_up(args) -> int:
-    """Start the daemon if needed, register this repository, build it, say what to try next."""
+    """Start the daemon if needed, register this repository, build it, say what to try next
+    (``--json``: one object with the same facts, for scripts)."""
     from kernel.config import load_settings
     from neuralmind.commands.server import start_daemon
     if args.path and not os.path.isdir(os.path.expanduser(args.path)):
-        raise CommandError(f"{args.path}: no such directory (give the repository to index)")
+        what = "not a directory" if os.path.exists(os.path.expanduser(args.path)) else \
+            "no such directory"
+        raise CommandError(f"{args.path}: {what} (give the repository to index)")
+    say = (lambda text: None) if args.json else print
     settings = load_settings(args.config)
     remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
     nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
+    started = None
     if not nm._answers():
         if remote:
             err(f"no NeuralMind server answers at {nm.url}")
             return 1
         try:
-            info, _ = start_daemon(args.config, args.port)
+            started, _ = start_daemon(args.config, args.port)
         except RuntimeError as ex:
             err(str(ex))
             return 1
-        print(f"started the daemon at {info['url']} (pid {info['pid']})")
+        say(f"started the daemon at {started['url']} (pid {started['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:
         from urllib.parse import urlsplit
 
         from neuralmind.commands.server import port_note
-        print(f"daemon already running at {nm.url}"
-              + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
+        say(f"daemon already running at {nm.url}"
+            + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
     root = args.path or repo_root()
     handle = nm.project(root)
-    print(f"project {handle.id} → {handle.info.path or root}"
-          + ("" if args.path or git_root() else "  (not in a git repository: this folder)"))
+    say(f"project {handle.id} → {handle.info.path or root}"
+        + ("" if args.path or git_root() else "  (not in a git repository: this folder)"))
     was_built = _built(handle)
-    bar = ProgressBar()
+    bar = ProgressBar(quiet=args.json)
     try:
         with detached_on_interrupt(bar):
             job = handle.build(wait=True, on_progress=bar)
     except NotFound as ex:
         if ex.code != "not_found":
             raise
-        print("the index plugin is not enabled on this server: nothing to build")
+        say("the index plugin is not enabled on this server: nothing to build")
         job = None
+    token_at = settings.home / "token"
+    if args.json:
+        print(json.dumps({"url": nm.url, "daemon_started": started is not None,
+                          "pid": started and started["pid"], "project": handle.info.raw,
+                          "first_build": not was_built, "job": job and job.raw,
+                          "token_file": str(token_at)}, indent=2, default=str))
+        return 0 if job is None or job.status == "done" else 1
     if job is not None:
         print(job_summary(job))
         if job.status != "done":
             return 1
         print(_incremental_note(job, was_built))
-    token_at = settings.home / "token"
     print(f"\nURL:   {nm.url}/v1  (API docs: {nm.url}/v1/docs)")
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print(f'try:   neuralmind project query "{FIRST_QUERY}"')

@@ -103,6 +103,8 @@ def test_a_directory_that_does_not_exist_is_named(cli):
     code, out, err = cli("up", "/does/not/exist")  # before any daemon is asked or started
     assert (code, out) == (2, "") and err.strip() == (
         "neuralmind: /does/not/exist: no such directory (give the repository to index)")
+    code, out, err = cli("up", __file__)
+    assert (code, out) == (2, "") and f"{__file__}: not a directory" in err
 
 
 def test_no_daemon_names_the_file_it_looked_for_once_with_one_hint(tmp_path):

@@ -82,10 +82,13 @@ def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
     # build is still reading them; tests/client/test_progress.py draws every state)
     assert "nodes embedded" in first.stderr.splitlines()[-1]
     (repo / "calc.py").write_text(FILES["calc.py"] + "\n\ndef sub(a, b):\n    return a - b\n")
-    second = daemon.run("up", cwd=repo)
+    second = daemon.run("up", "--json", cwd=repo)  # the same facts, as one object
     assert second.returncode == 0, second.stderr
-    assert "daemon already running" in second.stdout
-    assert "incremental build: re-indexed only the 1 changed file(s) of 2" in second.stdout
+    facts = json.loads(second.stdout)
+    assert facts["url"] == daemon.url and not facts["daemon_started"] and not facts["first_build"]
+    assert facts["project"]["path"] == str(repo) and facts["job"]["status"] == "done"
+    assert facts["job"]["result"]["files_changed"] == 1 and facts["job"]["result"]["files_total"] == 2
+    assert facts["token_file"] == str(daemon.home / "token")
     query = daemon.run("project", "query", "subtract two numbers", cwd=repo)
     assert query.returncode == 0 and "def sub" in query.stdout
 
