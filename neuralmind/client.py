@@ -681,7 +681,8 @@ class Projects:
         self._nm.request("DELETE", _path("/v1/projects", project_id))
 
     def resolve(self, path_or_id: str | os.PathLike) -> Project:
-        """A directory that exists here is registered; anything else is taken as an id."""
+        """A directory that exists here is registered; anything else is taken as an id
+        (``ValueError`` when it cannot be one either: a path that is not a directory here)."""
         text = str(path_or_id)
         if os.path.isdir(os.path.expanduser(text)):
             try:
@@ -689,6 +690,10 @@ class Projects:
             except Forbidden as ex:  # server mode: projects come from its config
                 if ex.code != "registration_disabled" or not PROJECT_ID.match(text):
                     raise
+        elif not PROJECT_ID.match(text):
+            what = "not a directory" if os.path.exists(os.path.expanduser(text)) else \
+                "no such directory"
+            raise ValueError(f"{text}: {what}, nor a project id")
         return self.get(text)
 
 

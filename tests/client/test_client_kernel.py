@@ -31,6 +31,13 @@ def test_project_registers_idempotently_and_is_found_by_id(nm, tmp_path):
     assert by_id.info.raw["id"] == first.id
     with pytest.raises(dataclasses.FrozenInstanceError):
         by_id.info.name = "x"
+    # a path that is no directory here cannot be an id either: said before any request
+    for path, what in ((tmp_path / "missing", "no such directory"), (__file__, "not a directory")):
+        with pytest.raises(ValueError, match=f"^{path}: {what}, nor a project id$"):
+            nm.project(path)
+    with pytest.raises(NotFound) as unknown:  # an id's shape is the server's to look up
+        nm.project("p_000000000000")
+    assert unknown.value.code == "project_not_found"
 
 
 def test_projects_list_pages_lazily(nm, tmp_path):
