@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 
 from neuralmind.commands.common import (CommandError, emit, fields, project, project_flags,
@@ -138,9 +139,25 @@ def cmd_history(args) -> int:
 
 def _changes(changes: dict) -> str:
     """``status: ACTIVE → INVALIDATED; tags: db → db,sqlite`` from ``{field: [old, new]}``."""
-    return "; ".join(f"{field}: {_was(v[0])} → {_was(v[1])}"
+    return "; ".join("{}: {} → {}".format(field, *_differing(_was(v[0]), _was(v[1])))
                      if isinstance(v, list) and len(v) == 2 else f"{field}: {_was(v)}"
                      for field, v in changes.items())
+
+
+def _differing(old: str, new: str, room: int = 24) -> tuple[str, str]:
+    """Both sides of a long change cut to where they differ (``…proceed.`` → ``…proceed.
+    (edited)``), so the table's cut never leaves the old text alone with no new one."""
+    if len(old) <= room and len(new) <= room:
+        return old, new
+    head = len(os.path.commonprefix([old, new]))
+    tail = len(os.path.commonprefix([old[head:][::-1], new[head:][::-1]]))
+    start = max(0, head - 8)
+
+    def cut(text: str) -> str:
+        part = ("…" if start else "") + text[start:len(text) - tail + min(tail, 8)]
+        return part if len(part) <= room else part[:room - 1] + "…"
+
+    return cut(old), cut(new)
 
 
 def _was(value) -> str:

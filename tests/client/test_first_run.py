@@ -199,6 +199,13 @@ def test_tables_read_as_text_not_python(cli):
     code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
     assert code == 0 and "{" not in out and "[" not in out
     assert "status: ACTIVE → INVALIDATED" in out and "tags: db → db,sqlite" in out
+    # a long text's change is shown where it differs, both sides inside the table's cell
+    long = "Hooks, the watcher and agents write concurrently; WAL lets readers proceed."
+    assert cli("memory", "edit", mid, "--rationale", long, "--project", str(cli.repo))[0] == 0
+    assert cli("memory", "edit", mid, "--rationale", long + " (edited)",
+               "--project", str(cli.repo))[0] == 0
+    code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
+    assert "rationale: …proceed. → …proceed. (edited)" in out
 
 
 def test_a_port_asked_of_a_running_daemon_is_answered(daemon, tmp_path):
