@@ -170,6 +170,9 @@ def _where(row) -> str:
     return f"{row['path']}:{row['line']}"
 
 
+CALLABLE = ("function", "method", "class")  # what a call edge can name
+
+
 def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
     """For the top hits: the enclosing class, who calls it, what it calls."""
     items, seen = [], set()
@@ -181,7 +184,8 @@ def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
                 doc = parent["docstring"].split("\n")[0][:160]
                 parts.append(f"in {parent['signature'] or parent['qualname']} ({_where(parent)})"
                              + (f": {doc}" if doc else ""))
-        callers = [c for c in store.callers(row["name"], 6) if c["nid"] != row["nid"]]
+        callers = ([c for c in store.callers(row["name"], 6) if c["nid"] != row["nid"]]
+                   if row["kind"] in CALLABLE else [])  # a heading named like a call is not called
         if callers:
             parts.append("called by: " + ", ".join(f"{c['qualname']} ({_where(c)})"
                                                    for c in callers[:5]))

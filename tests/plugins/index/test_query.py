@@ -77,6 +77,24 @@ def test_query_has_all_layers_and_stays_in_the_default_budget(server, built):
     assert out["reduction_ratio"] > 0
 
 
+def test_only_what_can_be_called_is_said_to_be_called(server, tmp_path):
+    """Callers are looked up by name; a markdown heading named like a called function is not
+    what the call reaches."""
+    (tmp_path / "cart.py").write_text('def total(items):\n    """Sum the prices."""\n'
+                                      "    return sum(items)\n\n\n"
+                                      "def grand_total(items, tax):\n    return total(items) + tax\n")
+    (tmp_path / "README.md").write_text("# total\n\nHow the total of a cart is summed.\n")
+    pid = server.register(tmp_path)
+    build(server, pid)
+    r = server.post(f"/v1/projects/{pid}/query", {"question": "how is the total summed?"})
+    assert r.status == 200, r.body
+    lines = r.json["context"].splitlines()
+    said = {line: lines[i + 1].strip() for i, line in enumerate(lines[:-1])}
+    assert said["total (cart.py:1)"].startswith("called by: grand_total (cart.py:6)")
+    assert not any(line.startswith("total (README.md") and after.startswith("called by")
+                   for line, after in said.items())
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(budget=st.integers(min_value=256, max_value=3000),
        question=st.text(min_size=1, max_size=80).filter(lambda s: s.strip()))
