@@ -21,7 +21,7 @@ from typing import Any
 from neuralmind import TOKEN_COUNTER, Unavailable, estimate_tokens, gitinfo, now_iso
 from plugins.index import chunker, resolve
 from plugins.index.ignore import RuleSet
-from plugins.index.search import fts_text
+from plugins.index.search import fts_text, measure_hubs
 from plugins.index.store import FileRow, IndexStore
 from plugins.index.walker import FileEntry, select, walk
 
@@ -172,6 +172,8 @@ class Build:
                                                                       moved)))
         if paths is None:
             self.store.drop_orphan_vectors()
+        if model_id:
+            measure_hubs(self.store, every=full)
         stats = self.store.stats()
         per = stats["languages"].values()
         return {

@@ -20,6 +20,8 @@ def register(subparsers) -> None:
                         help="override [index] embed_chars (what each vector embeds)")
     parser.add_argument("--embed-mode", choices=["docfirst", "code", "metadata"],
                         help="override [index] embed_mode")
+    parser.add_argument("--hub-weight", type=setting(settings, "hub_weight"), default=None,
+                        help="override [index] hub_weight (0: the plain cosine)")
     parser.add_argument("--keyword-weights", type=_weights,
                         help="comma-separated hybrid keyword weights to compare "
                              "(default: [index] keyword_weight)")

@@ -71,9 +71,10 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
     _write_corpus(work / "cosqa", corpus)
     kernel = throwaway_kernel(work)
     service = plugin._service(kernel)
-    overrides = {"embed_chars": args.embed_chars, "embed_mode": args.embed_mode}
+    overrides = {"embed_chars": args.embed_chars, "embed_mode": args.embed_mode,
+                 "hub_weight": args.hub_weight}
     service.settings = service.settings.model_copy(
-        update={k: v for k, v in overrides.items() if v})
+        update={k: v for k, v in overrides.items() if v is not None})
     project, _ = kernel.projects.register(str(work / "cosqa"))
     started = time.perf_counter()
     built = service.run_build(project, trigger="eval")
@@ -83,6 +84,7 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
     report = {"dataset": "cosqa", "split": args.split, "queries": len(queries),
               "corpus": len(corpus), "embed_chars": service.settings.embed_chars,
               "embed_mode": service.settings.embed_mode,
+              "hub_weight": service.settings.hub_weight,
               "build_s": round(build_s, 2), "chunks_embedded": built["chunks_embedded"],
               "modes": {}}
     weights = args.keyword_weights or [service.settings.keyword_weight]
@@ -93,7 +95,8 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
         try:
             for text, gold in queries:
                 ranked, _ = search.search(kernel, service.matrices, store, key, text, 50,
-                                          mode.split("@")[0], None, weight)
+                                          mode.split("@")[0], None, weight,
+                                          service.settings.hub_weight)
                 files: list[str] = []
                 for nid, _ in ranked:
                     if paths[nid] not in files:
@@ -109,7 +112,8 @@ def _evaluate(args, work: Path, corpus, queries) -> int:
         print(json.dumps(report))
     else:
         print(f"CoSQA {args.split}: {len(queries)} queries over {len(corpus)} functions; "
-              f"embed {report['embed_mode']} ≤ {report['embed_chars']} chars; build "
+              f"embed {report['embed_mode']} ≤ {report['embed_chars']} chars; hub weight "
+              f"{report['hub_weight']:g}; build "
               f"{report['build_s']} s ({report['chunks_embedded']} embedded)")
         print(f"{'mode':<10}{'MRR@10':>8}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'ms/q':>8}")
         for mode, m in report["modes"].items():

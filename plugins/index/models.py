@@ -44,7 +44,9 @@ class IndexSettings(ConfigSection):
                                 "metadata: kind, name, signature and docstring only (the older "
                                 "NeuralMind's choice)")
     embed_batch: int = Field(256, ge=1, le=4096, description="texts handed to the embedder at once")
-    keyword_weight: float = Field(0.03, ge=0, le=1, description="hybrid: weight of the keyword leg")
+    keyword_weight: float = Field(0.02, ge=0, le=1, description="hybrid: weight of the keyword leg")
+    hub_weight: float = Field(0.3, ge=0, le=1, description="semantic and hybrid: cosine − "
+                              "this × the node's hubness (0: the plain cosine)")
     default_budget: int = Field(8000, ge=256, le=200_000)
     watch_debounce_s: float = Field(0.5, ge=0.05, le=30)
     learning: bool = Field(True, description="query, search, activity and feedback train the "

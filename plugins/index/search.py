@@ -1,5 +1,6 @@
 """Keyword (FTS5, porter, identifiers split), semantic (cosine over a per-process matrix
-checked against the index's version stamp) and hybrid search over a project's nodes.
+checked against the index's version stamp, less each node's hubness) and hybrid search over a
+project's nodes.
 
 Hybrid is a score blend, not RRF: on code the semantic leg carries most of the signal, and
 a small keyword weight over the union of both legs' candidates lifts exact-name matches
@@ -19,6 +20,8 @@ from neuralmind import STOPWORDS, Unavailable, VersionedCache, top_k
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 CANDIDATES = 100  # per leg, before the blend
+HUB_NEIGHBOURS = 10  # a vector's hubness: its mean cosine to this many nearest others …
+HUB_REFERENCE = 4_096  # … among at most this many of the index's vectors
 
 
 def _parts(word: str) -> list[str]:
@@ -47,16 +50,48 @@ def fts_query(query: str) -> str | None:
 
 
 class Matrix:
-    """One index's vectors in this process: node ids, file types and the float32 rows."""
+    """One index's vectors in this process: node ids, file types, the float32 rows and each
+    row's hubness (0 until a build measured it)."""
 
-    __slots__ = ("nids", "types", "matrix", "row")
+    __slots__ = ("nids", "types", "matrix", "hubs", "row")
 
     def __init__(self, rows):
         self.nids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         self.types = np.array([r[1] for r in rows], dtype=object)
-        self.matrix = (np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-                       .reshape(len(rows), -1) if rows else np.zeros((0, 1), np.float32))
+        self.matrix = _rows([r[2] for r in rows])
+        self.hubs = np.fromiter((r[3] or 0.0 for r in rows), dtype=np.float32, count=len(rows))
         self.row = {int(n): i for i, n in enumerate(self.nids)}
+
+
+def _rows(blobs: list[bytes]) -> np.ndarray:
+    return (np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+            if blobs else np.zeros((0, 1), np.float32))
+
+
+def hubness(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Each row's mean cosine to its ``HUB_NEIGHBOURS`` nearest reference vectors, itself left
+    out. A vector near everything (a short helper, boilerplate) tops many queries' semantic
+    lists without answering them; scoring ``cosine − w · hubness`` (CSLS) takes that back."""
+    k = min(HUB_NEIGHBOURS, len(reference) - 1)
+    out = np.zeros(len(rows), np.float32)
+    if k < 1:
+        return out
+    for start in range(0, len(rows), 1024):
+        sims = rows[start:start + 1024] @ reference.T
+        sims[sims > 0.99999] = -1.0  # itself: one vector per distinct text
+        out[start:start + 1024] = np.partition(sims, -k, axis=1)[:, -k:].mean(1)
+    return out
+
+
+def measure_hubs(store, every: bool = False) -> int:
+    """Give each vector without a hubness its own (``every``: each vector anew), against a
+    fixed sample of the index's vectors; what a build ends with. How many were measured."""
+    todo = store.hubless(every)
+    if todo:
+        reference = _rows(store.reference_vectors(HUB_REFERENCE))
+        found = hubness(_rows([vec for _, vec in todo]), reference)
+        store.put_hubs(zip(map(float, found), (h for h, _ in todo)))
+    return len(todo)
 
 
 def _matrix(matrices: VersionedCache[Matrix], store, key: str, model_id: str) -> Matrix:
@@ -73,7 +108,7 @@ def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int,
     return store.keyword(match, n, file_type) if match else []
 
 
-def _semantic_scores(kernel, matrices, store, key: str, query: str):
+def _semantic_scores(kernel, matrices, store, key: str, query: str, hub_weight: float):
     embedder = kernel.embedder  # Unavailable (503 semantic_unavailable) without a model
     model_id = embedder.model_id
     vector = embedder.embed([query])[0]
@@ -85,19 +120,21 @@ def _semantic_scores(kernel, matrices, store, key: str, query: str):
         return mat, np.zeros(0, np.float32)
     # einsum, not `@`: right after an onnxruntime run, OpenBLAS's threads wake slowly and a
     # 6k × 384 product took 10 ms instead of 0.5 ms (einsum stays on this thread)
-    return mat, np.einsum("ij,j->i", mat.matrix, vector)
+    scores = np.einsum("ij,j->i", mat.matrix, vector)
+    return mat, scores - hub_weight * mat.hubs if hub_weight else scores
 
 
 def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str, n: int,
-           mode: str, file_type: str | None, keyword_weight: float
+           mode: str, file_type: str | None, keyword_weight: float, hub_weight: float = 0.0
            ) -> tuple[list[tuple[int, float]], str | None]:
-    """``([(node id, score)], notice)`` best first; notice says why hybrid fell back."""
+    """``([(node id, score)], notice)`` best first; notice says why hybrid fell back. The
+    semantic score is the cosine less ``hub_weight`` × the node's hubness."""
     if mode == "keyword":
         return keyword(store, query, n, file_type), None
     pending = (kernel.beside(keyword, store, query, CANDIDATES, file_type)
                if mode == "hybrid" else None)
     try:
-        mat, scores = _semantic_scores(kernel, matrices, store, key, query)
+        mat, scores = _semantic_scores(kernel, matrices, store, key, query, hub_weight)
     except Unavailable as ex:
         if mode == "semantic":
             raise

@@ -189,7 +189,8 @@ class IndexService:
         files co-activate, and the answer counts toward the savings."""
         store = self.built_store(project)
         ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
-                                       query, n, mode, file_type, self.settings.keyword_weight)
+                                       query, n, mode, file_type, self.settings.keyword_weight,
+                                       self.settings.hub_weight)
         found = search.hits(store, ranked)
         if learn:
             files = [h["source_file"] for h in found]
@@ -206,7 +207,7 @@ class IndexService:
         file_type = {"code": "code", "docs": "docs"}.get(query_type)
         ranked, notice = search.search(self.kernel, self.matrices, store, self.db_path(project),
                                        question, 8, "hybrid", file_type,
-                                       self.settings.keyword_weight)
+                                       self.settings.keyword_weight, self.settings.hub_weight)
         found = search.hits(store, ranked)
         rows = store.nodes(h["nid"] for h in found)
         hit_rows = [rows[h["nid"]] for h in found if h["nid"] in rows]
@@ -556,6 +557,8 @@ class IndexService:
             except Unavailable:
                 return start
             store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
+        if missing:
+            search.measure_hubs(store)
         return len(missing)
 
     def ingested(self, project, doc_id: str, text: bool = False) -> dict[str, Any]:

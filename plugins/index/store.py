@@ -96,6 +96,9 @@ UPDATE files SET hash = '', mtime_ns = -1;
 """, """
 -- the build and watch locks are kernel leases now (shared by every server of a team)
 DROP TABLE IF EXISTS locks;
+""", """
+-- each vector's hubness (plugins/index/search.py), NULL until the next build measures it
+ALTER TABLE vectors ADD COLUMN hub REAL;
 """]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
@@ -433,10 +436,28 @@ class IndexStore:
                 "DELETE FROM vectors WHERE hash NOT IN "
                 "(SELECT embed_hash FROM nodes WHERE embed_hash IS NOT NULL)").rowcount
 
-    def vectors(self, file_type: str | None = None) -> list[tuple[int, str, bytes]]:
-        return [(r[0], r[1], r[2]) for r in self.db.conn.execute(
-            "SELECT n.nid, n.file_type, v.vec FROM nodes n JOIN vectors v ON v.hash = n.embed_hash "
-            "ORDER BY n.nid")]
+    def vectors(self) -> list[tuple[int, str, bytes, float | None]]:
+        """``(nid, file_type, vector, hubness)`` of every embedded node."""
+        return [(r[0], r[1], r[2], r[3]) for r in self.db.conn.execute(
+            "SELECT n.nid, n.file_type, v.vec, v.hub FROM nodes n "
+            "JOIN vectors v ON v.hash = n.embed_hash ORDER BY n.nid")]
+
+    def hubless(self, every: bool = False) -> list[tuple[str, bytes]]:
+        """``(hash, vector)`` of the vectors whose hubness is not measured yet (``every``: all)."""
+        return self.db.conn.execute("SELECT hash, vec FROM vectors"
+                                    + ("" if every else " WHERE hub IS NULL")).fetchall()
+
+    def reference_vectors(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` vectors, the same ones while the index holds them (ordered by their
+        text's hash: a sample that favours no file)."""
+        return [r[0] for r in self.db.conn.execute(
+            "SELECT vec FROM vectors ORDER BY hash LIMIT ?", (limit,))]
+
+    def put_hubs(self, items: Iterable[tuple[float, str]]) -> None:
+        """Store ``(hubness, hash)`` pairs; searches load the vectors again."""
+        with self.db.transaction() as conn:
+            conn.executemany("UPDATE vectors SET hub = ? WHERE hash = ?", items)
+            self._bump(conn)
 
     # -- stats --------------------------------------------------------------------------------
 

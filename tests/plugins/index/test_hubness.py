@@ -1,0 +1,66 @@
+"""Hubness: each vector's mean cosine to its nearest others, measured by the build, taken off
+the cosine of semantic and hybrid search (``[index] hub_weight``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from plugins.index.search import HUB_NEIGHBOURS, hubness
+from tests.plugins.index.conftest import build
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_vector_near_many_others_is_a_hub_and_an_isolated_one_is_not():
+    rng = np.random.default_rng(1)
+    centre = rng.normal(size=16)
+    cluster = unit(centre + 0.3 * rng.normal(size=(HUB_NEIGHBOURS + 4, 16)))
+    alone = unit(np.eye(16)[None, 0] - 0.99 * unit(centre[None, :]))
+    reference = np.vstack([cluster, alone])
+    hubs = hubness(reference, reference)
+    assert hubs[:-1].min() > 0.7 and hubs[-1] < 0.1
+    # the mean of the nearest others' cosines, the vector itself left out
+    sims = reference[0] @ reference.T
+    expected = np.sort(np.delete(sims, 0))[-HUB_NEIGHBOURS:].mean()
+    assert hubs[0] == pytest.approx(expected, abs=1e-6)
+    assert hubness(reference[:1], reference[:1]).tolist() == [0.0]  # nothing else to be near
+
+
+def index_db(root) -> sqlite3.Connection:
+    return sqlite3.connect(root / ".neuralmind" / "index.db")
+
+
+def test_builds_measure_new_vectors_and_search_takes_hubness_off_the_cosine(server, project):
+    pid, root = project
+    build(server, pid)
+    with index_db(root) as db:
+        assert db.execute("SELECT COUNT(*) FROM vectors WHERE hub IS NULL").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] > 5
+    query = "calculate how much tax is due on a purchase"
+    r = server.post(f"/v1/projects/{pid}/search", {"query": query, "mode": "semantic", "n": 1})
+    top = r.json["results"][0]
+    with index_db(root) as db:
+        vec, hub = db.execute("SELECT v.vec, v.hub FROM nodes n JOIN vectors v ON "
+                              "v.hash = n.embed_hash WHERE n.id = ?", (top["id"],)).fetchone()
+    cosine = float(np.frombuffer(vec, np.float32) @ server.kernel.embedder.embed([query])[0])
+    assert 0 < hub < cosine and top["score"] == pytest.approx(cosine - 0.3 * hub, abs=2e-6)
+
+    # an incremental build measures only the vectors it added; a full one measures all again
+    with index_db(root) as db:
+        db.execute("UPDATE vectors SET hub = 5.0")
+    (root / "shop" / "fees.py").write_text('def late_fee(days):\n    """The fee for paying '
+                                           'late."""\n    return 2 * days\n')
+    build(server, pid)
+    with index_db(root) as db:
+        fresh = db.execute("SELECT v.hub FROM nodes n JOIN vectors v ON v.hash = n.embed_hash "
+                           "WHERE n.path = 'shop/fees.py'").fetchall()
+        assert fresh and all(0 < h < 1 for (h,) in fresh)
+        assert db.execute("SELECT COUNT(*) FROM vectors WHERE hub = 5.0").fetchone()[0] > 5
+    build(server, pid, full=True)
+    with index_db(root) as db:
+        assert db.execute("SELECT MAX(hub) FROM vectors").fetchone()[0] < 1
