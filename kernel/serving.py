@@ -227,7 +227,7 @@ def _announce(settings: Settings, daemon: bool):
                 "host": "127.0.0.1" if host in ("0.0.0.0", "127.0.0.1") else host,
                 "port": port, "pid": server.pid, "version": __version__,
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "url": f"http://127.0.0.1:{port}"})
+                "url": f"http://127.0.0.1:{port}", "plugins": list(settings.kernel.plugins)})
     return when_ready
 
 

@@ -15,7 +15,9 @@ from kernel import __version__
 from kernel.config import ConfigError, load_settings
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; ``argv`` (the command line about to be parsed) can name the ``--config``
+    whose plugins' commands it offers."""
     from neuralmind.commands import jobs, memories, projects, server, storage
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
@@ -25,18 +27,33 @@ def build_parser() -> argparse.ArgumentParser:
     memories.add_commands(sub)
     jobs.add_commands(sub)
     storage.add_commands(sub)
-    _plugin_commands(sub)
+    _plugin_commands(sub, _enabled(argv or []))
     return parser
 
 
-def _plugin_commands(sub) -> None:
-    """Sub-commands plugins add (``register_commands``). A plugin that fails to load leaves
-    out only its own commands (the server reports it at start-up); a config error, all."""
-    from kernel.plugins import PluginError, make_plugin_manager
+def _enabled(argv: list[str]) -> list[str]:
+    """The plugins whose commands are offered: those of the config (the command line's
+    ``--config``, else ``$NEURALMIND_CONFIG``'s), and those the running daemon serves — it may
+    have been started with another config (its discovery file lists them)."""
+    from kernel.daemon import read_discovery
+    config = next((value for flag, value in zip(argv, argv[1:]) if flag == "--config"),
+                  next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None))
     try:
-        names = load_settings().kernel.plugins
-    except ConfigError:
-        return
+        settings = load_settings(config)
+    except (ConfigError, OSError):
+        try:  # the command itself reports a bad --config
+            settings = load_settings()
+        except ConfigError:
+            return []
+    served = (read_discovery(settings.home) or {}).get("plugins")
+    return list(dict.fromkeys([*settings.kernel.plugins,
+                               *(served if isinstance(served, list) else [])]))
+
+
+def _plugin_commands(sub, names: list[str]) -> None:
+    """Sub-commands plugins add (``register_commands``). A plugin that fails to load leaves
+    out only its own commands (the server reports it at start-up)."""
+    from kernel.plugins import PluginError, make_plugin_manager
     for name in names:
         try:
             pm = make_plugin_manager([name])
@@ -60,9 +77,10 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
         except PluginError:
             continue
         if command in probe.choices:
-            return (f"`neuralmind {command}` comes with the {name} plugin, which this "
-                    f"configuration does not enable: add \"{name}\" to [kernel] plugins in the "
-                    "config (or to NEURALMIND_PLUGINS)")
+            return (f"`neuralmind {command}` comes with the {name} plugin, which neither this "
+                    f"configuration nor the running daemon enables: add \"{name}\" to [kernel] "
+                    "plugins in the config (or to NEURALMIND_PLUGINS), or give the command the "
+                    "config that does (--config)")
     return None
 
 
@@ -70,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     from kernel.plugins import PluginError
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
     from neuralmind.commands.common import CommandError
-    parser = build_parser()
-    hint = _plugin_not_enabled(parser, sys.argv[1:] if argv is None else argv)
+    line = sys.argv[1:] if argv is None else argv
+    parser = build_parser(line)
+    hint = _plugin_not_enabled(parser, line)
     if hint is not None:
         print(f"neuralmind: {hint}", file=sys.stderr)
         return 2

@@ -96,6 +96,8 @@ def cmd_export(args) -> int:
             print(f"exported {count} records to {args.out}", file=sys.stderr)
         else:
             _write(rows, sys.stdout)
+    except BrokenPipeError:  # `… | head`: the CLI's main ends quietly, the reader is served
+        raise
     except (StoreUnavailable, OSError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 1

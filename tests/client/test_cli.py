@@ -120,6 +120,26 @@ def test_a_command_of_a_plugin_not_enabled_says_which_plugin_to_enable(monkeypat
     assert unknown.value.code == 2 and "invalid choice: 'nosuch'" in capsys.readouterr().err
 
 
+def test_commands_of_the_plugins_the_daemon_serves_or_the_commands_config_enables(
+        monkeypatch, capsys, tmp_path):
+    from kernel.daemon import write_discovery
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    # a daemon started with another config serves webhooks: its discovery file says so
+    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"]})
+    with pytest.raises(SystemExit) as shown:
+        main(["webhook", "--help"])
+    assert shown.value.code == 0 and "deliveries" in capsys.readouterr().out
+    # a command's own --config decides too (the variable is left out, as it usually is)
+    monkeypatch.delenv("NEURALMIND_PLUGINS")
+    monkeypatch.delenv("NEURALMIND_HOME")  # it would come before the config's home
+    (tmp_path / "t2.toml").write_text(f'[kernel]\nplugins = ["auth", "tier2_bridge"]\n'
+                                      f'home = "{tmp_path / "t2home"}"\n')
+    assert main(["audit", "verify", "--config", str(tmp_path / "t2.toml")]) == 1
+    assert f"no audit trail at {tmp_path / 't2home' / 'audit.db'}" in capsys.readouterr().err
+
+
 def test_memory_model_v2_commands(cli, nm):
     needs(nm, "/v1/projects/{project_id}/memories/stats")
     code, out, _ = cli("memory", "add", "Use password_encryption = md5", "-r", "MD5 hashes.",

@@ -31,6 +31,7 @@ def test_daemon_start_status_stop(tmp_path):
         assert stat.S_IMODE(os.stat(home / "daemon.json").st_mode) == 0o600
         assert {"host", "port", "pid", "version", "started_at", "token"} <= set(info)
         assert info["host"] == "127.0.0.1" and info["port"] == port
+        assert info["plugins"] == ["auth"]  # the CLI offers the commands of what it serves
         assert info["token"] == (home / "token").read_text().strip()
         health = request(port, "GET", "/v1/health")
         assert health.status == 200 and health.json["uptime_s"] >= 0

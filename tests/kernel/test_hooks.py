@@ -332,7 +332,8 @@ def probe_installed(tmp_path, monkeypatch):
 def test_hook_register_commands_adds_a_cli_command(probe_installed):
     assert run_cli("probe", "hello", env=probe_installed) == (0, "probe says hello\n", "")
     code, _, err = run_cli("probe", "hello", env={"NEURALMIND_PLUGINS": "auth"})
-    assert code == 2 and "comes with the probe plugin, which this configuration does not enable" in err
+    assert code == 2 and "comes with the probe plugin, which neither this configuration nor " \
+        "the running daemon enables" in err
 
 
 def test_hook_server_settings_come_before_the_configs_server_section(probe_installed, tmp_path,

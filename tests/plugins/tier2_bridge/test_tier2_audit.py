@@ -3,16 +3,18 @@ holding every kernel event; the admin route pages and filters it; verify and exp
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
+from contextlib import redirect_stdout
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.tier2_bridge.audit import GENESIS, chain_hash
-from tests.plugins.tier2_bridge.helpers import MEMORIES, PROJECTS, audit_cli, audit_rows, \
-    copy_db, kernel_events, verify
+from tests.plugins.tier2_bridge.helpers import MEMORIES, PLUGINS, PROJECTS, audit_cli, \
+    audit_rows, copy_db, kernel_events, verify
 
 
 def test_concurrent_writers_make_one_chain_with_every_event(busy):
@@ -116,6 +118,29 @@ def test_export_writes_every_record_as_json_lines(busy, tmp_path):
     assert out.stat().st_mode & 0o777 == 0o600
     to_stdout = audit_cli(busy.home, "export", "--home", str(busy.home))
     assert [json.loads(x) for x in to_stdout.stdout.splitlines()] == lines
+
+
+class ClosedPipe(io.StringIO):
+    """Standard output whose reader has gone (``neuralmind audit export | head -1``)."""
+
+    def __init__(self, spare_fd: int):
+        super().__init__()
+        self.spare_fd = spare_fd
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.spare_fd
+
+
+def test_export_to_a_reader_that_stopped_reading_ends_quietly(busy, tmp_path, monkeypatch,
+                                                               capsys):
+    from neuralmind.cli import main
+    monkeypatch.setenv("NEURALMIND_PLUGINS", ",".join(PLUGINS))
+    with open(tmp_path / "spare", "w") as spare, redirect_stdout(ClosedPipe(spare.fileno())):
+        code = main(["audit", "export", "--home", str(busy.home)])
+    assert (code, capsys.readouterr().err) == (0, "")
 
 
 def test_the_trail_refuses_updates_and_deletes(busy, tmp_path):
