@@ -19,14 +19,14 @@ import falcon
 from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
-from kernel.config import Settings, load_settings
+from kernel.config import ConfigError, Settings, load_settings
 from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
 from kernel.leases import Leases
 from kernel.pg import PgBackend, PgDatabase
-from kernel.plugins import make_plugin_manager
+from kernel.plugins import PluginError, make_plugin_manager
 from kernel.projects import Project, ProjectRegistry
 
 log = logging.getLogger("neuralmind.kernel")
@@ -71,9 +71,21 @@ class Kernel:
         self._openapi: dict[str, Any] | None = None
         self.app = self._build_app()
         self.jobs.mark_interrupted()
-        self.pm.hook.startup(kernel=self)
+        self._start_plugins()
         if self.settings.embeddings.warm:
             threading.Thread(target=self._warm, name="embedder-warm", daemon=True).start()
+
+    def _start_plugins(self) -> None:
+        """Each plugin's ``startup``, in pluggy's order; one that raises stops the process with
+        one line naming it (a kernel error it raised goes on as it is)."""
+        for impl in reversed(self.pm.hook.startup.get_hookimpls()):
+            try:
+                impl.function(*[{"kernel": self}[name] for name in impl.argnames])
+            except (ConfigError, PluginError, StartupError):
+                raise
+            except Exception as ex:
+                raise StartupError(f"plugin {impl.plugin_name!r} did not start: "
+                                   f"{type(ex).__name__}: {ex}") from ex
 
     # -- plugins' public API -------------------------------------------------------------
 

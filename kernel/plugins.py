@@ -78,6 +78,8 @@ def make_plugin_manager(enabled: Iterable[str], extra: Iterable[object] = (),
         pm.register(plugin)
     try:
         pm.check_pending()
-    except pluggy.PluginValidationError as ex:
-        raise PluginError(f"plugin {ex.plugin!r} implements a hook that does not exist: {ex}") from ex
+    except pluggy.PluginValidationError as ex:  # pluggy's message names the plugin's repr
+        what = str(ex).split(" in plugin ")[0]
+        raise PluginError(f"plugin {pm.get_name(ex.plugin)!r} implements a hook that does not "
+                          f"exist ({what}; kernel/hookspecs.py lists them)") from ex
     return pm

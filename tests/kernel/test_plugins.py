@@ -107,6 +107,29 @@ def test_routes_must_declare_a_known_operation(tmp_path, monkeypatch, resource, 
         Kernel(load_settings(), plugins=[], extra_plugins=[plugin], load_entrypoints=False)
 
 
+def test_a_hook_that_does_not_exist_is_named_with_its_plugin():
+    plugin = types.ModuleType("ext_typo")
+    plugin.check_pending = hookimpl(lambda kernel: None)
+    with pytest.raises(PluginError) as bad:
+        make_plugin_manager([], extra=[plugin])
+    assert str(bad.value) == ("plugin 'ext_typo' implements a hook that does not exist (unknown "
+                              "hook 'check_pending'; kernel/hookspecs.py lists them)")
+
+
+def test_a_plugin_whose_startup_raises_stops_start_up_with_its_name(tmp_path):
+    plugin = types.ModuleType("ext_store")
+
+    def startup(kernel):
+        raise RuntimeError("cannot open my store")
+
+    plugin.startup = hookimpl(startup)
+    settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
+    with pytest.raises(StartupError) as stopped:
+        Kernel(settings, plugins=[], extra_plugins=[plugin], load_entrypoints=False)
+    assert str(stopped.value) == ("plugin 'ext_store' did not start: RuntimeError: cannot open "
+                                  "my store")
+
+
 def test_cli_lists_plugin_failures_without_a_traceback(tmp_path):
     env = {"NEURALMIND_HOME": str(tmp_path), "NEURALMIND_PLUGINS": "auth,nosuch", "PATH": ""}
     proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "openapi"], cwd=ROOT,
