@@ -324,8 +324,7 @@ class Webhooks:
         window = self.settings.disable_after_s
         since = self.store.try_failed(
             row["id"], row["hook_id"], outcome.code, outcome.error, outcome.latency_ms, at,
-            next_at, at - window, f"every try failed for {window / 3600:g} h; last: "
-                                  f"{outcome.error}")
+            next_at, at - window, f"every try failed for {_span(window)}; last: {outcome.error}")
         if since is not None:
             self.kernel.emit("webhook.disabled", data={
                 "webhook_id": row["hook_id"], "host": host_of(row["url"]),
@@ -361,3 +360,11 @@ class Webhooks:
 
     def close(self) -> None:
         self.sender.stop()
+
+
+def _span(seconds: float) -> str:
+    """``24 h``, ``90 min``, ``4 s``: a window as a person reads it."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0 or seconds >= 10 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"

@@ -311,3 +311,10 @@ def test_a_busy_hook_keeps_its_connection_and_one_closed_while_idle_costs_no_try
         assert all(d["status"] == "delivered" and d["attempts"] == 1 for d in items)
     finally:
         receiver.stop()
+
+
+@pytest.mark.parametrize("seconds,said", [(86_400, "24 h"), (5_400, "90 min"), (4, "4 s"),
+                                          (36_000, "10 h"), (0.5, "0.5 s")])
+def test_a_disabling_window_reads_in_its_own_unit(seconds, said):
+    from plugins.webhooks.service import _span
+    assert _span(seconds) == said  # not "0.00111111 h" for a 4-second window
