@@ -170,7 +170,8 @@ def add_commands(subparsers) -> None:
     create.add_argument("--actor", required=True, help="who the token identifies (e.g. alice)")
     create.add_argument("--role", required=True, help="reader, builder, admin or a config role")
     create.add_argument("--projects", default="*", help="comma-separated project ids, or * (default)")
-    create.add_argument("--expires", help="ISO date/datetime, or a duration: 30d, 12h, 15m")
+    create.add_argument("--expires", help="a date (the token lasts through it, UTC), an ISO "
+                        "datetime, or a duration: 30d, 12h, 15m")
     create.add_argument("--json", action="store_true")
     lst = sub("list", cmd_list, "list server-mode tokens (ids, never secrets)")
     lst.add_argument("--json", action="store_true")

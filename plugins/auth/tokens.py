@@ -52,8 +52,9 @@ def iso(at: datetime) -> str:
 
 
 def parse_expiry(text: str, start: datetime | None = None) -> str:
-    """``30d``/``12h``/``15m`` from now, or an ISO date/datetime (UTC when no zone). Either
-    must lie ahead: a token born expired is a mistake, never a use."""
+    """``30d``/``12h``/``15m`` from now, or an ISO datetime (UTC when no zone), or a date: the
+    token lasts through that day (UTC), as "expires 2026-12-31" reads. Each must lie ahead: a
+    token born expired is a mistake, never a use."""
     start = start or now()
     m = DURATION.match(text.strip())
     if m:
@@ -71,6 +72,8 @@ def parse_expiry(text: str, start: datetime | None = None) -> str:
                                  "or a duration like 30d, 12h, 15m") from None
         if at.tzinfo is None:
             at = at.replace(tzinfo=UTC)
+        if len(text.strip()) == 10:  # a date alone: through its last second
+            at += timedelta(days=1)
     if at <= start:
         raise TokenFileError(f"--expires {text!r} is not in the future: give a later date or a "
                              "duration above zero (30d, 12h, 15m)")

@@ -8,6 +8,7 @@ import http.client
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,11 @@ def test_expired_and_expiring_tokens(team):
     assert (r.status, r.error["code"]) == (401, "token_expired")
     made = team.token("gina", "reader", "*", "--expires", "30d")
     assert made["expires_at"] and team.server.get("/v1/projects", token=made["token"]).status == 200
+    today = now().date().isoformat()  # a date: through that day, so today's still serves
+    made = team.token("hana", "reader", "*", "--expires", today)
+    tomorrow = (now().date() + timedelta(days=1)).isoformat()
+    assert made["expires_at"].startswith(f"{tomorrow}T00:00:00")
+    assert team.server.get("/v1/projects", token=made["token"]).status == 200
 
 
 def test_credentials_only_in_the_header(team):
