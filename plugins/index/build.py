@@ -172,8 +172,8 @@ class Build:
                                                                       moved)))
         if paths is None:
             self.store.drop_orphan_vectors()
-        if model_id:
-            measure_hubs(self.store, every=full)
+        if model_id:  # a new text layout re-embeds what changed: measure every vector again
+            measure_hubs(self.store, every=reparse)
         stats = self.store.stats()
         per = stats["languages"].values()
         return {

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from neuralmind import VersionedCache, estimate_tokens
+from plugins.index.resolve import SYMBOLS
 
 L0_MAX = 160
 L1_MAX = 600
@@ -170,9 +171,6 @@ def _where(row) -> str:
     return f"{row['path']}:{row['line']}"
 
 
-CALLABLE = ("function", "method", "class")  # what a call edge can name
-
-
 def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
     """For the top hits: the enclosing class, who calls it, what it calls."""
     items, seen = [], set()
@@ -185,7 +183,7 @@ def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
                 parts.append(f"in {parent['signature'] or parent['qualname']} ({_where(parent)})"
                              + (f": {doc}" if doc else ""))
         callers = ([c for c in store.callers(row["name"], 6) if c["nid"] != row["nid"]]
-                   if row["kind"] in CALLABLE else [])  # a heading named like a call is not called
+                   if row["kind"] in SYMBOLS else [])  # a heading named like a call is not called
         if callers:
             parts.append("called by: " + ", ".join(f"{c['qualname']} ({_where(c)})"
                                                    for c in callers[:5]))

@@ -72,14 +72,17 @@ def hubness(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """Each row's mean cosine to its ``HUB_NEIGHBOURS`` nearest reference vectors, itself left
     out. A vector near everything (a short helper, boilerplate) tops many queries' semantic
     lists without answering them; scoring ``cosine − w · hubness`` (CSLS) takes that back."""
-    k = min(HUB_NEIGHBOURS, len(reference) - 1)
+    k = min(HUB_NEIGHBOURS, len(reference))
     out = np.zeros(len(rows), np.float32)
     if k < 1:
         return out
     for start in range(0, len(rows), 1024):
         sims = rows[start:start + 1024] @ reference.T
-        sims[sims > 0.99999] = -1.0  # itself: one vector per distinct text
-        out[start:start + 1024] = np.partition(sims, -k, axis=1)[:, -k:].mean(1)
+        sims[sims > 0.99999] = -np.inf  # itself (and a text the model reads as the same)
+        near = np.partition(sims, -k, axis=1)[:, -k:]
+        kept = np.isfinite(near)
+        out[start:start + 1024] = (np.where(kept, near, 0.0).sum(1)
+                                   / np.maximum(kept.sum(1), 1))
     return out
 
 

@@ -464,11 +464,13 @@ class IndexService:
                                      "detail": item.get("title", "")})
         if body.task:
             hits, _ = self.search(project, body.task, 10, "hybrid", None, learn=False)
-            best = max((h["score"] for h in hits), default=0.0) or 1.0
+            # a hit scored at or below 0 (the cosine less hubness) does not match the task
+            hits = [h for h in hits if h["score"] > 0]
+            best = max((h["score"] for h in hits), default=1.0)
             for h in hits:
                 entry = cand(h["source_file"])
                 if "task" not in entry:
-                    entry["task"] = max(0.0, h["score"] / best)
+                    entry["task"] = h["score"] / best
                     entry["why"].append({"kind": "task", "weight": round(entry["task"], 4),
                                          "detail": f"{h['label']} matches the task"})
         live = set(g.by_path)
@@ -512,6 +514,7 @@ class IndexService:
                "sha": hashlib.sha1(data).hexdigest(), "text": text, "created_at": now_iso(),
                "actor": getattr(actor, "id", None)}
         store.add_document(self._document_row(store, doc), doc, doc["created_at"])
+        search.measure_hubs(store)
         out = self.ingested(project, doc_id)
         self.kernel.emit("index.document_added", project=project, actor=actor,
                          data={k: out[k] for k in ("id", "name", "content_type", "size", "nodes")},
@@ -530,6 +533,7 @@ class IndexService:
     def reindex_document(self, project, store, doc) -> None:
         """Derive a document's nodes again from its stored text (validate's repair)."""
         store.add_document(self._document_row(store, dict(doc)), None, now_iso())
+        search.measure_hubs(store)
 
     def embed_missing(self, store) -> int:
         """Vectors for the nodes that have none (indexed while no model was available)."""
@@ -538,7 +542,9 @@ class IndexService:
             text = stored_embed_text(self.settings, row)
             if text:
                 texts[row["embed_hash"]] = text
-        return self._embed(store, texts)
+        embedded = self._embed(store, texts)
+        search.measure_hubs(store)
+        return embedded
 
     def _embed(self, store, texts: dict[str, str]) -> int:
         try:
@@ -557,8 +563,6 @@ class IndexService:
             except Unavailable:
                 return start
             store.put_vectors([(k, v.tobytes()) for k, v in zip(keys, vectors)])
-        if missing:
-            search.measure_hubs(store)
         return len(missing)
 
     def ingested(self, project, doc_id: str, text: bool = False) -> dict[str, Any]:

@@ -99,6 +99,7 @@ DROP TABLE IF EXISTS locks;
 """, """
 -- each vector's hubness (plugins/index/search.py), NULL until the next build measures it
 ALTER TABLE vectors ADD COLUMN hub REAL;
+CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
 """]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
@@ -448,10 +449,12 @@ class IndexStore:
                                     + ("" if every else " WHERE hub IS NULL")).fetchall()
 
     def reference_vectors(self, limit: int) -> list[bytes]:
-        """Up to ``limit`` vectors, the same ones while the index holds them (ordered by their
-        text's hash: a sample that favours no file)."""
+        """Up to ``limit`` vectors that nodes use (not a file's earlier version, kept until the
+        next whole build), the same ones while the index holds them (ordered by their text's
+        hash: a sample that favours no file)."""
         return [r[0] for r in self.db.conn.execute(
-            "SELECT vec FROM vectors ORDER BY hash LIMIT ?", (limit,))]
+            "SELECT vec FROM vectors WHERE hash IN (SELECT embed_hash FROM nodes) "
+            "ORDER BY hash LIMIT ?", (limit,))]
 
     def put_hubs(self, items: Iterable[tuple[float, str]]) -> None:
         """Store ``(hubness, hash)`` pairs; searches load the vectors again."""

@@ -64,3 +64,51 @@ def test_builds_measure_new_vectors_and_search_takes_hubness_off_the_cosine(serv
     build(server, pid, full=True)
     with index_db(root) as db:
         assert db.execute("SELECT MAX(hub) FROM vectors").fetchone()[0] < 1
+
+
+def test_a_file_edited_again_and_again_is_not_measured_against_its_old_versions(server, project):
+    """The watcher's builds keep a changed file's earlier vectors until a whole build drops
+    them; the reference sample leaves them out, so a file being edited keeps its hubness."""
+    from plugins.index import plugin
+    pid, root = project
+    build(server, pid)
+    service = plugin._service(server.kernel)
+    handle = server.kernel.projects.get(pid)
+    tax = root / "shop" / "cart.py"
+    text = tax.read_text()
+
+    def hub_of_tax() -> float:
+        with index_db(root) as db:
+            return db.execute("SELECT v.hub FROM nodes n JOIN vectors v ON v.hash = n.embed_hash "
+                              "WHERE n.name = 'compute_sales_tax'").fetchone()[0]
+
+    for i in range(4):
+        tax.write_text(text.replace("at a percentage rate.", f"at a percentage rate, edit {i}."))
+        service.run_build(handle, paths={"shop/cart.py"}, trigger="watch")
+    edited = hub_of_tax()
+    build(server, pid, full=True)
+    assert edited == pytest.approx(hub_of_tax(), abs=0.02)
+
+
+def test_a_changed_hubness_reaches_the_next_search_and_weight_zero_is_the_cosine(server, project):
+    from plugins.index import plugin
+    pid, root = project
+    build(server, pid)
+    query = {"query": "send an e-mail message to someone", "mode": "semantic", "n": 1}
+    first = server.post(f"/v1/projects/{pid}/search", query).json["results"][0]
+    service = plugin._service(server.kernel)
+    store = service.store(server.kernel.projects.get(pid))
+    with index_db(root) as db:
+        digest, hub = db.execute("SELECT v.hash, v.hub FROM nodes n JOIN vectors v ON "
+                                 "v.hash = n.embed_hash WHERE n.id = ?", (first["id"],)).fetchone()
+    store.put_hubs([(hub - 0.5, digest)])  # a new version: every process reloads its vectors
+    again = server.post(f"/v1/projects/{pid}/search", query).json["results"][0]
+    assert again["id"] == first["id"]
+    assert again["score"] == pytest.approx(first["score"] + 0.3 * 0.5, abs=2e-6)
+    plain = service.settings.model_copy(update={"hub_weight": 0.0})
+    service.settings, kept = plain, service.settings
+    try:
+        cosine = server.post(f"/v1/projects/{pid}/search", query).json["results"][0]["score"]
+    finally:
+        service.settings = kept
+    assert cosine == pytest.approx(again["score"] + 0.3 * (hub - 0.5), abs=2e-6)

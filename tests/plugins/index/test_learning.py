@@ -145,6 +145,11 @@ def test_next_gives_each_file_its_reasons(served):
     assert scores == sorted(scores, reverse=True)
     why = next(f for f in r.json["files"] if f["path"] == "shop/prices.py")["why"]
     assert "round_money" in next(w["detail"] for w in why if w["kind"] == "structural")
+    # every task weight is a share of the best match's score, whatever the scores' sign
+    r = server.post(base + "/next", {"files_open": ["shop/cart.py"], "limit": 10,
+                                     "task": "zebra migration across the quantum savanna"})
+    weights = [w["weight"] for f in r.json["files"] for w in f["why"] if w["kind"] == "task"]
+    assert all(0 < w <= 1 for w in weights)
     assert server.post(base + "/next", {"files_open": []}).status == 422
     r = server.post(base + "/next", {"files_open": ["/etc/passwd"]})
     assert r.status == 422 and r.error["details"]["errors"][0]["type"] == "path_outside_project"
