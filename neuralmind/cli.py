@@ -31,21 +31,31 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _config_given(argv: list[str]) -> str | None:
+    """The command line's ``--config`` (its last, as argparse reads it)."""
+    found = None
+    for flag, value in zip(argv, [*argv[1:], None]):
+        if flag == "--config":
+            found = value
+        elif flag.startswith("--config="):
+            found = flag.split("=", 1)[1]
+    return found
+
+
 def _enabled(argv: list[str]) -> list[str]:
     """The plugins whose commands are offered: those of the config (the command line's
     ``--config``, else ``$NEURALMIND_CONFIG``'s), and those the running daemon serves — it may
     have been started with another config (its discovery file lists them)."""
-    from kernel.daemon import read_discovery
-    config = next((value for flag, value in zip(argv, argv[1:]) if flag == "--config"),
-                  next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None))
+    from kernel.daemon import pid_alive, read_discovery
     try:
-        settings = load_settings(config)
-    except (ConfigError, OSError):
-        try:  # the command itself reports a bad --config
+        settings = load_settings(_config_given(argv))
+    except ConfigError:
+        try:  # the command, or the hint for a command left out, reports the --config given
             settings = load_settings()
         except ConfigError:
             return []
-    served = (read_discovery(settings.home) or {}).get("plugins")
+    daemon = read_discovery(settings.home) or {}
+    served = daemon.get("plugins") if pid_alive(daemon.get("pid")) else None
     return list(dict.fromkeys([*settings.kernel.plugins,
                                *(served if isinstance(served, list) else [])]))
 
@@ -70,6 +80,11 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
     known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if command is None or command in known:
         return None
+    if _config_given(argv) is not None:
+        try:
+            load_settings(_config_given(argv))
+        except ConfigError as ex:  # what is wrong is the config, not the plugins it names
+            return str(ex)
     for name in sorted(available()):
         probe = argparse.ArgumentParser().add_subparsers()
         try:
@@ -79,13 +94,12 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
         if command in probe.choices:
             return (f"`neuralmind {command}` comes with the {name} plugin, which neither this "
                     f"configuration nor the running daemon enables: add \"{name}\" to [kernel] "
-                    "plugins in the config (or to NEURALMIND_PLUGINS), or give the command the "
-                    "config that does (--config)")
+                    "plugins in the config (or to NEURALMIND_PLUGINS)")
     return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernel.plugins import PluginError
+    from kernel.plugins import PluginError, StartupError
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
@@ -97,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ConfigError, CommandError, PluginError) as ex:
+    except (ConfigError, CommandError, PluginError, StartupError) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:

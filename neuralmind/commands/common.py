@@ -96,9 +96,14 @@ def project(args, nm: NeuralMindClient | None = None) -> ProjectHandle:
     given = getattr(args, "project", None)
     if given:
         if looks_like_a_path(given) and not os.path.isdir(os.path.expanduser(given)):
-            raise CommandError(f"--project {given}: no such directory (give a directory or "
-                               "a project id: `neuralmind project list`)")
-        return nm.project(given)
+            what = "not a directory" if os.path.exists(os.path.expanduser(given)) else \
+                "no such directory"
+            raise CommandError(f"--project {given}: {what} (give a directory or a project id: "
+                               "`neuralmind project list`)")
+        try:
+            return nm.project(given)
+        except ValueError as ex:  # neither a directory here nor an id's shape
+            raise CommandError(f"--project {ex} (`neuralmind project list`)") from None
     root = git_root()
     if root is not None:
         return nm.project(root)
@@ -126,7 +131,10 @@ def emit(args, data: Any, rows: Sequence[dict] | None = None, columns: Sequence[
     return 0
 
 
-def table(rows: Iterable[dict], columns: Sequence[str], width: int = 60) -> str:
+CELL = 60  # a table cell's most characters
+
+
+def table(rows: Iterable[dict], columns: Sequence[str], width: int = CELL) -> str:
     """A plain aligned table; long cells are cut with an ellipsis."""
     cells = [[_cell(row.get(c), width) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]

@@ -8,8 +8,8 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CommandError, emit, fields, project, project_flags,
-                                        ranged)
+from neuralmind.commands.common import (CELL, CommandError, emit, fields, project,
+                                        project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -139,14 +139,15 @@ def cmd_history(args) -> int:
 
 def _changes(changes: dict) -> str:
     """``status: ACTIVE → INVALIDATED; tags: db → db,sqlite`` from ``{field: [old, new]}``."""
-    return "; ".join("{}: {} → {}".format(field, *_differing(_was(v[0]), _was(v[1])))
+    return "; ".join("{}: {} → {}".format(field, *_differing(_was(v[0]), _was(v[1]),
+                                                            (CELL - len(field) - 5) // 2))
                      if isinstance(v, list) and len(v) == 2 else f"{field}: {_was(v)}"
                      for field, v in changes.items())
 
 
-def _differing(old: str, new: str, room: int = 24) -> tuple[str, str]:
+def _differing(old: str, new: str, room: int) -> tuple[str, str]:
     """Both sides of a long change cut to where they differ (``…proceed.`` → ``…proceed.
-    (edited)``), so the table's cut never leaves the old text alone with no new one."""
+    (edited)``) and to ``room`` each, so a change of one field fits the table's cell whole."""
     if len(old) <= room and len(new) <= room:
         return old, new
     head = len(os.path.commonprefix([old, new]))

@@ -28,7 +28,7 @@ def _project_id(nm: NeuralMindClient, args) -> str | None:
     if args.project:
         try:
             return nm.projects.resolve(args.project).id
-        except NotFound:
+        except (NotFound, ValueError):
             raise SystemExit(f"neuralmind: --project {args.project}: not a directory here, and "
                              "no project has that id (`neuralmind project list`)") from None
     root = repo_root()

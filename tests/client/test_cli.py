@@ -6,6 +6,9 @@ subprocess against the real daemon."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -126,11 +129,17 @@ def test_commands_of_the_plugins_the_daemon_serves_or_the_commands_config_enable
     monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
     monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    # a daemon started with another config serves webhooks: its discovery file says so
-    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"]})
+    # a daemon started with another config serves webhooks: its discovery file says so …
+    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"],
+                                        "pid": os.getpid()})
     with pytest.raises(SystemExit) as shown:
         main(["webhook", "--help"])
     assert shown.value.code == 0 and "deliveries" in capsys.readouterr().out
+    # … while it runs: a file a dead daemon left says nothing
+    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"],
+                                        "pid": dead_pid()})
+    assert main(["webhook", "list"]) == 2
+    assert "comes with the webhooks plugin" in capsys.readouterr().err
     # a command's own --config decides too (the variable is left out, as it usually is)
     monkeypatch.delenv("NEURALMIND_PLUGINS")
     monkeypatch.delenv("NEURALMIND_HOME")  # it would come before the config's home
@@ -138,6 +147,17 @@ def test_commands_of_the_plugins_the_daemon_serves_or_the_commands_config_enable
                                       f'home = "{tmp_path / "t2home"}"\n')
     assert main(["audit", "verify", "--config", str(tmp_path / "t2.toml")]) == 1
     assert f"no audit trail at {tmp_path / 't2home' / 'audit.db'}" in capsys.readouterr().err
+    (tmp_path / "bad.toml").write_text("[kernel\n")  # its problem is said, not the plugin's
+    assert main(["audit", "verify", "--config", str(tmp_path / "bad.toml")]) == 2
+    assert capsys.readouterr().err.startswith(f"neuralmind: config {tmp_path / 'bad.toml'} is not "
+                                              "valid TOML")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(proc.stdout)
 
 
 def test_memory_model_v2_commands(cli, nm):

@@ -105,6 +105,11 @@ def test_a_directory_that_does_not_exist_is_named(cli):
         "neuralmind: /does/not/exist: no such directory (give the repository to index)")
     code, out, err = cli("up", __file__)
     assert (code, out) == (2, "") and f"{__file__}: not a directory" in err
+    code, out, err = cli("project", "show", "--project", __file__)
+    assert (code, out) == (2, "") and f"--project {__file__}: not a directory" in err
+    code, out, err = cli("project", "show", "--project", "MyRepo")  # no id has capitals
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert "--project MyRepo: no such directory, nor a project id" in err
 
 
 def test_no_daemon_names_the_file_it_looked_for_once_with_one_hint(tmp_path):
