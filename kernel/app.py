@@ -26,16 +26,12 @@ from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
 from kernel.leases import Leases
 from kernel.pg import PgBackend, PgDatabase
-from kernel.plugins import PluginError, make_plugin_manager
+from kernel.plugins import PluginError, StartupError, make_plugin_manager, plugin_label
 from kernel.projects import Project, ProjectRegistry
 
 log = logging.getLogger("neuralmind.kernel")
 T = TypeVar("T")
 SIDE_THREADS = 4  # work running beside a request's own thread (Kernel.beside), per process
-
-
-class StartupError(Exception):
-    """The server cannot start: a route without ``@operation``, an unknown permission, …"""
 
 
 class Kernel:
@@ -76,16 +72,22 @@ class Kernel:
             threading.Thread(target=self._warm, name="embedder-warm", daemon=True).start()
 
     def _start_plugins(self) -> None:
-        """Each plugin's ``startup``, in pluggy's order; one that raises stops the process with
-        one line naming it (a kernel error it raised goes on as it is)."""
-        for impl in reversed(self.pm.hook.startup.get_hookimpls()):
-            try:
-                impl.function(*[{"kernel": self}[name] for name in impl.argnames])
-            except (ConfigError, PluginError, StartupError):
-                raise
-            except Exception as ex:
-                raise StartupError(f"plugin {impl.plugin_name!r} did not start: "
-                                   f"{type(ex).__name__}: {ex}") from ex
+        """The plugins' ``startup``; one that raises stops the process with one line naming it
+        (found in the traceback among the hook's implementations; a kernel error it raised
+        goes on as it is)."""
+        try:
+            self.pm.hook.startup(kernel=self)
+        except (ConfigError, PluginError, StartupError):
+            raise
+        except Exception as ex:
+            by_code = {impl.function.__code__: impl.plugin
+                       for impl in self.pm.hook.startup.get_hookimpls()}
+            frames, culprit = ex.__traceback__, None
+            while frames is not None:
+                culprit = by_code.get(frames.tb_frame.f_code, culprit)
+                frames = frames.tb_next
+            who = f"plugin {plugin_label(self.pm, culprit)!r}" if culprit else "a plugin"
+            raise StartupError(f"{who} did not start: {type(ex).__name__}: {ex}") from ex
 
     # -- plugins' public API -------------------------------------------------------------
 

@@ -18,6 +18,20 @@ hookimpl = pluggy.HookimplMarker("neuralmind")
 DISTRIBUTION = "neuralmind"
 
 
+class StartupError(Exception):
+    """The server cannot start: a route without ``@operation``, an unknown permission, a
+    plugin's ``startup`` that raised, …"""
+
+
+def plugin_label(pm: pluggy.PluginManager, plugin: object) -> str:
+    """A plugin as its author knows it: its registered name, else (an object registered
+    without one, which pluggy names by ``id``) its module's or class's name."""
+    name = pm.get_name(plugin)
+    if name and name != str(id(plugin)):
+        return name
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
+
+
 class PluginError(Exception):
     """An enabled plugin that is unknown, fails to import, or implements an unknown hook."""
 
@@ -80,6 +94,6 @@ def make_plugin_manager(enabled: Iterable[str], extra: Iterable[object] = (),
         pm.check_pending()
     except pluggy.PluginValidationError as ex:  # pluggy's message names the plugin's repr
         what = str(ex).split(" in plugin ")[0]
-        raise PluginError(f"plugin {pm.get_name(ex.plugin)!r} implements a hook that does not "
-                          f"exist ({what}; kernel/hookspecs.py lists them)") from ex
+        raise PluginError(f"plugin {plugin_label(pm, ex.plugin)!r} implements a hook that does "
+                          f"not exist ({what}; kernel/hookspecs.py lists them)") from ex
     return pm

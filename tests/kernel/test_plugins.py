@@ -115,6 +115,14 @@ def test_a_hook_that_does_not_exist_is_named_with_its_plugin():
     assert str(bad.value) == ("plugin 'ext_typo' implements a hook that does not exist (unknown "
                               "hook 'check_pending'; kernel/hookspecs.py lists them)")
 
+    class Typo:
+        @hookimpl
+        def strtup(self, kernel):
+            pass
+
+    with pytest.raises(PluginError, match=r"^plugin 'Typo' implements a hook that does not"):
+        make_plugin_manager([], extra=[Typo()])
+
 
 def test_a_plugin_whose_startup_raises_stops_start_up_with_its_name(tmp_path):
     plugin = types.ModuleType("ext_store")
@@ -123,11 +131,31 @@ def test_a_plugin_whose_startup_raises_stops_start_up_with_its_name(tmp_path):
         raise RuntimeError("cannot open my store")
 
     plugin.startup = hookimpl(startup)
+    ran = []
+
+    class Around:  # a wrapper still wraps (the hook is called as pluggy calls it)
+        @hookimpl(wrapper=True)
+        def startup(self, kernel):
+            ran.append("before")
+            try:
+                return (yield)
+            finally:
+                ran.append("after")
+
     settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
     with pytest.raises(StartupError) as stopped:
-        Kernel(settings, plugins=[], extra_plugins=[plugin], load_entrypoints=False)
+        Kernel(settings, plugins=[], extra_plugins=[plugin, Around()], load_entrypoints=False)
     assert str(stopped.value) == ("plugin 'ext_store' did not start: RuntimeError: cannot open "
                                   "my store")
+    assert ran == ["before", "after"]
+
+    class Exploding:  # an object registered without a name is named by its class
+        @hookimpl
+        def startup(self, kernel):
+            raise OSError("no disk")
+
+    with pytest.raises(StartupError, match=r"^plugin 'Exploding' did not start: OSError: no disk$"):
+        Kernel(settings, plugins=[], extra_plugins=[Exploding()], load_entrypoints=False)
 
 
 def test_cli_lists_plugin_failures_without_a_traceback(tmp_path):
