@@ -366,5 +366,5 @@ def _span(seconds: float) -> str:
     """``24 h``, ``90 min``, ``4 s``: a window as a person reads it."""
     for unit, size in (("h", 3600), ("min", 60)):
         if seconds >= size and seconds % size == 0 or seconds >= 10 * size:
-            return f"{seconds / size:.3g} {unit}"
-    return f"{seconds:.3g} s"
+            return f"{round(seconds / size, 1):g} {unit}"
+    return f"{round(seconds, 1):g} s"
