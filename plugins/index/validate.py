@@ -4,8 +4,8 @@ project's state dir only (``index.db``, ``usage.db``): the repository is read, n
 
 Checks, in order: the index file (SQLite ``quick_check``, schema version, built); the
 keyword index against the nodes (repair: the missing rows re-derived, orphans dropped);
-vectors (nodes without one — repair: embedded when a model is available — and orphans,
-dropped); graph links never resolved or left dangling (repair: every edge re-resolved);
+vectors (nodes without one — repair: embedded when a model is available — orphans, dropped,
+and vectors whose hubness no build measured, measured); graph links never resolved or left dangling (repair: every edge re-resolved);
 ingested documents against their nodes (repair: re-derived from the stored text, strays
 purged); learned links to files no longer indexed (repair: forgotten); the project's build
 and watch leases held by dead processes (repair: released); last, files changed, removed or added on disk since the build
@@ -89,16 +89,19 @@ def _keywords(store, write: bool) -> Check:
 
 
 def _vectors(service, store, write: bool) -> Check:
-    lacking, orphans = len(store.unembedded()), store.orphan_vectors()
-    detail = f"{lacking} nodes without a vector, {orphans} vectors of no node"
-    if not (lacking or orphans) or not write:
-        return Check("vectors", not (lacking or orphans), detail, lacking + orphans)
+    lacking, orphans, hubless = (len(store.unembedded()), store.orphan_vectors(),
+                                 len(store.hubless()))
+    detail = (f"{lacking} nodes without a vector, {orphans} vectors of no node, {hubless} "
+              "without their hubness")
+    wrong = lacking + orphans + hubless
+    if not wrong or not write:
+        return Check("vectors", not wrong, detail, wrong)
     store.drop_orphan_vectors()
-    embedded = service.embed_missing(store)
+    embedded = service.embed_missing(store)  # and measures what has no hubness
     left = len(store.unembedded())
     note = f"; embedded {embedded}" + (f", {left} still without (no model available)"
                                        if left else "")
-    return Check("vectors", not left, detail + note, lacking + orphans, repaired=True)
+    return Check("vectors", not left, detail + note, wrong, repaired=True)
 
 
 def _links(store, write: bool) -> Check:

@@ -112,3 +112,21 @@ def test_a_changed_hubness_reaches_the_next_search_and_weight_zero_is_the_cosine
     finally:
         service.settings = kept
     assert cosine == pytest.approx(again["score"] + 0.3 * (hub - 0.5), abs=2e-6)
+
+
+def test_validate_finds_vectors_no_build_measured_and_measures_them(server, project):
+    """An index made before hubness (or a build the model failed during) scores those
+    vectors as plain cosines: validate says so, and its repair measures them."""
+    pid, root = project
+    build(server, pid)
+    with index_db(root) as db:
+        db.execute("UPDATE vectors SET hub = NULL")
+        total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+    url = f"/v1/projects/{pid}/validate"
+    check = next(c for c in server.post(url, {}).json["checks"] if c["name"] == "vectors")
+    assert not check["ok"] and f"{total} without their hubness" in check["detail"]
+    fixed = next(c for c in server.post(url, {"write": True}).json["checks"]
+                 if c["name"] == "vectors")
+    assert fixed["ok"] and fixed["repaired"]
+    with index_db(root) as db:
+        assert db.execute("SELECT COUNT(*) FROM vectors WHERE hub IS NULL").fetchone()[0] == 0
