@@ -70,6 +70,8 @@ class EmbeddingsSection(ConfigSection):
     # "int8": matrix products in int8 (derived once from the model, kernel/int8model.py);
     # "float": the model file as it is. Vectors of the two differ slightly (another model_id).
     compute: Literal["int8", "float"] = "int8"
+    # the vectors of this many recent distinct texts are kept per process (~1.5 KB each)
+    remember: int = Field(4096, ge=0, le=1_000_000)
 
     _paths = field_validator("model_dir")(_no_nul)
 

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,8 +134,9 @@ class OnnxEmbedder:
     max_tokens = 256
 
     def __init__(self, model_dir: str | None = None, threads: int | None = None,
-                 compute: str = "int8", cache_dir: Path | None = None):
+                 compute: str = "int8", cache_dir: Path | None = None, remember: int = 4096):
         self._model_dir = model_dir
+        self.remembered = Remembered(remember)
         self.threads = default_threads(threads)
         self.compute = compute  # "int8": kernel.int8model's derivation; "float": the file as is
         self._cache_dir = cache_dir
@@ -178,7 +180,8 @@ class OnnxEmbedder:
     def status(self) -> dict[str, Any]:
         """What ``GET /v1/embeddings/status`` shows; never raises."""
         out: dict[str, Any] = {"dim": self.dim, "loaded": self.loaded, "load_ms": self._load_ms,
-                               "threads": self.threads, "compute": self.compute}
+                               "threads": self.threads, "compute": self.compute,
+                               "remembered": self.remembered.status()}
         try:
             out["model_id"] = self.model_id
         except Unavailable as ex:
@@ -225,6 +228,18 @@ class OnnxEmbedder:
     # -- embedding --------------------------------------------------------------------------
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit vector per text, in order: remembered ones as they were, the rest (each
+        distinct text once) through the model."""
+        if not self.remembered.size:
+            return self._embed(texts)
+        found = self.remembered.get(texts)
+        todo = list(dict.fromkeys(t for t, v in zip(texts, found) if v is None))
+        fresh = dict(zip(todo, self._embed(todo))) if todo else {}
+        self.remembered.put(fresh)
+        return np.stack([fresh[t] if v is None else v for t, v in zip(texts, found)]) \
+            if texts else np.empty((0, self.dim), dtype=np.float32)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -279,6 +294,43 @@ class OnnxEmbedder:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+class Remembered:
+    """The vectors of the last ``size`` distinct texts an embedder made (least recently used
+    go first; 0 keeps none): a query asked again, a duplicate check of a title just embedded,
+    the unchanged functions of a second worktree skip the model. A text's vector does not
+    depend on the others in its call (int8 runs each text alone), so one remembered is the
+    one the model would give."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, texts: list[str]) -> list[np.ndarray | None]:
+        with self._lock:
+            found = [self._vectors.get(t) for t in texts]
+            for t, v in zip(texts, found):
+                if v is not None:
+                    self._vectors.move_to_end(t)
+            hit = sum(v is not None for v in found)
+            self.hits += hit
+            self.misses += len(texts) - hit
+        return found
+
+    def put(self, vectors: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for text, vector in vectors.items():
+                self._vectors[text] = vector.copy()  # not a view keeping its batch alive
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+    def status(self) -> dict[str, int]:
+        with self._lock:
+            return {"size": self.size, "texts": len(self._vectors), "hits": self.hits,
+                    "misses": self.misses}
+
+
 def _batches(order: np.ndarray, lengths: np.ndarray, max_batch: int):
     """Runs of ``order`` (indices sorted by length) of at most ``max_batch`` texts whose
     padded size stays within BATCH_TOKENS: short texts go many at a time, long ones a few."""
@@ -326,9 +378,10 @@ def default_embedder(settings) -> Embedder:
     """The process's one packaged embedder for these settings. Never raises and loads
     nothing: a missing model shows on first use (503 ``semantic_unavailable``) and in status."""
     section = settings.embeddings
-    key = (section.model_dir, default_threads(section.threads), section.compute, settings.home)
+    key = (section.model_dir, default_threads(section.threads), section.compute, settings.home,
+           section.remember)
     with _shared_lock:
         if key not in _shared:
             _shared[key] = OnnxEmbedder(section.model_dir, section.threads, section.compute,
-                                        Path(settings.home) / "models")
+                                        Path(settings.home) / "models", section.remember)
         return _shared[key]

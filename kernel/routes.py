@@ -69,6 +69,8 @@ class EmbeddingsStatus(Model):
     load_ms: float | None = None
     threads: int | None = None
     compute: str | None = Field(None, description='"int8" or "float" (docs/embeddings.md)')
+    remembered: dict[str, int] | None = Field(None, description="Vectors kept for texts seen "
+                                              "lately: {size, texts, hits, misses}")
     error: str | None = Field(None, description="Why no model could be loaded, with the settings to fix it")
 
 

@@ -30,9 +30,12 @@ def home(tmp_path_factory):
     return home
 
 
+FORGETFUL = {"remember": 0}  # every call goes to the model: these tests are about the model
+
+
 @pytest.fixture(scope="module")
 def embedder(home) -> OnnxEmbedder:
-    return default_embedder(load_settings(kernel={"home": str(home)}))
+    return default_embedder(load_settings(kernel={"home": str(home)}, embeddings=FORGETFUL))
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,7 @@ def test_a_paraphrase_scores_above_an_unrelated_text(embedder):
 
 @pytest.mark.parametrize("compute", ["int8", "float"])
 def test_batch_and_single_give_the_same_vectors_in_input_order(compute, models):
-    embedder = OnnxEmbedder(compute=compute, cache_dir=models)
+    embedder = OnnxEmbedder(compute=compute, cache_dir=models, remember=0)
     batch = embedder.embed(TEXTS)
     singles = np.vstack([embedder.embed([t]) for t in TEXTS])
     np.testing.assert_allclose(batch, singles, atol=1e-5)
@@ -162,9 +165,26 @@ def test_batches_are_bounded_by_padded_tokens():
 
 
 def test_one_embedder_per_process_and_settings(embedder, home):
-    assert default_embedder(load_settings(kernel={"home": str(home)})) is embedder
+    assert default_embedder(load_settings(kernel={"home": str(home)},
+                                          embeddings=FORGETFUL)) is embedder
     other = default_embedder(load_settings(kernel={"home": str(home)}, embeddings={"threads": 1}))
-    assert other is not embedder and other.threads == 1
+    assert other is not embedder and other.threads == 1 and other.remembered.size == 4096
+
+
+def test_remembered_vectors_are_the_models_and_the_oldest_go_first(embedder, models):
+    keeping = OnnxEmbedder(cache_dir=models, remember=3)
+    first = keeping.embed(["the cat", "a dog", "the cat"])  # a text twice goes once
+    assert keeping.remembered.status() == {"size": 3, "texts": 2, "hits": 0, "misses": 3}
+    again = keeping.embed(["a dog", "a bird", "a fish"])  # "the cat" is the least recent
+    assert keeping.remembered.status() == {"size": 3, "texts": 3, "hits": 1, "misses": 5}
+    np.testing.assert_array_equal(again[0], first[1])
+    model = embedder.embed(["the cat", "a dog", "a bird", "a fish"])  # remembers nothing
+    np.testing.assert_array_equal(np.vstack([first[0], again]), model)
+    keeping.embed(["the cat"])
+    assert keeping.remembered.status()["misses"] == 6  # forgotten, embedded again
+    again[0] += 1.0  # what a caller does to its answer changes nothing remembered
+    np.testing.assert_array_equal(keeping.embed(["a dog"])[0], first[1])
+    assert embedder.remembered.status() == {"size": 0, "texts": 0, "hits": 0, "misses": 0}
 
 
 def test_threads_are_this_workers_share_of_the_cores(monkeypatch):

@@ -62,7 +62,8 @@ def test_a_plugin_embedder_replaces_the_model(make_server):
     server = make_server(extra_plugins=[fake_embedder.FakeEmbedderPlugin("fake-for-test@42")])
     status = server.get("/v1/embeddings/status").json
     assert status == {"model_id": "fake-for-test@42", "dim": 384, "loaded": True,
-                      "load_ms": 0.0, "threads": 1, "compute": None, "error": None}
+                      "load_ms": 0.0, "threads": 1, "compute": None, "remembered": None,
+                      "error": None}
 
 
 def test_the_fake_embedder_is_deterministic_and_normalised():
