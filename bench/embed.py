@@ -106,7 +106,7 @@ def contender(kind: str, threads: int):
     if kind == "bare":
         return Bare(threads)
     from kernel.embeddings import OnnxEmbedder
-    embedder = OnnxEmbedder(threads=threads)
+    embedder = OnnxEmbedder(threads=threads, remember=0)  # each round runs the model
     embedder.load()
     return embedder
 

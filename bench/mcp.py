@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.memory import fill_batches, pct, random_vectors, sentence, wait_embedded  # noqa: E402
-from tests.support import KeepAlive, Server  # noqa: E402
+from tests.support import EVERY_QUERY_EMBEDDED, KeepAlive, Server  # noqa: E402
 
 VERSION = "2025-06-18"
 INIT = {"protocolVersion": VERSION, "capabilities": {},
@@ -114,12 +114,12 @@ def main() -> int:
     args = ap.parse_args()
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
-    embedder = default_embedder(load_settings())
+    embedder = default_embedder(load_settings(embeddings={"remember": 0}))  # raw: the model
     rng = random.Random(7)
     queries = [sentence(rng, rng.randint(3, 6)) for _ in range(args.queries)]
     with tempfile.TemporaryDirectory() as tmp:
         srv = Server(Path(tmp) / "home", plugins=["auth", "memory", "mcp"], daemon=True,
-                     env={"NEURALMIND_EMBEDDINGS_WARM": "1"}).start()
+                     config=EVERY_QUERY_EMBEDDED, env={"NEURALMIND_EMBEDDINGS_WARM": "1"}).start()
         stdio = None
         try:
             project = Path(tmp) / "project"

@@ -66,7 +66,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import KeepAlive, Server, fresh_pg_dsn, pg_uri  # noqa: E402
+from tests.support import (EVERY_QUERY_EMBEDDED, KeepAlive, Server, fresh_pg_dsn,  # noqa: E402
+                           pg_uri)
 
 SYLLABLES = ("lo", "ka", "mi", "tor", "sel", "pra", "dun", "vek", "qui", "zan", "bel", "cor",
              "fen", "gil", "hus", "jor", "ta", "ron", "mis", "lek", "dor", "pan", "sul", "vin",
@@ -816,7 +817,7 @@ def main() -> int:
         return main_real(args)
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
-    embedder = default_embedder(load_settings())
+    embedder = default_embedder(load_settings(embeddings={"remember": 0}))  # raw: the model
     rng = random.Random(7)
     queries = [sentence(rng, rng.randint(3, 6)) for _ in range(args.queries)]
     names = (("sqlite",) if args.backend == "sqlite" else ("postgres",) if args.pg_only
@@ -833,7 +834,8 @@ def main() -> int:
                 backend = backends[name]
                 backend.raw_writes = raw_writes(backend, random.Random(3))
                 srv = servers[name] = Server(backend.folder / "home", plugins=["auth", "memory"],
-                                             workers=2, env={**backend.env(),
+                                             workers=2, config=EVERY_QUERY_EMBEDDED,
+                                             env={**backend.env(),
                                                              "NEURALMIND_EMBEDDINGS_WARM": "1"})
                 srv.start()
                 warm = backend.folder / "warm-up"  # first requests open files and import code
@@ -992,7 +994,7 @@ def main_real(args) -> int:
     from kernel.config import load_settings
     from kernel.embeddings import default_embedder
     from plugins.memory.search import terms
-    embedder = default_embedder(load_settings())
+    embedder = default_embedder(load_settings(embeddings={"remember": 0}))  # raw: the model
     corpus = Corpus()
     units = unit_vectors(corpus, Path(args.cache), embedder)
     rng = random.Random(7)
@@ -1004,6 +1006,7 @@ def main_real(args) -> int:
         # PostgreSQL: the server and this process share a fresh database (--pg-only implied)
         backend = Backend("postgres", Path(tmp), args.dsn) if args.backend == "postgres" else None
         srv = Server(Path(tmp) / "home", plugins=["auth", "memory"], workers=2,
+                     config=EVERY_QUERY_EMBEDDED,
                      env={**(backend.env() if backend else {}), "NEURALMIND_EMBEDDINGS_WARM": "1"})
         srv.start()
         try:

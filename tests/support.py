@@ -579,6 +579,11 @@ class LocalServer(_Api):
         logging.getLogger("neuralmind").removeHandler(self._output)
 
 
+# a config under which every query pays its embedding, as a new question does: benchmarks
+# time searches with queries they repeat, which a process would otherwise remember
+EVERY_QUERY_EMBEDDED = "[embeddings]\nremember = 0\n"
+
+
 class Server(_Api):
     """``neuralmind serve`` (or ``daemon start --foreground``) as a child process."""
 
