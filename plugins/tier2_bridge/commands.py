@@ -69,6 +69,9 @@ def cmd_verify(args) -> int:
         rows, path = _trail(args)
         verdict = verify(rows, anchor)
     except StoreUnavailable as ex:
+        if args.json:  # a script reads the verdict on stdout either way
+            print(json.dumps({"whole": False, "records": 0, "head_seq": None, "head_hash": None,
+                              "broken": None, "error": str(ex)}))
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 1
     broken = verdict.broken

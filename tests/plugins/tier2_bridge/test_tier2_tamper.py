@@ -3,6 +3,7 @@ made by the busy 4-worker server: it exits 1 and names the first record that bre
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -142,3 +143,6 @@ def test_verify_speaks_plainly(busy, tmp_path):
     assert in_process("audit", "verify", "--home", str(home), "--anchor", "nonsense")[0] == 2
     code, _, err = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"))
     assert code == 1 and "no audit trail" in err
+    code, out, _ = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"), "--json")
+    verdict = json.loads(out)  # a script reads a verdict on stdout either way
+    assert code == 1 and verdict["whole"] is False and "no audit trail" in verdict["error"]
