@@ -10,6 +10,7 @@ import re
 from urllib.parse import urlsplit
 
 import falcon
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from neuralmind import ConfigError, Forbidden
 
@@ -47,6 +48,22 @@ def check_origin(origin: str) -> str:
 
 def check_origins(origins: list[str]) -> frozenset[str]:
     return frozenset(check_origin(o) for o in origins)
+
+
+class OriginsOfServer(BaseModel):
+    """``[server]`` as this plugin reads it: its ``allow_origins``, declared in
+    ``config_sections`` so a server checks them before it forks, not in each worker after it
+    said it was listening (the kernel's own model checks the section's other keys)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    allow_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _exact(cls, origins: list[str]) -> list[str]:
+        check_origins(origins)  # its ConfigError is the server's one line
+        return origins
 
 
 class CORS:

@@ -148,5 +148,6 @@ def storage_components(settings):
 
 @hookimpl
 def config_sections():
+    from plugins.auth.cors import OriginsOfServer
     from plugins.auth.roles import AuthSection
-    return {"auth": AuthSection}
+    return {"auth": AuthSection, "server": OriginsOfServer}

@@ -76,3 +76,4 @@ def test_a_bad_origin_stops_the_server_booting(tmp_path):
         s.start(timeout=30)
     s.stop()
     assert "wildcards are not allowed" in str(failed.value)
+    assert "listening" not in str(failed.value)  # refused before gunicorn forks, not by a worker
