@@ -80,7 +80,7 @@ class Kernel:
         except (ConfigError, PluginError, StartupError):
             raise
         except Exception as ex:
-            by_code = {impl.function.__code__: impl.plugin
+            by_code = {getattr(impl.function, "__code__", None): impl.plugin
                        for impl in self.pm.hook.startup.get_hookimpls()}
             frames, culprit = ex.__traceback__, None
             while frames is not None:
