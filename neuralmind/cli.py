@@ -80,9 +80,10 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
     known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if command is None or command in known:
         return None
-    if _config_given(argv) is not None:
+    given = _config_given(argv)
+    if given is not None:
         try:
-            load_settings(_config_given(argv))
+            load_settings(given)
         except ConfigError as ex:  # what is wrong is the config, not the plugins it names
             return str(ex)
     for name in sorted(available()):
