@@ -691,10 +691,17 @@ class Projects:
                 if ex.code != "registration_disabled" or not PROJECT_ID.match(text):
                     raise
         elif not PROJECT_ID.match(text):
-            what = "not a directory" if os.path.exists(os.path.expanduser(text)) else \
-                "no such directory"
-            raise ValueError(f"{text}: {what}, nor a project id")
+            raise ValueError(f"{text}: {no_directory(text)}, nor a project id")
         return self.get(text)
+
+
+def no_directory(path: str) -> str | None:
+    """Why ``path`` names no directory here (``not a directory``: something else is there;
+    ``no such directory``), or None when it does."""
+    path = os.path.expanduser(path)
+    if os.path.isdir(path):
+        return None
+    return "not a directory" if os.path.exists(path) else "no such directory"
 
 
 class Jobs:

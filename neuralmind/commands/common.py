@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuralmind.client import NeuralMindClient, ProjectHandle
+from neuralmind.client import NeuralMindClient, ProjectHandle, no_directory
 
 
 def common_flags() -> argparse.ArgumentParser:
@@ -95,10 +95,8 @@ def project(args, nm: NeuralMindClient | None = None) -> ProjectHandle:
     nm = nm or client(args)
     given = getattr(args, "project", None)
     if given:
-        if looks_like_a_path(given) and not os.path.isdir(os.path.expanduser(given)):
-            what = "not a directory" if os.path.exists(os.path.expanduser(given)) else \
-                "no such directory"
-            raise CommandError(f"--project {given}: {what} (give a directory or a project id: "
+        if looks_like_a_path(given) and (why := no_directory(given)):
+            raise CommandError(f"--project {given}: {why} (give a directory or a project id: "
                                "`neuralmind project list`)")
         try:
             return nm.project(given)

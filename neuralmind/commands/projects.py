@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from neuralmind.client import Job, NeuralMindClient, NotFound
+from neuralmind.client import Job, NeuralMindClient, NotFound, no_directory
 from neuralmind.commands.common import (CommandError, client, common_flags, emit, err, fields,
                                         git_root, project, project_flags, repo_root)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
@@ -94,10 +94,8 @@ def cmd_up(args) -> int:
     (``--json``: one object with the same facts, for scripts)."""
     from kernel.config import load_settings
     from neuralmind.commands.server import start_daemon
-    if args.path and not os.path.isdir(os.path.expanduser(args.path)):
-        what = "not a directory" if os.path.exists(os.path.expanduser(args.path)) else \
-            "no such directory"
-        raise CommandError(f"{args.path}: {what} (give the repository to index)")
+    if args.path and (why := no_directory(args.path)):
+        raise CommandError(f"{args.path}: {why} (give the repository to index)")
     say = (lambda text: None) if args.json else print
     settings = load_settings(args.config)
     remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
