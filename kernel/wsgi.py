@@ -8,9 +8,9 @@ master, rather than each worker's traceback.
 
 import sys
 
-from kernel.app import Kernel, StartupError
+from kernel.app import Kernel
 from kernel.config import ConfigError
-from kernel.plugins import PluginError
+from kernel.plugins import PluginError, StartupError
 
 try:
     kernel = Kernel()

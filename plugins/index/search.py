@@ -86,15 +86,14 @@ def hubness(rows: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return out
 
 
-def measure_hubs(store, every: bool = False) -> int:
+def measure_hubs(store, every: bool = False) -> None:
     """Give each vector without a hubness its own (``every``: each vector anew), against a
-    fixed sample of the index's vectors; what a build ends with. How many were measured."""
+    fixed sample of the index's vectors; what a build ends with."""
     todo = store.hubless(every)
     if todo:
         reference = _rows(store.reference_vectors(HUB_REFERENCE))
         found = hubness(_rows([vec for _, vec in todo]), reference)
         store.put_hubs(zip(map(float, found), (h for h, _ in todo)))
-    return len(todo)
 
 
 def _matrix(matrices: VersionedCache[Matrix], store, key: str, model_id: str) -> Matrix:
