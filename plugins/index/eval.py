@@ -15,9 +15,17 @@ from pathlib import Path
 
 
 def _load(dataset: Path, split: str):
-    corpus = json.loads((dataset / "code_idx_map.txt").read_text())
-    queries = json.loads((dataset / f"cosqa-retrieval-{split}-500.json").read_text())
-    return corpus, [(q["doc"], int(q["retrieval_idx"])) for q in queries]
+    """The corpus and ``(query, gold index)`` pairs; ValueError says what is missing or bad."""
+    if not dataset.is_dir():
+        raise ValueError(f"no dataset folder {dataset}")
+    files = [dataset / "code_idx_map.txt", dataset / f"cosqa-retrieval-{split}-500.json"]
+    if missing := [f.name for f in files if not f.is_file()]:
+        raise ValueError(f"{dataset} is not a CoSQA set: it has no {' or '.join(missing)}")
+    try:
+        corpus, queries = (json.loads(f.read_text()) for f in files)
+        return corpus, [(q["doc"], int(q["retrieval_idx"])) for q in queries]
+    except (OSError, ValueError, KeyError, TypeError) as ex:
+        raise ValueError(f"cannot read the CoSQA set in {dataset}: {ex!r}") from None
 
 
 def _write_corpus(root: Path, corpus: dict[str, int]) -> None:
@@ -39,8 +47,8 @@ def main(args) -> int:
     dataset = Path(args.dataset)
     try:
         corpus, queries = _load(dataset, args.split)
-    except (OSError, ValueError, KeyError) as ex:
-        print(f"neuralmind: cannot read the CoSQA set in {dataset}: {ex}", file=sys.stderr)
+    except ValueError as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="nm-eval-code-"))
     try:

@@ -38,7 +38,13 @@ def test_eval_code_reports_every_mode(tmp_path, capsys):
     assert report["modes"]["hybrid@0.1"]["recall@1"] == 1.0
     assert 0 < report["modes"]["keyword"]["recall@10"] <= 1
     assert main(["eval", "code", "--dataset", str(tmp_path / "missing")]) == 2
-    assert "cannot read the CoSQA set" in capsys.readouterr().err
+    assert f"no dataset folder {tmp_path / 'missing'}" in capsys.readouterr().err
+    assert main(["eval", "code", "--dataset", str(work)]) == 2
+    assert "is not a CoSQA set: it has no code_idx_map.txt or cosqa-retrieval-dev-500.json" \
+        in capsys.readouterr().err
+    (data / "code_idx_map.txt").write_text("{not json")
+    assert main(["eval", "code", "--dataset", str(data)]) == 2
+    assert f"cannot read the CoSQA set in {data}: JSONDecodeError" in capsys.readouterr().err
 
 
 def test_eval_impact_scores_walks_against_the_tests_that_call(tmp_path, capsys):
