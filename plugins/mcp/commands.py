@@ -10,7 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from neuralmind.client import Conflict, NeuralMindAPIError, NeuralMindClient, NotFound
+from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, NotFound,
+                               no_directory)
 from neuralmind.commands.common import common_flags, err, repo_root
 
 log = logging.getLogger("neuralmind.mcp")
@@ -35,7 +36,8 @@ def _project_id(nm: NeuralMindClient, args) -> str | None:
     try:
         return nm.projects.resolve(root).id
     except NeuralMindAPIError as ex:  # a reserved path, a team server's fixed list, …
-        log.warning("%s is not a project (%s): tool calls must name one", root, ex.message)
+        log.warning("%s cannot be the default project: %s; tool calls must name one", root,
+                    ex.message)
         return None
 
 
@@ -76,11 +78,10 @@ def cmd_wakeup(args) -> int:
 
 
 def _target(args) -> Path | None:
-    project = Path(args.project).expanduser() if args.project else repo_root()
-    if not project.is_dir():
-        err(f"--project {args.project}: no such directory")
+    if args.project and (why := no_directory(args.project)):
+        err(f"--project {args.project}: {why}")
         return None
-    return project.resolve()
+    return (Path(args.project).expanduser() if args.project else repo_root()).resolve()
 
 
 def cmd_agent(args) -> int:

@@ -128,6 +128,11 @@ def test_the_cli_says_what_is_wrong(home):
                    home_dir=home_dir)
     assert missing.returncode == 2
     assert missing.stderr.strip() == f"neuralmind: --project {home / 'nope'}: no such directory"
+    (home / "notes.txt").write_text("a file\n")
+    a_file = _cli("agent", "install", "cursor", "--project", str(home / "notes.txt"), cwd=home,
+                  home_dir=home_dir)
+    assert a_file.returncode == 2
+    assert a_file.stderr.strip() == f"neuralmind: --project {home / 'notes.txt'}: not a directory"
     shown = _cli("agent", "install", "codex", "--print", cwd=home, home_dir=home_dir)
     assert shown.returncode == 0 and "[mcp_servers.neuralmind]" in shown.stdout
     assert not (home_dir / ".codex").exists()
