@@ -122,7 +122,7 @@ class Build:
         entries = utf8_named(walked)
         skipped = Counter({BAD_NAME: len(walked) - len(entries)})
         known = self.store.file_states()
-        layout = (f"{self.settings.embed_mode}:{self.settings.embed_chars}:"
+        layout = (f"{chunker.LAYOUT}:{self.settings.embed_mode}:{self.settings.embed_chars}:"
                   f"{self.settings.test_embed_chars}")
         # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
         reparse = full or (paths is None and self.store.meta().get("embed_text") != layout)

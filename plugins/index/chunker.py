@@ -28,11 +28,17 @@ DOCS = {"markdown", "rst", "text"}
 CONFIG = {"json", "yaml", "toml", "ini", "xml"}
 TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$"
                        r"|(^|/)conftest\.py$|\.(test|spec)\.[cm]?[jt]sx?$")
+# embed_text's revision: a change to what it makes of the same node re-parses every index
+LAYOUT = 2
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
-# a Python docstring: the triple-quoted string a module, or the body after a header, opens with
-DOCSTRING = re.compile(r"\A\s*[rRuUbB]*(\"\"\"|\'\'\')(.*?)\1[ \t]*\n?", re.S)
+# a Python docstring: the string a module, or the body after a header, opens with (comments
+# aside), triple-quoted or on one line in single quotes
+DOCSTRING = re.compile(r"\A(?:\s*#[^\n]*\n)*\s*[rRuUbB]*(?:\"\"\".*?\"\"\"|'''.*?'''"
+                       r"|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*')[ \t]*\n?", re.S)
+# a line's trailing comment: a `#` outside any quotes
+COMMENT = re.compile(r"\A((?:[^#'\"]|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")*)#.*\Z")
 NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -202,7 +208,7 @@ def without_docstring(kind: str, body: str) -> str:
         return DOCSTRING.sub("", body, count=1)
     lines = body.split("\n")
     for i, line in enumerate(lines):
-        if re.sub(r"#[^'\"]*$", "", line).rstrip().endswith(":"):
+        if COMMENT.sub(r"\1", line).rstrip().endswith(":"):
             rest = DOCSTRING.sub("", "\n".join(lines[i + 1:]), count=1)
             return "\n".join([*lines[:i + 1], rest])
     return body

@@ -89,6 +89,23 @@ def test_embed_text_leaves_out_path_and_trivial_modules():
         bare.nodes[0]), 512) is None
 
 
+def test_the_code_after_the_docstring_leaves_out_every_docstring_python_takes():
+    """One-line strings in single quotes are docstrings too, a comment may precede one, and a
+    quote in the header's comment does not hide the header: each docstring is embedded once."""
+    heads = ['def f(x):\n    "Return x."\n', "def f(x):\n    'Return x.'\n",
+             'def f(x):  # that\'s "it"\n    """Return x."""\n',
+             'def f(x):\n    # a note\n    r"""Return x."""\n',
+             "def f(x='#'):\n    '''Return\n    x.'''\n", 'def f(x):\n    "Return \\"x\\"."\n']
+    for head in heads:
+        node = chunker.parse("m.py", head + "    return x\n").nodes[1]
+        code = chunker.without_docstring(node.kind, node.text)
+        assert code == head.split("\n")[0] + "\n    return x", head
+        assert embed_text(IndexSettings(), "m.py", node.kind, node.qualname, node.text,
+                          node.docstring, node.whole, node.signature).count("Return") == 1
+    module = chunker.parse("m.py", "'Invoices.'\nimport os\n").nodes[0]
+    assert chunker.without_docstring("module", module.text) == "import os"
+
+
 def test_a_module_vector_leaves_out_the_opening_comment_block():
     header = "#!/usr/bin/env python\n# Copyright 2024 Somebody\n#\n# Licensed under the MIT.\n\n"
     module = chunker.parse("pkg/m.py", header + '"""Read and write invoices."""\nimport os\n')
