@@ -101,7 +101,7 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
 
 def main(argv: list[str] | None = None) -> int:
     from kernel.plugins import PluginError, StartupError
-    from neuralmind.client import DaemonNotRunning, NeuralMindAPIError
+    from neuralmind.client import DaemonNotRunning, NeuralMindAPIError, NotAServerURL
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
     parser = build_parser(line)
@@ -112,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ConfigError, CommandError, PluginError, StartupError) as ex:
+    except (ConfigError, CommandError, PluginError, StartupError, NotAServerURL) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:
         print("\nneuralmind: interrupted", file=sys.stderr)
         return 130
     except NeuralMindAPIError as ex:
-        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}, request {ex.request_id}]"
+        request = f", request {ex.request_id}" if ex.request_id else ""
+        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}{request}]"
               + "".join(f"\n  {line}" for line in field_errors(ex)), file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:

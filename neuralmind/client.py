@@ -47,6 +47,10 @@ class DaemonNotRunning(NeuralMindError, ConnectionError):
     """No server answers at the discovered (or given) address."""
 
 
+class NotAServerURL(NeuralMindError, ValueError):
+    """The URL given, in ``NEURALMIND_API_URL`` or in the daemon's file is not http(s)://host."""
+
+
 class NeuralMindAPIError(NeuralMindError):
     """The server answered with the error envelope."""
 
@@ -304,7 +308,13 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     then the daemon's discovery file, then (token only) ``$NEURALMIND_HOME/token``."""
     home = Path(home or home_dir())
     info = read_discovery(home) or {}
-    url = url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
+    given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
+    parts = urllib.parse.urlsplit(url or "")
+    if url and (parts.scheme not in ("http", "https") or not parts.netloc):
+        source = ("given" if given else "from NEURALMIND_API_URL"
+                  if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
+        raise NotAServerURL(f"{url} ({source}) is not a server URL such as "
+                            "http://127.0.0.1:8765")
     token = token or os.environ.get("NEURALMIND_API_TOKEN") or info.get("token")
     if not token:
         try:
@@ -899,6 +909,11 @@ class ProjectHandle:
         return self._nm._json("POST", self._url("validate"), json_body={"write": write})
 
 
+# path segments after /memories/ that name routes: the server refuses them as a record's id
+MEMORY_ROUTES = frozenset({"search", "batch", "export", "import", "maintenance", "stats", "tags",
+                           "decay", "decay-policy", "consolidate"})
+
+
 class Memories:
     """``/v1/projects/{id}/memories``: decisions with history, mem0's verbs."""
 
@@ -909,6 +924,14 @@ class Memories:
 
     def _url(self, *parts: str) -> str:
         return _path(self._base, *parts)
+
+    def _record(self, memory_id: str, *parts: str) -> str:
+        """A record's path. An id that names a route is no record's: 404 here, rather than
+        that route's answer read as a record."""
+        if memory_id in MEMORY_ROUTES:
+            raise NotFound(404, "memory_not_found", f"no memory with id {memory_id} ("
+                           f"'{memory_id}' names a route, never a record)")
+        return self._url(memory_id, *parts)
 
     def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
         job = _job(self._nm._json("POST", path, json_body=body)["job"])
@@ -921,7 +944,7 @@ class Memories:
                                       json_body={"title": title, "rationale": rationale, **fields}))
 
     def get(self, memory_id: str) -> Memory:
-        return _memory(self._nm._json("GET", self._url(memory_id)))
+        return _memory(self._nm._json("GET", self._record(memory_id)))
 
     def list(self, **filters: Any) -> Iterator[Memory]:
         """Every memory matching the filters (``status``, ``file``, ``tag``, ``type``, ``author``,
@@ -943,33 +966,33 @@ class Memories:
     def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
         """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""
         headers = {"If-Match": if_match} if if_match else None
-        return _memory(self._nm._json("PATCH", self._url(memory_id), json_body=changes,
+        return _memory(self._nm._json("PATCH", self._record(memory_id), json_body=changes,
                                       headers=headers))
 
     def invalidate(self, memory_id: str, reason: str) -> Memory:
-        return _memory(self._nm._json("POST", self._url(memory_id, "invalidate"),
+        return _memory(self._nm._json("POST", self._record(memory_id, "invalidate"),
                                       json_body={"reason": reason}))
 
     def restore(self, memory_id: str, commit_sha: str | None = None) -> Memory:
         body = {"commit_sha": commit_sha} if commit_sha else {}
-        return _memory(self._nm._json("POST", self._url(memory_id, "restore"), json_body=body))
+        return _memory(self._nm._json("POST", self._record(memory_id, "restore"), json_body=body))
 
     def delete(self, memory_id: str) -> None:
-        self._nm.request("DELETE", self._url(memory_id))
+        self._nm.request("DELETE", self._record(memory_id))
 
     def history(self, memory_id: str) -> Iterator[dict[str, Any]]:
         """The record's events, oldest first: ``{id, at, kind, actor, changes, note}``."""
-        return self._nm._pages(self._url(memory_id, "history"), dict)
+        return self._nm._pages(self._record(memory_id, "history"), dict)
 
     def feedback(self, memory_id: str, helpful: bool, note: str | None = None) -> Memory:
         """helpful raises confidence by 0.05, unhelpful lowers it by 0.10 (floor 0.10)."""
         body = {"signal": "helpful" if helpful else "unhelpful", **({"note": note} if note else {})}
-        data = self._nm._json("POST", self._url(memory_id, "feedback"), json_body=body)
+        data = self._nm._json("POST", self._record(memory_id, "feedback"), json_body=body)
         return _memory(data.get("memory", data))
 
     def timeline(self, memory_id: str) -> list[dict[str, Any]]:
         """The record's history merged with the git commits that touched its files."""
-        return self._nm._json("GET", self._url(memory_id, "timeline"))["items"]
+        return self._nm._json("GET", self._record(memory_id, "timeline"))["items"]
 
     # -- tags, stats, collections --------------------------------------------------------
 
@@ -982,11 +1005,11 @@ class Memories:
         return self._nm._json("GET", self._url("tags"), params={"status": status})["items"]
 
     def tag(self, memory_id: str, *tags: str) -> Memory:
-        return _memory(self._nm._json("POST", self._url(memory_id, "tags"),
+        return _memory(self._nm._json("POST", self._record(memory_id, "tags"),
                                       json_body={"tags": list(tags)}))
 
     def untag(self, memory_id: str, *tags: str) -> Memory:
-        return _memory(self._nm._json("DELETE", self._url(memory_id, "tags"),
+        return _memory(self._nm._json("DELETE", self._record(memory_id, "tags"),
                                       params={"tag": list(tags)}))
 
     def collections(self) -> list[dict[str, Any]]:
@@ -1008,18 +1031,18 @@ class Memories:
         """supersedes, depends_on, relates_to, contradicts or merged_into; a supersedes link
         makes ``target`` SUPERSEDED."""
         body = {"target": target, "type": type, **({"note": note} if note else {})}
-        return self._nm._json("POST", self._url(memory_id, "links"), json_body=body)
+        return self._nm._json("POST", self._record(memory_id, "links"), json_body=body)
 
     def unlink(self, memory_id: str, target: str, type: str | None = None) -> None:
-        self._nm.request("DELETE", self._url(memory_id, "links"),
+        self._nm.request("DELETE", self._record(memory_id, "links"),
                          params={"target": target, "type": type})
 
     def links(self, memory_id: str) -> list[dict[str, Any]]:
-        return self._nm._json("GET", self._url(memory_id, "links"))["items"]
+        return self._nm._json("GET", self._record(memory_id, "links"))["items"]
 
     def graph(self, memory_id: str, depth: int = 2) -> dict[str, Any]:
         """``{root, nodes, edges}`` within ``depth`` links (1–4)."""
-        return self._nm._json("GET", self._url(memory_id, "graph"), params={"depth": depth})
+        return self._nm._json("GET", self._record(memory_id, "graph"), params={"depth": depth})
 
     # -- contradictions ------------------------------------------------------------------
 

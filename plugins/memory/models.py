@@ -13,15 +13,13 @@ from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict,
                       model_validator)
 
 from neuralmind import ConfigSection, ISODate, Model, PageQuery
+from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
 STATUSES = ("ACTIVE", "STALE", "INVALIDATED", "ARCHIVED", "SUPERSEDED", "MERGED")
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
-# path segments after /memories/ that name routes, so no record may take them as its id
-RESERVED_IDS = frozenset({"search", "batch", "export", "import", "maintenance", "stats", "tags",
-                          "decay", "decay-policy", "consolidate"})
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

@@ -62,6 +62,17 @@ def test_api_error_exits_1_with_code_and_request_id(cli):
 def test_usage_error_exits_2(cli):
     code, _, err = cli("memory", "feedback", "x")
     assert code == 2 and "--helpful" in err
+    code, out, err = cli("memory", "list", "--url", "notaurl")
+    assert (code, out) == (2, "")
+    assert err == "neuralmind: notaurl (given) is not a server URL such as http://127.0.0.1:8765\n"
+
+
+def test_an_id_that_names_a_route_is_no_record(cli):
+    for verb in ("show", "delete", "history"):
+        code, out, err = cli("memory", verb, "stats")
+        assert (code, out) == (1, ""), verb
+        assert err == ("neuralmind: no memory with id stats ('stats' names a route, never a "
+                       "record) [memory_not_found, status 404]\n")
 
 
 def test_memory_commands(cli, nm):

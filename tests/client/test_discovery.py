@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from neuralmind.client import DaemonNotRunning, NeuralMindClient, Unauthorized
+from neuralmind.client import DaemonNotRunning, NeuralMindClient, NotAServerURL, Unauthorized
 from tests.client.conftest import Daemon, git_repo
 from tests.support import ROOT, free_port
 
@@ -63,6 +63,18 @@ def test_no_daemon_is_a_friendly_error(tmp_path, monkeypatch):
     dead = NeuralMindClient(f"http://127.0.0.1:{free_port()}", token="x")
     with pytest.raises(DaemonNotRunning, match="cannot reach"):
         dead.health()
+
+
+def test_a_url_that_is_no_server_url_is_named_with_where_it_came_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    with pytest.raises(NotAServerURL) as given:
+        NeuralMindClient(url="notaurl", home=tmp_path)
+    assert isinstance(given.value, ValueError)
+    assert str(given.value) == ("notaurl (given) is not a server URL such as "
+                                "http://127.0.0.1:8765")
+    monkeypatch.setenv("NEURALMIND_API_URL", "ftp://host/x")
+    with pytest.raises(NotAServerURL, match=r"^ftp://host/x \(from NEURALMIND_API_URL\)"):
+        NeuralMindClient(home=tmp_path)
 
 
 def test_cli_says_how_to_start_a_daemon(tmp_path):

@@ -46,6 +46,12 @@ def test_errors(repo):
     with pytest.raises(NotFound) as missing:
         repo.memories.get("no-such-memory")
     assert missing.value.code == "memory_not_found"
+    for route in ("stats", "export", "decay-policy"):  # another route's answer is no record
+        for verb in (repo.memories.get, repo.memories.delete, repo.memories.history):
+            with pytest.raises(NotFound) as named:
+                verb(route)
+            assert (named.value.status, named.value.code) == (404, "memory_not_found")
+            assert f"'{route}' names a route, never a record" in named.value.message
 
 
 def test_lifecycle_history_and_feedback(repo):
