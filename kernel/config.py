@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kernel.errors import error_message
+
 DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp", "ask", "ui"]
 DEFAULT_MAX_BODY = 1024 * 1024
 
@@ -163,7 +165,7 @@ def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = N
         if where:
             key += f" (from {where})"
         got = (f" (got {error['input']!r:.60})" if key and error["type"] != "missing" else "")
-        out.append(f"{key}: {error['msg']}{got}" if key else error["msg"])
+        out.append(f"{key}: {error_message(error)}{got}" if key else error_message(error))
     return "; ".join(out)
 
 

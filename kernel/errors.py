@@ -116,13 +116,20 @@ class Unavailable(APIError):
     status, code, message = 503, "unavailable", "temporarily unavailable"
 
 
+def error_message(err: dict[str, Any]) -> str:
+    """A pydantic error's message, without the "Value error, " it puts before the text a
+    validator of ours raised (that text is written for the reader as it stands)."""
+    msg = str(err.get("msg", ""))
+    return msg.removeprefix("Value error, ") if err.get("type") == "value_error" else msg
+
+
 def validation_details(errors: list[dict[str, Any]], prefix: tuple = ()) -> dict[str, Any]:
     """Pydantic errors as ``details.errors``: ``[{loc, msg, type}]`` with JSON-safe locations."""
     out = []
     for err in errors:
         loc = [*prefix, *err.get("loc", ())]
         out.append({"loc": [p if isinstance(p, (int, str)) else str(p) for p in loc],
-                    "msg": str(err.get("msg", "")), "type": str(err.get("type", ""))})
+                    "msg": error_message(err), "type": str(err.get("type", ""))})
     return {"errors": out}
 
 

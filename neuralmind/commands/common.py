@@ -56,12 +56,15 @@ def setting(model: str, name: str):
         from typing import Annotated
 
         from pydantic import TypeAdapter, ValidationError
+
+        from kernel.errors import error_message
         module, _, cls = model.partition(":")
         field = getattr(importlib.import_module(module), cls).model_fields[name]
         try:
             return TypeAdapter(Annotated[field.annotation, *field.metadata]).validate_python(text)
         except ValidationError as ex:
-            raise argparse.ArgumentTypeError(f"{ex.errors()[0]['msg']} (got {text})") from None
+            raise argparse.ArgumentTypeError(f"{error_message(ex.errors()[0])} (got {text})"
+                                             ) from None
     return parse
 
 

@@ -92,6 +92,10 @@ def test_create_rejects_bad_input_and_writes_nothing(api):
         assert r.status == 422, (body, r.body)
         assert r.error["code"] == "validation_error"
         assert loc in [e["loc"] for e in r.error["details"]["errors"]], (body, r.error)
+    worded = api.server.post(api.base, {"title": "t", "rationale": "r", "review_by": "soon"})
+    assert worded.error["details"]["errors"] == [  # a validator's own words, as they stand
+        {"loc": ["body", "review_by"], "msg": "a date is written YYYY-MM-DD",
+         "type": "value_error"}]
     assert api.server.get(api.base + "?status=ALL").json["items"] == []
 
 
