@@ -115,6 +115,8 @@ def cmd_edit(args) -> int:
                "evidence_append": args.add_evidence, "rejected_append": args.add_rejected,
                "supersedes": args.supersedes}
     changes = {k: v for k, v in changes.items() if v is not None}
+    if args.review_by == "":  # `--review-by ""` clears it, as null does over HTTP
+        changes["review_by"] = None
     return _show(args, project(args).memories.update(args.id, if_match=args.if_match, **changes))
 
 
@@ -137,12 +139,16 @@ def cmd_history(args) -> int:
     return emit(args, rows, rows=table, columns=("at", "kind", "actor", "changes", "note"))
 
 
+# the one change that is a list as it stands, not [old, new] (a merge's originals)
+LISTED = {"merged_from"}
+
+
 def _changes(changes: dict) -> str:
     """``status: ACTIVE → INVALIDATED; tags: db → db,sqlite`` from ``{field: [old, new]}``."""
     return "; ".join("{}: {} → {}".format(field, *_differing(_was(v[0]), _was(v[1]),
                                                             (CELL - len(field) - 5) // 2))
-                     if isinstance(v, list) and len(v) == 2 else f"{field}: {_was(v)}"
-                     for field, v in changes.items())
+                     if isinstance(v, list) and len(v) == 2 and field not in LISTED
+                     else f"{field}: {_was(v)}" for field, v in changes.items())
 
 
 def _differing(old: str, new: str, room: int) -> tuple[str, str]:
@@ -350,11 +356,12 @@ def cmd_tags(args) -> int:
 
 
 def _filter_flags(parser) -> None:
-    parser.add_argument("--status", help="ACTIVE (default), STALE, INVALIDATED or ALL")
+    parser.add_argument("--status", help="ACTIVE (default), STALE, INVALIDATED, ARCHIVED, "
+                        "SUPERSEDED, MERGED or ALL")
     parser.add_argument("--tag", action="append", help="any of these tags (repeatable)")
     parser.add_argument("--file", action="append", help="any of these files (repeatable)")
     parser.add_argument("--type", help="ARCHITECTURE, DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
-    parser.add_argument("--kind", action="append", choices=KINDS, help="any of these (repeatable)")
+    parser.add_argument("--kind", action="append", type=str.lower, choices=KINDS, help="any of these (repeatable)")
     parser.add_argument("--collection", help="a saved filter (flags given here override it)")
     parser.add_argument("--author")
     parser.add_argument("--agent")
@@ -379,7 +386,7 @@ def add_commands(sub) -> None:
     add.add_argument("--file", action="append", help="a file it is about (repeatable)")
     add.add_argument("--tag", action="append")
     add.add_argument("--type", help="ARCHITECTURE (default), DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
-    add.add_argument("--kind", choices=KINDS, help="decision (default), fact, preference, "
+    add.add_argument("--kind", type=str.lower, choices=KINDS, help="decision (default), fact, preference, "
                      "procedure, episode")
     add.add_argument("--importance", type=_fraction, help="0–1 (default by kind)")
     add.add_argument("--pinned", action="store_true", help="never decays, never archived")
@@ -409,8 +416,8 @@ def add_commands(sub) -> None:
     edit.add_argument("--confidence", type=float)
     edit.add_argument("--tags", nargs="*", help="replace the tags")
     edit.add_argument("--files", nargs="*", help="replace files_affected")
-    edit.add_argument("--review-by")
-    edit.add_argument("--kind", choices=KINDS)
+    edit.add_argument("--review-by", help='YYYY-MM-DD; "" clears it')
+    edit.add_argument("--kind", type=str.lower, choices=KINDS)
     edit.add_argument("--importance", type=_fraction)
     edit.add_argument("--pinned", type=_on_off, metavar="on|off")
     edit.add_argument("--supersedes", action="append", metavar="ID")
@@ -465,7 +472,7 @@ def add_commands(sub) -> None:
     cons = verb("consolidate", cmd_consolidate, "merge near-duplicate memories (a job)",
                 with_id=False)
     cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")
-    cons.add_argument("--kind", action="append", choices=KINDS, help="only these (repeatable)")
+    cons.add_argument("--kind", action="append", type=str.lower, choices=KINDS, help="only these (repeatable)")
     cons.add_argument("--threshold", type=float, help="cosine 0.5–1 (default 0.85)")
     dec = verb("decay", cmd_decay, "run a decay sweep, or show/change the decay policy",
                with_id=False)

@@ -118,7 +118,7 @@ class Links:
                 for rec in (source, other):
                     if rec is not None:
                         w.event(rec["id"], at, "unlinked", self.m.actor_for(actor, rec),
-                                link_change(link))
+                                link_change(link), link.get("note"))
         if not gone:
             raise NotFound(f"no {link_type or ''} link from {mid} to {target}".replace("  ", " "),
                            code="link_not_found")

@@ -75,6 +75,19 @@ def test_an_id_that_names_a_route_is_no_record(cli):
                        "record) [memory_not_found, status 404]\n")
 
 
+def test_review_by_clears_kind_takes_any_case_and_a_merge_lists_its_originals(cli, nm):
+    needs(nm, "/v1/projects/{project_id}/memories")
+    code, out, _ = cli("memory", "add", "Ports", "-r", "8765 by default.", "--kind", "FACT",
+                       "--review-by", "2999-01-01", "--json")
+    made = json.loads(out)
+    assert code == 0 and (made["kind"], made["review_by"]) == ("fact", "2999-01-01")
+    code, out, _ = cli("memory", "edit", made["id"], "--review-by", "", "--json")
+    assert code == 0 and json.loads(out)["review_by"] is None
+    from neuralmind.commands.memories import _changes
+    assert _changes({"merged_from": ["a1", "b2"]}) == "merged_from: a1,b2"
+    assert _changes({"status": ["ACTIVE", "MERGED"]}) == "status: ACTIVE → MERGED"
+
+
 def test_memory_commands(cli, nm):
     needs(nm, "/v1/projects/{project_id}/memories")
     code, out, _ = cli("memory", "add", "Use WAL", "-r", "readers never block", "--file",
