@@ -78,6 +78,8 @@ class MemorySettings(ConfigSection):
                                   description="semantic mode drops results below this cosine")
     hybrid_floor: float = Field(-1.0, ge=-1.0, le=1.0,
                                 description="hybrid drops semantic-only hits below this cosine")
+    hybrid_tail: float = Field(0.01, ge=0.0, le=1.0, description="hybrid drops results "
+                               "scoring below this share of the best one")
     rerank: bool = Field(True, description="hybrid: order the legs' pools with the shipped "
                          "second stage (false: the fusion rule)")
     floor: bool = Field(True, description="every mode: nothing when no record is close to the "

@@ -503,5 +503,7 @@ class Searcher:
                                  policy, parse_time(now or now_iso()))
         score = {m: b * rank_factor(strength.get(m, 1.0), weight) for m, b in base.items()}
         top = sorted(score, key=lambda m: -score[m])[:limit]
+        if top and self.settings.hybrid_tail:
+            top = [m for m in top if score[m] >= self.settings.hybrid_tail * score[top[0]]]
         records = store.get_many(top)
         return [(records[m], round(score[m], 4)) for m in top if m in records]

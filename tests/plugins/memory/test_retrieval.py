@@ -50,14 +50,17 @@ def test_a_long_record_is_found_by_its_last_paragraph(server, tmp_path):
 def test_settings_turn_the_second_stage_and_the_floor_off(server, tmp_path):
     """Off, hybrid ranks by the fusion rule (a record best in both legs scores 1.0 when decay
     does not weigh in) and a question about nothing here returns every record; on (the default), scores are the
-    ranker's calibrated probabilities and that question returns nothing."""
+    ranker's calibrated probabilities and that question returns nothing. A hit's tail — records
+    under 1 % of the best score — is left out unless ``hybrid_tail`` is 0."""
     default = project(server, tmp_path / "default")
     fill(default)
     top = default.search("pin numpy below 3")["results"][0]
     assert top["title"] == "Pin numpy below 3" and 0.0 < top["score"] < 1.0
     assert default.search("recipe for banana bread with walnuts")["results"] == []
+    top = default.search("pin numpy below 3")["results"]
+    assert all(hit["score"] >= 0.01 * top[0]["score"] for hit in top)
     plain = start(tmp_path / "home-plain", memory={"rerank": False, "floor": False,
-                                                   "decay_weight": 0.0})
+                                                   "decay_weight": 0.0, "hybrid_tail": 0.0})
     try:
         api = project(plain, tmp_path / "plain")
         fill(api)
