@@ -199,19 +199,21 @@ class OnnxEmbedder:
             if self._session is not None:
                 return
             started = time.perf_counter()
-            model = files.model
+            loading = files.tokenizer  # the file whose failure is named
             try:
                 tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
+                loading = files.model
                 if self.compute == "int8":
-                    model = int8model.derive(files.model, files.digest, self._cache_dir)
-                session = _session(model)
+                    loading = int8model.derive(files.model, files.digest, self._cache_dir)
+                session = _session(loading)
             except Exception as ex:  # a corrupt file is "no model", not a crash
-                if model != files.model:  # our derived copy: a new one mends it
+                if loading not in (files.model, files.tokenizer):  # our derived copy: mended anew
                     hint = f"delete it and it is derived again from {files.model}"
+                elif loading == files.tokenizer or self.compute == "float":
+                    hint = HINT
                 else:
-                    hint = HINT if self.compute == "float" else (
-                        HINT + '; or compute as the file does: [embeddings] compute = "float"')
-                self._error = (f"no embedding model: cannot load {model}: "
+                    hint = HINT + '; or compute as the file does: [embeddings] compute = "float"'
+                self._error = (f"no embedding model: cannot load {loading}: "
                                f"{type(ex).__name__}: {ex}; {hint}")
                 raise Unavailable(self._error, code="semantic_unavailable") from None
             width = session.get_outputs()[0].shape[-1]

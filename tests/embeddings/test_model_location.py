@@ -107,8 +107,16 @@ def test_a_file_that_is_not_a_model_is_unavailable_not_a_crash(custom_dir):
     embedder = OnnxEmbedder(str(custom_dir))
     assert embedder.model_id.startswith("my-minilm+")  # found and hashed, but does not load
     err = unavailable(embedder)
-    assert "cannot load" in err.message
+    assert f"cannot load {custom_dir / 'model.onnx'}" in err.message
     assert unavailable(embedder).message == err.message  # remembered, not retried per call
+
+
+def test_a_tokenizer_that_does_not_read_is_the_file_named(custom_dir):
+    (custom_dir / "tokenizer.json").unlink()  # a link to the packaged file: never written
+    (custom_dir / "tokenizer.json").write_text("{}")
+    err = unavailable(OnnxEmbedder(str(custom_dir)))
+    assert f"cannot load {custom_dir / 'tokenizer.json'}" in err.message
+    assert f"cannot load {custom_dir / 'model.onnx'}" not in err.message
 
 
 def test_a_packaged_model_with_the_wrong_hash_is_refused(tmp_path, monkeypatch):
