@@ -14,6 +14,7 @@ import pkgutil
 import socket
 import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 from gunicorn import util
@@ -56,7 +57,24 @@ def check_tls(settings: Settings) -> None:
                                                                             server.tls_key)
     except (OSError, ssl.SSLError) as ex:
         raise BindError(f"cannot load the TLS certificate {server.tls_cert} with key "
-                        f"{server.tls_key}: {ex}") from None
+                        f"{server.tls_key}: {_tls_fault(server.tls_cert, server.tls_key, ex)}"
+                        ) from None
+
+
+def _tls_fault(cert: str, key: str, ex: Exception) -> str:
+    """Which file is wrong and how, in words: OpenSSL says "PEM lib" for most of it."""
+    texts = {}
+    for path, what, marker in ((cert, "certificate", "CERTIFICATE-----"),
+                               (key, "private key", "PRIVATE KEY-----")):
+        try:
+            texts[path] = Path(path).read_text(errors="replace")
+        except OSError as err:
+            return f"{path}: {err.strerror}"
+        if marker not in texts[path]:
+            return f"{path} is not a PEM {what}"
+    if getattr(ex, "reason", None) == "KEY_VALUES_MISMATCH":
+        return f"{key} is not the private key of {cert}"
+    return f"OpenSSL refused them ({getattr(ex, 'reason', None) or ex})"
 
 
 def check_bind(settings: Settings) -> None:

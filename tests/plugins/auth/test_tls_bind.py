@@ -98,6 +98,24 @@ def test_unloadable_certificate_is_refused_before_forking(tmp_path, ca):
     done = serve(tmp_path, "--allow-remote", "--tls-cert", str(tmp_path / "cert.pem"),
                  "--tls-key", str(tmp_path / "key.pem"))
     assert done.returncode == 2 and "cannot load the TLS certificate" in done.stderr
+    assert f"{tmp_path / 'key.pem'} is not the private key of {tmp_path / 'cert.pem'}" \
+        in done.stderr
+
+
+def test_each_unloadable_tls_file_is_named_with_what_is_wrong(tmp_path, ca):
+    from kernel.config import load_settings
+    from kernel.serving import BindError, check_tls
+    cert = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
+    cert.private_key_pem.write_to_path(tmp_path / "key.pem")
+    for given, why in [(("cert.pem", "cert.pem"), "cert.pem is not a PEM private key"),
+                       (("key.pem", "key.pem"), "key.pem is not a PEM certificate"),
+                       (("cert.pem", "gone.pem"), "gone.pem: No such file or directory")]:
+        settings = load_settings(server={"tls_cert": str(tmp_path / given[0]),
+                                         "tls_key": str(tmp_path / given[1])})
+        with pytest.raises(BindError) as refused:
+            check_tls(settings)
+        assert str(refused.value).endswith(f"{tmp_path}/{why}"), refused.value
 
 
 def test_insecure_http_acknowledgement_passes_the_bind_check():
