@@ -91,12 +91,15 @@ def cmd_create(args) -> int:
 
 def cmd_list(args) -> int:
     from plugins.auth.resources import token_out
-    rows = [token_out(h, r) for h, r in _tokens(_settings(args)).listing()]
+    settings = _settings(args)
+    rows = [token_out(h, r) for h, r in _tokens(settings).listing()]
     if args.json:
         print(json.dumps([r.model_dump() for r in rows]))
         return 0
     if not rows:
-        print("no tokens — add one with `neuralmind token create --actor A --role R`")
+        print("no tokens — add one with `neuralmind token create --actor A --role R`"
+              if settings.server_mode else "no per-user tokens: loopback mode takes only its own "
+              "(`neuralmind token show`); per-user tokens need server mode (docs/security.md)")
         return 0
     print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':20}  EXPIRES")
     for r in rows:

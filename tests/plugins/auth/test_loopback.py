@@ -37,7 +37,9 @@ def test_token_create_is_refused_in_loopback_mode(daemon):
     done = cli(daemon.home, "token", "create", "--actor", "ann", "--role", "admin", check=False)
     assert (done.returncode, done.stdout) == (2, ""), done
     assert "need server mode" in done.stderr and "docs/security.md" in done.stderr
-    assert "no tokens" in cli(daemon.home, "token", "list").stdout
+    assert cli(daemon.home, "token", "list").stdout == (
+        "no per-user tokens: loopback mode takes only its own (`neuralmind token show`); "
+        "per-user tokens need server mode (docs/security.md)\n")
     assert events(daemon.home, "token.created") == []
 
 
