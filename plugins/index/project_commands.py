@@ -138,7 +138,8 @@ def cmd_ingest(args) -> int:
         return 2
     suffix = Path(args.name or path.name).suffix.lower()
     if args.type is None and suffix not in DOCUMENT_TYPES:
-        err(f"{args.path}: {suffix or 'a file without an extension'} is not a type ingest reads "
+        named = f"--name {args.name}" if args.name else args.path
+        err(f"{named}: {suffix or 'a name without an extension'} is not a type ingest reads "
             f"({', '.join(sorted(DOCUMENT_TYPES))}); name its type with --type if it is one")
         return 2
     out = project(args).ingest(path, name=args.name, content_type=args.type)

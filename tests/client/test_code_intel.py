@@ -115,6 +115,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     ]
     (tmp_path / "slides.pptx").write_bytes(b"PK")
     wrong.append((("ingest", str(tmp_path / "slides.pptx")), 2, ".pptx is not a type ingest reads"))
+    wrong.append((("ingest", str(note), "--name", ".."), 2,
+                  "--name ..: a name without an extension is not a type ingest reads"))
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 no more")
     wrong.append((("ingest", str(tmp_path / "broken.pdf")), 1, "the PDF could not be read"))
     for args, status, says in wrong:
