@@ -134,21 +134,29 @@ def _apply(conn, settings: dict[str, str], local: bool) -> None:
         _HELD[conn] = {**held, **todo}
 
 
+UNPARSEABLE = "(a DSN psycopg cannot parse)"
+
+
 def shown_dsn(dsn: str) -> str:
     """A DSN without its password, for output."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     try:
         parts = conninfo_to_dict(dsn)
     except Exception:  # not parseable: say nothing of it but that
-        return "(a DSN psycopg cannot parse)"
+        return UNPARSEABLE
     if "password" in parts:
         parts["password"] = "***"
     return make_conninfo(**parts)
 
 
 def cannot_reach(dsn: str, ex: Exception) -> str:
-    """One line saying ``dsn`` is out of reach, with psycopg's reason and no password."""
-    return f"the database at {shown_dsn(dsn)} cannot be reached: {' '.join(str(ex).split())}"
+    """One line saying ``dsn`` is out of reach, with psycopg's reason and no password; a DSN
+    psycopg cannot parse is said to be that (its reason may quote the password)."""
+    shown = shown_dsn(dsn)
+    if shown == UNPARSEABLE:
+        return ("the database DSN is not one psycopg reads: write postgresql://user:password@"
+                "host/db, or key=value pairs such as host=… dbname=…")
+    return f"the database at {shown} cannot be reached: {' '.join(str(ex).split())}"
 
 
 def unreachable(dsn: str, timeout_s: int = 10) -> str | None:

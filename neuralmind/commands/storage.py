@@ -121,7 +121,9 @@ def cmd_check(args) -> int:
         rows = (_check_postgres if storage.backend == "postgres" else _check_sqlite)(settings,
                                                                                      found)
     except database_errors() as ex:
-        print(f"neuralmind: the database at {where} cannot be reached: {ex}", file=sys.stderr)
+        why = (cannot_reach(storage.dsn, ex) if storage.backend == "postgres" else
+               f"the database at {where} cannot be reached: {ex}")
+        print(f"neuralmind: {why}", file=sys.stderr)
         return 1
     newer = [r for r in rows if (r["pending"] or 0) < 0]
     if args.json:

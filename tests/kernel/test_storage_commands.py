@@ -177,3 +177,8 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
     code, _, err = storage(home, "migrate", "--to", "postgres",
                            "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     assert code == 1 and "cannot be reached" in err
+    for argv, dsn in ((("migrate", "--to", "postgres", "--dsn", "notadsn secret"), None),
+                      (("check",), "notadsn secret")):
+        code, _, err = storage(home, *argv, dsn=dsn)
+        assert code == 1 and "the database DSN is not one psycopg reads" in err, (argv, err)
+        assert "secret" not in err
