@@ -98,11 +98,13 @@ def private_dirs(settings) -> tuple[str, ...]:
 
 def config_projects(settings) -> dict[str, str]:
     """The config's ``[[projects]]`` as ``{id: real path}``. An entry the denylist refuses
-    (after symlinks are resolved) is a ConfigError naming it: the server does not start."""
+    (after symlinks are resolved), or that names no directory, is a ConfigError naming it:
+    the server does not start."""
     private, out = private_dirs(settings), {}
     for alias in settings.projects:
         real = os.path.realpath(alias.path)
-        why = refusal(real, private)
+        why = refusal(real, private) or (None if os.path.isdir(real) else "not a directory"
+                                         if os.path.exists(real) else "no such directory")
         if why:
             raise ConfigError(f"[[projects]] id = {alias.id!r}, path = {alias.path!r} in "
                               f"{settings.source or 'the config'} is refused: {why}")

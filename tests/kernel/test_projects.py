@@ -150,6 +150,20 @@ def test_a_config_project_on_the_denylist_stops_the_server_naming_it(tmp_path, t
         gunicorn_options(load_settings(config, kernel={"home": str(tmp_path / "home")}))
 
 
+def test_a_config_project_that_names_no_directory_stops_the_server_naming_it(tmp_path):
+    from kernel.config import ConfigError, load_settings
+    from kernel.serving import gunicorn_options
+    (tmp_path / "notes.txt").write_text("a file\n")
+    for path, why in ((tmp_path / "gone", "no such directory"),
+                      (tmp_path / "notes.txt", "not a directory")):
+        config = tmp_path / "config.toml"
+        config.write_text(server_mode_config({"api": str(path)}, "insecure_http = true\n"))
+        with pytest.raises(ConfigError) as refused:
+            gunicorn_options(load_settings(config, kernel={"home": str(tmp_path / "home")}))
+        assert str(refused.value) == (f"[[projects]] id = 'api', path = '{path}' in {config} is "
+                                      f"refused: {why}")
+
+
 def test_a_config_project_holding_the_state_home_is_refused(tmp_path):
     from kernel.config import ConfigError
     from tests.support import make_kernel
