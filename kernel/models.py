@@ -40,7 +40,10 @@ def _iso_date(value: Any) -> Any:
         return value
     if not _ISO_DATE.fullmatch(value):
         raise ValueError("a date is written YYYY-MM-DD")
-    return dt.date.fromisoformat(value)  # a date, which strict validation takes as it is
+    try:
+        return dt.date.fromisoformat(value)  # a date, which strict validation takes as it is
+    except ValueError:  # the shape holds, the day does not (2026-02-30)
+        raise ValueError(f"{value} is no day of the calendar (YYYY-MM-DD)") from None
 
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -17,8 +17,9 @@ AGENT_FOLDERS = ((".claude", "claude-code"), (".cursor", "cursor"))  # what `up`
 
 
 def cmd_add(args) -> int:
-    nm = client(args)
-    p = nm.projects.add(args.path or repo_root())
+    if args.path and (why := no_directory(args.path)):
+        raise CommandError(f"{args.path}: {why} (give the repository to register)")
+    p = client(args).projects.add(args.path or repo_root())
     return emit(args, p.raw, text=f"{p.id}  {p.path or p.name}")
 
 

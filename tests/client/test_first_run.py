@@ -98,8 +98,11 @@ def test_a_directory_that_does_not_exist_is_named(cli):
         code, out, err = cli("project", "show", "--project", path)
         assert code == 2 and out == ""
         assert f"--project {path}: no such directory" in err and "404" not in err
-    code, _, err = cli("project", "add", "/does/not/exist")
-    assert code == 1 and "/does/not/exist is not a directory" in err
+    code, out, err = cli("project", "add", "/does/not/exist")  # before any request
+    assert (code, out) == (2, "") and err.strip() == (
+        "neuralmind: /does/not/exist: no such directory (give the repository to register)")
+    code, _, err = cli("project", "add", __file__)
+    assert code == 2 and f"{__file__}: not a directory" in err
     code, out, err = cli("up", "/does/not/exist")  # before any daemon is asked or started
     assert (code, out) == (2, "") and err.strip() == (
         "neuralmind: /does/not/exist: no such directory (give the repository to index)")
