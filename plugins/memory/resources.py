@@ -84,6 +84,7 @@ class MemoryResources:
         resp.stream = self.m.export(req.context.project, fmt)
 
     @operation(permission="memories.write", query=ImportQuery, response=ImportOut, tags=TAGS,
+               raw_types=tuple(sorted(JSONL_TYPES)),
                summary="Restore an export (JSONL body); all or nothing",
                errors={415: f"`unsupported_media_type`: the body is not {JSONL}"})
     def on_post_import(self, req, resp, project_id):
