@@ -208,6 +208,14 @@ def _post_worker_init(worker) -> None:
 _GUNICORN_CODES = {400: "bad_request", 403: "forbidden", 414: "uri_too_long",
                    417: "expectation_failed", 431: "headers_too_large", 500: "internal_error",
                    501: "not_implemented"}
+# ours, in words; gunicorn's own (e.g. "limit request headers fields") goes in details.reason
+_GUNICORN_MESSAGES = {
+    400: "the request is not HTTP/1.x the server can read",
+    414: "the request line is longer than 8,190 bytes",
+    417: "the Expect header asks for what the server does not do",
+    431: "the request has more than 100 headers, or one longer than 8,190 bytes",
+    500: "the server could not read the request",
+    501: "the server does not implement this method or transfer encoding"}
 
 
 def write_envelope(sock, status: int, reason: str, message: str) -> None:
@@ -216,7 +224,8 @@ def write_envelope(sock, status: int, reason: str, message: str) -> None:
     writes every such answer through ``util.write_error``, an HTML page otherwise."""
     rid = os.urandom(16).hex()
     body = errors.envelope(_GUNICORN_CODES.get(status, "http_error"),
-                           f"{reason}: {message}" if message else reason, status, rid)
+                           _GUNICORN_MESSAGES.get(status, reason), status, rid,
+                           {"reason": message} if message else None)
     head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
             f"Content-Type: application/json; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
             f"X-Request-Id: {rid}\r\nNeuralMind-API-Version: 1\r\n\r\n")

@@ -138,8 +138,13 @@ def test_what_gunicorn_refuses_is_answered_with_the_envelope(kserver, what, stat
     assert got == status, body[:300]
     assert headers["content-type"].startswith("application/json")
     error = json.loads(body)["error"]
-    assert (error["code"], error["status"]) == (code, status) and error["message"]
+    assert (error["code"], error["status"]) == (code, status)
     assert set(error) == {"code", "message", "status", "request_id", "details"}
+    assert error["message"] == {  # ours; gunicorn's words only as details.reason
+        414: "the request line is longer than 8,190 bytes",
+        431: "the request has more than 100 headers, or one longer than 8,190 bytes",
+        400: "the request is not HTTP/1.x the server can read"}[status]
+    assert error["details"]["reason"]
 
 
 def test_a_long_request_line_within_8k_reaches_the_kernel(kserver):
