@@ -180,9 +180,15 @@ def install(app: falcon.App) -> None:
         message = ex.title or "error"
         if ex.description:
             message = f"{message}: {ex.description}"
+        details = None
         if isinstance(ex, falcon.HTTPRouteNotFound):  # say which, not only "404 Not Found"
             message = f"no route {req.method} {req.path} (GET /v1/openapi.json lists them)"
-        err = APIError(message, status=status, code=_FALCON_CODES.get(status, "http_error"))
+        elif isinstance(ex, falcon.HTTPMethodNotAllowed):  # and which methods the route takes
+            allowed = [m.strip() for m in (ex.headers or {}).get("Allow", "").split(",") if m]
+            message = f"{req.path} takes {', '.join(allowed)}, not {req.method}"
+            details = {"allowed": allowed}
+        err = APIError(message, status=status, code=_FALCON_CODES.get(status, "http_error"),
+                       details=details)
         if ex.headers:
             err.headers = dict(ex.headers)
         render(req, resp, err)

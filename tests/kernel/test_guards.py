@@ -238,7 +238,11 @@ def test_falcon_404_and_405_use_the_envelope(kapp):
     # an id holding a slash reaches no route: the answer names the path it was read as
     r = kapp.get("/v1/jobs/..%2Fx")
     assert r.error["message"].startswith("no route GET /v1/jobs/../x ")
-    assert_envelope(kapp.request("PUT", "/v1/hello", body=b""), 405, "method_not_allowed")
+    r = kapp.request("PUT", "/v1/hello", body=b"")
+    assert_envelope(r, 405, "method_not_allowed")
+    allowed = r.error["details"]["allowed"]
+    assert "GET" in allowed and "PUT" not in allowed
+    assert r.error["message"] == f"/v1/hello takes {', '.join(allowed)}, not PUT"
 
 
 header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=80)
