@@ -68,10 +68,9 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
     it stands for (``{409: "`index_busy`: a build is running"}``); ``headers`` the request
     headers it reads, as ``(name, description, required)``, then the values it accepts when
     they are few; ``media_type`` names what a streaming handler writes itself (SSE, JSONL,
-    HTML; several, comma-separated, when a query parameter picks one); ``raw_types`` are media
-    types the body may also come in besides JSON (a file upload): such a body reaches the
-    handler as bytes in ``req.context.raw``, ``req.context.body`` None; without a ``body``
-    model they are the only types, read by the handler itself. The OpenAPI document publishes all of it: a status the route
+    HTML; several, comma-separated, when a query parameter picks one); ``raw_types`` are media types the body may also come in besides JSON (a file
+    upload): such a body reaches the handler as bytes in ``req.context.raw``,
+    ``req.context.body`` None. The OpenAPI document publishes all of it: a status the route
     answers and does not list fails the contract test (tests/kernel/test_contract.py).
     """
     op = Operation(permission, body, query, response, status, tuple(tags), summary,

@@ -156,14 +156,12 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                    for name, text, required, *values in op.headers]
         if params:
             entry["parameters"] = params
-        raw = {t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}
         if op.body is not None:
             # required exactly when a missing body is refused: a missing body is read as {}
             required = _refuses_empty(op.body)
             entry["requestBody"] = {"required": required, "content": {
-                "application/json": {"schema": schemas.ref(op.body, "validation")}, **raw}}
-        elif raw:  # a route that reads its body itself, in these types only
-            entry["requestBody"] = {"required": True, "content": raw}
+                "application/json": {"schema": schemas.ref(op.body, "validation")},
+                **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}
         responses: dict[str, Any] = {}
         written = {t.split(";")[0]: {"schema": _stream_schema(t)}
                    for t in op.media_type.split(",")}  # what a streaming handler writes
@@ -222,8 +220,6 @@ def markdown(doc: dict[str, Any]) -> str:
             if "$ref" in body.get("schema", {}):
                 lines.append(f"Body: `{body['schema']['$ref'].rsplit('/', 1)[1]}`"
                              + (f", or a file as {', '.join(files)}." if files else "."))
-            elif files:
-                lines.append(f"Body: a file as {', '.join(files)}.")
             ok = []
             for status, r in op["responses"].items():
                 if not status.startswith("2"):

@@ -84,8 +84,8 @@ class MemoryResources:
         resp.stream = self.m.export(req.context.project, fmt)
 
     @operation(permission="memories.write", query=ImportQuery, response=ImportOut, tags=TAGS,
-               raw_types=tuple(sorted(JSONL_TYPES)),
-               summary="Restore an export (JSONL body); all or nothing",
+               summary="Restore an export (JSONL body, application/x-ndjson as export "
+                       "returns it); all or nothing",
                errors={415: f"`unsupported_media_type`: the body is not {JSONL}"})
     def on_post_import(self, req, resp, project_id):
         if (req.content_type or "").split(";")[0].strip().lower() not in JSONL_TYPES:

@@ -16,8 +16,6 @@ import typing
 import schemathesis
 from pydantic_core.core_schema import ErrorType
 
-from tests import serializers  # noqa: F401 (registers them)
-
 SCHEMA_ERRORS = frozenset(typing.get_args(ErrorType)) - {"value_error", "assertion_error"}
 ACCEPTED = range(200, 300)
 # bodies JSON Schema does not describe here: a JSONL import, and batch items whose required
