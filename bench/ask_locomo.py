@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench.memory import pct, wait_embedded  # noqa: E402
 from plugins.memory.eval import load_locomo  # noqa: E402
 
-DATASET = ROOT.parent.parent / "shared" / "eval" / "locomo"
+DATASET = ROOT.parent / "shared" / "eval" / "locomo"
 
 
 def main() -> int:
@@ -67,7 +67,8 @@ def main() -> int:
                 r = http.simulate_post(f"/v1/projects/{pid}/memories/batch",
                                        json={"items": items[i:i + 1000]})
                 assert r.status_code == 200, r.text[:300]
-            wait_embedded(kernel.projects.get(pid).state_dir / "memory.db", kernel.embedder.model_id)
+            wait_embedded([kernel.state("memory").store(kernel.projects.get(pid))],
+                          kernel.embedder.model_id)
             for question, kind, gold in col.queries[: args.limit_queries]:
                 started = time.perf_counter()
                 r = http.simulate_post(f"/v1/projects/{pid}/ask", json={

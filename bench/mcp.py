@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.memory import fill_batches, pct, random_vectors, sentence, wait_embedded  # noqa: E402
+from bench.memory import (fill_batches, pct, random_vectors, sentence,  # noqa: E402
+                          sqlite_store, wait_embedded)
 from tests.support import EVERY_QUERY_EMBEDDED, KeepAlive, Server  # noqa: E402
 
 VERSION = "2025-06-18"
@@ -128,9 +129,9 @@ def main() -> int:
             base = f"/v1/projects/{pid}/memories"
             v1 = KeepAlive(srv.port, srv.token)
             fill_batches(v1, base, random.Random(args.memories), args.memories)
-            db = project / ".neuralmind" / "memory.db"
-            random_vectors(db, embedder.model_id, embedder.dim)
-            wait_embedded(db, embedder.model_id)
+            store = sqlite_store(project / ".neuralmind" / "memory.db")
+            random_vectors(store, embedder.model_id, embedder.dim)
+            wait_embedded([store], embedder.model_id)
             mcp, stdio = MCPHTTP(srv.port, srv.token, pid), Stdio(srv.home, pid)
 
             def search(q):

@@ -194,9 +194,7 @@ class Backend:
         if self.shared is not None:
             from plugins.memory.pgstore import PgMemoryStore
             return PgMemoryStore(self.shared, name)
-        from kernel.storage import Database
-        from plugins.memory.store import MIGRATIONS, MemoryStore
-        return MemoryStore(Database(file or self.folder / f"{name}.db", MIGRATIONS))
+        return sqlite_store(file or self.folder / f"{name}.db")
 
     def close(self) -> None:
         for store in self.stores:
@@ -350,6 +348,13 @@ def pg_recall(store, embedder, queries: list[str], k: int = 10) -> dict:
         ms["exact"].append((t2 - t1) * 1000)
     return {f"recall_at_{k}": round(statistics.mean(recall), 4), "ef_search": ef,
             "p50_ms": {name: round(pct(v, 50), 2) for name, v in ms.items()}}
+
+
+def sqlite_store(db: Path):
+    """A store over a server's ``memory.db``, to seed vectors and watch its backfill."""
+    from kernel.storage import Database
+    from plugins.memory.store import MIGRATIONS, MemoryStore
+    return MemoryStore(Database(db, MIGRATIONS))
 
 
 def wait_embedded(stores: list, model_id: str, timeout: float = 600) -> float:
@@ -542,9 +547,7 @@ def run_real(srv: Server, tmp: Path, n: int, corpus, units, queries: list[str],
     out = {"memories": n, "text": "real",
            "batch_creates_per_s": round(fill_batches(client, base, None, n,
                                                      lambda i: corpus.record(i)[0]))}
-    from kernel.storage import Database
-    from plugins.memory.store import MIGRATIONS, MemoryStore
-    store = MemoryStore(Database(db, MIGRATIONS))
+    store = sqlite_store(db)
     random_vectors(store, embedder.model_id, embedder.dim,
                    lambda i: corpus.vector(units, corpus.record(i)[1]))
     wait_embedded([store], embedder.model_id)
@@ -636,12 +639,10 @@ def ann_recall(db: Path, embedder, queries: list[str], k: int = 10) -> dict:
     """The ANN leg against the exact scan, in this process on the same files: recall@k of
     the top k (ACTIVE records) and each leg's median time (query embedding included)."""
     from kernel.clock import today
-    from kernel.storage import Database
     from plugins.memory.ann import CandidateLeg
     from plugins.memory.models import MemorySettings
     from plugins.memory.search import Searcher
-    from plugins.memory.store import MIGRATIONS, MemoryStore
-    store = MemoryStore(Database(db, MIGRATIONS))
+    store = sqlite_store(db)
     kernel = type("Kernel", (), {"embedder": embedder, "leases": None})
     on, off = Searcher(MemorySettings(), kernel), Searcher(MemorySettings(ann=False), kernel)
     recall, ms = [], {"ann": [], "exact": []}
