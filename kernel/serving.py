@@ -63,14 +63,13 @@ def check_tls(settings: Settings) -> None:
 
 def _tls_fault(cert: str, key: str, ex: Exception) -> str:
     """Which file is wrong and how, in words: OpenSSL says "PEM lib" for most of it."""
-    texts = {}
     for path, what, marker in ((cert, "certificate", "CERTIFICATE-----"),
                                (key, "private key", "PRIVATE KEY-----")):
         try:
-            texts[path] = Path(path).read_text(errors="replace")
+            text = Path(path).read_text(errors="replace")
         except OSError as err:
             return f"{path}: {err.strerror}"
-        if marker not in texts[path]:
+        if marker not in text:
             return f"{path} is not a PEM {what}"
     if getattr(ex, "reason", None) == "KEY_VALUES_MISMATCH":
         return f"{key} is not the private key of {cert}"

@@ -361,7 +361,8 @@ def _filter_flags(parser) -> None:
     parser.add_argument("--tag", action="append", help="any of these tags (repeatable)")
     parser.add_argument("--file", action="append", help="any of these files (repeatable)")
     parser.add_argument("--type", help="ARCHITECTURE, DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
-    parser.add_argument("--kind", action="append", type=str.lower, choices=KINDS, help="any of these (repeatable)")
+    parser.add_argument("--kind", action="append", type=str.lower, choices=KINDS,
+                        help="any of these (repeatable)")
     parser.add_argument("--collection", help="a saved filter (flags given here override it)")
     parser.add_argument("--author")
     parser.add_argument("--agent")
@@ -386,8 +387,8 @@ def add_commands(sub) -> None:
     add.add_argument("--file", action="append", help="a file it is about (repeatable)")
     add.add_argument("--tag", action="append")
     add.add_argument("--type", help="ARCHITECTURE (default), DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
-    add.add_argument("--kind", type=str.lower, choices=KINDS, help="decision (default), fact, preference, "
-                     "procedure, episode")
+    add.add_argument("--kind", type=str.lower, choices=KINDS,
+                     help="decision (default), fact, preference, procedure, episode")
     add.add_argument("--importance", type=_fraction, help="0–1 (default by kind)")
     add.add_argument("--pinned", action="store_true", help="never decays, never archived")
     add.add_argument("--supersedes", action="append", metavar="ID",
@@ -472,7 +473,8 @@ def add_commands(sub) -> None:
     cons = verb("consolidate", cmd_consolidate, "merge near-duplicate memories (a job)",
                 with_id=False)
     cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")
-    cons.add_argument("--kind", action="append", type=str.lower, choices=KINDS, help="only these (repeatable)")
+    cons.add_argument("--kind", action="append", type=str.lower, choices=KINDS,
+                      help="only these (repeatable)")
     cons.add_argument("--threshold", type=float, help="cosine 0.5–1 (default 0.85)")
     dec = verb("decay", cmd_decay, "run a decay sweep, or show/change the decay policy",
                with_id=False)
