@@ -52,8 +52,9 @@ class IndexService:
     def built_store(self, project) -> IndexStore:
         store = self.store(project)
         if not store.meta().get("built_at"):
-            raise Conflict(f"project {project.id} has no index yet: POST "
-                           f"/v1/projects/{project.id}/build first", code="index_not_built")
+            raise Conflict(f"project {project.id} has no index yet: build it first (POST "
+                           f"/v1/projects/{project.id}/build, `neuralmind project build` or "
+                           "`neuralmind up`)", code="index_not_built")
         return store
 
     def describe(self, project) -> dict[str, Any]:

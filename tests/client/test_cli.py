@@ -59,6 +59,14 @@ def test_api_error_exits_1_with_code_and_request_id(cli):
     assert "project_not_found" in err and "request " in err and "Traceback" not in err
 
 
+def test_a_project_without_an_index_says_how_to_build_it(cli):
+    assert cli("project", "add")[0] == 0
+    code, out, err = cli("project", "search", "main")
+    assert (code, out) == (1, "")
+    assert "has no index yet: build it first" in err and "`neuralmind project build`" in err
+    assert "[index_not_built, status 409" in err
+
+
 def test_usage_error_exits_2(cli):
     code, _, err = cli("memory", "feedback", "x")
     assert code == 2 and "--helpful" in err
