@@ -21,6 +21,7 @@ PER_SOURCE = 2
 KEEP_RATIO = 0.6  # a sentence below this share of the best one's score is left out
 EMBED_AT_MOST = 8  # candidate sentences given a vector (plus the question)
 SENTENCE_CHARS = 400
+UNRELATED = 0.3  # below this cosine, a sentence sharing no word with the question is unrelated
 WORD = re.compile(r"[A-Za-z0-9]+")
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 SPLIT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])|\n\s*\n|\n(?=\s*[-*#>] )")
@@ -109,8 +110,10 @@ class Extractive:
                 df[term] = df.get(term, 0) + 1
         idf = {t: math.log(1 + len(units) / n) for t, n in df.items()}
         keyword = [sum(idf.get(t, 0.0) for t in seen & asked) for seen in unit_terms]
-        top = max(keyword) or 1.0
         meaning = self._cosines(question, [text for _, _, text in units])
+        if not max(keyword) and max(meaning or [0.0]) < UNRELATED:
+            return []  # no word of the question, nothing near it in meaning: nothing answers
+        top = max(keyword) or 1.0
         scored = []
         for i in range(len(units)):
             score = keyword[i] / top * (0.5 if meaning else 1.0) + 0.1 * prior[i]

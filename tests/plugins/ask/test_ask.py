@@ -58,6 +58,16 @@ def test_extractive_answer_cites_code_by_file_and_line(local):
     assert f"sales_tax is at tax.py:1 [{hit['n']}]" in tax["answer"]
 
 
+def test_a_question_nothing_here_is_about_finds_no_answer(local):
+    """The code index always hands back its nearest symbols; a question sharing no word with
+    them and near none in meaning is answered with nothing rather than with them."""
+    for question in ("what is the capital of France?", "who wrote Hamlet?"):
+        out = ask(local, local.pid, question).json
+        assert (out["answer"], out["cited"]) == (
+            "None of the sources found answers this question.", []), question
+        assert any(s["kind"] == "code" for s in out["sources"])  # given, and none answered
+
+
 def test_streamed_answer_is_sources_then_deltas_then_done(local):
     r = ask(local, local.pid, "why do we use WAL mode?", stream=True)
     assert r.status == 200 and r.headers["content-type"].startswith("text/event-stream")
