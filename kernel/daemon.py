@@ -107,6 +107,14 @@ def status(home: Path) -> dict[str, Any] | None:
     return None
 
 
+class DaemonExited(RuntimeError):
+    """The daemon stopped before it answered; ``exit_code`` is its own (2: its config)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     """Start ``neuralmind daemon start --foreground …`` detached; wait until it answers."""
     Path(home).mkdir(parents=True, exist_ok=True)
@@ -120,9 +128,9 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             said = _errors_since(Path(home) / "daemon.log", start)
-            raise RuntimeError(f"the daemon exited with code {proc.returncode}"
+            raise DaemonExited(f"the daemon exited with code {proc.returncode}"
                                + (f": {said}" if said else "")
-                               + f"; see {Path(home) / 'daemon.log'}")
+                               + f"; see {Path(home) / 'daemon.log'}", proc.returncode)
         info = read_discovery(home)
         if info and info != before and info.get("pid") == proc.pid and health(info):
             return info

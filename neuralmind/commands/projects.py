@@ -110,7 +110,7 @@ def cmd_up(args) -> int:
             started, _ = start_daemon(args.config, args.port)
         except RuntimeError as ex:
             err(str(ex))
-            return 1
+            return 2 if getattr(ex, "exit_code", None) == 2 else 1  # 2: its config is wrong
         say(f"started the daemon at {started['url']} (pid {started['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:

@@ -121,7 +121,7 @@ def cmd_daemon(args) -> int:
             info, started = start_daemon(args.config, args.port)
         except RuntimeError as ex:
             print(f"neuralmind: {ex}", file=sys.stderr)
-            return 1
+            return 2 if getattr(ex, "exit_code", None) == 2 else 1  # 2: its config is wrong
         if not started:
             print(f"daemon already running at {info['url']} (pid {info['pid']})"
                   + port_note(info, args.port))

@@ -113,6 +113,11 @@ def test_a_daemon_that_cannot_start_says_why(tmp_path, monkeypatch):
         daemon.spawn(home, ["daemon", "start", "--foreground", "--config", str(cfg)])
     assert str(ex.value) == (f"the daemon exited with code 2: [memory] in {cfg}: keyword_weigth: "
                              f"Extra inputs are not permitted (got 1); see {home / 'daemon.log'}")
+    assert ex.value.exit_code == 2
+    from tests.support import run_cli  # the CLI passes a config mistake on as a usage error
+    code, _, err = run_cli("daemon", "start", "--config", str(cfg),
+                           env={"NEURALMIND_HOME": str(home)})
+    assert code == 2 and "keyword_weigth: Extra inputs are not permitted" in err
 
 
 def test_an_unknown_plugin_is_one_line_naming_it(tmp_path):
