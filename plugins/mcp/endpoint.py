@@ -10,6 +10,7 @@ tool call then runs through its own route with the same credentials."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
 import mcp_types as types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -25,8 +26,9 @@ DEFAULT_VERSION = "2025-03-26"  # what the transport says to assume when the hea
 SSE = "text/event-stream"
 
 
-class MCPMessages(RootModel[types.JSONRPCMessage | list[types.JSONRPCMessage]]):
-    """One JSON-RPC message, or a batch of them."""
+class MCPMessages(RootModel[types.JSONRPCMessage
+                            | Annotated[list[types.JSONRPCMessage], Field(min_length=1)]]):
+    """One JSON-RPC message, or a batch of them (an empty batch is no request: JSON-RPC)."""
 
 
 class MCPReplies(RootModel[Reply | list[Reply]]):

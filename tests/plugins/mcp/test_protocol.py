@@ -86,6 +86,8 @@ def test_json_rpc_errors_batches_and_notifications(local):
     assert batch.status_code == 200
     assert [m["id"] for m in batch.json] == [1, "two"]
     assert batch.json[0]["result"] == {} and batch.json[1]["result"]["tools"]
+    empty = app.post([])  # no request at all (JSON-RPC): refused, not a silent 202
+    assert empty.status_code == 422 and empty.json["error"]["code"] == "validation_error"
 
 
 def test_the_kernel_guards_the_endpoint_like_any_route(local):
