@@ -106,11 +106,7 @@ def cmd_up(args) -> int:
         if remote:
             err(f"no NeuralMind server answers at {nm.url}")
             return 1
-        try:
-            started, _ = start_daemon(args.config, args.port)
-        except RuntimeError as ex:
-            err(str(ex))
-            return 2 if getattr(ex, "exit_code", None) == 2 else 1  # 2: its config is wrong
+        started, _ = start_daemon(args.config, args.port)
         say(f"started the daemon at {started['url']} (pid {started['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:

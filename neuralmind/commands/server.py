@@ -8,6 +8,7 @@ import os
 import sys
 
 from kernel.config import load_settings
+from neuralmind.commands.common import CommandError
 
 
 def _settings(args, **server):
@@ -63,9 +64,18 @@ def _plugin_server_settings(config: str | None, flags: dict) -> dict:
     return merged
 
 
+class DaemonDidNotStart(CommandError):
+    """The daemon stopped or did not answer: the CLI exits 2 when its config is wrong (the
+    daemon's own exit code), else 1."""
+
+    def __init__(self, ex: RuntimeError):
+        super().__init__(str(ex))
+        self.exit_code = 2 if getattr(ex, "exit_code", None) == 2 else 1
+
+
 def start_daemon(config: str | None = None, port: int | None = None) -> tuple[dict, bool]:
     """``(discovery info, started)``: the running daemon, or a new one spawned in the
-    background. ``RuntimeError`` says why it could not start."""
+    background; :class:`DaemonDidNotStart` says why it could not start."""
     from kernel import daemon
     settings = load_settings(config)
     running = daemon.status(settings.home)
@@ -74,7 +84,10 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     argv = ["daemon", "start", "--foreground"] + (["--port", str(port)] if port is not None else [])
     if config:
         argv += ["--config", os.path.abspath(config)]
-    return daemon.spawn(settings.home, argv), True
+    try:
+        return daemon.spawn(settings.home, argv), True
+    except RuntimeError as ex:
+        raise DaemonDidNotStart(ex) from None
 
 
 def port_note(info: dict, port: int | None) -> str:
@@ -117,11 +130,7 @@ def cmd_daemon(args) -> int:
                 print(f"neuralmind: {ex}", file=sys.stderr)
                 return 2
             return _run_gunicorn(options)
-        try:
-            info, started = start_daemon(args.config, args.port)
-        except RuntimeError as ex:
-            print(f"neuralmind: {ex}", file=sys.stderr)
-            return 2 if getattr(ex, "exit_code", None) == 2 else 1  # 2: its config is wrong
+        info, started = start_daemon(args.config, args.port)
         if not started:
             print(f"daemon already running at {info['url']} (pid {info['pid']})"
                   + port_note(info, args.port))
