@@ -82,7 +82,9 @@ class RulesResource(_Resource):
         return RulesOut(items=[r.public() for r in self.service.rules(req.context.project)])
 
     @operation(permission="index.build", body=RuleIn, response=RuleCreated, status=201, tags=TAGS,
-               summary="Add an ignore rule; matching files leave the index at once")
+               summary="Add an ignore rule; matching files leave the index at once",
+               errors={409: "`rule_exists`: a rule of that type and value exists "
+                            "(`details.rule`)"})
     def on_post(self, req, resp, project_id):
         rule, removed = self.service.add_rule(req.context.project, req.context.body)
         resp.location = f"/v1/projects/{project_id}/ignore-rules/{rule.id}"
@@ -92,7 +94,9 @@ class RulesResource(_Resource):
         return RuleCreated(**rule.public(), files_removed=removed)
 
     @operation(permission="index.build", body=RulePatch, response=RuleCreated, tags=TAGS,
-               summary="Change a rule's value, reason or enabled flag (system rules: 403)")
+               summary="Change a rule's value, reason or enabled flag (system rules: 403)",
+               errors={409: "`rule_exists`: another rule has that type and value "
+                            "(`details.rule`)"})
     def on_patch_item(self, req, resp, project_id, rule_id):
         rule, removed = self.service.update_rule(req.context.project, rule_id, req.context.body)
         self.kernel.emit("index.rule_updated", project=req.context.project,

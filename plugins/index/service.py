@@ -86,10 +86,20 @@ class IndexService:
             value = normalise_value(body.type, body.value)
         except ValueError as ex:
             raise InvalidFields.one("value", str(ex)) from None
+        self._refuse_twin(project, body.type, value)
         rid, now = "ign_" + secrets.token_hex(8), now_iso()
         self.store(project).save_rule(rid, body.type, value, body.enabled, body.reason, now)
         rule = self.rule(project, rid)
         return rule, self._purge_matching(project, rule)
+
+    def _refuse_twin(self, project, type_: str, value: str, rid: str | None = None) -> None:
+        """A second rule of the same type and value would only double what the first does."""
+        twin = next((r for r in self.rules(project)
+                     if r.type == type_ and r.value == value and r.id != rid), None)
+        if twin is not None:
+            raise Conflict(f"ignore rule {twin.id} already leaves out {type_} {value!r}"
+                           + ("" if twin.protected else ": change that one instead"),
+                           code="rule_exists", details={"rule": twin.id})
 
     def rule(self, project, rid: str) -> Rule:
         for rule in self.rules(project):
@@ -111,6 +121,7 @@ class IndexService:
                 value = normalise_value(rule.type, patch.value)
             except ValueError as ex:
                 raise InvalidFields.one("value", str(ex)) from None
+            self._refuse_twin(project, rule.type, value, rid)
         enabled = rule.enabled if patch.enabled is None else patch.enabled
         reason = rule.reason if patch.reason is None else patch.reason
         self.store(project).save_rule(rid, rule.type, value, enabled, reason, now_iso())

@@ -47,6 +47,24 @@ def test_rules_crud_and_protection(server, project):
     assert doc_status(server, pid, "web/server.js") == 404
 
 
+def test_a_rule_that_exists_is_not_added_twice(server, project):
+    pid, _ = project
+    rules = f"/v1/projects/{pid}/ignore-rules"
+    first = server.post(rules, {"type": "extension", "value": ".log"}).json["id"]
+    count = len(server.get(rules).json["items"])
+    r = server.post(rules, {"type": "extension", "value": "LOG", "reason": "again"})
+    assert r.status == 409 and r.error["code"] == "rule_exists"
+    assert r.error["details"]["rule"] == first and first in r.error["message"]
+    r = server.post(rules, {"type": "folder_name", "value": ".git"})  # a system rule's
+    assert r.status == 409 and r.error["details"]["rule"] == "sys_git"
+    other = server.post(rules, {"type": "extension", "value": ".tmp"}).json["id"]
+    r = server.patch(f"{rules}/{other}", {"value": ".log"})
+    assert r.status == 409 and r.error["details"]["rule"] == first
+    assert server.patch(f"{rules}/{other}", {"value": ".tmp", "reason": "same value"}).status == 200
+    items = server.get(rules).json["items"]
+    assert len(items) == count + 1 and {r["id"]: r["value"] for r in items}[other] == ".tmp"
+
+
 def test_each_rule_type(server, project):
     pid, root = project
     cases = [("path", "svc", "svc/lib.rs"), ("file_name", "notes.txt", "notes.txt"),
