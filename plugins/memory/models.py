@@ -324,8 +324,10 @@ class FeedbackIn(Model):
 
     @model_validator(mode="after")
     def _one_signal(self) -> FeedbackIn:
-        if (self.signal is None) == (self.helpful is None):
+        if self.signal is None and self.helpful is None:
             raise ValueError("give signal: helpful or unhelpful")
+        if self.signal is not None and self.helpful is not None:
+            raise ValueError("give signal or its deprecated spelling helpful, not both")
         if self.signal is None:
             self.signal = "helpful" if self.helpful else "unhelpful"
         return self

@@ -196,6 +196,7 @@ def test_feedback_follows_the_spec_steps_within_bounds(api):
                                                                 "helpful": True}):
         r = api.server.post(api.url(mid, "feedback"), bad)
         assert r.status == 422 and r.error["code"] == "validation_error", bad
+    assert "not both" in r.error["details"]["errors"][0]["msg"]  # both spellings: it says so
 
 
 def test_delete_keeps_history_and_unknown_ids_are_404(api):
