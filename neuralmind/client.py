@@ -898,6 +898,10 @@ class ProjectHandle:
         return self._nm._json("POST", self._url("documents"), data=data, params={"name": name},
                               headers={"Content-Type": media})
 
+    def documents(self) -> list[dict[str, Any]]:
+        """The ingested documents, oldest first (without their text)."""
+        return self._nm._json("GET", self._url("documents", "ingested"))["items"]
+
     def document(self, document_id: str) -> dict[str, Any]:
         return self._nm._json("GET", self._url("documents", document_id))
 

@@ -495,6 +495,10 @@ class IngestedOut(_Ingested):
     nodes: int = Field(description="the sections it became")
 
 
+class IngestedList(Model):
+    items: list[IngestedOut] = Field(description="oldest first")
+
+
 class IngestedDocument(_Ingested):
     nodes: list[DocumentNode]
     text: str = Field(description="the text that was indexed")

@@ -1,7 +1,8 @@
-"""``neuralmind project impact|next|neighbors|activity|savings|ingest|validate``: the index's
-code intelligence from the command line, through the daemon (``neuralmind.client``). Ranges
-and types the server enforces are checked here first, so a wrong value is named before any
-request. FILE arguments are read as a shell reads them when they name a file here."""
+"""``neuralmind project impact|next|neighbors|activity|savings|ingest|documents|
+remove-document|validate``: the index's code intelligence from the command line, through the
+daemon (``neuralmind.client``). Ranges and types the server enforces are checked here first,
+so a wrong value is named before any request. FILE arguments are read as a shell reads them
+when they name a file here."""
 
 from __future__ import annotations
 
@@ -145,7 +146,18 @@ def cmd_ingest(args) -> int:
     out = project(args).ingest(path, name=args.name, content_type=args.type)
     return emit(args, out, text=f"ingested {out['id']} {out['name']}: {out['nodes']} section(s) "
                 f"from {out['size']:,} bytes of {out['content_type']}; remove it with "
-                f"DELETE /v1/projects/{out['project_id']}/documents/{out['id']}")
+                f"`neuralmind project remove-document {out['id']}`")
+
+
+def cmd_documents(args) -> int:
+    docs = project(args).documents()
+    return emit(args, docs, rows=docs,
+                columns=("id", "name", "content_type", "size", "nodes", "created_at"))
+
+
+def cmd_remove_document(args) -> int:
+    project(args).delete_document(args.id)
+    return emit(args, {"id": args.id, "removed": True}, text=f"removed {args.id}")
 
 
 def cmd_validate(args) -> int:
@@ -199,6 +211,12 @@ def register(group) -> None:
     p.add_argument("--type", type=_media_type,
                    help="its media type (default: from the name's extension)")
     p.set_defaults(func=cmd_ingest)
+    p = group.add_parser("documents", parents=[scoped], help="the ingested documents")
+    p.set_defaults(func=cmd_documents)
+    p = group.add_parser("remove-document", parents=[scoped],
+                         help="take an ingested document out of the index")
+    p.add_argument("id", help="its id (doc_…), as `project documents` lists it")
+    p.set_defaults(func=cmd_remove_document)
     p = group.add_parser("validate", parents=[scoped],
                          help="check the index and learned state; --write repairs (admin)")
     p.add_argument("--write", action="store_true")

@@ -6,9 +6,9 @@ from neuralmind import InvalidFields, JobAccepted, answer_job, operation
 from plugins.index import ingest, validate
 from plugins.index.models import (ActivityIn, ActivityOut, BuildIn, CodeSearchIn, CodeSearchOut,
                                   DocumentIn, DocumentOut, DocumentQuery, ImpactIn, ImpactOut,
-                                  IngestedDocument, IngestedOut, IngestQuery, LinkFeedbackIn,
-                                  LinkFeedbackOut, NextIn, NextOut, QueryIn, QueryOut,
-                                  RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn,
+                                  IngestedDocument, IngestedList, IngestedOut, IngestQuery,
+                                  LinkFeedbackIn, LinkFeedbackOut, NextIn, NextOut, QueryIn,
+                                  QueryOut, RuleCreated, RuleIn, RulePatch, RulesOut, RuleTestIn,
                                   RuleTestOut, SavingsOut, SavingsQuery, StatsOut, StructuralOut,
                                   StructuralQuery, SynapseStatsOut, SynapticOut, SynapticQuery,
                                   ValidateIn, ValidateOut, WakeupOut, WatchStatus)
@@ -148,6 +148,11 @@ class DocumentResource(_Resource):
         resp.location = f"/v1/projects/{project_id}/documents/{out['id']}"
         return out
 
+    @operation(permission="index.read", response=IngestedList, tags=TAGS,
+               summary="The ingested documents, oldest first (without their text)")
+    def on_get_ingested(self, req, resp, project_id):
+        return IngestedList(items=self.service.ingested_documents(req.context.project))
+
     @operation(permission="index.read", response=IngestedDocument, tags=TAGS,
                summary="One ingested document: its sections and the text that was indexed")
     def on_get_item(self, req, resp, project_id, document_id):
@@ -262,6 +267,7 @@ def routes(kernel, service, watchers) -> list[tuple]:
         (f"{base}/ignore-rules/test", RuleTestResource(kernel, service)),
         (f"{base}/ignore-rules/{{rule_id}}", rules, "item"),
         (f"{base}/documents", documents),
+        (f"{base}/documents/ingested", documents, "ingested"),
         (f"{base}/documents/{{document_id}}", documents, "item"),
         (f"{base}/impact", ImpactResource(kernel, service)),
         (f"{base}/neighbors/structural", neighbors, "structural"),

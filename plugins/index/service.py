@@ -583,13 +583,14 @@ class IndexService:
         if doc is None:
             raise NotFound(f"no ingested document with id {doc_id}", code="document_not_found")
         nodes = store.nodes_of(doc["path"])
-        out = {"project_id": project.id, "id": doc["id"], "name": doc["name"],
-               "path": doc["path"], "source": "ingested", "content_type": doc["content_type"],
-               "size": doc["size"], "created_at": doc["created_at"], "actor": doc["actor"],
-               "nodes": len(nodes)}
+        out = _ingested_out(project, doc, len(nodes))
         if text:
             out.update(nodes=[_node_out(n) for n in nodes], text=doc["text"])
         return out
+
+    def ingested_documents(self, project) -> list[dict[str, Any]]:
+        return [_ingested_out(project, doc, doc["nodes"])
+                for doc in self.store(project).document_records()]
 
     def delete_document(self, project, doc_id: str, actor, request_id: str | None) -> None:
         if not self.store(project).remove_document(doc_id):
@@ -622,6 +623,12 @@ class IndexService:
                 "stale": hashlib.sha1(data).hexdigest() != row["hash"],
                 "nodes": [_node_out(n) for n in store.nodes_of(rel)],
                 "text": data.decode("utf-8", "replace")}
+
+
+def _ingested_out(project, doc, nodes: int) -> dict[str, Any]:
+    return {"project_id": project.id, "id": doc["id"], "name": doc["name"], "path": doc["path"],
+            "source": "ingested", "content_type": doc["content_type"], "size": doc["size"],
+            "created_at": doc["created_at"], "actor": doc["actor"], "nodes": nodes}
 
 
 def _node_out(n) -> dict[str, Any]:

@@ -217,8 +217,11 @@ class IndexStore:
         return self.db.conn.execute("SELECT * FROM documents WHERE id = ?", (doc_id,)).fetchone()
 
     def document_records(self) -> list:
-        return self.db.conn.execute("SELECT id, name, path, content_type, size, sha, created_at, "
-                                    "actor FROM documents ORDER BY created_at, id").fetchall()
+        """Every ingested document, oldest first, with the count of its nodes."""
+        return self.db.conn.execute(
+            "SELECT d.id, d.name, d.path, d.content_type, d.size, d.sha, d.created_at, d.actor, "
+            "(SELECT COUNT(*) FROM nodes n WHERE n.path = d.path) AS nodes FROM documents d "
+            "ORDER BY d.created_at, d.id").fetchall()
 
     def remove_document(self, doc_id: str) -> bool:
         with self.db.transaction() as conn:

@@ -48,10 +48,15 @@ def test_client_verbs(repo, tmp_path):
     doc = repo.ingest(note)
     assert doc["name"] == "adding.md" and doc["content_type"] == "text/markdown"
     assert repo.document(doc["id"])["text"].startswith("# Adding")
-    assert repo.ingest(b"plain words", name="words.txt")["content_type"] == "text/plain"
+    words = repo.ingest(b"plain words", name="words.txt")
+    assert words["content_type"] == "text/plain"
+    listed = repo.documents()
+    assert [d["id"] for d in listed] == [doc["id"], words["id"]]
+    assert listed[0] == {k: v for k, v in doc.items()}  # what ingest answered, nodes counted
     repo.delete_document(doc["id"])
     with pytest.raises(NotFound):
         repo.document(doc["id"])
+    assert [d["id"] for d in repo.documents()] == [words["id"]]
     checked = repo.validate()
     assert checked["ok"], [c for c in checked["checks"] if not c["ok"]]
     with pytest.raises(ValidationFailed):
@@ -90,6 +95,16 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     assert code == 0 and out.startswith("ingested doc_") and "text/plain" in out
     code, out, _ = run("ingest", str(note), "--name", "ops.md", "--type", "Text/Markdown")
     assert code == 0 and "text/markdown" in out
+    doc_id = out.split()[1]
+    assert f"`neuralmind project remove-document {doc_id}`" in out
+    code, out, _ = run("documents")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["ID", "NAME", "CONTENT_TYPE"]
+    assert doc_id in out and "ops.md" in out and "ops.txt" in out
+    code, out, _ = run("remove-document", doc_id)
+    assert code == 0 and out.strip() == f"removed {doc_id}"
+    code, out, _ = run("documents", "--json")
+    listed = json.loads(out)
+    assert "ops.txt" in [d["name"] for d in listed] and doc_id not in [d["id"] for d in listed]
     code, out, _ = run("validate")
     assert code == 0 and "files" in out
 
@@ -110,6 +125,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
         (("savings", "--days", "0"), 2, "--days: 0 is outside 1–366"),
         (("ingest", str(tmp_path / "missing.md")), 2, "missing.md: no such file"),
         (("ingest", str(tmp_path)), 2, "is not a file"),
+        (("remove-document",), 2, "the following arguments are required: id"),
+        (("remove-document", "doc_nosuch"), 1, "no ingested document with id doc_nosuch"),
         (("ingest", str(note), "--type", "image/png"), 2,
          "--type: image/png is not a type ingest reads (text/markdown, "),
     ]
