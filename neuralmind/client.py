@@ -903,10 +903,18 @@ class ProjectHandle:
         return self._nm._json("GET", self._url("documents", "ingested"))["items"]
 
     def document(self, document_id: str) -> dict[str, Any]:
-        return self._nm._json("GET", self._url("documents", document_id))
+        return self._nm._json("GET", self._document(document_id))
 
     def delete_document(self, document_id: str) -> None:
-        self._nm.request("DELETE", self._url("documents", document_id))
+        self._nm.request("DELETE", self._document(document_id))
+
+    def _document(self, document_id: str) -> str:
+        """An ingested document's path; ``ingested`` names the list (``documents()``), never a
+        document: 404 here rather than the list read as one."""
+        if document_id == "ingested":
+            raise NotFound(404, "document_not_found", "no ingested document with id ingested "
+                           "('ingested' names the list: documents())")
+        return self._url("documents", document_id)
 
     def validate(self, write: bool = False) -> dict[str, Any]:
         """What the index and learned state hold and miss; ``write`` repairs (admin)."""

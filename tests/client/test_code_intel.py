@@ -57,6 +57,8 @@ def test_client_verbs(repo, tmp_path):
     with pytest.raises(NotFound):
         repo.document(doc["id"])
     assert [d["id"] for d in repo.documents()] == [words["id"]]
+    with pytest.raises(NotFound, match="names the list"):
+        repo.document("ingested")
     checked = repo.validate()
     assert checked["ok"], [c for c in checked["checks"] if not c["ok"]]
     with pytest.raises(ValidationFailed):
