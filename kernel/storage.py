@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -128,10 +129,11 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
 
 
 def statements(script: str) -> Iterator[str]:
-    """The statements of a SQL script, one at a time (``executescript`` would commit)."""
+    """The statements of a SQL script, one at a time (``executescript`` would commit); a
+    semicolon inside a string, a comment or a trigger's body ends none (SQLite decides)."""
     buf = ""
-    for line in script.splitlines(keepends=True):
-        buf += line
+    for piece in re.split(r"(?<=;)", script):
+        buf += piece
         if sqlite3.complete_statement(buf):
             if buf.strip():
                 yield buf.strip()

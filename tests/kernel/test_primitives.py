@@ -77,7 +77,7 @@ def test_the_token_estimate_and_the_stopwords():
     assert {"the", "and", "self", "which"} <= STOPWORDS and "parser" not in STOPWORDS
 
 
-def test_sql_statements_split_on_complete_statements_only():
+def test_sql_statements_split_on_complete_statements_only_even_on_one_line():
     script = """CREATE TABLE t (x TEXT DEFAULT ';');
     CREATE TRIGGER tr AFTER INSERT ON t BEGIN
         UPDATE t SET x = 'a;b';
@@ -86,6 +86,9 @@ def test_sql_statements_split_on_complete_statements_only():
     parts = list(statements(script))
     assert len(parts) == 3 and parts[1].startswith("CREATE TRIGGER") and parts[1].endswith("END;")
     assert parts[2] == "INSERT INTO t VALUES ('last')"
+    one_line = "CREATE TABLE a (x); CREATE TABLE b (y); -- c; d\nSELECT 1;"
+    assert list(statements(one_line)) == ["CREATE TABLE a (x);", "CREATE TABLE b (y);",
+                                          "-- c; d\nSELECT 1;"]
 
 
 def test_the_clock_is_utc_iso():
