@@ -73,6 +73,7 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
     ``req.context.body`` None. The OpenAPI document publishes all of it: a status the route
     answers and does not list fails the contract test (tests/kernel/test_contract.py).
     """
+    _check_shapes(errors or {}, headers)
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
                    dict(responses or {}), media_type, include_in_schema,
                    raw_types=tuple(raw_types), errors=dict(errors or {}),
@@ -83,6 +84,21 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
         return fn
 
     return mark
+
+
+def _check_shapes(errors: dict, headers) -> None:
+    """``errors`` and ``headers`` as the OpenAPI document reads them, checked where they are
+    declared: a wrong shape would otherwise break the whole document at its first request."""
+    for status, text in errors.items():
+        if not (isinstance(status, int) and 400 <= status <= 599 and isinstance(text, str)):
+            raise TypeError(f"@operation errors: {status!r}: {text!r:.40} is not an error "
+                            'status and the text saying its codes ({409: "`index_busy`: …"})')
+    for header in headers:
+        if not (isinstance(header, (tuple, list)) and len(header) in (3, 4)
+                and isinstance(header[0], str) and isinstance(header[1], str)
+                and isinstance(header[2], bool)):
+            raise TypeError(f"@operation headers: {header!r:.60} is not (name, description, "
+                            "required[, values])")
 
 
 def operation_of(responder: Callable) -> Operation | None:

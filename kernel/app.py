@@ -26,7 +26,8 @@ from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
 from kernel.leases import Leases
 from kernel.pg import PgBackend, PgDatabase
-from kernel.plugins import PluginError, StartupError, make_plugin_manager, plugin_label
+from kernel.plugins import (PluginError, StartupError, each, make_plugin_manager,
+                            plugin_label)
 from kernel.projects import Project, ProjectRegistry
 
 log = logging.getLogger("neuralmind.kernel")
@@ -73,8 +74,8 @@ class Kernel:
 
     def _start_plugins(self) -> None:
         """The plugins' ``startup``; one that raises stops the process with one line naming it
-        (found in the traceback among the hook's implementations; a kernel error it raised
-        goes on as it is)."""
+        (found in the traceback among the hook's implementations, as a wrapper may wrap them;
+        a kernel error it raised goes on as it is)."""
         try:
             self.pm.hook.startup(kernel=self)
         except (ConfigError, PluginError, StartupError):
@@ -239,11 +240,17 @@ class Kernel:
 
     def _collect_permissions(self) -> dict[str, Permission]:
         found: dict[str, Permission] = {}
-        for batch in [KERNEL_PERMISSIONS, *self.pm.hook.register_permissions(kernel=self)]:
-            for perm in batch or ():
+        owners: dict[str, str] = {}
+        for owner, batch in [("kernel", KERNEL_PERMISSIONS),
+                             *each(self.pm, "register_permissions", kernel=self)]:
+            for perm in _entries(owner, "register_permissions", batch, "Permission(...)"):
+                if not isinstance(perm, Permission):
+                    raise StartupError(f"plugin {owner!r} register_permissions: {perm!r:.60} is "
+                                       "not a Permission")
                 if perm.name in found:
-                    raise StartupError(f"permission {perm.name!r} is registered twice")
-                found[perm.name] = perm
+                    raise StartupError(f"permission {perm.name!r} is registered twice (by "
+                                       f"{owners[perm.name]} and {owner})")
+                found[perm.name], owners[perm.name] = perm, owner
         return found
 
     def _allowed_hosts(self) -> frozenset[str]:
@@ -255,19 +262,28 @@ class Kernel:
     def _build_app(self) -> falcon.App:
         middleware = [HeldEvents(self.events),
                       Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes)]
-        for batch in self.pm.hook.register_middleware(kernel=self):
-            middleware.extend(batch or ())
+        for owner, batch in each(self.pm, "register_middleware", kernel=self):
+            middleware.extend(_entries(owner, "register_middleware", batch, "middleware objects"))
         app = falcon.App(middleware=middleware)
         app.req_options.auto_parse_qs_csv = False
         app.resp_options.default_media_type = JSON
         errors.install(app)
         from kernel import routes as kernel_routes
-        for batch in [kernel_routes.routes(self), *self.pm.hook.register_routes(kernel=self)]:
-            for uri, resource, *suffix in batch or ():
-                self._mount(app, uri, resource, suffix[0] if suffix else None)
+        for owner, batch in [("kernel", kernel_routes.routes(self)),
+                             *each(self.pm, "register_routes", kernel=self)]:
+            for entry in _entries(owner, "register_routes", batch, "(uri, resource[, suffix])"):
+                if not (isinstance(entry, (tuple, list)) and len(entry) in (2, 3)
+                        and isinstance(entry[0], str)):
+                    raise StartupError(f"plugin {owner!r} register_routes: {entry!r:.60} is not "
+                                       "(uri, resource[, suffix]); it returns a list of them")
+                try:
+                    self._mount(app, *entry)
+                except (StartupError, ValueError) as ex:  # ValueError: Falcon's, on the uri
+                    raise StartupError(f"plugin {owner!r}: {ex}") from None
         return app
 
-    def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None) -> None:
+    def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None = None
+               ) -> None:
         # Falcon would let a second resource at a template replace the first without a word
         template = re.sub(r"{\w+}", "{}", uri)
         clash = next((u for u, *_ in self.routes if re.sub(r"{\w+}", "{}", u) == template), None)
@@ -328,6 +344,16 @@ class Kernel:
                 validator.write(resp, result)
 
         return responder
+
+
+def _entries(owner: str, hook: str, batch: Any, what: str) -> list:
+    """A hook's answer, a list of ``what`` (None: none), or a start-up error naming the plugin."""
+    if batch is None:
+        return []
+    if not isinstance(batch, (list, tuple)):
+        raise StartupError(f"plugin {owner!r} {hook} must return a list of {what}, not "
+                           f"{type(batch).__name__}")
+    return list(batch)
 
 
 class _Bound:

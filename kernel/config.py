@@ -144,9 +144,16 @@ class Settings(BaseModel):
         """Validate every section the plugins of ``pm`` declare (``config_sections``): what a
         server does before it forks, so a bad value is a line of its own, not each worker's
         traceback. One error names every bad section."""
+        from kernel.plugins import PluginError, each  # the plugins' module imports this one
         bad = []
-        for declared in pm.hook.config_sections():
+        for owner, declared in each(pm, "config_sections"):
+            if declared is not None and not isinstance(declared, dict):
+                raise PluginError(f"plugin {owner!r} config_sections must return {{section: "
+                                  f"model}}, not {type(declared).__name__}")
             for name, model in (declared or {}).items():
+                if not (isinstance(model, type) and issubclass(model, BaseModel)):
+                    raise PluginError(f"plugin {owner!r} config_sections: [{name}] maps to "
+                                      f"{model!r:.60}, not a pydantic model")
                 try:
                     self.section(name, model)
                 except ConfigError as ex:

@@ -6,11 +6,13 @@ import importlib
 import sys
 from collections.abc import Iterable
 from functools import cache
+from typing import Any
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 
 import pluggy
 
 from kernel import hookspecs
+from kernel.config import ConfigError
 
 GROUP = "neuralmind"
 hookimpl = pluggy.HookimplMarker("neuralmind")
@@ -33,7 +35,33 @@ def plugin_label(pm: pluggy.PluginManager, plugin: object) -> str:
 
 
 class PluginError(Exception):
-    """An enabled plugin that is unknown, fails to import, or implements an unknown hook."""
+    """An enabled plugin that is unknown, fails to import, implements an unknown hook or one
+    with arguments it does not have, or whose hook raised while the kernel was assembled."""
+
+
+def each(pm: pluggy.PluginManager, hook: str, doing: str = "", **kwargs: Any
+         ) -> list[tuple[str, Any]]:
+    """``(plugin, result)`` of each implementation of ``hook``, in the order pluggy calls them,
+    for the hooks whose answers the kernel assembles (routes, permissions, config sections,
+    commands): so a wrong answer is named with its plugin, and so is one that raises — a
+    PluginError saying what it was doing (``doing``, else the hook) instead of a traceback; a
+    kernel error it raised (a config section, another plugin's) goes on as it is. Called one
+    by one, these hooks cannot be wrapped."""
+    out = []
+    for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):
+        name = plugin_label(pm, impl.plugin)
+        if impl.hookwrapper or impl.wrapper:
+            raise PluginError(f"plugin {name!r} wraps {hook}, whose implementations the kernel "
+                              "calls one by one: implement it instead")
+        try:
+            result = impl.function(*[kwargs[arg] for arg in impl.argnames])
+        except (ConfigError, PluginError, StartupError):
+            raise
+        except Exception as ex:
+            raise PluginError(f"plugin {name!r} {doing or f'failed in {hook}'}: "
+                              f"{type(ex).__name__}: {ex}") from ex
+        out.append((name, result))
+    return out
 
 
 @cache
@@ -86,10 +114,14 @@ def make_plugin_manager(enabled: Iterable[str], extra: Iterable[object] = (),
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     known = available() if load_entrypoints else bundled()
-    for name in dict.fromkeys(enabled):
-        pm.register(_load(name, known), name=name)
-    for plugin in extra:
-        pm.register(plugin)
+    for name, plugin in [*((n, _load(n, known)) for n in dict.fromkeys(enabled)),
+                         *((None, p) for p in extra)]:
+        try:
+            pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as ex:  # an argument its hook spec does not have
+            label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+            raise PluginError(f"plugin {label!r} does not fit kernel/hookspecs.py: "
+                              + "; ".join(str(ex).splitlines()[1:])) from ex
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as ex:  # pluggy's message names the plugin's repr

@@ -62,20 +62,24 @@ def _enabled(argv: list[str]) -> list[str]:
 
 def _plugin_commands(sub, names: list[str]) -> None:
     """Sub-commands plugins add (``register_commands``). A plugin that fails to load leaves
-    out only its own commands (the server reports it at start-up)."""
-    from kernel.plugins import PluginError, make_plugin_manager
+    out only its own commands (the server reports it at start-up); one whose hook raises (or
+    adds a command another has) leaves out its commands with a line saying why."""
+    from kernel.plugins import PluginError, each, make_plugin_manager
     for name in names:
         try:
             pm = make_plugin_manager([name])
         except PluginError:
             continue
-        pm.hook.register_commands(kernel=None, subparsers=sub)
+        try:
+            each(pm, "register_commands", doing="adds no commands", kernel=None, subparsers=sub)
+        except PluginError as ex:
+            print(f"neuralmind: {ex}", file=sys.stderr)
 
 
 def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
     """For a command no enabled plugin adds: the installed plugin that would, so the user
     learns what to enable rather than that the word is unknown."""
-    from kernel.plugins import PluginError, available, make_plugin_manager
+    from kernel.plugins import PluginError, available, each, make_plugin_manager
     command = next((a for a in argv if not a.startswith("-")), None)
     known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if command is None or command in known:
@@ -89,7 +93,7 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
     for name in sorted(available()):
         probe = argparse.ArgumentParser().add_subparsers()
         try:
-            make_plugin_manager([name]).hook.register_commands(kernel=None, subparsers=probe)
+            each(make_plugin_manager([name]), "register_commands", kernel=None, subparsers=probe)
         except PluginError:
             continue
         if command in probe.choices:

@@ -11,8 +11,9 @@ import pytest
 from kernel.api import operation
 from kernel.app import Kernel, StartupError
 from kernel.config import load_settings
+from kernel import __version__
 from kernel.plugins import PluginError, hookimpl, make_plugin_manager
-from tests.support import EXAMPLE, ROOT, Server
+from tests.support import EXAMPLE, ROOT, Server, plugin_site, run_cli
 
 
 def test_example_plugin_route_is_served_documented_and_guarded(kapp):
@@ -180,3 +181,105 @@ def test_two_plugins_serving_one_route_stop_start_up(tmp_path):
     settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
     with pytest.raises(StartupError, match=r"/v1/projects/\{project_id\}/twice is already served"):
         Kernel(settings, plugins=[], extra_plugins=[Twice(), Twice()], load_entrypoints=False)
+
+
+def _kernel_with(tmp_path, *plugins):
+    settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
+    return Kernel(settings, plugins=[], extra_plugins=list(plugins), load_entrypoints=False)
+
+
+def _plugin(name: str, **hooks):
+    plugin = types.ModuleType(name)
+    for hook, fn in hooks.items():
+        setattr(plugin, hook, hookimpl(fn))
+    return plugin
+
+
+def test_a_hook_with_an_argument_its_spec_lacks_is_named_with_its_plugin():
+    def register_routes(kernel, app):
+        return []
+
+    with pytest.raises(PluginError) as bad:
+        make_plugin_manager([], extra=[_plugin("wrongarg", register_routes=register_routes)])
+    assert str(bad.value).startswith("plugin 'wrongarg' does not fit kernel/hookspecs.py: "
+                                     "hookimpl definition: register_routes(kernel, app); ")
+    assert "{'app'}" in str(bad.value)
+
+
+class _Hello:
+    @operation(permission=None)
+    def on_get(self, req, resp):
+        return {"hello": 1}
+
+
+@pytest.mark.parametrize("hooks,error,message", [
+    ({"register_routes": lambda kernel: 1 / 0}, PluginError,
+     "plugin 'ext' failed in register_routes: ZeroDivisionError: division by zero"),
+    ({"register_routes": lambda kernel: ("/v1/hello", _Hello())}, StartupError,
+     "plugin 'ext' register_routes: '/v1/hello' is not (uri, resource[, suffix]); it returns a "
+     "list of them"),
+    ({"register_routes": lambda kernel: {"/v1/hello": _Hello()}}, StartupError,
+     "plugin 'ext' register_routes must return a list of (uri, resource[, suffix]), not dict"),
+    ({"register_routes": lambda kernel: [("v1/hello", _Hello())]}, StartupError,
+     "plugin 'ext': uri_template must start with '/'"),
+    ({"register_routes": lambda kernel: [("/v1/health", _Hello())]}, StartupError,
+     "plugin 'ext': _Hello at /v1/health: /v1/health is already served"),
+    ({"register_permissions": lambda kernel: ["ext.read"]}, StartupError,
+     "plugin 'ext' register_permissions: 'ext.read' is not a Permission"),
+    ({"register_middleware": lambda kernel: object()}, StartupError,
+     "plugin 'ext' register_middleware must return a list of middleware objects, not object"),
+])
+def test_what_a_plugin_hands_the_kernel_is_checked_and_named(tmp_path, hooks, error, message):
+    with pytest.raises(error) as bad:
+        _kernel_with(tmp_path, _plugin("ext", **hooks))
+    assert str(bad.value).startswith(message)
+
+
+def test_a_permission_registered_twice_names_both_owners(tmp_path):
+    from kernel.auth import Permission
+    perm = lambda kernel: [Permission("dup.read", "read")]  # noqa: E731
+    with pytest.raises(StartupError, match=r"^permission 'dup\.read' is registered twice \(by "
+                                           r"(one and two|two and one)\)$"):
+        _kernel_with(tmp_path, _plugin("one", register_permissions=perm),
+                     _plugin("two", register_permissions=perm))
+    with pytest.raises(StartupError, match=r"'projects\.read' is registered twice \(by kernel "
+                                           r"and mine\)"):
+        _kernel_with(tmp_path, _plugin("mine", register_permissions=lambda kernel: [
+            Permission("projects.read", "again")]))
+
+
+def test_config_sections_must_map_names_to_models(tmp_path):
+    for answer, says in [({"ext": dict}, "plugin 'ext' config_sections: [ext] maps to <class "
+                                         "'dict'>, not a pydantic model"),
+                         (["ext"], "plugin 'ext' config_sections must return {section: "
+                                   "model}, not list")]:
+        pm = make_plugin_manager([], extra=[_plugin("ext", config_sections=lambda a=answer: a)],
+                                 load_entrypoints=False)
+        with pytest.raises(PluginError) as bad:
+            load_settings(None, kernel={"home": str(tmp_path)}).check_sections(pm)
+        assert str(bad.value) == says
+
+
+def test_operation_refuses_errors_and_headers_of_the_wrong_shape():
+    with pytest.raises(TypeError, match=r"^@operation errors: 409: <class 'dict'> is not an "):
+        operation(permission=None, errors={409: dict})
+    with pytest.raises(TypeError, match=r"^@operation errors: '409': "):
+        operation(permission=None, errors={"409": "`x`: why"})
+    with pytest.raises(TypeError, match=r"^@operation headers: \('X-Rich', 'read'\) is not \("
+                                        r"name, description, required\[, values\]\)$"):
+        operation(permission=None, headers=[("X-Rich", "read")])
+    assert operation(permission=None, errors={409: "`x`: why"},
+                     headers=[("X-Rich", "read", False, ("a", "b"))]) is not None
+
+
+def test_a_plugin_whose_commands_fail_leaves_out_only_its_own(tmp_path, monkeypatch):
+    site = plugin_site(tmp_path / "site", "neuralmind-cliboom", {"cliboom": "cliboom"})
+    (site / "cliboom.py").write_text(
+        "from neuralmind import hookimpl\n\n\n@hookimpl\ndef register_commands(kernel, "
+        "subparsers):\n    subparsers.add_parser('job')  # the kernel's: argparse refuses\n")
+    monkeypatch.syspath_prepend(str(site))
+    env = {"NEURALMIND_HOME": str(tmp_path / "home"), "NEURALMIND_PLUGINS": "auth,cliboom"}
+    code, out, err = run_cli("--version", env=env)
+    assert (code, out) == (0, f"neuralmind {__version__}\n")
+    assert err == ("neuralmind: plugin 'cliboom' adds no commands: ArgumentError: argument "
+                   "command: conflicting subparser: job\n")
