@@ -77,3 +77,9 @@ _NOT_OURS = object()
 def text_pair(state: Any) -> bool:
     """A ``[created_at, id]`` cursor: the position of a listing in time order."""
     return isinstance(state, list) and len(state) == 2 and all(isinstance(x, str) for x in state)
+
+
+def row_number(state: Any) -> bool:
+    """A cursor holding a row's sequence number: an int a database column holds (a larger one
+    would fail in the query, a 500, rather than be refused here)."""
+    return isinstance(state, int) and not isinstance(state, bool) and 0 <= state < 2 ** 63

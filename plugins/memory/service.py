@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from neuralmind import (APIError, Conflict, Forbidden, NotFound, PreconditionFailed, ProjectStores,
-                        decode_cursor, encode_cursor, estimate_tokens, gitinfo, now_iso, text_pair,
-                        today)
+                        decode_cursor, encode_cursor, estimate_tokens, gitinfo, now_iso, row_number,
+                        text_pair, today)
 from plugins.memory import exports, records
 from plugins.memory.backfill import Backfiller
 from plugins.memory.consolidation import Consolidation
@@ -329,7 +329,7 @@ class Memories:
 
     def history(self, project, mid: str, limit: int, cursor: str | None
                 ) -> tuple[list[dict[str, Any]], str | None]:
-        after = decode_cursor(cursor, lambda seq: isinstance(seq, int) and not isinstance(seq, bool))
+        after = decode_cursor(cursor, row_number)
         rows = self.store(project).history(mid, limit + 1, after)
         if not rows and after is None:
             raise not_found(mid)

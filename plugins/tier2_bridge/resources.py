@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from neuralmind import InvalidFields, Page, Unavailable, decode_cursor, encode_cursor, operation
+from neuralmind import (InvalidFields, Page, Unavailable, decode_cursor, encode_cursor, operation,
+                        row_number)
 from plugins.tier2_bridge.models import AuditQuery, AuditRecord, SeatsOut
 from plugins.tier2_bridge.storage import StoreUnavailable
-
-
-def _seq(state) -> bool:
-    return isinstance(state, int) and not isinstance(state, bool) and state >= 0
 
 
 def _since(at: datetime | None) -> str | None:
@@ -34,7 +31,7 @@ class AuditResource:
         q = req.context.query
         self.bridge.trail.sync()  # every event committed so far, not just what the copier reached
         try:
-            rows = self.bridge.trail.page(after=decode_cursor(q.cursor, _seq) or 0, limit=q.limit + 1,
+            rows = self.bridge.trail.page(after=decode_cursor(q.cursor, row_number) or 0, limit=q.limit + 1,
                                           actor=q.actor, action=q.action, project=q.project,
                                           since=_since(q.since))
         except StoreUnavailable:

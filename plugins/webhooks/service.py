@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from neuralmind import (Actor, Conflict, InvalidFields, NotFound, __version__, decode_cursor,
-                        encode_cursor, kind_filter, text_pair)
+                        encode_cursor, kind_filter, row_number, text_pair)
 from neuralmind.client import webhook_signature
 from plugins.webhooks.models import WebhookIn, WebhookPatch, WebhooksSettings
 from plugins.webhooks.sender import Sender
@@ -31,10 +31,6 @@ def iso(at: float | None) -> str | None:
         return None
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
-
-
-def _cursor_seq(state: Any) -> bool:
-    return isinstance(state, int) and not isinstance(state, bool) and state > 0
 
 
 def _cursor_hook(state: Any) -> bool:
@@ -233,7 +229,7 @@ class Webhooks:
     def deliveries(self, actor: Actor, hook_id: str, status: str | None, cursor: str | None,
                    limit: int) -> dict[str, Any]:
         hook = self.hook(actor, hook_id)
-        rows = self.store.deliveries(hook.id, status, decode_cursor(cursor, _cursor_seq),
+        rows = self.store.deliveries(hook.id, status, decode_cursor(cursor, row_number),
                                      limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from neuralmind import encode_cursor
 from tests.plugins.memory.conftest import git
 from tests.support import kernel_database
 
@@ -230,6 +231,8 @@ def test_history_pages_oldest_first(api):
     ats = [e["at"] for e in first["items"] + second["items"] + third["items"]]
     assert ats == sorted(ats)
     assert api.server.get(api.url(mid, "history") + "?cursor=%%%").status == 422
+    huge = api.server.get(api.url(mid, "history") + f"?cursor={encode_cursor(10 ** 20)}")
+    assert huge.status == 422 and huge.error["details"]["errors"][0]["type"] == "cursor_invalid"
 
 
 def test_writes_emit_kernel_events(api):

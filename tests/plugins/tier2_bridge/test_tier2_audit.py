@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neuralmind import encode_cursor
 from plugins.tier2_bridge.audit import GENESIS, chain_hash
 from tests.plugins.tier2_bridge.helpers import MEMORIES, PLUGINS, PROJECTS, audit_cli, \
     audit_rows, copy_db, kernel_events, verify
@@ -83,8 +84,9 @@ def test_admin_route_filters(busy):
 
 
 def test_admin_route_refuses_bad_queries_with_the_envelope(busy):
+    huge = [f"cursor={encode_cursor(n)}" for n in (2 ** 63, 10 ** 20, -1)]  # no row's number
     for query in ("limit=0", "limit=201", "since=yesterday", "cursor=%%%", "cursor=ImEi",
-                  "since=0001-01-01T00:00:00%2B01:00"):
+                  "since=0001-01-01T00:00:00%2B01:00", *huge):
         r = busy.get(f"/v1/admin/audit?{query}")
         assert r.status == 422, query
         assert r.error["code"] == "validation_error"

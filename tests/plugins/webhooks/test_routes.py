@@ -11,6 +11,7 @@ from falcon import testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neuralmind import encode_cursor
 from neuralmind.client import NeuralMindClient
 from tests.plugins.webhooks.conftest import FAST
 
@@ -53,6 +54,8 @@ def test_list_pages_oldest_first(served):
     assert [h["id"] for h in after_first.items] == ids[2:4]
     assert served.get("/v1/webhooks?cursor=bm9wZQ").error["details"]["errors"][0]["loc"] == [
         "query", "cursor"]
+    huge = served.get(f"/v1/webhooks/{ids[0]}/deliveries?cursor={encode_cursor(10 ** 20)}")
+    assert huge.status == 422 and huge.error["details"]["errors"][0]["type"] == "cursor_invalid"
 
 
 def test_patch_changes_what_it_names_and_keeps_the_rest(served, tmp_path):
