@@ -45,11 +45,16 @@ class Target:
 
 def parse(url: str, *, require_https: bool) -> Target:
     """The URL's parts, or :class:`TargetRefused` naming what is wrong with it."""
+    if bad := next((c for c in url if c.isspace() or ord(c) < 32 or ord(c) == 127), None):
+        raise TargetRefused(f"a URL cannot hold {bad!r} (percent-encode it: "
+                            f"%{ord(bad):02X}); no request could be sent to it")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as ex:
         raise TargetRefused(f"not a valid URL: {ex}") from None
+    if port == 0:
+        raise TargetRefused("port 0 is no port a server listens on")
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise TargetRefused(f"only http:// and https:// URLs can receive webhooks, not "
