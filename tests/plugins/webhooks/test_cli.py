@@ -53,15 +53,20 @@ def test_a_failing_ping_exits_1_with_what_the_receiver_said(cli, receiver):
 @pytest.mark.parametrize("args, said", [
     (("add", "http://10.0.0.1/hook", "-e", "*"),
      "neuralmind: 10.0.0.1, a private address: webhooks are not sent inside the network unless "
-     "an operator lists the range in [webhooks] allow_private"),
+     "an operator lists the range in [webhooks] allow_private (e.g. \"10.0.0.1/32\") "
+     "[validation_error, status 422, request "),
     (("add", "ftp://example.com/", "-e", "*"), "only http:// and https:// URLs"),
     (("add", "http://127.0.0.1:9/", "-e", "Memory"),
-     "events.0: 'Memory' is not an event kind (lower case, like memory.created)"),
+     "neuralmind: the request did not validate [validation_error, status 422, request "),
+    (("add", "http://127.0.0.1:9/", "-e", "Memory"),
+     "\n  events[0]: 'Memory' is not an event kind (lower case, like memory.created)"),
     (("add", "http://127.0.0.1:9/", "-e", "*", "-p", "nope"), "no project with id nope"),
     (("update", "wh_0000000000000000", "--event", "x"), "no webhook with id wh_0000000000000000"),
     (("update", "wh_0000000000000000"), "nothing to change: give --target, --event"),
     (("rotate-secret", "wh_0000000000000000", "--keep-previous", "999999"),
-     "keep_previous_s: Input should be less than or equal to 86400"),
+     "argument --keep-previous: 999999 is outside 0–86400"),
+    (("deliveries", "wh_0000000000000000", "--limit", "0"),
+     "argument --limit: 0 is less than 1"),
     (("add", "http://127.0.0.1:9/"), "the following arguments are required: --event/-e"),
     (("redeliver", "wh_0000000000000000"), "the following arguments are required: delivery"),
 ])
