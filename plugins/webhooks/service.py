@@ -316,7 +316,8 @@ class Webhooks:
             self.store.delivered(row["id"], row["hook_id"], outcome.code, outcome.latency_ms, at)
             return True
         tries = row["attempts"] + 1
-        next_at = at + self.backoff(tries) if tries < self.settings.attempts else None
+        # the wait counts from the failure: a try that timed out has already taken timeout_s
+        next_at = self.clock() + self.backoff(tries) if tries < self.settings.attempts else None
         window = self.settings.disable_after_s
         since = self.store.try_failed(
             row["id"], row["hook_id"], outcome.code, outcome.error, outcome.latency_ms, at,

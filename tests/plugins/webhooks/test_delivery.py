@@ -5,6 +5,7 @@ app served on a thread, its sender thread doing the sending."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 
@@ -106,6 +107,10 @@ def test_a_timeout_is_a_failed_try_and_the_same_delivery_is_sent_again(served, r
     hook = subscribe(served, receiver, events=["memory.*"])
     receiver.answer(200, delay=1.5)  # past the 0.5 s timeout
     emit(served, "memory.created", id="slow")
+    first = settled(served, hook["id"], lambda items: items and items[0]["attempts"] == 1)[0]
+    waited = (dt.datetime.fromisoformat(first["next_attempt_at"])
+              - dt.datetime.fromisoformat(first["last_attempt_at"])).total_seconds()
+    assert waited >= first["last_latency_ms"] / 1000 + 0.8 * 0.2 - 0.002  # from the failure on
     items = settled(served, hook["id"], lambda items: items and items[0]["status"] == "delivered")
     assert items[0]["attempts"] == 2
     both = receiver.wait_received(2)  # the late answer to the first try is recorded last
