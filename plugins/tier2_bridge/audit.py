@@ -32,6 +32,7 @@ log = logging.getLogger("neuralmind.tier2.audit")
 AUDIT_FILE = "audit.db"
 GENESIS = "0" * 64
 RECORD_FIELDS = ("seq", "at", "actor", "action", "project", "target", "request_id")
+NULLABLE = frozenset({"actor", "project", "target", "request_id"})
 COLUMNS = (*RECORD_FIELDS, "prev_hash", "hash")
 CATCH_UP_BATCH = 500  # kernel events copied per transaction, so other workers get their turn
 POLL_S = 1.0  # the copier also looks for events nobody signalled (the CLI writes some)
@@ -81,6 +82,22 @@ def chain_hash(prev_hash: str, record: dict[str, Any]) -> str:
     return hashlib.sha256(prev_hash.encode("ascii") + canonical(record)).hexdigest()
 
 
+def malformed(row: dict[str, Any]) -> str | None:
+    """What in a stored row no copier wrote — a column that is not text (a BLOB, bytes that
+    are not UTF-8, a number), ``seq`` not a number — else None. Such a row was edited, and its
+    hash cannot even be computed."""
+    for column in COLUMNS:
+        value = row[column]
+        if column == "seq":
+            ok = isinstance(value, int)
+        else:
+            ok = isinstance(value, str) or (value is None and column in NULLABLE)
+        if not ok:
+            kind = "bytes that are not UTF-8 text" if isinstance(value, bytes) else repr(value)
+            return f"its {column} holds {kind:.60}: it was edited"
+    return None
+
+
 @dataclass(frozen=True)
 class Break:
     """Where the chain stops holding: the first broken record and why."""
@@ -102,6 +119,9 @@ def verify(rows: Iterable[dict[str, Any]], anchor: tuple[int, str] | None = None
     previous run) also catches what a chain alone cannot: a cut tail or a rewritten chain."""
     prev, expected, count = GENESIS, 1, 0
     for row in rows:
+        if why := malformed(row):
+            seq = row["seq"] if isinstance(row["seq"], int) else expected
+            return Verdict(count, expected - 1, prev, Break(seq, why))
         seq = row["seq"]
         if seq != expected:
             reason = (f"record {expected} is missing (the next record is {seq})" if seq > expected
@@ -109,9 +129,10 @@ def verify(rows: Iterable[dict[str, Any]], anchor: tuple[int, str] | None = None
             return Verdict(count, expected - 1, prev, Break(expected if seq > expected else seq,
                                                             reason))
         if row["prev_hash"] != prev:
-            return Verdict(count, seq - 1, prev, Break(seq, f"prev_hash does not match record "
-                                                            f"{seq - 1}: a record was inserted, "
-                                                            "removed or moved here"))
+            before = f"record {seq - 1}" if seq > 1 else "the genesis hash (64 zeros)"
+            return Verdict(count, seq - 1, prev, Break(seq, f"prev_hash does not match {before}: "
+                                                            "a record was inserted, removed or "
+                                                            "moved here"))
         if chain_hash(prev, row) != row["hash"]:
             return Verdict(count, seq - 1, prev, Break(seq, "hash does not match the record's "
                                                             "contents: it was edited"))
@@ -267,7 +288,12 @@ class AuditTrail:
             rows = self.db.get().conn.execute(sql, (*args, limit)).fetchall()
         except database_errors() as ex:
             raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
-        return [{k: r[k] for k in r.keys()} for r in rows]
+        out = [{k: r[k] for k in r.keys()} for r in rows]
+        for row in out:
+            if why := malformed(row):
+                raise StoreUnavailable(f"record {row['seq']} of {self.db.path}: {why} "
+                                       "(`neuralmind audit verify` walks the whole chain)")
+        return out
 
 
 # -- the operator's side: read-only, never creates or migrates the file -----------------------
@@ -280,7 +306,16 @@ def read_only(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as ex:
         raise StoreUnavailable(f"cannot open {path}: {ex}") from ex
     conn.row_factory = sqlite3.Row
+    conn.text_factory = _text
     return conn
+
+
+def _text(raw: bytes) -> str | bytes:
+    """A TEXT value as a string; bytes that are not UTF-8 stay bytes, for verify to name."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 def records(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from neuralmind import load_settings, open_shared
-from plugins.tier2_bridge.audit import audit_path, read_only, records, shared_records, verify
+from plugins.tier2_bridge.audit import (audit_path, malformed, read_only, records, shared_records,
+                                        verify)
 from plugins.tier2_bridge.storage import StoreUnavailable
 
 
@@ -50,13 +53,16 @@ def _trail(args) -> tuple[Iterator[dict], str]:
     return records(read_only(path)), str(path)
 
 
+ANCHOR = re.compile(r"([1-9][0-9]*):([0-9a-fA-F]{64})")
+
+
 def _anchor(text: str | None) -> tuple[int, str] | None:
     if text is None:
         return None
-    seq, _, digest = text.partition(":")
-    if not seq.isdigit() or len(digest) != 64:
-        raise ValueError(f"--anchor {text!r}: expected SEQ:HASH as printed by `audit verify`")
-    return int(seq), digest.lower()
+    if not (found := ANCHOR.fullmatch(text)):
+        raise ValueError(f"--anchor {text!r}: expected SEQ:HASH as printed by `audit verify` "
+                         "(a record number from 1, a colon, 64 hex digits)")
+    return int(found[1]), found[2].lower()
 
 
 def cmd_verify(args) -> int:
@@ -93,9 +99,7 @@ def cmd_export(args) -> int:
     try:
         rows, _ = _trail(args)
         if args.out:
-            fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                count = _write(rows, out)
+            count = _write_file(rows, Path(args.out))
             print(f"exported {count} records to {args.out}", file=sys.stderr)
         else:
             _write(rows, sys.stdout)
@@ -107,9 +111,32 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _write_file(rows, path: Path) -> int:
+    """Every record into a new 0600 file beside ``path``, renamed over it once all are
+    written: a trail that cannot be read leaves what ``path`` held untouched. A path that is
+    no regular file (a pipe, ``/dev/stdout``) is written as it is."""
+    if path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as out:
+            return _write(rows, out)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            count = _write(rows, out)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+    return count
+
+
 def _write(rows, out) -> int:
     count = 0
     for row in rows:
+        if why := malformed(row):
+            raise StoreUnavailable(f"record {row['seq']} cannot be exported: {why} "
+                                   "(`neuralmind audit verify` names where the chain breaks)")
         out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
         count += 1
     return count

@@ -31,6 +31,18 @@ def edit(conn):
     conn.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 5")
 
 
+def blob(conn):  # a field's type changed: its hash cannot even be computed
+    conn.execute("UPDATE audit SET actor = X'ff00' WHERE seq = 5")
+
+
+def not_utf8(conn):
+    conn.execute("UPDATE audit SET actor = CAST(X'ff41' AS TEXT) WHERE seq = 7")
+
+
+def a_number(conn):
+    conn.execute("UPDATE audit SET target = 42 WHERE seq = 9")
+
+
 def edit_time(conn):
     conn.execute("UPDATE audit SET at = '2000-01-01T00:00:00.000Z' WHERE seq = 40")
 
@@ -94,7 +106,8 @@ def tamper(busy, tmp_path: Path, how) -> Path:
 
 @pytest.mark.parametrize("how, broken", [
     (edit, 5), (edit_time, 40), (forged_edit, 6), (delete, 5), (delete_first, 1),
-    (delete_and_renumber, 5), (insert, 6), (reorder, 3)])
+    (delete_and_renumber, 5), (insert, 6), (reorder, 3), (blob, 5), (not_utf8, 7),
+    (a_number, 9)])
 def test_verify_names_the_first_broken_record(busy, tmp_path, how, broken):
     home = tamper(busy, tmp_path, how)
     code, verdict = verify(home)
@@ -140,9 +153,26 @@ def test_verify_speaks_plainly(busy, tmp_path):
     done = audit_cli(home, "verify", "--home", str(home))
     assert done.returncode == 1
     assert "BROKEN at record 5" in done.stdout and "edited" in done.stdout
-    assert in_process("audit", "verify", "--home", str(home), "--anchor", "nonsense")[0] == 2
+    for bad in ("nonsense", f"0:{'a' * 64}", f"13:{'z' * 64}", f"١٣:{'a' * 64}", f"13:{'a' * 63}"):
+        code, _, err = in_process("audit", "verify", "--home", str(home), "--anchor", bad)
+        assert code == 2 and "expected SEQ:HASH" in err, bad
     code, _, err = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"))
     assert code == 1 and "no audit trail" in err
     code, out, _ = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"), "--json")
     verdict = json.loads(out)  # a script reads a verdict on stdout either way
     assert code == 1 and verdict["whole"] is False and "no audit trail" in verdict["error"]
+
+
+def test_a_field_that_is_not_text_is_named_not_a_traceback(busy, tmp_path):
+    home = tamper(busy, tmp_path, blob)
+    done = audit_cli(home, "verify", "--home", str(home))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stdout.startswith("audit trail BROKEN at record 5: its actor holds bytes that "
+                                  "are not UTF-8 text: it was edited")
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text("precious\n")
+    done = audit_cli(home, "export", "--home", str(home), "--out", str(kept))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "record 5 cannot be exported: its actor holds bytes" in done.stderr
+    assert kept.read_text() == "precious\n"  # what the file held is left as it was
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".kept")] == []
