@@ -16,6 +16,8 @@ class AuditQuery(PageQuery):
     project: str | None = Field(None, max_length=256, description="Only this project's records")
     since: datetime | None = Field(None, description="ISO 8601; records at or after this time "
                                    "(UTC when no zone is given)")
+    after: int | None = Field(None, ge=0, le=2 ** 63 - 1, description="Records after this `seq`: "
+                              "a poller keeps the last seq it read (instead of a cursor)")
 
 
 class AuditRecord(Model):

@@ -80,11 +80,19 @@ def test_admin_route_filters(busy):
     middle = rows[len(rows) // 2]["at"]
     r = busy.get(f"/v1/admin/audit?since={middle}&limit=200")
     assert r.json["items"] == [x for x in rows if x["at"] >= middle][:200]
+    last = rows[-3]["seq"]  # a poller keeps the last seq it read and asks for what came after
+    assert busy.get(f"/v1/admin/audit?after={last}").json["items"] == rows[-2:]
+    r = busy.get(f"/v1/admin/audit?after=1&cursor={encode_cursor(5)}")
+    assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["query", "after"]
+    between = middle[:-1] + "1Z"  # 0.1 ms after a record's time: that record is before it
+    r = busy.get(f"/v1/admin/audit?since={between}&limit=200")
+    assert r.json["items"] == [x for x in rows if x["at"] > middle][:200]
     assert busy.get("/v1/admin/audit?since=2999-01-01T00:00:00Z").json["items"] == []
 
 
 def test_admin_route_refuses_bad_queries_with_the_envelope(busy):
     huge = [f"cursor={encode_cursor(n)}" for n in (2 ** 63, 10 ** 20, -1)]  # no row's number
+    huge += ["after=-1", f"after={2 ** 63}", "after=x"]
     for query in ("limit=0", "limit=201", "since=yesterday", "cursor=%%%", "cursor=ImEi",
                   "since=0001-01-01T00:00:00%2B01:00", *huge):
         r = busy.get(f"/v1/admin/audit?{query}")

@@ -64,3 +64,33 @@ def test_failed_appends_never_fail_requests_and_are_caught_up(tmp_path):
         assert [(r["action"], r["request_id"]) for r in rows] == \
             [(e["kind"], e["request_id"]) for e in events]
         assert verify(server.home)[0] == 0
+
+
+def test_an_audit_db_removed_under_the_server_is_made_again_from_the_event_log(tmp_path):
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        register_many(server, tmp_path, ["a", "b"])
+        assert len(settled(server.home)) == 4
+        for name in ("audit.db", "audit.db-wal", "audit.db-shm"):
+            (server.home / name).unlink(missing_ok=True)
+        register_many(server, tmp_path, ["c"])
+        r = server.get("/v1/admin/audit?limit=200")
+        assert r.status == 200, r.body
+        events = kernel_events(server.home)
+        assert [i["request_id"] for i in r.json["items"]] == [e["request_id"] for e in events]
+        assert "audit.db was removed or replaced while the server ran" in server.output()
+        assert (server.home / "audit.db").exists() and verify(server.home)[0] == 0
+
+
+def test_a_record_edited_to_hold_no_text_is_a_503_the_log_names(tmp_path):
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        register_many(server, tmp_path, ["a", "b"])
+        assert len(settled(server.home)) == 4
+        conn = sqlite3.connect(server.home / "audit.db", isolation_level=None)
+        try:
+            conn.execute("DROP TRIGGER audit_no_update")
+            conn.execute("UPDATE audit SET actor = X'ff00' WHERE seq = 2")
+        finally:
+            conn.close()
+        r = server.get("/v1/admin/audit")
+        assert r.status == 503 and r.error["code"] == "audit_unavailable"
+        assert "record 2 of" in server.output() and "its actor holds bytes" in server.output()
