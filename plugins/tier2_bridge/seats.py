@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -68,7 +69,17 @@ class License:
 
     @property
     def expired(self) -> bool:
-        return self.expires is not None and date.fromisoformat(self.expires[:10]) < date.today()
+        return self.expires is not None and date.fromisoformat(self.expires) < date.today()
+
+
+def _iso_date(value: object) -> bool:
+    if not (isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def license_path(home: Path, configured: str | None = None) -> Path:
@@ -80,7 +91,8 @@ def read_license(path: Path) -> License:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return License(path, problem=f"no licence file at {path} (set {LICENSE_ENV})")
+        hint = "" if os.environ.get(LICENSE_ENV) else f" (set {LICENSE_ENV} to name another)"
+        return License(path, problem=f"no licence file at {path}{hint}")
     except (OSError, UnicodeDecodeError, ValueError) as ex:
         return License(path, problem=f"licence file {path} is not readable JSON: {ex}")
     if not isinstance(data, dict):
@@ -90,12 +102,9 @@ def read_license(path: Path) -> License:
         return License(path, problem=f"licence file {path}: `seats` must be a whole number ≥ 1")
     if not isinstance(licensee, str) or not licensee.strip():
         return License(path, problem=f"licence file {path}: `licensee` must be a non-empty string")
-    if expires is not None:
-        try:
-            date.fromisoformat(str(expires)[:10])
-        except ValueError:
-            return License(path, problem=f"licence file {path}: `expires` must be an ISO date")
-        expires = str(expires)
+    if expires is not None and not _iso_date(expires):
+        return License(path, problem=f"licence file {path}: `expires` must be an ISO date "
+                                     "(YYYY-MM-DD)")
     return License(path, seats, licensee.strip(), expires)
 
 
@@ -207,8 +216,8 @@ class SeatWatch:
         clock = time.monotonic()
         if last is not None and clock - last < TOUCH_EVERY_S:
             return
-        self._touched[actor] = clock
         status, changed = self.ledger.touch(actor, self.license_file.current())
+        self._touched[actor] = clock  # noted once written: a failed write is tried again
         if changed:
             self._on_change(status)
 

@@ -142,6 +142,10 @@ def test_the_loopback_user_is_not_a_seat(busy):
     ('{"seats": 3}', "`licensee` must be a non-empty string"),
     ('{"licensee": " ", "seats": 3}', "`licensee` must be a non-empty string"),
     ('{"licensee": "A", "seats": 3, "expires": "soon"}', "`expires` must be an ISO date"),
+    ('{"licensee": "A", "seats": 3, "expires": "2027-06-30garbage"}', "`expires` must be an ISO"),
+    ('{"licensee": "A", "seats": 3, "expires": "2027-06-30T25:99"}', "`expires` must be an ISO"),
+    ('{"licensee": "A", "seats": 3, "expires": 20270630}', "`expires` must be an ISO date"),
+    ('{"licensee": "A", "seats": 3, "expires": "2027-02-30"}', "`expires` must be an ISO date"),
     ('[1, 2]', "not a JSON object"),
     ('', "not readable JSON"),
 ])
@@ -181,3 +185,22 @@ def test_an_expired_licence_is_warned_about_and_still_counts(tmp_path, caplog):
     assert (lic.seats, lic.problem, lic.expired) == (2, None, True)
     warn_about(lic)
     assert "expired on 2001-01-31" in caplog.text
+
+
+def test_an_actor_whose_write_failed_is_written_at_its_next_request(tmp_path):
+    from kernel.storage import Database
+    from plugins.tier2_bridge.seats import MIGRATIONS, LicenseFile, SeatLedger, SeatWatch
+    from plugins.tier2_bridge.storage import LazyDatabase
+    path = tmp_path / "seats.db"
+    ledger = SeatLedger(LazyDatabase(str(path), lambda: Database(path, MIGRATIONS)))
+    seen = SeatWatch(ledger, LicenseFile(tmp_path / "license.json"), on_change=lambda status: None)
+    assert seen.status().active_actors == 0  # opens (creates) seats.db
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TRIGGER injected BEFORE INSERT ON seen "
+                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="injected failure"):
+        seen.seen("dave")
+    conn.execute("DROP TRIGGER injected")
+    seen.seen("dave")  # within the minutes a noted actor is not written again
+    assert seen.status().active_actors == 1
+    conn.close()
