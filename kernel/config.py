@@ -26,9 +26,18 @@ class ConfigError(Exception):
 
 class ConfigSection(BaseModel):
     """The base of every config section, the kernel's and each plugin's: a key the model does
-    not know is a start-up error naming it (a typo never passes silently)."""
+    not know is a start-up error naming it (a typo never passes silently), and so is true or
+    false where a number goes (pydantic reads ``port = true`` as port 1)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info) -> Any:
+        if isinstance(value, bool) and cls.model_fields[info.field_name].annotation in (
+                int, float, int | None, float | None):
+            raise ValueError("a number, not true or false")
+        return value
 
 
 def _no_nul(value: str | None) -> str | None:

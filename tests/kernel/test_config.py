@@ -40,6 +40,13 @@ def test_bad_files_and_values_are_config_errors(tmp_path):
     bad.write_text("[server]\nport = 'eighty'\n")
     with pytest.raises(ConfigError, match="port"):
         load_settings(bad)
+    bad.write_text("[server]\nport = true\n")  # pydantic alone reads it as port 1
+    with pytest.raises(ConfigError, match=r"server\.port: a number, not true or false"):
+        load_settings(bad)
+    bad.write_text("[memory]\nhybrid_tail = false\n")  # a plugin's section as well
+    from plugins.memory.models import MemorySettings
+    with pytest.raises(ConfigError, match="hybrid_tail: a number, not true or false"):
+        load_settings(bad).section("memory", MemorySettings)
     bad.write_text('[[projects]]\nid = "Bad Id"\npath = "/x"\n')
     with pytest.raises(ConfigError, match="projects"):
         load_settings(bad)
