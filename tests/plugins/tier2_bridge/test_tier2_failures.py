@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import closing, contextmanager
 
 from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_rows, kernel_events, settled, verify
 from tests.support import LocalServer
@@ -28,6 +29,17 @@ def wait_for(server, text: str, timeout: float = 10) -> None:
         time.sleep(0.05)
 
 
+@contextmanager
+def audited(tmp_path):
+    """A server whose trail holds its first four records (two projects registered), and a
+    connection of its own to audit.db, as an attacker or a repair would open it."""
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        register_many(server, tmp_path, ["a", "b"])
+        assert len(settled(server.home)) == 4
+        with closing(sqlite3.connect(server.home / "audit.db", isolation_level=None)) as conn:
+            yield server, conn
+
+
 def test_a_corrupt_audit_db_costs_the_audit_not_the_server(tmp_path):
     server = LocalServer(tmp_path / "home", plugins=PLUGINS)
     (server.home / "audit.db").write_bytes(b"this is not a database " * 200)
@@ -45,18 +57,12 @@ def test_a_corrupt_audit_db_costs_the_audit_not_the_server(tmp_path):
 
 
 def test_failed_appends_never_fail_requests_and_are_caught_up(tmp_path):
-    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
-        register_many(server, tmp_path, ["a", "b"])
-        assert len(settled(server.home)) == 4
-        conn = sqlite3.connect(server.home / "audit.db", isolation_level=None)
-        try:
-            conn.execute(BOOBY_TRAP)
-            register_many(server, tmp_path, ["c", "d", "e"])
-            wait_for(server, "injected failure")
-            assert len(audit_rows(server.home)) == 4  # every copy failed …
-            conn.execute("DROP TRIGGER injected_failure")
-        finally:
-            conn.close()
+    with audited(tmp_path) as (server, conn):
+        conn.execute(BOOBY_TRAP)
+        register_many(server, tmp_path, ["c", "d", "e"])
+        wait_for(server, "injected failure")
+        assert len(audit_rows(server.home)) == 4  # every copy failed …
+        conn.execute("DROP TRIGGER injected_failure")
         register_many(server, tmp_path, ["f"])
         # … and the first append that works copies everything it missed, in order
         rows, events = settled(server.home), kernel_events(server.home)
@@ -67,9 +73,7 @@ def test_failed_appends_never_fail_requests_and_are_caught_up(tmp_path):
 
 
 def test_an_audit_db_removed_under_the_server_is_made_again_from_the_event_log(tmp_path):
-    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
-        register_many(server, tmp_path, ["a", "b"])
-        assert len(settled(server.home)) == 4
+    with audited(tmp_path) as (server, _):
         for name in ("audit.db", "audit.db-wal", "audit.db-shm"):
             (server.home / name).unlink(missing_ok=True)
         register_many(server, tmp_path, ["c"])
@@ -82,15 +86,9 @@ def test_an_audit_db_removed_under_the_server_is_made_again_from_the_event_log(t
 
 
 def test_a_record_edited_to_hold_no_text_is_a_503_the_log_names(tmp_path):
-    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
-        register_many(server, tmp_path, ["a", "b"])
-        assert len(settled(server.home)) == 4
-        conn = sqlite3.connect(server.home / "audit.db", isolation_level=None)
-        try:
-            conn.execute("DROP TRIGGER audit_no_update")
-            conn.execute("UPDATE audit SET actor = X'ff00' WHERE seq = 2")
-        finally:
-            conn.close()
+    with audited(tmp_path) as (server, conn):
+        conn.execute("DROP TRIGGER audit_no_update")
+        conn.execute("UPDATE audit SET actor = X'ff00' WHERE seq = 2")
         r = server.get("/v1/admin/audit")
         assert r.status == 503 and r.error["code"] == "audit_unavailable"
         assert "record 2 of" in server.output() and "its actor holds bytes" in server.output()
