@@ -101,6 +101,24 @@ def _kind(ip: IPAddress) -> str | None:
     return None
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def _carried(ip: IPAddress) -> IPAddress:
+    """The IPv4 address an IPv6 one carries to the IPv4 internet — mapped (``::ffff:a.b.c.d``),
+    NAT64, 6to4, Teredo — since a private address behind it is reached all the same; else
+    ``ip`` itself."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ip
+    if ip.ipv4_mapped or ip.sixtofour:
+        return ip.ipv4_mapped or ip.sixtofour
+    if ip.teredo:
+        return ip.teredo[1]
+    if any(ip in net for net in _NAT64):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip
+
+
 def system_resolver(host: str, port: int) -> list[str]:
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(info[4][0] for info in infos))
@@ -138,8 +156,9 @@ class TargetPolicy:
             try:
                 found = [ipaddress.ip_address(a.split("%")[0])
                          for a in self.resolve(target.host, target.port)]
-            except (OSError, UnicodeError) as ex:
-                raise TargetRefused(f"cannot resolve {target.host}: {ex}") from None
+            except (OSError, UnicodeError) as ex:  # the resolver's words, without its errno
+                why = (getattr(ex, "strerror", None) or str(ex)).lower()
+                raise TargetRefused(f"cannot resolve {target.host}: {why}") from None
         if not found:
             raise TargetRefused(f"{target.host} resolves to no address")
         for ip in found:
@@ -147,7 +166,7 @@ class TargetPolicy:
         return found
 
     def _check(self, host: str, ip: IPAddress) -> None:
-        seen = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip
+        seen = _carried(ip)
         why = _kind(seen)
         if why is None or any(seen in net for net in self.allowed):
             return

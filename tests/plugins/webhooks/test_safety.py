@@ -55,6 +55,10 @@ def refused(server, url: str) -> dict:
     ("http://224.0.0.1/", "a multicast address"),
     ("http://2130706433/", "2130706433 resolves to 127.0.0.1, a loopback address"),
     ("http://0177.0.0.1/", "resolves to 127.0.0.1, a loopback address"),
+    # IPv6 forms that carry an IPv4 address to the IPv4 internet: NAT64, 6to4, Teredo
+    ("http://[64:ff9b::a9fe:a9fe]/", "169.254.169.254, a link-local address"),
+    ("http://[2002:a9fe:a9fe::]/", "169.254.169.254, a link-local address"),
+    ("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "192.0.2.45, a private address"),
 ])
 def test_targets_inside_the_network_are_refused_by_default(make_server, url, why):
     server = make_server(plugins=["auth", "webhooks"])
