@@ -91,13 +91,17 @@ class Links:
         self.m.emit("linked", project, actor, request_id, **link_change(link)["link"])
         return link
 
+    def refuse_cycles(self, store, mid: str, old_ids: list[str]) -> None:
+        """A patch's ``supersedes``, checked before the patch writes anything."""
+        for oid in old_ids:
+            if self.reaches(store, oid, mid, "supersedes"):
+                raise Conflict(f"{oid} already supersedes {mid} (directly or through others)",
+                               code="link_cycle")
+
     def add_supersedes(self, project, store, rec: dict[str, Any], old_ids: list[str], actor,
                        request_id) -> None:
-        """A patch's ``supersedes``: links from ``rec`` to each (existing links stay)."""
-        for oid in old_ids:
-            if self.reaches(store, oid, rec["id"], "supersedes"):
-                raise Conflict(f"{oid} already supersedes {rec['id']} (directly or through "
-                               "others)", code="link_cycle")
+        """A patch's ``supersedes`` (:meth:`refuse_cycles` first): links from ``rec`` to each
+        (existing links stay)."""
         with store.writing() as w:
             done = self.supersede(w, rec, old_ids, actor, now_iso())
         self.m.written(store)

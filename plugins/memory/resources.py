@@ -152,7 +152,8 @@ class MemoryResources:
 
     @operation(permission="memories.write", body=MemoryPatch, response=Memory, tags=TAGS,
                summary="Amend a memory (optional If-Match on updated_at → 412)",
-               errors={412: "`precondition_failed`: `If-Match` is not the current updated_at"})
+               errors={412: "`precondition_failed`: `If-Match` is not the current updated_at",
+                       409: "`link_cycle`: a `supersedes` would close a cycle"})
     def on_patch_item(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         return self.m.patch(project, memory_id, req.context.body, actor, rid,
@@ -212,7 +213,9 @@ class MemoryResources:
         return self.m.retag(project, memory_id, [], req.context.query.tag, actor, rid)
 
     @operation(permission="memories.write", body=LinkIn, response=Link, status=201, tags=TAGS,
-               summary="Link this memory to another (supersedes makes the target SUPERSEDED)")
+               summary="Link this memory to another (supersedes makes the target SUPERSEDED)",
+               errors={409: "`link_exists`: that link exists; `link_cycle`: a `supersedes` "
+                            "that would close a cycle"})
     def on_post_links(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         b = req.context.body

@@ -245,79 +245,93 @@ class Memories:
         cursor = encode_cursor([rows[-1]["created_at"], rows[-1]["id"]]) if more else None
         return self.views(store, rows), cursor
 
-    def write(self, project, store, rec, changes, *, kind, actor, request_id, note=None,
-              expect: str | None = None) -> dict[str, Any]:
-        """One record change with its event; 404 when it vanished, 412 when ``expect`` (an
-        ``updated_at``) no longer holds."""
-        if not store.update(rec, records.content_sha(rec), kind=kind,
-                            actor=self.actor_for(actor, rec), changes=changes, note=note,
-                            expect_updated_at=expect):
-            if store.get(rec["id"]) is None:
-                raise not_found(rec["id"])
-            raise PreconditionFailed("the memory changed since that updated_at",
-                                     details={"updated_at": store.get(rec["id"])["updated_at"]})
+    def change(self, project, mid: str, make, *, kind: str, actor, request_id,
+               note: str | None = None, if_match: str | None = None
+               ) -> tuple[dict[str, Any], dict[str, list]]:
+        """Read, change (``make(rec)`` → ``(new, changes)``; no changes, nothing written) and
+        write one record, with its event: ``(its view, changes)``. One serial write
+        transaction holds all three, so changes racing on a record each read what the one
+        before wrote: none is lost, none is refused. 404 when it is gone; 412 when
+        ``if_match`` (an ``updated_at``) is not the record's."""
+        store = self.store(project)
+        with store.writing() as w:
+            rec = w.get(mid)
+            if rec is None:
+                raise not_found(mid)
+            if if_match is not None and if_match != rec["updated_at"]:
+                raise PreconditionFailed("the memory changed since that updated_at",
+                                         details={"updated_at": rec["updated_at"]})
+            new, changes = make(rec)
+            if changes:
+                w.update(new, records.content_sha(new), kind=kind,
+                         actor=self.actor_for(actor, new), changes=changes, note=note)
+        if not changes:
+            return self.view(store, rec), changes
         self.written(store)
-        self.emit(kind, project, actor, request_id, id=rec["id"], changes=sorted(changes))
-        return self.view(store, rec)
+        self.emit(kind, project, actor, request_id, id=mid, changes=sorted(changes))
+        return self.view(store, new), changes
 
     def patch(self, project, mid: str, body: MemoryPatch, actor, request_id,
               if_match: str | None) -> dict[str, Any]:
         store = self.store(project)
-        rec = self.get_record(store, mid)
-        expect = if_match.strip().strip('"') if if_match else None
-        if expect is not None and expect != rec["updated_at"]:
-            raise PreconditionFailed("the memory changed since that updated_at",
-                                     details={"updated_at": rec["updated_at"]})
-        errors: list[dict] = []
         fields = body.model_dump(exclude_unset=True)
         replaces = fields.pop("supersedes", [])
-        new, changes = records.patched(rec, fields, root=project.path, now=now_iso(),
-                                       errors=errors)
-        errors += self.check_ids(store, replaces, mid, "supersedes")
-        if errors:
+        if errors := self.check_ids(store, replaces, mid, "supersedes"):
             raise records.fail(errors)
-        if replaces:
-            self.links.add_supersedes(project, store, rec, replaces, actor, request_id)
-        if not changes:
-            return self.view(store, store.get(mid) or rec)
-        out = self.write(project, store, new, changes, kind="amended", actor=actor,
-                         request_id=request_id, expect=expect or rec["updated_at"])
+        self.links.refuse_cycles(store, mid, replaces)
+
+        def patched(rec):
+            errors: list[dict] = []
+            made = records.patched(rec, fields, root=project.path, now=now_iso(),
+                                   errors=errors)
+            if errors:
+                raise records.fail(errors)
+            return made
+
+        out, changes = self.change(project, mid, patched, kind="amended", actor=actor,
+                                   request_id=request_id,
+                                   if_match=if_match.strip().strip('"') if if_match else None)
+        if replaces:  # once the amend holds: a refused one links nothing
+            self.links.add_supersedes(project, store, out, replaces, actor, request_id)
+            out = self.view(store, store.get(mid) or out)
         if {"rationale", "files_affected", "tags", "kind"} & set(changes):
-            self.contradictions.on_store(project, store, new, actor, request_id)
+            self.contradictions.on_store(project, store, store.get(mid), actor, request_id)
         return out
 
     def set_status(self, project, mid: str, status: str, *, kind: str, actor, request_id,
                    note: str | None = None, commit_sha: str | None = None) -> dict[str, Any]:
         """invalidate / restore: a status change with its event; 409 when it changes nothing."""
-        store = self.store(project)
-        rec = self.get_record(store, mid)
-        on = today()
-        current = records.effective_status(rec, on)
-        if current == status:
-            raise Conflict(f"memory {mid} is already {status}", code="invalid_transition")
-        new = {**rec, "status": status, "updated_at": now_iso()}
-        if kind == "restored":
-            new["commit_sha"] = gitinfo.head(project.path) if commit_sha is None else commit_sha
-            if rec["review_by"] and rec["review_by"] < on:
-                new["review_by"] = None  # else the record would read STALE straight away
-        changes = {f: [rec[f], new[f]] for f in ("status", "commit_sha", "review_by")
-                   if new[f] != rec[f]}
-        return self.write(project, store, new, changes, kind=kind, actor=actor,
-                          request_id=request_id, note=note, expect=rec["updated_at"])
+        def moved(rec):
+            on = today()
+            if records.effective_status(rec, on) == status:
+                raise Conflict(f"memory {mid} is already {status}", code="invalid_transition")
+            new = {**rec, "status": status, "updated_at": now_iso()}
+            if kind == "restored":
+                new["commit_sha"] = (gitinfo.head(project.path) if commit_sha is None
+                                     else commit_sha)
+                if rec["review_by"] and rec["review_by"] < on:
+                    new["review_by"] = None  # else the record would read STALE straight away
+            return new, {f: [rec[f], new[f]] for f in ("status", "commit_sha", "review_by")
+                         if new[f] != rec[f]}
+
+        return self.change(project, mid, moved, kind=kind, actor=actor, request_id=request_id,
+                           note=note)[0]
 
     def feedback(self, project, mid: str, signal: str, note: str | None, actor,
                  request_id) -> dict[str, Any]:
         """Spec 000 G9: helpful +feedback_up, unhelpful −feedback_down, within
         [feedback_floor, 1]."""
-        store = self.store(project)
-        rec = self.get_record(store, mid)
         s = self.settings
         step = s.feedback_up if signal == "helpful" else -s.feedback_down
-        confidence = round(min(1.0, max(s.feedback_floor, rec["confidence"] + step)), 6)
-        new = {**rec, "confidence": confidence, "updated_at": now_iso()}
-        return self.write(project, store, new, {"confidence": [rec["confidence"], confidence]},
-                          kind="feedback", actor=actor, request_id=request_id,
-                          note=signal + (f": {note}" if note else ""), expect=rec["updated_at"])
+
+        def stepped(rec):
+            confidence = round(min(1.0, max(s.feedback_floor, rec["confidence"] + step)), 6)
+            return ({**rec, "confidence": confidence, "updated_at": now_iso()},
+                    {"confidence": [rec["confidence"], confidence]})
+
+        return self.change(project, mid, stepped, kind="feedback", actor=actor,
+                           request_id=request_id,
+                           note=signal + (f": {note}" if note else ""))[0]
 
     def delete(self, project, mid: str, actor, request_id) -> None:
         store = self.store(project)
@@ -361,17 +375,17 @@ class Memories:
 
     def retag(self, project, mid: str, add: list[str], remove: list[str], actor,
               request_id) -> dict[str, Any]:
-        store = self.store(project)
-        rec = self.get_record(store, mid)
-        tags = [t for t in dict.fromkeys([*rec["tags"], *add]) if t not in remove]
-        if len(tags) > 50:
-            raise records.fail([records.invalid(("tags",), "a record holds at most 50 tags",
-                                                "too_long")])
-        if tags == rec["tags"]:
-            return self.view(store, rec)
-        new = {**rec, "tags": tags, "updated_at": now_iso()}
-        return self.write(project, store, new, {"tags": [rec["tags"], tags]}, kind="amended",
-                          actor=actor, request_id=request_id, expect=rec["updated_at"])
+        def retagged(rec):
+            tags = [t for t in dict.fromkeys([*rec["tags"], *add]) if t not in remove]
+            if len(tags) > 50:
+                raise records.fail([records.invalid(("tags",), "a record holds at most 50 tags",
+                                                    "too_long")])
+            if tags == rec["tags"]:
+                return rec, {}
+            return {**rec, "tags": tags, "updated_at": now_iso()}, {"tags": [rec["tags"], tags]}
+
+        return self.change(project, mid, retagged, kind="amended", actor=actor,
+                           request_id=request_id)[0]
 
     def stats(self, project) -> dict[str, Any]:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from neuralmind import encode_cursor
 from tests.plugins.memory.conftest import git
@@ -244,3 +245,32 @@ def test_writes_emit_kernel_events(api):
                                "AND kind LIKE 'memory.%' ORDER BY id", (api.pid,)).fetchall()
     assert [(kind, actor, json.loads(data)["id"]) for kind, actor, data in rows] == [("memory.created", "local", mid), ("memory.feedback", "local", mid),
                     ("memory.deleted", "local", mid)]
+
+
+def test_changes_racing_on_one_memory_all_land_unless_if_match_was_given(api):
+    mid = api.create(confidence=0.1)["id"]
+
+    def send(i: int) -> list[int]:
+        return [api.server.post(api.url(mid, "tags"), {"tags": [f"t{i}"]}).status,
+                api.server.post(api.url(mid, "feedback"), {"signal": "helpful"}).status,
+                api.server.patch(api.url(mid), {"evidence_append": [f"e{i}"]}).status]
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = [s for trio in pool.map(send, range(16)) for s in trio]
+    assert statuses == [200] * 48  # no 412: the client sent no If-Match
+    rec = api.server.get(api.url(mid)).json
+    assert sorted(rec["tags"]) == sorted(f"t{i}" for i in range(16))
+    assert sorted(rec["evidence"]) == sorted(f"e{i}" for i in range(16))
+    assert rec["confidence"] == 0.9  # 0.1 + 16 × 0.05, capped at 1.0 only past 18
+    kinds = [e["kind"] for e in api.history(mid)]
+    assert kinds.count("feedback") == 16 and kinds.count("amended") == 32
+
+
+def test_a_refused_amend_links_nothing(api):
+    mid, old = api.create()["id"], api.create(title="Old")["id"]
+    r = api.server.patch(api.url(mid), {"rationale": "r2", "supersedes": [old]},
+                         headers={"If-Match": '"2000-01-01T00:00:00.000Z"'})
+    assert r.status == 412
+    assert api.server.get(api.url(old)).json["status"] == "ACTIVE"
+    assert api.server.get(api.url(mid, "links")).json["items"] == []
+    assert [e["kind"] for e in api.history(mid)] == ["created"]
