@@ -98,7 +98,7 @@ class Contradictions:
         where = {mid: i for i, mid in enumerate(index.ids)}
         if rec["id"] not in where:
             return {}, []
-        scores = index.matrix @ index.matrix[where[rec["id"]]]
+        scores = index.scores(index.own(where[rec["id"]]))  # a long record's best passage
         keep = index.mask({"status": "ACTIVE"}, on, None)
         keep[where[rec["id"]]] = False
         nearest = [index.ids[i] for i in top_k(scores, k, keep)]

@@ -68,6 +68,14 @@ def test_the_explicit_check_uses_a_wider_net(api):
     assert api.server.post(conflicts(api) + "/check/nope").error["code"] == "memory_not_found"
 
 
+def test_the_check_works_beside_a_record_long_enough_for_passages(api):
+    a = api.create(**{**MD5, "files_affected": []})
+    api.create(title="Cache the parsed config", rationale=" ".join(f"w{i}" for i in range(400)))
+    b = api.create(**{**SCRAM, "files_affected": ["other.conf"]})
+    r = api.server.post(conflicts(api) + f"/check/{b['id']}")
+    assert r.status == 200 and r.json["count"] == 1 and r.json["items"][0]["a"] == a["id"]
+
+
 @pytest.mark.parametrize("strategy, kept, superseded", [
     ("keep_newest", "b", "a"), ("keep_oldest", "a", "b"), ("keep_important", "a", "b")])
 def test_strategies_that_keep_one(api, strategy, kept, superseded):
