@@ -63,7 +63,8 @@ def decode_cursor(cursor: str | None, valid: Callable[[Any], bool] = lambda stat
         return None
     try:
         state = json.loads(base64.urlsafe_b64decode(cursor.encode() + b"=" * (-len(cursor) % 4)))
-    except (ValueError, UnicodeDecodeError):
+        json.dumps(state, ensure_ascii=False).encode()  # a lone surrogate no database takes
+    except (ValueError, UnicodeError):
         state = _NOT_OURS
     if state is _NOT_OURS or not valid(state):
         raise InvalidFields.one("cursor", "not a cursor this server made", "cursor_invalid",

@@ -47,7 +47,7 @@ class Documents:
         """Project by project: its wakeup, then its ACTIVE memories, ``PAGE`` at a time.
         The cursor holds the project reached and the memory listing's own cursor there."""
         try:
-            at = decode_cursor(cursor, lambda state: isinstance(state, dict)) or {}
+            at = decode_cursor(cursor, _listing_state) or {}
         except APIError:
             raise ProtocolError(types.INVALID_PARAMS, "invalid cursor") from None
         found: list[types.Resource] = []
@@ -102,6 +102,12 @@ def _projects(caller: Caller):
         cursor = page["next_cursor"]
         if not cursor:
             return
+
+
+def _listing_state(state) -> bool:
+    """A ``resources/list`` cursor: ``{"p": project id, "c": the memory listing's cursor}``."""
+    return isinstance(state, dict) and set(state) <= {"p", "c"} and all(
+        isinstance(value, str) for value in state.values())
 
 
 def _get(caller: Caller, path: str, query: dict | None = None) -> dict:

@@ -175,3 +175,15 @@ def test_field_errors_are_placed_under_the_query_or_the_body():
     assert [e["loc"] for e in err.details["errors"]] == [["query", "cursor"],
                                                          ["body", "items", 3, "id"]]
     assert err.status == 422 and err.code == "validation_error"
+
+
+def test_a_cursor_is_refused_unless_it_holds_what_a_listing_wrote():
+    from kernel.models import decode_cursor, encode_cursor, row_number, text_pair
+    assert decode_cursor(encode_cursor(["2026-01-01", "m1"]), text_pair) == ["2026-01-01", "m1"]
+    assert decode_cursor(encode_cursor(2 ** 63 - 1), row_number) == 2 ** 63 - 1
+    for cursor, valid in [(encode_cursor(["\ud800", "x"]), text_pair),  # no database takes it
+                          (encode_cursor(2 ** 63), row_number), (encode_cursor(-1), row_number),
+                          (encode_cursor(True), row_number), ("%%%", text_pair)]:
+        with pytest.raises(InvalidFields) as refused:
+            decode_cursor(cursor, valid)
+        assert refused.value.errors[0]["type"] == "cursor_invalid"

@@ -9,6 +9,7 @@ import sqlite3
 
 from pydantic import TypeAdapter
 
+from neuralmind import encode_cursor
 from plugins.mcp.tools import SPECS
 
 
@@ -191,6 +192,9 @@ def test_resource_listing_pages_through_every_memory(tmp_path):
                 break
         assert pages == 2 and len(uris) == len(set(uris)) == 131
         assert app.rpc("resources/list", {"cursor": "garbage!"})["error"]["code"] == -32602
+        for state in ({"p": 1}, {"p": ["x"]}, {"p": "a", "x": "b"}, {"p": "\ud800"}):
+            bad = app.rpc("resources/list", {"cursor": encode_cursor(state)})
+            assert bad["error"]["code"] == -32602, state
     finally:
         kernel.shutdown()
 
