@@ -7,6 +7,7 @@ import importlib.util
 import json
 import mimetypes
 import os
+import re
 import signal
 import time
 from typing import Any, Literal
@@ -15,10 +16,11 @@ from pydantic import Field
 
 from kernel import API_VERSION, __version__
 from kernel.api import JSON, operation
-from kernel.errors import Forbidden, NotFound
+from kernel.errors import BadRequest, Forbidden, NotFound
 from kernel.events import kind_filter
 from kernel.jobs import Job
-from kernel.models import Model, Page, PageQuery, decode_cursor, encode_cursor, text_pair
+from kernel.models import (Model, Page, PageQuery, decode_cursor, encode_cursor, row_number,
+                           text_pair)
 
 DOCS_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>NeuralMind API</title>
@@ -308,8 +310,9 @@ class EventsResource:
         kernel, actor, q = self.kernel, req.context.actor, req.context.query
         if q.project is not None:
             kernel.authorize(actor, "projects.read", kernel.projects.get(q.project))
-        last = req.get_header("Last-Event-ID")
-        last_id = int(last) if last and last.isdigit() else kernel.events.last_id()
+        last_id = _last_event_id(req.get_header("Last-Event-ID"))
+        if last_id is None:
+            last_id = kernel.events.last_id()
         wanted = kind_filter(q.kind)
         readable = kernel.event_reader(actor)
 
@@ -324,6 +327,16 @@ class EventsResource:
         resp.set_header("Cache-Control", "no-cache")
         resp.set_header("X-Accel-Buffering", "no")
         resp.stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s)
+
+
+def _last_event_id(header: str | None) -> int | None:
+    """The id an event stream resumes after: what this server sent as an event's ``id``."""
+    if not header:
+        return None
+    if not (re.fullmatch(r"[0-9]{1,19}", header) and row_number(int(header))):
+        raise BadRequest("Last-Event-ID is not an event id this server sent (digits)",
+                         details={"header": "Last-Event-ID"})
+    return int(header)
 
 
 def routes(kernel) -> list[tuple]:

@@ -42,6 +42,9 @@ def test_last_event_id_resumes_after_that_event(kapp, tmp_path):
     again = resumed.wait(2)
     resumed.close()
     assert [e["id"] for e in again[:2]] == [e["id"] for e in events[1:3]]
+    for bad in ("\u00b2", "-1", "1.5", "abc", "9" * 25, str(2 ** 63)):  # "²" is a digit to str
+        r = kapp.request("GET", "/v1/events", headers={"Last-Event-ID": bad})
+        assert r.status == 400 and r.error["details"]["header"] == "Last-Event-ID", bad
 
 
 def test_project_filter_and_unknown_project(kapp, tmp_path):
