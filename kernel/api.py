@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import falcon
+from gunicorn.http.errors import ParseException
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from kernel.errors import (InvalidJSON, PayloadTooLarge, UnsupportedMediaType, ValidationFailed,
-                           validation_details)
+from kernel.errors import (BadRequest, InvalidJSON, PayloadTooLarge, UnsupportedMediaType,
+                           ValidationFailed, validation_details)
 from kernel.jobs import Job, JobAccepted
 
 JSON = "application/json; charset=utf-8"
@@ -190,7 +191,11 @@ def read_body(req: falcon.Request, cap: int) -> bytes:
         return req.bounded_stream.read() if length else b""
     if "chunked" not in (req.get_header("Transfer-Encoding") or "").lower():
         return b""
-    raw = req.stream.read(cap + 1)
+    try:
+        raw = req.stream.read(cap + 1)
+    except ParseException as ex:  # gunicorn decodes the chunks as they are read
+        raise BadRequest("the request's chunked body is malformed",
+                         details={"reason": type(ex).__name__}) from None
     if len(raw) > cap:
         raise PayloadTooLarge(details={"max_bytes": cap})
     return raw

@@ -110,6 +110,19 @@ def test_small_chunked_body_accepted(kserver):
     assert b'"status":"done"' in reply
 
 
+@pytest.mark.parametrize("chunks", [b"zz\r\n{}\r\n0\r\n\r\n", b"-2\r\n{}\r\n0\r\n\r\n",
+                                    b"2\r\n{}}}\r\n0\r\n\r\n"])
+def test_a_malformed_chunked_body_is_a_400(kserver, chunks):
+    status, _, body = raw_exchange(kserver.port, (
+        f"POST /v1/hello/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        f"{kserver.token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        "Connection: close\r\n\r\n").encode() + chunks)
+    error = json.loads(body)["error"]
+    assert status == 400 and error["code"] == "bad_request", body[:300]
+    assert error["message"] == "the request's chunked body is malformed"
+    assert error["details"]["reason"] in ("InvalidChunkSize", "ChunkMissingTerminator")
+
+
 def raw_exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     """Send ``data`` as it is and read the answer to its end (gunicorn closes after an error)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
