@@ -18,6 +18,7 @@ from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (recor
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
 STATUSES = ("ACTIVE", "STALE", "INVALIDATED", "ARCHIVED", "SUPERSEDED", "MERGED")
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
+MAX_ITEMS = 200  # a record's evidence, rejected alternatives, dependency constraints: each
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -147,9 +148,9 @@ class MemoryFields(Model):
     agent: Short | None = None
     session_id: Short | None = None
     review_by: ISODate | None = Field(None, description="ISO date; STALE once it has passed (UTC)")
-    evidence: list[Item] = Field(default_factory=list, max_length=200)
-    rejected_alternatives: list[Item] = Field(default_factory=list, max_length=200)
-    dependency_constraints: list[Item] = Field(default_factory=list, max_length=200)
+    evidence: list[Item] = Field(default_factory=list, max_length=MAX_ITEMS)
+    rejected_alternatives: list[Item] = Field(default_factory=list, max_length=MAX_ITEMS)
+    dependency_constraints: list[Item] = Field(default_factory=list, max_length=MAX_ITEMS)
     tags: list[Tag] = Field(default_factory=list, max_length=50)
 
 
@@ -170,8 +171,8 @@ class MemoryPatch(Model):
     tags: list[Tag] | None = Field(None, max_length=50)
     files_affected: list[Path] | None = Field(None, max_length=500)
     review_by: ISODate | None = None
-    evidence_append: list[Item] = Field(default_factory=list, max_length=200)
-    rejected_append: list[Item] = Field(default_factory=list, max_length=200)
+    evidence_append: list[Item] = Field(default_factory=list, max_length=MAX_ITEMS)
+    rejected_append: list[Item] = Field(default_factory=list, max_length=MAX_ITEMS)
     supersedes: list[MemoryId] = Field(default_factory=list, max_length=50, description=(
         "Records this one replaces: each gets a supersedes link and becomes SUPERSEDED"))
 
@@ -613,6 +614,20 @@ class BatchOut(Model):
     items: list[BatchResult]
 
 
+def _timestamp(value: str) -> str:
+    """A time as the store writes it, so ordering and decay can read it back."""
+    try:
+        at = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("not an ISO 8601 time (2026-01-31T12:00:00.000Z)") from None
+    if at.tzinfo is None:
+        raise ValueError("an ISO 8601 time with its zone (…Z)")
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+
+
 class StoredMemory(MemoryFields):
     """A record as exported: every stored field, nothing computed."""
 
@@ -620,16 +635,26 @@ class StoredMemory(MemoryFields):
     commit_sha: str = ""
     importance: Importance | None = None
     review_by: dt.date | None = None
-    created_at: str
-    updated_at: str
-    last_accessed_at: str | None = None
-    access_count: int = Field(0, ge=0)
+    created_at: Timestamp
+    updated_at: Timestamp
+    last_accessed_at: Timestamp | None = None
+    access_count: int = Field(0, ge=0, le=2 ** 63 - 1)
+
+
+class ExportedEvent(HistoryEvent):
+    at: Timestamp
+
+
+class ExportedLink(Link):
+    type: LinkType
+    created_at: Timestamp
 
 
 class ExportLine(Model):
     memory: StoredMemory
-    history: list[HistoryEvent]
-    links: list[Link] = Field(default_factory=list, description="Links this record is the source of")
+    history: list[ExportedEvent]
+    links: list[ExportedLink] = Field(default_factory=list,
+                                      description="Links this record is the source of")
 
 
 class ExportQuery(Model):

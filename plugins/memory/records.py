@@ -14,7 +14,7 @@ from typing import Any
 
 from neuralmind import InvalidFields, today
 from plugins.memory.decay import importance_of
-from plugins.memory.models import RESERVED_IDS
+from plugins.memory.models import MAX_ITEMS, RESERVED_IDS
 
 LOC = tuple[str | int, ...]
 # A relative path with no empty, "." or ".." segment and no backslash needs no normalising.
@@ -150,10 +150,14 @@ def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
                                                 (*loc, "files_affected"), errors)
     if "review_by" in patch:
         new["review_by"] = check_review_by(patch["review_by"], (*loc, "review_by"), errors)
-    if patch.get("evidence_append"):
-        new["evidence"] = rec["evidence"] + patch["evidence_append"]
-    if patch.get("rejected_append"):
-        new["rejected_alternatives"] = rec["rejected_alternatives"] + patch["rejected_append"]
+    for field, appended in (("evidence", "evidence_append"),
+                            ("rejected_alternatives", "rejected_append")):
+        if patch.get(appended):
+            new[field] = rec[field] + patch[appended]
+            if len(new[field]) > MAX_ITEMS:  # what a create takes, so an export imports
+                errors.append(invalid((*loc, appended), f"a record holds at most {MAX_ITEMS} "
+                                      f"{field.replace('_', ' ')}; it has {len(rec[field])}",
+                                      "too_long"))
     changes = {f: [rec[f], new[f]] for f in new if new[f] != rec[f]}
     if changes:
         new["updated_at"] = now

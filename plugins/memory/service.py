@@ -72,6 +72,26 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
         return records.located(ex, loc)
 
 
+def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[dict[str, Any]]:
+    """What an export line holds that no export writes and the API refuses: an id given twice
+    or naming a route, a link that does not start at its record or ends there."""
+    mid, errors = parsed.memory.id, []
+    if mid in seen:
+        errors.append(records.invalid((line, "memory", "id"), f"line {seen[mid]} has this id too",
+                                      "duplicate_id"))
+    if mid in records.RESERVED_IDS:
+        errors.append(records.invalid((line, "memory", "id"), f"{mid} names a route; choose "
+                                      "another id", "reserved_id"))
+    for i, link in enumerate(parsed.links):
+        if link.source != mid:
+            errors.append(records.invalid((line, "links", i, "source"), f"a line's links start "
+                                          f"at its memory ({mid})", "link_source"))
+        elif link.target == mid:
+            errors.append(records.invalid((line, "links", i, "target"), "a memory cannot link "
+                                          "to itself", "self_reference"))
+    return errors
+
+
 def _creates(items: list[BatchItem]) -> dict[int, MemoryIn | list[dict[str, Any]]]:
     """Each create item's body by its index, or its errors: the items in one pydantic-core
     call (a call per item cost ~30% more), each alone when one is bad, so its errors name it."""
@@ -344,8 +364,9 @@ class Memories:
     def history(self, project, mid: str, limit: int, cursor: str | None
                 ) -> tuple[list[dict[str, Any]], str | None]:
         after = decode_cursor(cursor, row_number)
-        rows = self.store(project).history(mid, limit + 1, after)
-        if not rows and after is None:
+        store = self.store(project)
+        rows = store.history(mid, limit + 1, after)
+        if not rows and after is None and store.get(mid) is None:
             raise not_found(mid)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -355,9 +376,9 @@ class Memories:
         """The record's history merged with the commits that touched its files, oldest first."""
         store = self.store(project)
         events = [ev for _, ev in store.history(mid, 100_000, None)]
-        if not events:
-            raise not_found(mid)
         rec = store.get(mid)
+        if not events and rec is None:
+            raise not_found(mid)
         items = [{"at": e["at"], "source": "history", "kind": e["kind"], "actor": e["actor"],
                   "note": e["note"], "changes": e["changes"]} for e in events]
         for c in gitinfo.commits(project.path, rec["files_affected"] if rec else [],
@@ -535,7 +556,8 @@ class Memories:
         return exports.render(self.store(project).export(), fmt)
 
     def import_(self, project, raw: bytes, overwrite: bool, actor, request_id) -> dict[str, int]:
-        lines, errors = [], []
+        lines, numbers, errors, seen = [], [], [], {}
+        store = self.store(project)
         for n, line in enumerate(raw.splitlines(), start=1):
             if not line.strip():
                 continue
@@ -544,13 +566,22 @@ class Memories:
             except ValidationError as ex:
                 errors.extend(records.located(ex, (f"line {n}",)))
                 continue
+            errors += _refused_line(parsed, f"line {n}", seen)
+            seen.setdefault(parsed.memory.id, n)
             rec = parsed.memory.model_dump(mode="json")
             rec["importance"] = importance_of(rec["kind"], rec["importance"])
             lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history],
                           [lk.model_dump() for lk in parsed.links]))
+            numbers.append(n)
+        owners = store.event_owners([ev["id"] for _, _, history, _ in lines for ev in history])
+        for n, (rec, _, history, _) in zip(numbers, lines, strict=True):
+            errors += [records.invalid((f"line {n}", "history", i, "id"),
+                                       f"an event of memory {owners[ev['id']]} has this id",
+                                       "event_taken")
+                       for i, ev in enumerate(history)
+                       if owners.get(ev["id"], rec["id"]) != rec["id"]]
         if errors:
             raise records.fail(errors, "the import did not validate; nothing was written")
-        store = self.store(project)
         created, overwritten, skipped = store.import_lines(lines, overwrite)
         self.written(store)
         out = {"created": created, "overwritten": overwritten, "skipped": skipped}

@@ -679,6 +679,16 @@ class MemoryStore:
                 counts[w + "*"] = self.doc_count(w, prefix=True)
         return {w: counts[w + "*"] for w in words}
 
+    def event_owners(self, ids: list[str]) -> dict[str, str]:
+        """``{event id: its memory}`` for the events of these ids that exist."""
+        found: dict[str, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = self.db.conn.execute("SELECT id, memory_id FROM memory_events WHERE id IN "
+                                        f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            found.update((row[0], row[1]) for row in rows)
+        return found
+
     def history(self, memory_id: str, limit: int, after: int | None) -> list[tuple[int, dict]]:
         rows = self.db.conn.execute(
             "SELECT * FROM memory_events WHERE memory_id = ? AND seq > ? ORDER BY seq LIMIT ?",

@@ -219,3 +219,68 @@ def test_import_rejects_bad_input_and_writes_nothing(api):
     r = api.server.post(api.url(tail="import") + "?mode=merge", body=good.encode(),
                         headers={"Content-Type": "application/x-ndjson"})
     assert r.status == 422
+
+
+def _line(mid: str, **memory) -> dict:
+    at = "2024-01-01T00:00:00.000Z"
+    return {"memory": {"id": mid, "title": "t", "rationale": "r", "created_at": at,
+                       "updated_at": at, **memory},
+            "history": [{"id": f"ev_{mid}", "at": at, "kind": "created", "actor": None,
+                         "changes": {}, "note": None}]}
+
+
+@pytest.mark.parametrize("lines, where, says", [
+    ([_line("d1"), _line("d1")], ("line 2", "memory", "id"), "line 1 has this id too"),
+    ([_line("stats")], ("line 1", "memory", "id"), "stats names a route"),
+    ([_line("big", access_count=2 ** 63)], ("line 1", "memory", "access_count"), "less than"),
+    ([_line("t1", created_at="\u0000garbage")], ("line 1", "memory", "created_at"),
+     "not an ISO 8601 time"),
+    ([_line("t2", last_accessed_at="yesterday")], ("line 1", "memory", "last_accessed_at"),
+     "not an ISO 8601 time"),
+    ([{**_line("t3"), "history": [{**_line("t3")["history"][0], "at": "garbage"}]}],
+     ("line 1", "history", 0, "at"), "not an ISO 8601 time"),
+    ([{**_line("l1"), "links": [{"source": "other", "target": "l1", "type": "relates_to",
+                                 "created_at": "2024-01-01T00:00:00Z", "actor": None,
+                                 "note": None}]}], ("line 1", "links", 0, "source"),
+     "a line's links start at its memory"),
+    ([{**_line("l2"), "links": [{"source": "l2", "target": "l2", "type": "supersedes",
+                                 "created_at": "2024-01-01T00:00:00Z", "actor": None,
+                                 "note": None}]}], ("line 1", "links", 0, "target"),
+     "cannot link to itself"),
+    ([{**_line("l3"), "links": [{"source": "l3", "target": "x", "type": "bogus",
+                                 "created_at": "2024-01-01T00:00:00Z", "actor": None,
+                                 "note": None}]}], ("line 1", "links", 0, "type"), "Input should"),
+])
+def test_import_refuses_what_no_export_writes(api, lines, where, says):
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    r = api.server.post(api.url(tail="import"), body=body,
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 422, r.body
+    errors = r.error["details"]["errors"]
+    assert any(e["loc"][1:] == list(where) and says in e["msg"] for e in errors), errors
+    assert api.server.get(api.url()).json["items"] == []
+
+
+def test_import_keeps_every_memory_its_history(api):
+    taken = api.create(title="Owner of the event")
+    event = api.history(taken["id"])[0]["id"]
+    stolen = {**_line("thief"), "history": [{**_line("thief")["history"][0], "id": event}]}
+    r = api.server.post(api.url(tail="import"), body=json.dumps(stolen).encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 422
+    assert r.error["details"]["errors"][0]["msg"] == f"an event of memory {taken['id']} has this id"
+    bare = {**_line("bare"), "history": []}  # an export line with no history: nothing to show
+    r = api.server.post(api.url(tail="import"), body=json.dumps(bare).encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 200
+    assert api.server.get(api.url("bare", "history")).json["items"] == []
+    assert api.server.get(api.url("bare", "timeline")).status == 200
+
+
+def test_appends_stop_where_a_create_would(api):
+    mid = api.create(evidence=[f"e{i}" for i in range(150)])["id"]
+    r = api.server.patch(api.url(mid), {"evidence_append": [f"x{i}" for i in range(51)]})
+    assert r.status == 422
+    assert r.error["details"]["errors"][0]["msg"] == "a record holds at most 200 evidence; it has 150"
+    assert len(api.server.get(api.url(mid)).json["evidence"]) == 150
+    assert api.server.patch(api.url(mid), {"evidence_append": ["x"] * 50}).status == 200
