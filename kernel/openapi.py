@@ -107,8 +107,8 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
     if path_ids:
         statuses[404] = "Not found: " + ", ".join(
             f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
-    if not op.body:
-        statuses.pop(413), statuses.pop(415)
+    if not (op.body or op.raw_types):  # 413 stays: the guard refuses any body over the cap
+        statuses.pop(415)
     statuses.update(op.errors)
     for status, text in sorted(statuses.items()):
         out[str(status)] = {"description": text, "content": {

@@ -14,6 +14,7 @@ from plugins.index.models import (ActivityIn, ActivityOut, BuildIn, CodeSearchIn
                                   ValidateIn, ValidateOut, WakeupOut, WatchStatus)
 from plugins.index.walker import explain
 
+NOT_BUILT = "`index_not_built`: build the project first"
 TAGS = ["index"]
 
 
@@ -38,7 +39,7 @@ class SearchResource(_Resource):
     @operation(permission="index.read", body=CodeSearchIn, response=CodeSearchOut, tags=TAGS,
                summary="Search the project's symbols: keyword, semantic or hybrid "
                        "(learns: the hit files' links strengthen)",
-               errors={409: "`index_not_built`: build the project first",
+               errors={409: NOT_BUILT,
                        503: "`semantic_unavailable`: no model, or the index was embedded with "
                             "another"})
     def on_post(self, req, resp, project_id):
@@ -53,7 +54,7 @@ class QueryResource(_Resource):
     @operation(permission="index.read", body=QueryIn, response=QueryOut, tags=TAGS,
                summary="Answer material for a question: L0–L3 context within a token budget "
                        "(learns: the hit files' links strengthen)",
-               errors={409: "`index_not_built`: build the project first"})
+               errors={409: NOT_BUILT})
     def on_post(self, req, resp, project_id):
         b = req.context.body
         return self.service.query(req.context.project, b.question, b.query_type,
@@ -63,7 +64,7 @@ class QueryResource(_Resource):
 class WakeupResource(_Resource):
     @operation(permission="index.read", response=WakeupOut, tags=TAGS,
                summary="L0 + L1 only: what an agent reads first, with a staleness warning",
-               errors={409: "`index_not_built`: build the project first"})
+               errors={409: NOT_BUILT})
     def on_get(self, req, resp, project_id):
         return self.service.wakeup(req.context.project)
 
@@ -168,7 +169,8 @@ class DocumentResource(_Resource):
 class ImpactResource(_Resource):
     @operation(permission="index.read", body=ImpactIn, response=ImpactOut, tags=TAGS,
                summary="What depends on changed files or nodes, nearest first, with the edges "
-                       "that connect them and the decisions on each file")
+                       "that connect them and the decisions on each file",
+               errors={409: NOT_BUILT})
     def on_post(self, req, resp, project_id):
         return self.service.impact(req.context.project, req.context.body)
 
@@ -176,7 +178,8 @@ class ImpactResource(_Resource):
 class NeighborsResource(_Resource):
     @operation(permission="index.read", query=StructuralQuery, response=StructuralOut,
                tags=TAGS, summary="Callers, callees, importers, imports, subclasses and bases "
-                                  "of a node or file (?node= or ?file=)")
+                                  "of a node or file (?node= or ?file=)",
+               errors={409: NOT_BUILT})
     def on_get_structural(self, req, resp, project_id):
         return self.service.neighbours(req.context.project, req.context.query)
 
@@ -196,7 +199,8 @@ class ActivityResource(_Resource):
 class LinkFeedbackResource(_Resource):
     @operation(permission="index.learn", body=LinkFeedbackIn, response=LinkFeedbackOut,
                tags=TAGS, summary="A node or file was helpful or not: strengthens or weakens "
-                                  "its links to the files it came with (learns)")
+                                  "its links to the files it came with (learns)",
+               errors={409: f"{NOT_BUILT} (a `node` names one of the index)"})
     def on_post(self, req, resp, project_id):
         return self.service.feedback(req.context.project, req.context.body)
 
@@ -204,7 +208,7 @@ class LinkFeedbackResource(_Resource):
 class NextResource(_Resource):
     @operation(permission="index.read", body=NextIn, response=NextOut, tags=TAGS,
                summary="The files to look at next, each with why: structural, learned, "
-                       "decision, task")
+                       "decision, task", errors={409: NOT_BUILT})
     def on_post(self, req, resp, project_id):
         return self.service.next_files(req.context.project, req.context.body)
 

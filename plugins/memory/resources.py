@@ -262,7 +262,8 @@ class ContradictionResources:
         return self.m.contradictions.check(project, memory_id, actor, rid)
 
     @operation(permission="memories.write", body=ResolveIn, response=Resolved, tags=TAGS,
-               summary="Resolve: keep_newest, keep_oldest, keep_important, keep_both or manual")
+               summary="Resolve: keep_newest, keep_oldest, keep_important, keep_both or manual",
+               errors={409: "`invalid_transition`: it is resolved already"})
     def on_post_resolve(self, req, resp, project_id, contradiction_id):
         project, actor, rid = _ctx(req)
         b = req.context.body

@@ -68,7 +68,9 @@ class WebhookResources:
         return self.s.deliveries(req.context.actor, webhook_id, q.status, q.cursor, q.limit)
 
     @operation(permission=MANAGE, response=Delivery, status=202, tags=TAGS,
-               summary="Queue a finished delivery again (same id and body)")
+               summary="Queue a finished delivery again (same id and body)",
+               errors={409: "`delivery_pending`: it is still queued; `webhook_disabled`: enable "
+                            "the hook first"})
     def on_post_redeliver(self, req, resp, webhook_id, delivery_id):
         return self.s.redeliver(req.context.actor, webhook_id, delivery_id)
 
