@@ -3,6 +3,16 @@
 
 from __future__ import annotations
 
+import argparse
+
+
+def _revision(text: str) -> str:
+    """An argparse ``type``: a revision, never an option git would read (``--output=…``)."""
+    if not text or text.startswith("-"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a revision (a branch, a tag, a "
+                                         "commit)")
+    return text
+
 
 def register(subparsers) -> None:
     from neuralmind import command_group
@@ -39,7 +49,8 @@ def register(subparsers) -> None:
     nxt = evals.add_parser("next", help="recall@k of `next` replaying a repository's commits "
                            "(train on the older half, test on the newer)")
     nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
-    nxt.add_argument("--rev", default="HEAD", help="the history to replay (default HEAD)")
+    nxt.add_argument("--rev", default="HEAD", type=_revision,
+                     help="the history to replay (default HEAD)")
     nxt.add_argument("-k", "--k", type=ranged(1, 50), default=5, help="recall@k (1–50, 5)")
     nxt.add_argument("--max-files", type=setting(settings, "learn_max_files"), default=20,
                      help="commits touching more files are left out (default 20)")

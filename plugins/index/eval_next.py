@@ -32,7 +32,8 @@ def history(repo: Path, rev: str) -> list[dict]:
     """Commits oldest first: ``{sha, at, files, renames}``, files as named after the commit."""
     out = subprocess.run(["git", "--git-dir", str(_git_dir(repo)), "log", "--no-merges",
                           "--date-order", "--reverse", "-M", "--name-status",
-                          "--format=@%H %ct", rev], capture_output=True, text=True, check=True)
+                          "--format=@%H %ct", "--end-of-options", rev],
+                         capture_output=True, text=True, check=True)
     commits: list[dict] = []
     for line in out.stdout.splitlines():
         if line.startswith("@"):
@@ -88,9 +89,9 @@ def main(args) -> int:
     try:
         commits = history(repo, args.rev)
     except (OSError, subprocess.CalledProcessError) as ex:
-        detail = getattr(ex, "stderr", "") or str(ex)
-        print(f"neuralmind: cannot read the history of {args.repo}: {detail.strip()}",
-              file=sys.stderr)
+        detail = (getattr(ex, "stderr", "") or str(ex)).strip().splitlines()[0]  # git's first
+        print(f"neuralmind: cannot read the history of {args.repo} at {args.rev}: "
+              f"{detail.removeprefix('fatal: ')}", file=sys.stderr)
         return 2
     if len(commits) < 4:
         print(f"neuralmind: {args.repo} has {len(commits)} commits (not merges); replaying "

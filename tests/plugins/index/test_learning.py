@@ -262,3 +262,9 @@ def test_eval_next_replays_a_history(tmp_path):
     assert learned["frozen"] == 1.0 and report["methods"]["co-change baseline"]["frozen"] == 1.0
     code, _, err = run_cli("eval", "next", str(tmp_path / "nothing"))
     assert code == 2 and "cannot read the history" in err
+    pwned = tmp_path / "pwned.txt"  # a revision git would read as an option writes nothing
+    code, _, err = run_cli("eval", "next", str(repo), f"--rev=--output={pwned}")
+    assert code == 2 and "is not a revision" in err and not pwned.exists()
+    code, _, err = run_cli("eval", "next", str(repo), "--rev", "nosuchrev")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "at nosuchrev: ambiguous argument 'nosuchrev'" in err
