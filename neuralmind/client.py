@@ -690,6 +690,13 @@ class Projects:
     def remove(self, project_id: str) -> None:
         self._nm.request("DELETE", _path("/v1/projects", project_id))
 
+    def find(self, path: str | os.PathLike) -> Project | None:
+        """The registered project at the directory ``path``; None when none is (nothing is
+        registered)."""
+        where = os.path.realpath(os.path.expanduser(str(path)))
+        return next((p for p in self.list() if p.path and os.path.realpath(p.path) == where),
+                    None)
+
     def resolve(self, path_or_id: str | os.PathLike) -> Project:
         """A directory that exists here is registered; anything else is taken as an id
         (``ValueError`` when it cannot be one either: a path that is not a directory here)."""

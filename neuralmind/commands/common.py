@@ -90,30 +90,35 @@ def git_root(start: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def project(args, nm: NeuralMindClient | None = None) -> ProjectHandle:
-    """The project a command acts on: ``--project`` (a directory is registered, idempotently;
-    anything else is an id), else the repository around the current directory. Outside a
-    repository the current folder is used only if it is a project already: a command never
-    registers a folder nobody named."""
+def project(args, nm: NeuralMindClient | None = None, register: bool = False) -> ProjectHandle:
+    """The project a command acts on: ``--project`` (an id, or a directory), else the
+    repository around the current directory, else the current folder. A directory is
+    registered (idempotently) only by a command that puts something into the project
+    (``register``: build, memory add and import, ingest), and only one that was named or is a
+    repository; the others find it among the registered projects, so reading or removing
+    never registers a folder, nor needs a token that may register."""
     nm = nm or client(args)
     given = getattr(args, "project", None)
-    if given:
-        if looks_like_a_path(given) and (why := no_directory(given)):
-            raise CommandError(f"--project {given}: {why} (give a directory or a project id: "
-                               "`neuralmind project list`)")
+    if given and no_directory(given):
+        if looks_like_a_path(given):
+            raise CommandError(f"--project {given}: {no_directory(given)} (give a directory or "
+                               "a project id: `neuralmind project list`)")
         try:
             return nm.project(given)
         except ValueError as ex:  # neither a directory here nor an id's shape
             raise CommandError(f"--project {ex} (`neuralmind project list`)") from None
-    root = git_root()
-    if root is not None:
-        return nm.project(root)
-    here = Path.cwd()
-    for known in nm.projects.list():
-        if known.path and Path(known.path) == here.resolve():
-            return nm.project(known.id)
-    raise CommandError(f"{here} is not inside a git repository, nor a registered project: "
-                       "pass --project PATH_OR_ID (`--project .` registers this folder)")
+    where = given or git_root()
+    if where is not None and register:
+        return nm.project(where)
+    found = nm.projects.find(where or Path.cwd())
+    if found is not None:
+        return ProjectHandle(nm, found)
+    if where is None:
+        raise CommandError(f"{Path.cwd()} is not inside a git repository, nor a registered "
+                           "project: pass --project PATH_OR_ID (`neuralmind project add .` "
+                           "registers this folder)")
+    raise CommandError(f"{where} is not a registered project: `neuralmind project add {where}` "
+                       "registers it (`neuralmind project list` shows those that are)")
 
 
 def looks_like_a_path(value: str) -> bool:

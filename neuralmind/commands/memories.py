@@ -77,7 +77,7 @@ def cmd_add(args) -> int:
             "session_id": args.session, "author": args.author, "id": args.id,
             "evidence": args.evidence or [], "rejected_alternatives": args.rejected or [],
             "supersedes": args.supersedes or []}
-    memory = project(args).memories.add(args.title, args.rationale,
+    memory = project(args, register=True).memories.add(args.title, args.rationale,
                                         **{k: v for k, v in body.items() if v not in (None, [])})
     dupes = memory.possible_duplicates
     note = "" if not dupes else "\n\npossible duplicates:\n" + "\n".join(
@@ -205,7 +205,7 @@ def cmd_import(args) -> int:
     else:
         with open(args.file, "rb") as fh:
             body = fh.read()
-    result = project(args).memories.import_(body, mode=args.mode)
+    result = project(args, register=True).memories.import_(body, mode=args.mode)
     return emit(args, result, text=", ".join(f"{k} {v}" for k, v in result.items()))
 
 

@@ -43,7 +43,7 @@ def cmd_remove(args) -> int:
 def cmd_build(args) -> int:
     """Build and follow the job to its end (exit 1 unless done); ``--no-wait`` only starts it
     (exit 0 once the server has it)."""
-    handle = project(args)
+    handle = project(args, register=True)
     bar = ProgressBar(quiet=args.json)
     with detached_on_interrupt(bar):
         job = handle.build(full=args.full, wait=not args.no_wait, on_progress=bar)

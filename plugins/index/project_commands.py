@@ -143,7 +143,7 @@ def cmd_ingest(args) -> int:
         err(f"{named}: {suffix or 'a name without an extension'} is not a type ingest reads "
             f"({', '.join(sorted(DOCUMENT_TYPES))}); name its type with --type if it is one")
         return 2
-    out = project(args).ingest(path, name=args.name, content_type=args.type)
+    out = project(args, register=True).ingest(path, name=args.name, content_type=args.type)
     return emit(args, out, text=f"ingested {out['id']} {out['name']}: {out['nodes']} section(s) "
                 f"from {out['size']:,} bytes of {out['content_type']}; remove it with "
                 f"`neuralmind project remove-document {out['id']}`")

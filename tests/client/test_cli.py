@@ -53,6 +53,22 @@ def test_project_commands(cli):
     assert code == 0 and "unregistered" in out
 
 
+def test_only_a_command_that_writes_into_a_project_registers_its_folder(cli, served):
+    before = served.get("/v1/projects?limit=200").json["items"]
+    for args in (("memory", "list"), ("project", "show"), ("project", "remove"),
+                 ("memory", "show", "x1"), ("project", "search", "main")):
+        code, out, err = cli(*args)
+        assert (code, out) == (2, ""), args
+        assert err == (f"neuralmind: {cli.repo} is not a registered project: `neuralmind project "
+                       f"add {cli.repo}` registers it (`neuralmind project list` shows those "
+                       "that are)\n"), args
+    assert served.get("/v1/projects?limit=200").json["items"] == before
+    assert not (cli.repo / ".neuralmind").exists()
+    code, out, _ = cli("memory", "add", "Ports", "-r", "8765 by default.", "--json")
+    assert code == 0 and json.loads(out)["title"] == "Ports"  # writing registers the repo
+    assert cli("memory", "list")[0] == 0
+
+
 def test_api_error_exits_1_with_code_and_request_id(cli):
     code, out, err = cli("project", "show", "--project", "p_000000000000")
     assert code == 1 and out == ""
@@ -76,6 +92,7 @@ def test_usage_error_exits_2(cli):
 
 
 def test_an_id_that_names_a_route_is_no_record(cli):
+    assert cli("project", "add")[0] == 0
     for verb in ("show", "delete", "history"):
         code, out, err = cli("memory", verb, "stats")
         assert (code, out) == (1, ""), verb

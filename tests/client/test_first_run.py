@@ -85,6 +85,7 @@ def test_an_option_of_another_action_is_refused(args, says):
 
 
 def test_a_field_named_query_and_a_file_that_is_not_there(cli):
+    assert cli("project", "add", str(cli.repo))[0] == 0
     code, _, err = cli("project", "search", "", "--project", str(cli.repo))
     assert code == 1 and "\n  query: String should have at least 1 character" in err
     code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
@@ -133,8 +134,13 @@ def test_outside_a_repository_a_command_asks_for_a_project(cli, served):
     assert str(cli.plain) in err and "--project" in err
     assert served.get("/v1/projects?limit=200").json["items"] == before
     assert not (cli.plain / ".neuralmind").exists()
-    # named once, the folder is a project, and later commands there find it
-    assert cli("memory", "list", "--project", ".")[0] == 0
+    # named to a command that reads, the folder is still no project: adding it makes it one,
+    # and later commands there find it
+    code, _, err = cli("memory", "list", "--project", ".")
+    assert code == 2 and err == ("neuralmind: . is not a registered project: `neuralmind project "
+                                 "add .` registers it (`neuralmind project list` shows those that "
+                                 "are)\n")
+    assert cli("project", "add", ".")[0] == 0
     assert cli("memory", "list")[0] == 0
 
 
