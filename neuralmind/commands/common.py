@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -31,8 +32,8 @@ def project_flags() -> argparse.ArgumentParser:
 
 
 def ranged(low: int, high: int | None = None):
-    """An argparse ``type``: a whole number from ``low`` to ``high`` (no bound above: None), so
-    a wrong value is named before any request or work."""
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no bound above: None, up
+    to what a count can be), so a wrong value is named before any request or work."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -42,8 +43,21 @@ def ranged(low: int, high: int | None = None):
             raise argparse.ArgumentTypeError(
                 f"{value} is outside {low}–{high}" if high is not None else
                 f"{value} is less than {low}")
+        if value > sys.maxsize:
+            raise argparse.ArgumentTypeError(f"{value} is too large")
         return value
     return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse ``type``: a time in seconds, more than 0 (not nan, not inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a time: give seconds, more than 0")
+    return value
 
 
 def setting(model: str, name: str):
@@ -69,7 +83,12 @@ def setting(model: str, name: str):
 
 
 class CommandError(Exception):
-    """A command used wrongly: the CLI prints the message and exits 2."""
+    """A command used wrongly: the CLI prints the message and exits 2 (or ``exit_code``: 1 for
+    what went wrong after the command was understood)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def client(args) -> NeuralMindClient:

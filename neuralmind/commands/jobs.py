@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from neuralmind.commands.common import client, common_flags, emit, fields
+from neuralmind.commands.common import CommandError, client, common_flags, emit, fields, seconds
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIELDS = ("id", "kind", "status", "project_id", "progress", "result", "error", "created_at",
@@ -17,8 +17,13 @@ def cmd_show(args) -> int:
 
 def cmd_wait(args) -> int:
     bar = ProgressBar(quiet=args.json)
-    with detached_on_interrupt(bar, waiting=True):
-        job = client(args).jobs.wait(args.id, timeout=args.timeout, on_progress=bar)
+    try:
+        with detached_on_interrupt(bar, waiting=True):
+            job = client(args).jobs.wait(args.id, timeout=args.timeout, on_progress=bar)
+    except TimeoutError:
+        raise CommandError(f"job {args.id} is still running after {args.timeout:g} s: "
+                           f"`neuralmind job wait {args.id}` follows it again, `neuralmind job "
+                           f"cancel {args.id}` stops it", exit_code=1) from None
     emit(args, job.raw, text=job_summary(job))
     return 0 if job.status == "done" else 1
 
@@ -40,5 +45,5 @@ def add_commands(sub) -> None:
         parser.add_argument("id", help="the job id (`build --no-wait` prints it)")
         parser.set_defaults(func=func)
         if name == "wait":
-            parser.add_argument("--timeout", type=float, default=3600,
+            parser.add_argument("--timeout", type=seconds, default=3600,
                                 help="seconds to wait at most (default 3600)")

@@ -69,8 +69,7 @@ class DaemonDidNotStart(CommandError):
     daemon's own exit code), else 1."""
 
     def __init__(self, ex: RuntimeError):
-        super().__init__(str(ex))
-        self.exit_code = 2 if getattr(ex, "exit_code", None) == 2 else 1
+        super().__init__(str(ex), 2 if getattr(ex, "exit_code", None) == 2 else 1)
 
 
 def start_daemon(config: str | None = None, port: int | None = None) -> tuple[dict, bool]:

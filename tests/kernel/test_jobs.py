@@ -51,6 +51,22 @@ def test_cancel_stops_a_running_job(kapp):
     assert again.status == 409 and again.error["code"] == "job_finished"
 
 
+def test_job_wait_that_runs_out_of_time_says_how_to_go_on(kapp):
+    from tests.support import run_cli
+    jid = kapp.post("/v1/hello/jobs", {"seconds": 30}).json["job"]["id"]
+    env = {"NEURALMIND_API_URL": kapp.url, "NEURALMIND_API_TOKEN": kapp.token}
+    try:
+        code, out, err = run_cli("job", "wait", jid, "--timeout", "0.3", "--json", env=env)
+        assert (code, out) == (1, "")
+        assert err == (f"neuralmind: job {jid} is still running after 0.3 s: `neuralmind job "
+                       f"wait {jid}` follows it again, `neuralmind job cancel {jid}` stops it\n")
+        for bad in ("0", "-1", "nan", "inf", "soon"):
+            code, _, err = run_cli("job", "wait", jid, "--timeout", bad, env=env)
+            assert code == 2 and "argument --timeout" in err, bad
+    finally:
+        kapp.delete(f"/v1/jobs/{jid}")
+
+
 def test_listing_filters_and_pages(kapp):
     for _ in range(3):
         kapp.post("/v1/hello/jobs", {"seconds": 0, "wait": True})
