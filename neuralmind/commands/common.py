@@ -86,9 +86,12 @@ class CommandError(Exception):
     """A command used wrongly: the CLI prints the message and exits 2 (or ``exit_code``: 1 for
     what went wrong after the command was understood)."""
 
-    def __init__(self, message: str, exit_code: int = 2):
+    exit_code = 2
+
+    def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
-        self.exit_code = exit_code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 def client(args) -> NeuralMindClient:
