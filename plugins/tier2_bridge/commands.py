@@ -65,8 +65,27 @@ def _anchor(text: str | None) -> tuple[int, str] | None:
     return int(found[1]), found[2].lower()
 
 
+def _usage(args) -> str | None:
+    """What is wrong with ``--home`` or ``--out`` before any file is opened, if anything."""
+    if args.home is not None:
+        home = Path(args.home).expanduser()
+        if not args.home or not home.is_dir():
+            return (f"--home {args.home!r}: " + ("not a directory" if home.exists() and args.home
+                                                 else "no such directory"))
+    out = getattr(args, "out", None)
+    if out is not None:
+        target = Path(out).expanduser()
+        if not out or target.is_dir():
+            return f"--out {out!r}: " + ("a directory; name a file" if out else "name a file")
+        if not target.parent.is_dir():
+            return f"--out {out}: no folder {target.parent} to write it in"
+    return None
+
+
 def cmd_verify(args) -> int:
     try:
+        if why := _usage(args):
+            raise ValueError(why)
         anchor = _anchor(args.anchor)
     except ValueError as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
@@ -96,6 +115,9 @@ def cmd_verify(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if why := _usage(args):
+        print(f"neuralmind: {why}", file=sys.stderr)
+        return 2
     try:
         rows, _ = _trail(args)
         if args.out:
@@ -115,8 +137,6 @@ def _write_file(rows, path: Path) -> int:
     """Every record into a new 0600 file beside ``path``, renamed over it once all are
     written: a trail that cannot be read leaves what ``path`` held untouched. A path that is
     no regular file (a pipe, ``/dev/stdout``) is written as it is."""
-    if path.is_dir():
-        raise IsADirectoryError(21, "Is a directory", str(path))
     if path.exists() and not path.is_file():
         with path.open("w", encoding="utf-8") as out:
             return _write(rows, out)

@@ -156,6 +156,7 @@ def test_verify_speaks_plainly(busy, tmp_path):
     for bad in ("nonsense", f"0:{'a' * 64}", f"13:{'z' * 64}", f"١٣:{'a' * 64}", f"13:{'a' * 63}"):
         code, _, err = in_process("audit", "verify", "--home", str(home), "--anchor", bad)
         assert code == 2 and "expected SEQ:HASH" in err, bad
+    (tmp_path / "nowhere").mkdir()  # a home without a trail
     code, _, err = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"))
     assert code == 1 and "no audit trail" in err
     code, out, _ = in_process("audit", "verify", "--home", str(tmp_path / "nowhere"), "--json")
@@ -176,3 +177,16 @@ def test_a_field_that_is_not_text_is_named_not_a_traceback(busy, tmp_path):
     assert "record 5 cannot be exported: its actor holds bytes" in done.stderr
     assert kept.read_text() == "precious\n"  # what the file held is left as it was
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".kept")] == []
+
+
+@pytest.mark.parametrize("args, says", [
+    (("verify", "--home", "/nonexistent"), "--home '/nonexistent': no such directory"),
+    (("verify", "--home", ""), "--home '': no such directory"),
+    (("export", "--out", "/nonexistent/a.jsonl"), "--out /nonexistent/a.jsonl: no folder "
+                                                  "/nonexistent to write it in"),
+    (("export", "--out", "/tmp"), "--out '/tmp': a directory; name a file"),
+])
+def test_a_wrong_home_or_out_is_named_before_any_file_is_opened(busy, tmp_path, args, says):
+    home = ("--home", str(busy.home)) if "--home" not in args else ()
+    code, out, err = in_process("audit", *args, *home)
+    assert (code, out) == (2, "") and err == f"neuralmind: {says}\n"
