@@ -187,7 +187,7 @@ def read_body(req: falcon.Request, cap: int) -> bytes:
     length = req.content_length
     if length is not None:
         if length > cap:
-            raise PayloadTooLarge(details={"max_bytes": cap})
+            raise PayloadTooLarge(cap)
         return req.bounded_stream.read() if length else b""
     if "chunked" not in (req.get_header("Transfer-Encoding") or "").lower():
         return b""
@@ -197,7 +197,7 @@ def read_body(req: falcon.Request, cap: int) -> bytes:
         raise BadRequest("the request's chunked body is malformed",
                          details={"reason": type(ex).__name__}) from None
     if len(raw) > cap:
-        raise PayloadTooLarge(details={"max_bytes": cap})
+        raise PayloadTooLarge(cap)
     return raw
 
 

@@ -68,6 +68,10 @@ class PreconditionFailed(APIError):
 class PayloadTooLarge(APIError):
     status, code, message = 413, "payload_too_large", "the body is larger than the server accepts"
 
+    def __init__(self, cap: int):
+        super().__init__(f"the body is larger than the {cap:,} bytes the server accepts "
+                         "([kernel] max_body_bytes)", details={"max_bytes": cap})
+
 
 class UnsupportedMediaType(APIError):
     status, code, message = 415, "unsupported_media_type", "a body must be sent as application/json"

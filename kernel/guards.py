@@ -46,4 +46,4 @@ class Guards:
                              "this token was not used — rotate it if it was logged",
                              code="token_in_query")
         if req.content_length is not None and req.content_length > self.max_body:
-            raise PayloadTooLarge(details={"max_bytes": self.max_body})
+            raise PayloadTooLarge(self.max_body)

@@ -438,6 +438,11 @@ class NeuralMindClient:
             except DaemonNotRunning:
                 raise
             except _TRANSIENT as ex:
+                if body and isinstance(ex, (BrokenPipeError, ConnectionResetError)) \
+                        and self._answers():
+                    raise NeuralMindAPIError(413, "payload_too_large", (
+                        f"the server stopped reading the {len(body):,}-byte body: it is larger "
+                        "than the server accepts ([kernel] max_body_bytes)")) from None
                 if last:
                     raise DaemonNotRunning(self._unreachable(ex)) from ex
                 self._rediscover()
@@ -448,6 +453,14 @@ class NeuralMindClient:
                     raise _api_error(resp.status, resp.body, resp.headers)
             time.sleep(BACKOFF_S * 2 ** attempt)
         raise AssertionError("unreachable")
+
+    def _answers(self) -> bool:
+        """Whether the server answers at all (it may have refused only a body it would not
+        read, closing the connection under the upload)."""
+        try:
+            return self._send("GET", "/v1/health", timeout=5).status == 200
+        except OSError:
+            return False
 
     def _unreachable(self, ex: Exception) -> str:
         """Where the URL came from, what failed, and the one thing to do about it."""

@@ -123,6 +123,18 @@ def test_a_malformed_chunked_body_is_a_400(kserver, chunks):
     assert error["details"]["reason"] in ("InvalidChunkSize", "ChunkMissingTerminator")
 
 
+def test_a_body_too_large_for_the_server_is_a_413_to_the_client_not_a_dead_daemon(kserver):
+    """gunicorn answers 413 and closes under an upload it will not read: the client's send
+    breaks, and the client says why rather than that no server is there."""
+    from neuralmind.client import NeuralMindAPIError, NeuralMindClient
+    nm = NeuralMindClient(url=kserver.url, token=kserver.token)
+    with pytest.raises(NeuralMindAPIError) as refused:
+        nm.request("POST", "/v1/hello/jobs", data=b"x" * (24 * 1024 * 1024),
+                   headers={"Content-Type": "application/json"})
+    assert (refused.value.status, refused.value.code) == (413, "payload_too_large")
+    assert "larger than the" in refused.value.message and "max_body_bytes" in refused.value.message
+
+
 def raw_exchange(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     """Send ``data`` as it is and read the answer to its end (gunicorn closes after an error)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
