@@ -49,6 +49,13 @@ def ranged(low: int, high: int | None = None):
     return parse
 
 
+def an_id(text: str) -> str:
+    """An argparse ``type``: an id (of a job, a memory, a hook …), never empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an id cannot be empty")
+    return text
+
+
 def seconds(text: str) -> float:
     """An argparse ``type``: a time in seconds, more than 0 (not nan, not inf)."""
     try:

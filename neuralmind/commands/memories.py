@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CELL, CommandError, emit, fields, project,
+from neuralmind.commands.common import (CELL, CommandError, an_id, emit, fields, project,
                                         project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
@@ -377,7 +377,7 @@ def add_commands(sub) -> None:
     def verb(name: str, func, help: str, with_id: bool = True):
         parser = group.add_parser(name, parents=[scoped], help=help)
         if with_id:
-            parser.add_argument("id", help="the memory id")
+            parser.add_argument("id", type=an_id, help="the memory id")
         parser.set_defaults(func=func)
         return parser
 
@@ -488,7 +488,7 @@ def add_commands(sub) -> None:
                      help="policy: a sweep archives records below this strength")
     verb("stats", cmd_stats, "counts by kind, status, author, agent, tag", with_id=False)
     tags = verb("tags", cmd_tags, "tags in use, or --add/--remove a memory's", with_id=False)
-    tags.add_argument("id", nargs="?", help="a memory id (to change its tags)")
+    tags.add_argument("id", nargs="?", type=an_id, help="a memory id (to change its tags)")
     tags.add_argument("--add", action="append", metavar="TAG")
     tags.add_argument("--remove", action="append", metavar="TAG")
     tags.add_argument("--status", help="count records of this status (default ALL)")

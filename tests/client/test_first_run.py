@@ -51,6 +51,8 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     (("memory", "list", "--limit", "-3"), "--limit: -3 is less than 1"),
     (("memory", "list", "--limit", "x"), "--limit: 'x' is not a whole number"),
     (("memory", "list", "--limit", "9" * 20), f"--limit: {'9' * 20} is too large"),
+    (("memory", "show", ""), "argument id: an id cannot be empty"),
+    (("job", "show", " "), "argument id: an id cannot be empty"),
     (("eval", "impact", ".", "--limit", "0"), "--limit: 0 is outside 1–1000"),
     (("eval", "next", ".", "-k", "0"), "-k/--k: 0 is outside 1–50"),
     (("eval", "next", ".", "--max-files", "1"),
