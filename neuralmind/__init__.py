@@ -36,7 +36,7 @@ _EXPORTS = {
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
     **dict.fromkeys(("ProjectStores", "database_errors", "migrate", "statements"),
                    "kernel.storage"),
-    **dict.fromkeys(("PgDatabase", "open_shared"), "kernel.pg"),
+    **dict.fromkeys(("PgDatabase", "open_shared", "unreachable"), "kernel.pg"),
     **dict.fromkeys(("StorageComponent", "StoredFile", "Check", "copy_table"), "kernel.stored"),
     **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings"), "kernel.config"),
     **dict.fromkeys(("pid_alive", "read_discovery", "update_discovery", "write_discovery",

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neuralmind import today
+from neuralmind import today, unreachable
 from plugins.memory import records
 from plugins.memory.decay import policy_of
 from plugins.memory.models import MemorySettings
@@ -396,8 +396,9 @@ def main(args) -> int:
         "neuralmind-eval-memory/" + root.name + "-" + hashlib.sha1(str(root).encode()).hexdigest()[:8])
     try:
         collections = load(root, args.split)
-    except OSError as ex:
-        print(f"neuralmind: cannot read the dataset: {ex}", file=sys.stderr)
+    except OSError as ex:  # a split it does not hold, most often: the file is named
+        print(f"neuralmind: cannot read the dataset: {ex.filename or root}: "
+              f"{(ex.strerror or str(ex)).lower()} (--split {args.split})", file=sys.stderr)
         return 2
     if args.limit_queries:
         for col in collections:
@@ -432,6 +433,9 @@ def main(args) -> int:
                   "postgresql://user:password@host:5432/db (or [storage] dsn in --config, or "
                   "$NEURALMIND_DATABASE_URL); its memory tables get one project per eval store",
                   file=sys.stderr)
+            return 2
+        if why := unreachable(dsn):
+            print(f"neuralmind: {why}", file=sys.stderr)
             return 2
     kernel = eval_kernel(work, args.config, dsn)
     started = time.monotonic()

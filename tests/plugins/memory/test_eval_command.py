@@ -65,6 +65,17 @@ def test_beir_layout_scores_every_mode(tmp_path):
     assert again.returncode == 0 and "recall@10" in again.stdout
     bad = run("--dataset", str(data), "--mode", "fuzzy", home=tmp_path / "home")
     assert bad.returncode == 2
+    bad = run("--dataset", str(data), "--split", "nosuch", home=tmp_path / "home")
+    assert bad.returncode == 2 and bad.stderr == (
+        f"neuralmind: cannot read the dataset: {data / 'qrels' / 'nosuch.tsv'}: no such file or "
+        "directory (--split nosuch)\n")
+    for dsn, says in (("notadsn", "the database DSN is not one psycopg reads"),
+                      ("postgresql://x@127.0.0.1:1/db", "the database at user=x dbname=db "
+                                                        "host=127.0.0.1 port=1 cannot be reached")):
+        bad = run("--dataset", str(data), "--split", "test", "--backend", "postgres",
+                  "--dsn", dsn, home=tmp_path / "home")
+        assert bad.returncode == 2 and bad.stderr.startswith(f"neuralmind: {says}"), bad.stderr
+        assert len(bad.stderr.splitlines()) == 1
 
 
 def test_locomo_layout_uses_categories_and_skips_category_5(tmp_path):
