@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import json
 import os
@@ -369,6 +370,17 @@ def _filter_flags(parser) -> None:
     parser.add_argument("--session")
 
 
+def _updated_at(text: str) -> str:
+    """An argparse ``type``: a record's ``updated_at`` as the server wrote it."""
+    try:
+        dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an updated_at time such as "
+                                         "2026-01-31T12:00:00.000Z (`memory show ID` prints "
+                                         "it)") from None
+    return text
+
+
 def add_commands(sub) -> None:
     from kernel.commands import command_group
     group = command_group(sub, "memory", "decisions about the code: add, search, history …")
@@ -424,7 +436,8 @@ def add_commands(sub) -> None:
     edit.add_argument("--supersedes", action="append", metavar="ID")
     edit.add_argument("--add-evidence", action="append")
     edit.add_argument("--add-rejected", action="append")
-    edit.add_argument("--if-match", help="refuse (412) unless updated_at is still this")
+    edit.add_argument("--if-match", type=_updated_at,
+                      help="refuse (412) unless updated_at is still this")
     verb("invalidate", cmd_invalidate, "mark no longer true").add_argument(
         "--reason", required=True)
     verb("restore", cmd_restore, "make active again").add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from neuralmind import ConfigSection, Model
 
@@ -71,7 +71,7 @@ class BuildIn(Model):
 
 
 class CodeSearchIn(Model):
-    query: str = Field(min_length=1, max_length=2000)
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
     n: int = Field(10, ge=1, le=50)
     mode: Mode = "hybrid"
     file_type: FileType | None = None
@@ -98,7 +98,8 @@ class CodeSearchOut(Model):
 
 
 class QueryIn(Model):
-    question: str = Field(min_length=1, max_length=4000)
+    question: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                               max_length=4000)]
     query_type: Literal["auto", "code", "docs"] = "auto"
     context_budget: int | None = Field(None, ge=256, le=200_000,
                                        description="tokens; default [index] default_budget")

@@ -52,6 +52,8 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     (("memory", "list", "--limit", "x"), "--limit: 'x' is not a whole number"),
     (("memory", "list", "--limit", "9" * 20), f"--limit: {'9' * 20} is too large"),
     (("memory", "show", ""), "argument id: an id cannot be empty"),
+    (("memory", "edit", "m1", "--if-match", "garbage", "-r", "y"),
+     "argument --if-match: 'garbage' is not an updated_at time"),
     (("job", "show", " "), "argument id: an id cannot be empty"),
     (("eval", "impact", ".", "--limit", "0"), "--limit: 0 is outside 1–1000"),
     (("eval", "next", ".", "-k", "0"), "-k/--k: 0 is outside 1–50"),
@@ -89,8 +91,9 @@ def test_an_option_of_another_action_is_refused(args, says):
 
 def test_a_field_named_query_and_a_file_that_is_not_there(cli):
     assert cli("project", "add", str(cli.repo))[0] == 0
-    code, _, err = cli("project", "search", "", "--project", str(cli.repo))
-    assert code == 1 and "\n  query: String should have at least 1 character" in err
+    for blank in ("", "   "):
+        code, _, err = cli("project", "search", blank, "--project", str(cli.repo))
+        assert code == 1 and "\n  query: String should have at least 1 character" in err
     code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
                        str(cli.repo))
     assert code == 1 and "Traceback" not in err
