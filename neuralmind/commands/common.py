@@ -179,11 +179,11 @@ def table(rows: Iterable[dict], columns: Sequence[str], width: int = CELL) -> st
 
 
 def _cell(value: Any, width: int) -> str:
-    text = _plain(value).replace("\n", " ") or "-"
+    text = plain(value).replace("\n", " ") or "-"
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _plain(value: Any) -> str:
+def plain(value: Any) -> str:
     """A value as a person reads it: ``a,b`` for a list, ``key: value, …`` for a mapping —
     never Python's repr (``{'status': [...]}``)."""
     if value is None:
@@ -191,9 +191,9 @@ def _plain(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     if isinstance(value, (list, tuple)):
-        return ",".join(map(_plain, value))
+        return ",".join(map(plain, value))
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {plain(v)}" for k, v in value.items())
     return str(value)
 
 

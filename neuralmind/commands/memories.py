@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CELL, CommandError, an_id, emit, fields, project,
+from neuralmind.commands.common import (CELL, CommandError, an_id, emit, fields, plain, project,
                                         project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
@@ -171,6 +171,8 @@ def _differing(old: str, new: str, room: int) -> tuple[str, str]:
 def _was(value) -> str:
     if isinstance(value, list):
         return ",".join(map(str, value)) or "[]"
+    if isinstance(value, dict):  # a link: what it joins, never Python's repr
+        return plain(value)
     return '""' if value in ("", None) else str(value)
 
 

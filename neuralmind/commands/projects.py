@@ -78,8 +78,7 @@ def cmd_wakeup(args) -> int:
 
 def cmd_stats(args) -> int:
     stats = project(args).stats()
-    text = "\n".join(f"{k}: {v}" for k, v in stats.items())
-    return emit(args, stats, text=text)
+    return emit(args, stats, text=fields(stats, list(stats)))
 
 
 def _incremental_note(job: Job, was_built: bool) -> str:

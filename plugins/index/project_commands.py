@@ -127,7 +127,9 @@ def cmd_savings(args) -> int:
     t = out["total"]
     text = table(out["per_day"], ("day", "kind", "calls", "tokens_served", "tokens_whole",
                                   "tokens_saved")) if out["per_day"] else "(no query or search yet)"
-    ratio = f" — {t['ratio']}× fewer tokens than the whole files" if t["ratio"] else ""
+    ratio = ("" if not t["ratio"] else f" — {t['ratio']}× fewer tokens than the whole files"
+             if t["ratio"] >= 1 else " — more than the whole files: answers carried their "
+             "neighbours' context too")
     return emit(args, out, text=f"{text}\n\ntotal: {t['calls']} calls, {t['tokens_served']:,} "
                 f"tokens served for {t['tokens_whole']:,} in the files{ratio}")
 

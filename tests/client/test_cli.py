@@ -227,6 +227,8 @@ def test_memory_model_v2_commands(cli, nm):
     code, out, _ = cli("memory", "link", old, found["b"], "--type", "relates_to")
     assert code == 0 and "relates_to" in out
     assert cli("memory", "link", old, found["b"], "--remove")[0] == 0
+    code, out, _ = cli("memory", "history", old)
+    assert code == 0 and f"link: source: {old}, target: {found['b']}" in out and "{'" not in out
     code, out, _ = cli("memory", "tags", found["b"], "--add", "db")
     assert code == 0 and out.strip().endswith("db")
     code, out, _ = cli("memory", "tags")
