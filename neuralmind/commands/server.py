@@ -141,7 +141,8 @@ def cmd_daemon(args) -> int:
     settings = _settings(args)
     if args.action == "stop":
         stopped = daemon.stop(settings.home)
-        print("daemon stopped" if stopped else "no daemon was running")
+        print(json.dumps({"stopped": stopped}) if args.json else
+              "daemon stopped" if stopped else "no daemon was running")
         return 0
     info = daemon.status(settings.home)
     if args.json:

@@ -5,6 +5,7 @@ launches) and ``neuralmind agent install|uninstall|wakeup``. Clients of the daem
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -73,7 +74,10 @@ def cmd_wakeup(args) -> int:
         print(f"NeuralMind: project {project} has no code index yet; `neuralmind up` builds it "
               "(or call the build_index tool).")
         return 0
-    print(result.context + (f"\n\nwarning: {result.warning}" if result.warning else ""))
+    if args.json:
+        print(json.dumps(result.raw, indent=2))
+    else:
+        print(result.context + (f"\n\nwarning: {result.warning}" if result.warning else ""))
     return 0
 
 

@@ -45,6 +45,7 @@ def test_daemon_start_status_stop(tmp_path):
     assert "stopped" in stopped.stdout
     assert not (home / "daemon.json").exists()
     assert run(home, "daemon", "status").returncode == 1
+    assert json.loads(run(home, "daemon", "stop", "--json").stdout) == {"stopped": False}
 
 
 def test_daemon_refuses_a_non_loopback_host(tmp_path):

@@ -139,3 +139,19 @@ def test_the_cli_says_what_is_wrong(home):
     twice = _cli("agent", "uninstall", "cursor", cwd=home, home_dir=home_dir)
     assert twice.returncode == 0
     assert twice.stdout.strip() == f"{home / '.cursor' / 'mcp.json'}: no neuralmind server to remove"
+
+
+def test_agent_wakeup_prints_the_overview_or_its_json(tmp_path):
+    from tests.plugins.index.conftest import build
+    from tests.plugins.mcp.conftest import repo_with_code
+    from tests.support import LocalServer, run_cli
+    with LocalServer(tmp_path / "home", plugins=["auth", "index", "mcp"]) as server:
+        pid = server.register(repo_with_code(tmp_path / "repo"))
+        env = {"NEURALMIND_API_URL": server.url, "NEURALMIND_API_TOKEN": server.token}
+        code, out, _ = run_cli("agent", "wakeup", "--project", pid, env=env)
+        assert code == 0 and "no code index yet" in out
+        build(server, pid)
+        code, out, _ = run_cli("agent", "wakeup", "--project", pid, env=env)
+        assert code == 0 and "wal.py" in out
+        code, out, _ = run_cli("agent", "wakeup", "--project", pid, "--json", env=env)
+        assert code == 0 and "wal.py" in json.loads(out)["context"]
