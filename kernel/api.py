@@ -41,6 +41,7 @@ class Operation:
     raw_types: tuple[str, ...] = ()  # other media types the body may come in, read as bytes
     errors: dict[int, str] = field(default_factory=dict)
     headers: tuple[tuple, ...] = ()  # (name, description, required[, allowed values])
+    directory: bool = True  # a {project_id} route needs the directory that holds its state
     method: str = ""  # set when the kernel mounts the responder
 
     @property
@@ -60,7 +61,7 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
               responses: dict[int, Any] | None = None, media_type: str = "application/json",
               include_in_schema: bool = True, raw_types: tuple[str, ...] = (),
               errors: dict[int, str] | None = None,
-              headers: tuple[tuple, ...] | list = ()) -> Callable:
+              headers: tuple[tuple, ...] | list = (), directory: bool = True) -> Callable:
     """Declare a responder. ``permission=None`` makes the route public (health, OpenAPI).
 
     ``responses`` documents other statuses the handler may set (``{202: JobAccepted}``);
@@ -69,16 +70,19 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
     it stands for (``{409: "`index_busy`: a build is running"}``); ``headers`` the request
     headers it reads, as ``(name, description, required)``, then the values it accepts when
     they are few; ``media_type`` names what a streaming handler writes itself (SSE, JSONL,
-    HTML; several, comma-separated, when a query parameter picks one); ``raw_types`` are media types the body may also come in besides JSON (a file
-    upload): such a body reaches the handler as bytes in ``req.context.raw``,
-    ``req.context.body`` None. The OpenAPI document publishes all of it: a status the route
+    HTML; several, comma-separated, when a query parameter picks one); ``raw_types`` are
+    media types the body may also come in besides JSON (a file upload): such a body reaches
+    the handler as bytes in ``req.context.raw``, ``req.context.body`` None;
+    ``directory=False`` serves a ``{project_id}`` route whose project's directory (which
+    holds its state) is gone, as every other such route refuses (409
+    ``project_directory_missing``). The OpenAPI document publishes all of it: a status the route
     answers and does not list fails the contract test (tests/kernel/test_contract.py).
     """
     _check_shapes(errors or {}, headers)
     op = Operation(permission, body, query, response, status, tuple(tags), summary,
                    dict(responses or {}), media_type, include_in_schema,
                    raw_types=tuple(raw_types), errors=dict(errors or {}),
-                   headers=tuple(map(tuple, headers)))
+                   headers=tuple(map(tuple, headers)), directory=directory)
 
     def mark(fn: Callable) -> Callable:
         fn.__nm_operation__ = op

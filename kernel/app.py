@@ -20,7 +20,7 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
-from kernel.errors import Forbidden, InvalidFields, NotFound, Unauthorized
+from kernel.errors import Conflict, Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import Event, EventLog, HeldEvents
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
@@ -210,6 +210,8 @@ class Kernel:
             log.warning("embedder not warmed: %s", ex)
 
     def describe(self, project: Project) -> dict[str, Any]:
+        if gone(project):  # the plugins' stores were there: asking them would make it anew
+            return {"directory_missing": True}
         status: dict[str, Any] = {}
         for part in self.pm.hook.describe_project(kernel=self, project=project):
             status.update(part or {})
@@ -330,6 +332,8 @@ class Kernel:
             ctx.project = kernel.projects.get(pid) if pid is not None else None
             if actor is not None:
                 kernel.authorize(actor, op.permission, ctx.project)
+            if ctx.project is not None and op.directory:
+                refuse_a_gone_directory(ctx.project)
             if op.query is not None:
                 ctx.query = validator.query(req)
             if op.body is not None:
@@ -344,6 +348,20 @@ class Kernel:
                 validator.write(resp, result)
 
         return responder
+
+
+def gone(project: Project) -> bool:
+    """Whether the project's directory, which holds its state (``.neuralmind/``), is gone."""
+    return project.state_dir.is_relative_to(project.path) and not project.path.is_dir()
+
+
+def refuse_a_gone_directory(project: Project) -> None:
+    """A gone directory is a 409 in every worker alike, rather than a store one worker still
+    holds open and another makes anew (an empty one, inside a new directory)."""
+    if gone(project):
+        raise Conflict(f"the directory of project {project.id}, {project.path}, is gone and its "
+                       "state with it: restore it, or remove the project (`neuralmind project "
+                       f"remove --project {project.id}`)", code="project_directory_missing")
 
 
 def _entries(owner: str, hook: str, batch: Any, what: str) -> list:

@@ -29,6 +29,7 @@ ERROR_SCHEMA = {
     }},
 }
 
+GONE = "`project_directory_missing`: the project's directory, which held its state, is gone"
 ERROR_STATUSES = {400: "Bad request (`invalid_json`, `token_in_query`)",
                   403: "Forbidden (`forbidden`, `host_not_allowed`, …)",
                   413: "Body too large", 415: "Body is not application/json",
@@ -109,7 +110,11 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
             f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
     if not (op.body or op.raw_types):  # 413 stays: the guard refuses any body over the cap
         statuses.pop(415)
-    statuses.update(op.errors)
+    if "project_id" in path_ids and op.directory:
+        statuses[409] = GONE
+    for status, text in op.errors.items():
+        statuses[status] = text + ("; " + statuses[status] if status == 409 and status in
+                                   statuses else "")
     for status, text in sorted(statuses.items()):
         out[str(status)] = {"description": text, "content": {
             "application/json": {"schema": {"$ref": REF.format(model="Error")}}}}

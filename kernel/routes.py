@@ -246,12 +246,13 @@ class ProjectsResource:
                                 next_cursor=encode_cursor(page[-1].id) if more else None)
 
     @operation(permission="projects.read", response=ProjectOut, tags=["projects"],
-               summary="One project")
+               summary="One project (status.directory_missing: its directory is gone)",
+               directory=False)
     def on_get_item(self, req, resp, project_id):
         return project_out(self.kernel, req, req.context.project)
 
     @operation(permission="projects.write", status=204, tags=["projects"],
-               summary="Unregister a project (its files are never touched)")
+               summary="Unregister a project (its files are never touched)", directory=False)
     def on_delete_item(self, req, resp, project_id):
         project = self.kernel.projects.remove(project_id)
         self.kernel.emit("project.removed", project=project, actor=req.context.actor,

@@ -92,6 +92,27 @@ def test_delete_unregisters_and_leaves_files(kapp, tmp_path):
     assert (d / "a.py").read_text() == "x = 1\n"
 
 
+def test_a_project_whose_directory_is_gone_is_refused_until_it_is_removed(make_server, tmp_path):
+    import shutil
+    repo = tmp_path / "gone"
+    repo.mkdir()
+    server = make_server(plugins=["auth", "memory", "index"])
+    pid = server.register(repo)
+    assert server.post(f"/v1/projects/{pid}/memories", {"title": "T", "rationale": "r"}
+                       ).status == 201
+    shutil.rmtree(repo)
+    for method, tail, body in (("GET", "/memories", None), ("POST", "/build", {"wait": True}),
+                               ("POST", "/memories", {"title": "U", "rationale": "r"})):
+        r = server.request(method, f"/v1/projects/{pid}{tail}", json_body=body)
+        assert r.status == 409 and r.error["code"] == "project_directory_missing", tail
+        assert str(repo) in r.error["message"] and "neuralmind project remove" in r.error["message"]
+    assert not repo.exists()  # nothing made it anew
+    shown = server.get(f"/v1/projects/{pid}").json
+    assert shown["status"] == {"directory_missing": True}
+    assert server.get("/v1/projects").json["items"][0]["status"] == {"directory_missing": True}
+    assert server.delete(f"/v1/projects/{pid}").status == 204 and not repo.exists()
+
+
 def test_server_mode_uses_config_aliases_only(make_server, tmp_path):
     from tests.plugins.auth.helpers import create_token
     repo = tmp_path / "api"
