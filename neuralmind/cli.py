@@ -136,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as ex:  # a file a command was told to read or write
         if ex.filename is None:
             raise
-        print(f"neuralmind: {ex.filename}: {ex.strerror}", file=sys.stderr)
-        return 1
+        print(f"neuralmind: {ex.filename or repr('')}: {ex.strerror}", file=sys.stderr)
+        # a path that names no such file (or the wrong kind) is the command used wrongly
+        return 2 if isinstance(ex, (FileNotFoundError, IsADirectoryError,
+                                    NotADirectoryError)) else 1
 
 
 def field_errors(ex) -> list[str]:

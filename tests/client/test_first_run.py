@@ -96,7 +96,7 @@ def test_a_field_named_query_and_a_file_that_is_not_there(cli):
         assert code == 1 and "\n  query: String should have at least 1 character" in err
     code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
                        str(cli.repo))
-    assert code == 1 and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err
     assert err.strip() == f"neuralmind: {cli.plain / 'missing.jsonl'}: No such file or directory"
 
 
