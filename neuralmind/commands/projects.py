@@ -65,9 +65,11 @@ def cmd_query(args) -> int:
     result = project(args).query(args.question, query_type=args.type,
                                  context_budget=args.budget, trace=args.trace)
     tokens = result.tokens
+    trace = (f"\n-- trace:\n{json.dumps(result.trace, indent=2)}"
+             if args.trace and result.trace is not None else "")
     return emit(args, result.raw, text=f"{result.context}\n\n-- {tokens.total} tokens "
                 f"(L0 {tokens.l0}, L1 {tokens.l1}, L2 {tokens.l2}, L3 {tokens.l3}); "
-                f"layers {', '.join(result.layers_used)}; {result.search_hits} hits")
+                f"layers {', '.join(result.layers_used)}; {result.search_hits} hits{trace}")
 
 
 def cmd_wakeup(args) -> int:

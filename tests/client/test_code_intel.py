@@ -89,6 +89,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     assert code == 0 and "recorded 2 file(s) as test" in out and "1 pair(s) linked" in out
     code, out, _ = run("neighbors", "calc.py", "--learned")  # what the activity above linked
     assert code == 0 and "ledger.py" in out
+    code, out, _ = run("query", "how are amounts added", "--trace")
+    assert code == 0 and "\n-- trace:\n{" in out  # the trace, without --json too
     code, out, _ = run("stats")
     assert code == 0 and "languages" in out and "{'" not in out  # never Python's repr
     code, out, _ = run("savings", "--days", "7")
