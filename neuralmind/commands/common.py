@@ -180,6 +180,8 @@ def table(rows: Iterable[dict], columns: Sequence[str], width: int = CELL) -> st
 
 def _cell(value: Any, width: int) -> str:
     text = plain(value).replace("\n", " ") or "-"
+    # a control character (an ANSI escape in a title) is shown, never sent to the terminal
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

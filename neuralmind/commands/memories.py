@@ -118,6 +118,10 @@ def cmd_edit(args) -> int:
     changes = {k: v for k, v in changes.items() if v is not None}
     if args.review_by == "":  # `--review-by ""` clears it, as null does over HTTP
         changes["review_by"] = None
+    if not changes:
+        raise CommandError("nothing to change: give --rationale, --confidence, --tags, --files, "
+                           "--review-by, --kind, --importance, --pinned, --add-evidence, "
+                           "--add-rejected or --supersedes")
     return _show(args, project(args).memories.update(args.id, if_match=args.if_match, **changes))
 
 

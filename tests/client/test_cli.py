@@ -69,6 +69,12 @@ def test_only_a_command_that_writes_into_a_project_registers_its_folder(cli, ser
     assert cli("memory", "list")[0] == 0
 
 
+def test_control_characters_are_shown_not_sent_to_the_terminal(cli):
+    assert cli("memory", "add", "esc \x1b[31mRED\x1b[0m title", "-r", "r")[0] == 0
+    code, out, _ = cli("memory", "list")
+    assert code == 0 and "\x1b" not in out and "esc \\x1b[31mRED\\x1b[0m title" in out
+
+
 def test_api_error_exits_1_with_code_and_request_id(cli):
     code, out, err = cli("project", "show", "--project", "p_000000000000")
     assert code == 1 and out == ""

@@ -52,6 +52,7 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     (("memory", "list", "--limit", "x"), "--limit: 'x' is not a whole number"),
     (("memory", "list", "--limit", "9" * 20), f"--limit: {'9' * 20} is too large"),
     (("memory", "show", ""), "argument id: an id cannot be empty"),
+    (("memory", "edit", "m1"), "nothing to change: give --rationale"),
     (("memory", "edit", "m1", "--if-match", "garbage", "-r", "y"),
      "argument --if-match: 'garbage' is not an updated_at time"),
     (("job", "show", " "), "argument id: an id cannot be empty"),
