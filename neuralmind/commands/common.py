@@ -49,10 +49,11 @@ def ranged(low: int, high: int | None = None):
     return parse
 
 
-def an_id(text: str) -> str:
-    """An argparse ``type``: an id (of a job, a memory, a hook …), never empty."""
+def filled(text: str) -> str:
+    """An argparse ``type``: an id (of a job, a memory, a hook …) or a name that is never
+    empty (an empty one would drop a filter, or name nothing)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an id cannot be empty")
+        raise argparse.ArgumentTypeError("cannot be empty")
     return text
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from neuralmind.commands.common import (CommandError, an_id, client, common_flags, emit, fields,
+from neuralmind.commands.common import (CommandError, filled, client, common_flags, emit, fields,
                                         seconds)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
@@ -43,7 +43,7 @@ def add_commands(sub) -> None:
                              ("wait", cmd_wait, "follow a job to its end (exit 1 unless done)"),
                              ("cancel", cmd_cancel, "ask a running job to stop")):
         parser = group.add_parser(name, parents=[common], help=help)
-        parser.add_argument("id", type=an_id, help="the job id (`build --no-wait` prints it)")
+        parser.add_argument("id", type=filled, help="the job id (`build --no-wait` prints it)")
         parser.set_defaults(func=func)
         if name == "wait":
             parser.add_argument("--timeout", type=seconds, default=3600,

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CELL, CommandError, an_id, emit, fields, plain, project,
+from neuralmind.commands.common import (CELL, CommandError, filled, emit, fields, plain, project,
                                         project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
@@ -186,6 +186,8 @@ def cmd_feedback(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if args.json and args.format == "md":
+        raise CommandError("--format md writes Markdown: leave out --json (ndjson is JSON)")
     memories = project(args).memories
     out = open(args.output, "w") if args.output else sys.stdout
     count = 0
@@ -346,6 +348,8 @@ def cmd_stats(args) -> int:
 
 
 def cmd_tags(args) -> int:
+    if both := sorted(set(args.add or ()) & set(args.remove or ())):
+        raise CommandError(f"--add and --remove name the same tag: {', '.join(both)}")
     memories = project(args).memories
     if args.id is None:
         if args.add or args.remove:
@@ -371,9 +375,9 @@ def _filter_flags(parser) -> None:
     parser.add_argument("--kind", action="append", type=str.lower, choices=KINDS,
                         help="any of these (repeatable)")
     parser.add_argument("--collection", help="a saved filter (flags given here override it)")
-    parser.add_argument("--author")
-    parser.add_argument("--agent")
-    parser.add_argument("--session")
+    parser.add_argument("--author", type=filled)
+    parser.add_argument("--agent", type=filled)
+    parser.add_argument("--session", type=filled)
 
 
 def _updated_at(text: str) -> str:
@@ -395,7 +399,7 @@ def add_commands(sub) -> None:
     def verb(name: str, func, help: str, with_id: bool = True):
         parser = group.add_parser(name, parents=[scoped], help=help)
         if with_id:
-            parser.add_argument("id", type=an_id, help="the memory id")
+            parser.add_argument("id", type=filled, help="the memory id")
         parser.set_defaults(func=func)
         return parser
 
@@ -415,9 +419,9 @@ def add_commands(sub) -> None:
     add.add_argument("--review-by", help="ISO date after which it reads as STALE")
     add.add_argument("--evidence", action="append")
     add.add_argument("--rejected", action="append", help="a rejected alternative (repeatable)")
-    add.add_argument("--author")
-    add.add_argument("--agent")
-    add.add_argument("--session")
+    add.add_argument("--author", type=filled)
+    add.add_argument("--agent", type=filled)
+    add.add_argument("--session", type=filled)
     add.add_argument("--id", help="a client-chosen id (409 when it exists)")
     verb("show", cmd_show, "one decision")
     lst = verb("list", cmd_list, "decisions, newest first", with_id=False)
@@ -457,7 +461,7 @@ def add_commands(sub) -> None:
     fb.add_argument("--note")
     exp = verb("export", cmd_export, "records with their history: JSONL, or Markdown",
                with_id=False)
-    exp.add_argument("--output", "-o", help="a file (default stdout)")
+    exp.add_argument("--output", "-o", type=filled, help="a file (default stdout)")
     exp.add_argument("--format", choices=["ndjson", "md"], default="ndjson",
                      help="ndjson (what import reads; default) or md (one section per record)")
     imp = verb("import", cmd_import, "load an export", with_id=False)
@@ -507,7 +511,7 @@ def add_commands(sub) -> None:
                      help="policy: a sweep archives records below this strength")
     verb("stats", cmd_stats, "counts by kind, status, author, agent, tag", with_id=False)
     tags = verb("tags", cmd_tags, "tags in use, or --add/--remove a memory's", with_id=False)
-    tags.add_argument("id", nargs="?", type=an_id, help="a memory id (to change its tags)")
+    tags.add_argument("id", nargs="?", type=filled, help="a memory id (to change its tags)")
     tags.add_argument("--add", action="append", metavar="TAG")
     tags.add_argument("--remove", action="append", metavar="TAG")
     tags.add_argument("--status", help="count records of this status (default ALL)")

@@ -110,6 +110,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_revoke(args) -> int:
+    if args.actor is not None and not args.actor.strip():
+        raise TokenFileError("--actor must not be empty: name whose tokens to revoke")
     if (args.id is None) == (args.actor is None):
         raise TokenFileError("give a token id (`neuralmind token list` shows them) or --actor"
                              + (", not both" if args.id else ""))

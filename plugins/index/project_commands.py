@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
-from neuralmind.commands.common import an_id, emit, err, project, project_flags, ranged, table
+from neuralmind.commands.common import filled, emit, err, project, project_flags, ranged, table
 
 LEARNED_LIMIT = 200  # GET …/neighbors/synaptic takes limit 1–200
 
@@ -217,7 +217,7 @@ def register(group) -> None:
     p.set_defaults(func=cmd_documents)
     p = group.add_parser("remove-document", parents=[scoped],
                          help="take an ingested document out of the index")
-    p.add_argument("id", type=an_id, help="its id (doc_…), as `project documents` lists it")
+    p.add_argument("id", type=filled, help="its id (doc_…), as `project documents` lists it")
     p.set_defaults(func=cmd_remove_document)
     p = group.add_parser("validate", parents=[scoped],
                          help="check the index and learned state; --write repairs (admin)")

@@ -30,9 +30,10 @@ def _project_id(nm: NeuralMindClient, args) -> str | None:
     if args.project:
         try:
             return nm.projects.resolve(args.project).id
-        except (NotFound, ValueError):
-            raise SystemExit(f"neuralmind: --project {args.project}: not a directory here, and "
-                             "no project has that id (`neuralmind project list`)") from None
+        except (NotFound, ValueError):  # the command used wrongly: exit 2, as everywhere
+            err(f"--project {args.project}: not a directory here, and no project has that id "
+                "(`neuralmind project list`)")
+            raise SystemExit(2) from None
     root = repo_root()
     try:
         return nm.projects.resolve(root).id

@@ -197,7 +197,9 @@ def test_revoke_by_actor_and_list_never_shows_secrets(team):
     for args, says in ((("token", "revoke"), "give a token id (`neuralmind token list` shows "
                                              "them) or --actor"),
                        (("token", "revoke", first["id"], "--actor", "dave"),
-                        "or --actor, not both")):
+                        "or --actor, not both"),
+                       (("token", "revoke", "--actor", " "),
+                        "--actor must not be empty: name whose tokens to revoke")):
         done = cli(team.server.home, *args, config=team.config, check=False)
         assert done.returncode == 2 and done.stderr.strip().endswith(says), done.stderr
 

@@ -155,3 +155,6 @@ def test_agent_wakeup_prints_the_overview_or_its_json(tmp_path):
         assert code == 0 and "wal.py" in out
         code, out, _ = run_cli("agent", "wakeup", "--project", pid, "--json", env=env)
         assert code == 0 and "wal.py" in json.loads(out)["context"]
+        code, _, err = run_cli("agent", "wakeup", "--project", "/nonexistent", env=env)
+        assert code == 2 and err == ("neuralmind: --project /nonexistent: not a directory here, "
+                                     "and no project has that id (`neuralmind project list`)\n")
