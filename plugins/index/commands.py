@@ -16,7 +16,7 @@ def _revision(text: str) -> str:
 
 def register(subparsers) -> None:
     from neuralmind import command_group
-    from neuralmind.commands.common import ranged, setting
+    from neuralmind.commands.common import filled, ranged, setting
     settings = "plugins.index.models:IndexSettings"
     from plugins.index.project_commands import register as project_commands
     project_commands(command_group(subparsers, "project"))
@@ -41,14 +41,15 @@ def register(subparsers) -> None:
     evals = command_group(subparsers, "eval")
     impact = evals.add_parser("impact", help="precision/recall of `impact` against the tests "
                               "that call each function (grep), on a Python repository")
-    impact.add_argument("path", help="the repository (it is read, never written)")
+    impact.add_argument("path", type=filled, help="the repository (it is read, never written)")
     impact.add_argument("--limit", type=ranged(1, 1000), default=200,
                         help="impacted nodes per function (1–1000, 200)")
     impact.add_argument("--json", action="store_true", help="one JSON object on stdout")
     impact.set_defaults(func=_run_impact)
     nxt = evals.add_parser("next", help="recall@k of `next` replaying a repository's commits "
                            "(train on the older half, test on the newer)")
-    nxt.add_argument("repo", help="a git repository or bare git dir (it is read, never written)")
+    nxt.add_argument("repo", type=filled,
+                     help="a git repository or bare git dir (it is read, never written)")
     nxt.add_argument("--rev", default="HEAD", type=_revision,
                      help="the history to replay (default HEAD)")
     nxt.add_argument("-k", "--k", type=ranged(1, 50), default=5, help="recall@k (1–50, 5)")

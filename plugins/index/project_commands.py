@@ -41,7 +41,7 @@ def _in_project(handle, paths: list[str]) -> list[str]:
 def _media_type(text: str) -> str:
     """An argparse ``type``: a media type ``POST …/documents`` reads (``ingest.TYPES``)."""
     from plugins.index import ingest  # when the option is given: the CLI starts without it
-    if ingest.media_type(text, "") not in ingest.TYPES:
+    if ingest.media_type(filled(text), "") not in ingest.TYPES:
         raise argparse.ArgumentTypeError(f"{text} is not a type ingest reads "
                                          f"({', '.join(ingest.TYPES)})")
     return text
@@ -208,8 +208,8 @@ def register(group) -> None:
     p.set_defaults(func=cmd_savings)
     p = group.add_parser("ingest", parents=[scoped],
                          help="index a document that is not in the repository (md, txt, html, pdf)")
-    p.add_argument("path", help="the file to send")
-    p.add_argument("--name", help="its name in the index (default: the file's)")
+    p.add_argument("path", type=filled, help="the file to send")
+    p.add_argument("--name", type=filled, help="its name in the index (default: the file's)")
     p.add_argument("--type", type=_media_type,
                    help="its media type (default: from the name's extension)")
     p.set_defaults(func=cmd_ingest)
