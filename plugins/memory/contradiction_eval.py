@@ -95,12 +95,19 @@ def evaluate(pairs: list[dict], cos: list[float] | None, threshold: float) -> di
 
 
 def main(args) -> int:
-    from neuralmind import Kernel, load_settings
+    from neuralmind import ConfigError, Kernel, load_settings
     paths = [Path(p).expanduser() for p in args.pairs] or [DATA / name for name in DEFAULT_PAIRS]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         print(f"neuralmind: no pairs file {', '.join(missing)}"
               + ("" if args.pairs else " (pass --pairs FILE)"), file=sys.stderr)
+        return 2
+    work = Path(tempfile.gettempdir()) / "neuralmind-eval-contradictions"
+    try:  # read even when --no-cosine leaves the model out: a bad --config is still named
+        settings = load_settings(args.config, kernel={"home": str(work / "home")},
+                                 embeddings={"warm": False})
+    except ConfigError as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
     if not 0.0 <= args.threshold <= 1.0:
         print("neuralmind: --threshold is a confidence between 0 and 1", file=sys.stderr)
@@ -112,10 +119,7 @@ def main(args) -> int:
         return 2
     cos = None
     if not args.no_cosine:
-        work = Path(tempfile.gettempdir()) / "neuralmind-eval-contradictions"
-        kernel = Kernel(load_settings(args.config, kernel={"home": str(work / "home")},
-                                      embeddings={"warm": False}), plugins=[],
-                        load_entrypoints=False)
+        kernel = Kernel(settings, plugins=[], load_entrypoints=False)
         try:
             cos = cosines(pairs, kernel.embedder)
         finally:

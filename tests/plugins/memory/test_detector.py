@@ -92,3 +92,7 @@ def test_eval_contradictions_command(tmp_path):
     assert code == 2 and "line 1 is not a labelled pair" in err
     code, _, err = run_cli("eval", "contradictions", "--threshold", "2")
     assert code == 2 and "--threshold" in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[memory]\nkeyword_weigth = 1\n[kernel\n")
+    code, _, err = run_cli("eval", "contradictions", "--no-cosine", "--config", str(bad))
+    assert code == 2 and "not valid TOML" in err  # the model left out, the config still read
