@@ -97,9 +97,12 @@ def cmd_agent(args) -> int:
     plan = agents.install if args.action == "install" else agents.uninstall
     try:
         edits = plan(args.agent, project, pinned=bool(args.project))
-        if args.print:
+        if args.print:  # install: what it adds; uninstall: what each file would hold after
             for e in edits:
-                print(f"# {e.path}\n{e.snippet}\n")
+                print(f"# {e.path}\n{e.snippet}\n" if args.action == "install" else
+                      f"# {e.path}: unchanged\n" if e.before == e.after else
+                      f"# {e.path}: removed\n" if e.after is None else
+                      f"# {e.path} without neuralmind's entries\n{e.after}\n")
             return 0
         lines = agents.apply(edits)
     except (agents.AgentError, OSError) as ex:

@@ -136,6 +136,17 @@ def test_the_cli_says_what_is_wrong(home):
     shown = _cli("agent", "install", "codex", "--print", cwd=home, home_dir=home_dir)
     assert shown.returncode == 0 and "[mcp_servers.neuralmind]" in shown.stdout
     assert not (home_dir / ".codex").exists()
+    gone = _cli("agent", "uninstall", "cursor", "--print", cwd=home, home_dir=home_dir)
+    assert gone.returncode == 0 and "mcpServers" not in gone.stdout  # not install's block
+    assert gone.stdout.strip() == f"# {home / '.cursor' / 'mcp.json'}: unchanged"
+    _install("cursor", home)
+    (home / ".cursor" / "mcp.json").write_text(json.dumps({"mcpServers": {
+        "other": OTHER, **json.loads((home / ".cursor" / "mcp.json").read_text())["mcpServers"]}}))
+    after = _cli("agent", "uninstall", "cursor", "--print", cwd=home, home_dir=home_dir)
+    assert after.stdout.startswith(f"# {home / '.cursor' / 'mcp.json'} without neuralmind's")
+    assert '"other"' in after.stdout and '"neuralmind"' not in after.stdout
+    assert '"neuralmind"' in (home / ".cursor" / "mcp.json").read_text()  # printed, not written
+    _uninstall("cursor", home)
     twice = _cli("agent", "uninstall", "cursor", cwd=home, home_dir=home_dir)
     assert twice.returncode == 0
     assert twice.stdout.strip() == f"{home / '.cursor' / 'mcp.json'}: no neuralmind server to remove"
