@@ -97,7 +97,11 @@ def job_summary(job: Job) -> str:
     seconds = r.get("duration_ms", 0) / 1000
     skipped = r.get("skipped") or {}
     why = ", ".join(f"{n} {reason}" for reason, n in skipped.items())
-    return (f"indexed {r.get('files')} files, {r['nodes']} nodes, {r.get('edges')} edges "
+    ingested = r.get("files", 0) - r.get("files_total", r.get("files", 0))
+    return (f"indexed {r.get('files')} files"
+            + (f" (the repository's {r['files_total']}, {ingested} ingested documents)"
+               if ingested > 0 else "")
+            + f", {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
             f"{r.get('chunks_embedded')} embedded)"
             + (f"; skipped {r.get('files_skipped')} files: {why}" if why else "")

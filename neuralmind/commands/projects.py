@@ -88,7 +88,8 @@ def _incremental_note(job: Job, was_built: bool) -> str:
     if not was_built:
         return "first build: every file was indexed"
     return (f"incremental build: re-indexed only the {r.get('files_changed', '?')} changed "
-            f"file(s) of {r.get('files_total', '?')} ({r.get('files_deleted', 0)} deleted)")
+            f"file(s) of the repository's {r.get('files_total', '?')} "
+            f"({r.get('files_deleted', 0)} deleted)")
 
 
 def cmd_up(args) -> int:
