@@ -874,11 +874,13 @@ class ProjectHandle:
                               params={"file": file, "limit": limit})
 
     def next_files(self, files_open: Iterable[str], task: str | None = None,
-                   limit: int = 10) -> list[dict[str, Any]]:
-        """The files to look at next, each ``{path, score, why}``."""
+                   limit: int = 10, full: bool = False) -> list[dict[str, Any]] | dict[str, Any]:
+        """The files to look at next, each ``{path, score, why}``; ``full``: the whole answer,
+        with ``not_indexed`` (the open files the index does not hold)."""
         body = {"files_open": list(files_open), "task": task, "limit": limit}
-        return self._nm._json("POST", self._url("next"), idempotent=True, json_body={
-            k: v for k, v in body.items() if v is not None})["files"]
+        out = self._nm._json("POST", self._url("next"), idempotent=True, json_body={
+            k: v for k, v in body.items() if v is not None})
+        return out if full else out["files"]
 
     def activity(self, files: Iterable[str], kind: str = "read",
                  session: str | None = None) -> dict[str, Any]:

@@ -418,6 +418,9 @@ class NextOut(Model):
     project_id: str
     files_open: list[str]
     files: list[NextFile]
+    not_indexed: list[str] = Field(default_factory=list, description=(
+        "files_open the index does not hold (a typo, a new file not built yet): they add "
+        "nothing"))
 
 
 class SynapsePair(Model):

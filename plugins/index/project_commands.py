@@ -73,9 +73,14 @@ def cmd_impact(args) -> int:
 
 def cmd_next(args) -> int:
     handle = project(args)
-    files = handle.next_files(_in_project(handle, args.files), task=args.task, limit=args.n)
+    out = handle.next_files(_in_project(handle, args.files), task=args.task, limit=args.n,
+                            full=True)
+    files = out["files"]
     rows = [{"score": f["score"], "path": f["path"],
              "why": "; ".join(f"{w['kind']}: {w['detail']}" for w in f["why"])} for f in files]
+    if out["not_indexed"] and not args.json:
+        err(f"left out, not in the index: {', '.join(out['not_indexed'])} (a new file counts "
+            "once a build has indexed it: `neuralmind project build`)")
     return emit(args, files, rows=rows, columns=("score", "path", "why"))
 
 

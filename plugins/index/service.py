@@ -488,7 +488,8 @@ class IndexService:
         live = set(g.by_path)
         kept = {p: c for p, c in found.items() if p not in opened and p in live}
         return {"project_id": project.id, "files_open": opened,
-                "files": learning.next_files(kept, body.limit)}
+                "files": learning.next_files(kept, body.limit),
+                "not_indexed": [p for p in opened if p not in live]}
 
     def synapse_stats(self, project) -> dict[str, Any]:
         return {"project_id": project.id, **self.learning.stats(project)}
