@@ -415,7 +415,7 @@ def add_commands(sub) -> None:
     add.add_argument("--pinned", action="store_true", help="never decays, never archived")
     add.add_argument("--supersedes", action="append", metavar="ID",
                      help="a memory this one replaces (repeatable; it becomes SUPERSEDED)")
-    add.add_argument("--confidence", type=float)
+    add.add_argument("--confidence", type=_fraction, help="0–1 (default 1)")
     add.add_argument("--review-by", help="ISO date after which it reads as STALE")
     add.add_argument("--evidence", action="append")
     add.add_argument("--rejected", action="append", help="a rejected alternative (repeatable)")
@@ -436,7 +436,7 @@ def add_commands(sub) -> None:
     _filter_flags(search)
     edit = verb("edit", cmd_edit, "change fields (the history keeps the diff)")
     edit.add_argument("--rationale")
-    edit.add_argument("--confidence", type=float)
+    edit.add_argument("--confidence", type=_fraction, help="0–1")
     edit.add_argument("--tags", nargs="*", help="replace the tags")
     edit.add_argument("--files", nargs="*", help="replace files_affected")
     edit.add_argument("--review-by", help='YYYY-MM-DD; "" clears it')

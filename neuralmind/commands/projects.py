@@ -7,7 +7,7 @@ import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound, no_directory
 from neuralmind.commands.common import (CommandError, client, common_flags, emit, err, fields,
-                                        git_root, project, project_flags, repo_root)
+                                        git_root, project, project_flags, ranged, repo_root)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -188,14 +188,15 @@ def add_commands(sub) -> None:
     build.set_defaults(func=cmd_build)
     search = group.add_parser("search", parents=[scoped], help="search the code index")
     search.add_argument("query")
-    search.add_argument("-n", type=int, default=10, help="results (at most 50)")
+    search.add_argument("-n", type=ranged(1, 50), default=10, help="results (1–50, 10)")
     search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])
     search.add_argument("--file-type")
     search.set_defaults(func=cmd_search)
     query = group.add_parser("query", parents=[scoped], help="token-budgeted context for a question")
     query.add_argument("question")
     query.add_argument("--type", default="auto", choices=["auto", "code", "docs"])
-    query.add_argument("--budget", type=int, help="context budget in tokens (default 8000)")
+    query.add_argument("--budget", type=ranged(256, 200_000),
+                       help="context budget in tokens (256–200000; default 8000)")
     query.add_argument("--trace", action="store_true")
     query.set_defaults(func=cmd_query)
     group.add_parser("wakeup", parents=[scoped],

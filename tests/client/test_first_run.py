@@ -38,9 +38,13 @@ def cli(served, monkeypatch, tmp_path):
 
 def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     code, _, err = cli("memory", "add", "T", "-r", "why", "--confidence", "2",
-                       "--project", str(cli.repo))
-    assert code == 1 and "validation_error" in err
-    assert "\n  confidence: Input should be less than or equal to 1" in err
+                       "--project", str(cli.repo))  # a range the CLI knows: named before
+    assert code == 2 and "argument --confidence: '2' is not a number from 0 to 1" in err
+    for args, says in ((("project", "search", "x", "-n", "0"), "argument -n: 0 is outside 1–50"),
+                       (("project", "query", "x", "--budget", "0"),
+                        "argument --budget: 0 is outside 256–200000")):
+        code, _, err = cli(*args, "--project", str(cli.repo))
+        assert code == 2 and says in err, args
     code, _, err = cli("memory", "add", "T", "-r", "why", "--review-by", "tomorrow",
                        "--project", str(cli.repo))
     assert code == 1 and "\n  review_by: " in err
