@@ -95,13 +95,16 @@ def cmd_neighbors(args) -> int:
     if args.learned and args.limit > LEARNED_LIMIT:
         err(f"--limit: {args.limit} is outside 1–{LEARNED_LIMIT} with --learned")
         return 2
+    if args.learned and args.depth is not None:
+        err("--depth follows structural edges; --learned lists the files learned with FILE")
+        return 2
     handle = project(args)
     file = None if args.file is None else _in_project(handle, [args.file])[0]
     if args.learned:
         out = handle.learned_neighbors(file, limit=args.limit)
         return emit(args, out, rows=out["neighbors"],
                     columns=("weight", "count", "file", "updated_at"))
-    out = handle.neighbors(file=file, node=args.node, depth=args.depth, limit=args.limit)
+    out = handle.neighbors(file=file, node=args.node, depth=args.depth or 1, limit=args.limit)
     lines = []
     for relation in ("callers", "callees", "importers", "imports", "subclasses", "bases"):
         if out[relation]:
@@ -196,7 +199,7 @@ def register(group) -> None:
                          help="structural (or --learned) neighbours of a file or node")
     p.add_argument("file", nargs="?")
     p.add_argument("--node", help="a node's id instead of a file")
-    p.add_argument("--depth", type=ranged(1, 4), default=1, help="1–4 (1)")
+    p.add_argument("--depth", type=ranged(1, 4), help="1–4 (1); not with --learned")
     p.add_argument("--limit", type=ranged(1, 500), default=50,
                    help=f"1–500 (50); with --learned 1–{LEARNED_LIMIT}")
     p.add_argument("--learned", action="store_true", help="the files learned to go with it")

@@ -127,6 +127,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
         (("neighbors",), 2, "name a file"),
         (("neighbors", "calc.py", "--node", "n_1"), 2, "or a node (`--node ID`), not both"),
         (("neighbors", "--node", "n_1", "--learned"), 2, "learned neighbours are kept per file"),
+        (("neighbors", "calc.py", "--learned", "--depth", "3"), 2,
+         "--depth follows structural edges; --learned lists"),
         (("neighbors", "calc.py", "--learned", "--limit", "300"), 2,
          "--limit: 300 is outside 1–200 with --learned"),
         (("activity", "calc.py", "--kind", "write"), 2, "invalid choice: 'write'"),
