@@ -317,6 +317,8 @@ class Kernel:
             self.routes.append((uri, method, op, op_id))
         if not found:
             raise StartupError(f"{type(resource).__name__} at {uri} has no responders")
+        if hasattr(bound, "on_get") and not hasattr(bound, "on_head"):
+            bound.on_head = bound.on_get  # HTTP's HEAD: the GET, whose body Falcon leaves out
         app.add_route(uri, bound)
 
     def _wrap(self, handler, op: Operation):

@@ -270,6 +270,14 @@ def test_falcon_404_and_405_use_the_envelope(kapp):
     assert r.error["message"] == f"/v1/hello takes {', '.join(allowed)}, not PUT"
 
 
+def test_head_answers_as_get_without_the_body(kapp):
+    for path in ("/v1/health", "/v1/openapi.json", "/v1/hello", "/v1/projects/p_000000000000"):
+        got, head = kapp.get(path), kapp.request("HEAD", path)
+        assert (head.status, head.body) == (got.status, b""), path
+        assert head.headers["content-length"] == str(len(got.body)), path
+    assert kapp.request("HEAD", "/v1/hello", auth=False).status == 401
+
+
 header_text = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=80)
 
 
