@@ -353,6 +353,8 @@ class SynapticNeighbor(Model):
 class SynapticOut(Model):
     project_id: str
     file: str
+    indexed: bool = Field(True, description="whether the index holds the file (a deleted one "
+                                            "keeps its learned links a while)")
     neighbors: list[SynapticNeighbor]
 
 

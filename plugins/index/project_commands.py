@@ -102,6 +102,10 @@ def cmd_neighbors(args) -> int:
     file = None if args.file is None else _in_project(handle, [args.file])[0]
     if args.learned:
         out = handle.learned_neighbors(file, limit=args.limit)
+        if not out["indexed"] and not out["neighbors"] and not args.json:
+            err(f"{out['file']} is not an indexed file, and nothing was learned with it "
+                "(`neuralmind project build` indexes a new file)")
+            return 1
         return emit(args, out, rows=out["neighbors"],
                     columns=("weight", "count", "file", "updated_at"))
     out = handle.neighbors(file=file, node=args.node, depth=args.depth or 1, limit=args.limit)

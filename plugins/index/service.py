@@ -426,7 +426,8 @@ class IndexService:
         path = self.relative(project, q.file, "file")
         store = self.store(project)
         links = self.learning.linked(project, [path], q.limit)
-        return {"project_id": project.id, "file": path, "neighbors": [
+        return {"project_id": project.id, "file": path,
+                "indexed": store.file(path) is not None, "neighbors": [
             {"file": other, "weight": round(w, 4), "count": count,
              "updated_at": learning.iso(updated), "indexed": store.file(other) is not None}
             for _, other, w, count, updated in links]}

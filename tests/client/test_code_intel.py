@@ -81,6 +81,8 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     assert code == 0 and "ledger.py:4 total" in out and "calc.py  changed" in out
     code, out, _ = run("impact", "calc.py", "--json")
     assert json.loads(out)["files"][0]["path"] == "calc.py"
+    code, _, err = run("neighbors", "nosuch.py", "--learned")
+    assert code == 1 and "nosuch.py is not an indexed file, and nothing was learned" in err
     code, _, err = run("next", "nosuch.py")
     assert code == 0 and "left out, not in the index: nosuch.py" in err
     code, out, _ = run("next", "calc.py", "-n", "3")
