@@ -51,10 +51,13 @@ def parse(url: str, *, require_https: bool) -> Target:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as ex:
-        raise TargetRefused(f"not a valid URL: {ex}") from None
+    except ValueError as ex:  # urllib's reasons, in ours
+        why = ("its port is not a number from 1 to 65535" if "port" in str(ex).lower() else
+               "its IPv6 address is not one, or its [ ] are not closed" if "IPv6" in str(ex)
+               else "it cannot be read as one")
+        raise TargetRefused(f"not a valid URL: {why}") from None
     if port == 0:
-        raise TargetRefused("port 0 is no port a server listens on")
+        raise TargetRefused("not a valid URL: its port is not a number from 1 to 65535")
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise TargetRefused(f"only http:// and https:// URLs can receive webhooks, not "

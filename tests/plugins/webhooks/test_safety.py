@@ -80,12 +80,14 @@ def test_a_listed_range_lets_its_addresses_in_and_no_others(served):
     ("http:///no-host", "the URL has no host"),
     ("http://user:pw@example.com/hook", "credentials in the URL"),
     ("https://example.com/hook#part", "a URL fragment"),
-    ("http://example.com:99999/hook", "not a valid URL"),
+    ("http://example.com:99999/hook", "not a valid URL: its port is not a number from 1 to 65535"),
+    ("http://example.com:x/hook", "not a valid URL: its port is not a number from 1 to 65535"),
+    ("http://[::1/hook", "not a valid URL: its IPv6 address is not one, or its [ ] are not closed"),
     ("https://no-such-host.invalid/hook", "cannot resolve no-such-host.invalid"),
     ("http://example.com/x y", "a URL cannot hold ' ' (percent-encode it: %20)"),
     ("http://example.com/x\r\nX-Evil: 1", "a URL cannot hold '\\r'"),
     ("http://example.com/x\u0000y", "a URL cannot hold '\\x00'"),
-    ("http://example.com:0/hook", "port 0 is no port a server listens on"),
+    ("http://example.com:0/hook", "not a valid URL: its port is not a number from 1 to 65535"),
 ])
 def test_urls_that_cannot_be_targets_say_why(served, url, why):
     served.kernel.state("webhooks").policy.resolve = DNS(example_com=PUBLIC)
