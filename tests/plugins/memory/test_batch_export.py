@@ -281,6 +281,7 @@ def test_appends_stop_where_a_create_would(api):
     mid = api.create(evidence=[f"e{i}" for i in range(150)])["id"]
     r = api.server.patch(api.url(mid), {"evidence_append": [f"x{i}" for i in range(51)]})
     assert r.status == 422
-    assert r.error["details"]["errors"][0]["msg"] == "a record holds at most 200 evidence; it has 150"
+    said = r.error["details"]["errors"][0]["msg"]
+    assert said == "a record holds at most 200 evidence; it has 150"
     assert len(api.server.get(api.url(mid)).json["evidence"]) == 150
     assert api.server.patch(api.url(mid), {"evidence_append": ["x"] * 50}).status == 200

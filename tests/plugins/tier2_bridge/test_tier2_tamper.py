@@ -153,7 +153,8 @@ def test_verify_speaks_plainly(busy, tmp_path):
     done = audit_cli(home, "verify", "--home", str(home))
     assert done.returncode == 1
     assert "BROKEN at record 5" in done.stdout and "edited" in done.stdout
-    for bad in ("nonsense", f"0:{'a' * 64}", f"13:{'z' * 64}", f"١٣:{'a' * 64}", f"13:{'a' * 63}"):
+    for bad in ("nonsense", f"0:{'a' * 64}", f"13:{'z' * 64}", f"١٣:{'a' * 64}",
+                f"13:{'a' * 63}"):
         code, _, err = in_process("audit", "verify", "--home", str(home), "--anchor", bad)
         assert code == 2 and "expected SEQ:HASH" in err, bad
     (tmp_path / "nowhere").mkdir()  # a home without a trail
