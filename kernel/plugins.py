@@ -6,8 +6,8 @@ import importlib
 import sys
 from collections.abc import Iterable
 from functools import cache
-from typing import Any
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
+from typing import Any
 
 import pluggy
 

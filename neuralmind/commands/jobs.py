@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from neuralmind.commands.common import (CommandError, filled, client, common_flags, emit, fields,
+from neuralmind.commands.common import (CommandError, client, common_flags, emit, fields, filled,
                                         seconds)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 

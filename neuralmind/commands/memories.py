@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CELL, CommandError, filled, emit, fields, plain, project,
+from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, plain, project,
                                         project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
-from neuralmind.commands.common import filled, emit, err, project, project_flags, ranged, table
+from neuralmind.commands.common import emit, err, filled, project, project_flags, ranged, table
 
 LEARNED_LIMIT = 200  # GET …/neighbors/synaptic takes limit 1–200
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from neuralmind.commands.common import filled, client, common_flags, emit, fields, ranged, table
+from neuralmind.commands.common import client, common_flags, emit, fields, filled, ranged, table
 
 HOOK_COLUMNS = ("id", "enabled", "url", "events", "projects", "failing_since")
 HOOK_DETAIL = ("id", "url", "events", "projects", "description", "enabled", "disabled_reason",
