@@ -110,11 +110,11 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
             f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
     if not (op.body or op.raw_types):  # 413 stays: the guard refuses any body over the cap
         statuses.pop(415)
-    if "project_id" in path_ids and op.directory:
+    gone = "project_id" in path_ids and op.directory
+    if gone:
         statuses[409] = GONE
-    for status, text in op.errors.items():
-        statuses[status] = text + ("; " + statuses[status] if status == 409 and status in
-                                   statuses else "")
+    for status, text in op.errors.items():  # a route's own 409s come with the kernel's
+        statuses[status] = f"{text}; {GONE}" if status == 409 and gone else text
     for status, text in sorted(statuses.items()):
         out[str(status)] = {"description": text, "content": {
             "application/json": {"schema": {"$ref": REF.format(model="Error")}}}}

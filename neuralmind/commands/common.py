@@ -129,10 +129,10 @@ def project(args, nm: NeuralMindClient | None = None, register: bool = False) ->
     never registers a folder, nor needs a token that may register."""
     nm = nm or client(args)
     given = getattr(args, "project", None)
-    if given and no_directory(given):
+    if given and (why := no_directory(given)):
         if looks_like_a_path(given):
-            raise CommandError(f"--project {given}: {no_directory(given)} (give a directory or "
-                               "a project id: `neuralmind project list`)")
+            raise CommandError(f"--project {given}: {why} (give a directory or a project id: "
+                               "`neuralmind project list`)")
         try:
             return nm.project(given)
         except ValueError as ex:  # neither a directory here nor an id's shape
