@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -18,9 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
-from neuralmind import ConfigSection, database_errors
+from neuralmind import ConfigSection, ISODate, database_errors
 
 from plugins.tier2_bridge.selfhosted import SelfHosted
 from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
@@ -72,14 +71,15 @@ class License:
         return self.expires is not None and date.fromisoformat(self.expires) < date.today()
 
 
+_DATE = TypeAdapter(ISODate)
+
+
 def _iso_date(value: object) -> bool:
-    if not (isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value)):
-        return False
+    """``YYYY-MM-DD`` text and a day of the calendar, as a request's date field takes it."""
     try:
-        date.fromisoformat(value)
-    except ValueError:
+        return isinstance(value, str) and bool(_DATE.validate_python(value))
+    except ValueError:  # pydantic's ValidationError is one
         return False
-    return True
 
 
 def license_path(home: Path, configured: str | None = None) -> Path:
