@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from neuralmind import load_settings, open_shared
+from neuralmind.client import no_directory
 from plugins.tier2_bridge.audit import (audit_path, malformed, read_only, records, shared_records,
                                         verify)
 from plugins.tier2_bridge.storage import StoreUnavailable
@@ -67,11 +68,8 @@ def _anchor(text: str | None) -> tuple[int, str] | None:
 
 def _usage(args) -> str | None:
     """What is wrong with ``--home`` or ``--out`` before any file is opened, if anything."""
-    if args.home is not None:
-        home = Path(args.home).expanduser()
-        if not args.home or not home.is_dir():
-            return (f"--home {args.home!r}: " + ("not a directory" if home.exists() and args.home
-                                                 else "no such directory"))
+    if args.home is not None and (why := no_directory(args.home)):
+        return f"--home {args.home!r}: {why}"
     out = getattr(args, "out", None)
     if out is not None:
         target = Path(out).expanduser()
