@@ -315,7 +315,7 @@ class Memories:
             self.links.add_supersedes(project, store, out, replaces, actor, request_id)
             out = self.view(store, store.get(mid) or out)
         if {"rationale", "files_affected", "tags", "kind"} & set(changes):
-            self.contradictions.on_store(project, store, store.get(mid), actor, request_id)
+            self.contradictions.on_store(project, store, out, actor, request_id)
         return out
 
     def set_status(self, project, mid: str, status: str, *, kind: str, actor, request_id,
