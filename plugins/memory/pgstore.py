@@ -33,6 +33,7 @@ the database instead, through an HNSW index of its own (:meth:`PgMemoryStore.nea
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import zlib
@@ -94,10 +95,12 @@ TYPES = {"TEXT": "TEXT", "INTEGER": "INTEGER", "REAL": "DOUBLE PRECISION", "BLOB
 FLOATS = {("memory_meta", "value")}
 
 
-def sqlite_columns(table: str) -> list[str]:
-    """``table``'s column definitions in the SQLite store at schema step 3 (fixed: a later
+@functools.cache
+def sqlite_columns() -> dict[str, tuple[str, ...]]:
+    """Each table's column definitions in the SQLite store at schema step 3 (fixed: a later
     SQLite step gets its own PostgreSQL step), in PostgreSQL's words; a rowid key
-    (``memory_events.seq``) becomes a BIGSERIAL, numbered across projects."""
+    (``memory_events.seq``) becomes a BIGSERIAL, numbered across projects. Read once per
+    process: every new database's schema is made from the same steps."""
     import sqlite3
 
     from neuralmind import migrate
@@ -105,18 +108,19 @@ def sqlite_columns(table: str) -> list[str]:
     conn = sqlite3.connect(":memory:")
     try:
         migrate(conn, MIGRATIONS[:3])
-        rows = conn.execute(f"PRAGMA table_info({table})").fetchall()
+        return {table: tuple(_postgres_column(table, *row[1:])
+                             for row in conn.execute(f"PRAGMA table_info({table})"))
+                for table in TABLES}
     finally:
         conn.close()
-    out = []
-    for _, name, kind, notnull, default, pk in rows:
-        if pk and kind == "INTEGER":
-            out.append(f"{name} BIGSERIAL PRIMARY KEY")
-            continue
-        kind = "REAL" if (table, name) in FLOATS else kind
-        out.append(f"{name} {TYPES[kind]}" + (" NOT NULL" if notnull else "")
-                   + (f" DEFAULT {default}" if default is not None else ""))
-    return out
+
+
+def _postgres_column(table: str, name: str, kind: str, notnull: int, default, pk: int) -> str:
+    if pk and kind == "INTEGER":
+        return f"{name} BIGSERIAL PRIMARY KEY"
+    kind = "REAL" if (table, name) in FLOATS else kind
+    return (f"{name} {TYPES[kind]}" + (" NOT NULL" if notnull else "")
+            + (f" DEFAULT {default}" if default is not None else ""))
 
 
 INDEXES = """
@@ -161,7 +165,7 @@ def _schema(conn) -> None:
     for statement in TEXT_SEARCH.split(";")[:-1]:
         conn.execute(statement)
     for name, (extra, keys) in TABLES.items():
-        columns = sqlite_columns(name)
+        columns = sqlite_columns()[name]
         extra = extra.format(sep=SEPARATORS, config=CONFIG, dim=DIM)
         conn.execute(f"CREATE TABLE all_{name} (\n    {_PROJECT},\n    "
                      + ",\n    ".join(columns) + f",{extra}\n    {keys})")
