@@ -556,7 +556,7 @@ class LocalServer(_Api):
         self._httpd = _ThreadedWSGI(("127.0.0.1", 0), _Handler)
         self._httpd.set_app(self.kernel.app)
         self.port = self._httpd.server_address[1]
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01},
                          name=f"local-server-{self.port}", daemon=True).start()
         self._started = True
         return self
