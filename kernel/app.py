@@ -21,7 +21,8 @@ from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
 from kernel.errors import Conflict, Forbidden, InvalidFields, NotFound, Unauthorized
-from kernel.events import Event, EventLog, HeldEvents
+from kernel.events import (KERNEL_EVENT_KINDS, Event, EventKind, EventLog, HeldEvents,
+                           unknown_patterns)
 from kernel.guards import LOOPBACK_HOSTS, Guards
 from kernel.inner import Caller
 from kernel.leases import Leases
@@ -57,13 +58,17 @@ class Kernel:
         self.jobs = jobs.Jobs(self.db)
         self.events = EventLog(self.db, self._fan_out)
         self.leases = Leases(self.db)
-        self.permissions = self._collect_permissions()
+        self.permissions = self._collect("register_permissions", KERNEL_PERMISSIONS,
+                                         Permission, "permission")
+        self.event_kinds = self._collect("register_event_kinds", KERNEL_EVENT_KINDS,
+                                         EventKind, "event kind")
         self.routes: list[tuple[str, str, Operation, str]] = []
         self._components: dict[str, type] = {"Error": dict}  # component name → its model
         self._embedder = None
         self._embedder_lock = threading.Lock()
         self._states: dict[str, Any] = {}
         self._states_lock = threading.RLock()
+        self._undeclared: set[str] = set()
         self._side: ThreadPoolExecutor | None = None
         self._openapi: dict[str, Any] | None = None
         self.app = self._build_app()
@@ -141,9 +146,19 @@ class Kernel:
              request_id: str | None = None) -> None:
         """Record an event after a write has committed, then fan it out to ``track_event``.
         Inside a request, the request's events are recorded together when it ends."""
+        if kind not in self.event_kinds and kind not in self._undeclared:
+            self._undeclared.add(kind)
+            log.warning("event kind %r is emitted but no plugin declares it "
+                        "(register_event_kinds): webhooks and streams reach it only through a "
+                        "wider pattern", kind)
         pid = project.id if isinstance(project, Project) else project
         who = actor.id if isinstance(actor, Actor) else actor
         self.events.append(kind, pid, who, data, request_id)
+
+    def check_event_patterns(self, patterns: Iterable[str], field: str) -> None:
+        """422 naming ``field`` when one of ``patterns`` matches no declared event kind."""
+        if wrong := unknown_patterns(patterns, self.event_kinds):
+            raise InvalidFields.one(field, "matches no event kind: " + ", ".join(wrong))
 
     def allowed(self, actor: Actor | None, permission: str, project: Project | None = None) -> bool:
         if actor is None:
@@ -240,19 +255,20 @@ class Kernel:
                 log.exception("track_event in plugin %s failed for event %s", impl.plugin_name,
                               event.id)
 
-    def _collect_permissions(self) -> dict[str, Permission]:
-        found: dict[str, Permission] = {}
+    def _collect(self, hook: str, own: Iterable[T], cls: type[T], noun: str) -> dict[str, T]:
+        """What ``hook`` answers, each a ``cls`` (``name``, …), with the kernel's ``own``, by
+        name; a name registered twice stops start-up, naming both owners."""
+        found: dict[str, T] = {}
         owners: dict[str, str] = {}
-        for owner, batch in [("kernel", KERNEL_PERMISSIONS),
-                             *each(self.pm, "register_permissions", kernel=self)]:
-            for perm in _entries(owner, "register_permissions", batch, "Permission(...)"):
-                if not isinstance(perm, Permission):
-                    raise StartupError(f"plugin {owner!r} register_permissions: {perm!r:.60} is "
-                                       "not a Permission")
-                if perm.name in found:
-                    raise StartupError(f"permission {perm.name!r} is registered twice (by "
-                                       f"{owners[perm.name]} and {owner})")
-                found[perm.name], owners[perm.name] = perm, owner
+        for owner, batch in [("kernel", own), *each(self.pm, hook, kernel=self)]:
+            for item in _entries(owner, hook, batch, f"{cls.__name__}(...)"):
+                if not isinstance(item, cls):
+                    raise StartupError(f"plugin {owner!r} {hook}: {item!r:.60} is not a "
+                                       f"{cls.__name__}")
+                if item.name in found:
+                    raise StartupError(f"{noun} {item.name!r} is registered twice (by "
+                                       f"{owners[item.name]} and {owner})")
+                found[item.name], owners[item.name] = item, owner
         return found
 
     def _allowed_hosts(self) -> frozenset[str]:

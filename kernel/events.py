@@ -6,6 +6,7 @@ made by another; the stream polls the table rather than an in-process queue.
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import json
 import logging
@@ -50,6 +51,34 @@ class Event:
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "at": self.at, "kind": self.kind, "project_id": self.project_id,
                 "actor": self.actor, "request_id": self.request_id, "data": self.data}
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """An event kind a plugin emits (``register_event_kinds``), with what it means. A webhook
+    or a stream whose pattern matches no declared kind is refused: a typo would otherwise wait
+    for events that never come."""
+
+    name: str
+    description: str
+
+
+KERNEL_EVENT_KINDS = (
+    EventKind("project.registered", "a project was registered"),
+    EventKind("project.removed", "a project was unregistered (its state removed or kept)"),
+)
+
+
+def unknown_patterns(patterns: Iterable[str], kinds: Iterable[str]) -> list[str]:
+    """Each of ``patterns`` that matches none of ``kinds``, with the nearest kind when a
+    typo is likely: ``["memory.craeted (did you mean memory.created?)"]``."""
+    kinds = sorted(kinds)
+    wrong = []
+    for pattern in dict.fromkeys(patterns):
+        if not any(map(kind_filter([pattern]), kinds)):
+            near = difflib.get_close_matches(pattern.rstrip("*"), kinds, n=1, cutoff=0.75)
+            wrong.append(pattern + (f" (did you mean {near[0]}?)" if near else ""))
+    return wrong
 
 
 def kind_filter(patterns: Iterable[str]) -> Callable[[str], bool]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from kernel.auth import Actor, Permission
     from kernel.config import ConfigSection, Settings
     from kernel.embeddings import Embedder
-    from kernel.events import Event
+    from kernel.events import Event, EventKind
     from kernel.projects import Project
     from kernel.stored import StorageComponent
 
@@ -45,6 +45,12 @@ def register_routes(kernel: Kernel) -> list[tuple[str, object]]:
 @hookspec
 def register_permissions(kernel: Kernel) -> list[Permission]:
     """Permissions the plugin's routes name, each with its default roles."""
+
+
+@hookspec
+def register_event_kinds(kernel: Kernel) -> list[EventKind]:
+    """The event kinds the plugin emits, each with what it means: what webhooks and streams
+    may subscribe to."""
 
 
 @hookspec

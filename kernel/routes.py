@@ -61,7 +61,8 @@ class JobsQuery(PageQuery):
 class EventsQuery(Model):
     project: str | None = None
     kind: list[str] = Field(default_factory=list, description="Only these kinds (repeatable; "
-                            "a trailing `*` matches a prefix, e.g. `memory.*`)")
+                            "a trailing `*` matches a prefix, e.g. `memory.*`); one that matches "
+                            "no event kind a plugin declares is a 422")
 
 
 class EmbeddingsStatus(Model):
@@ -311,6 +312,7 @@ class EventsResource:
         kernel, actor, q = self.kernel, req.context.actor, req.context.query
         if q.project is not None:
             kernel.authorize(actor, "projects.read", kernel.projects.get(q.project))
+        kernel.check_event_patterns(q.kind, "kind")
         last_id = _last_event_id(req.get_header("Last-Event-ID"))
         if last_id is None:
             last_id = kernel.events.last_id()

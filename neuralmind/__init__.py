@@ -31,7 +31,7 @@ _EXPORTS = {
     # helpers the plugins share
     **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
     "gitinfo": "kernel.gitinfo",
-    "kind_filter": "kernel.events",
+    **dict.fromkeys(("EventKind", "kind_filter"), "kernel.events"),
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "estimate_tokens"), "kernel.text"),
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
     **dict.fromkeys(("ProjectStores", "database_errors", "migrate", "statements"),

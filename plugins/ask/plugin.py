@@ -6,7 +6,7 @@ LLM-free extractive answer (so nothing leaves the machine unless the operator sa
 
 from __future__ import annotations
 
-from neuralmind import ROLES, Permission, hookimpl
+from neuralmind import ROLES, EventKind, Permission, hookimpl
 
 
 class State:
@@ -27,6 +27,11 @@ class State:
 
 def _state(kernel) -> State:
     return kernel.state("ask", lambda: State(kernel))
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind("ask.answered", "a question was answered, with the sources cited")]
 
 
 @hookimpl

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from neuralmind import Actor, Permission, Unauthorized, hookimpl
+from neuralmind import Actor, EventKind, Permission, Unauthorized, hookimpl
 from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
@@ -62,6 +62,14 @@ class AuthState:
 
 def _state(kernel) -> AuthState:
     return kernel.state("auth", lambda: AuthState(kernel))
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind("api.call", "an authenticated mutating request, allowed or not"),
+            EventKind("token.created", "a server-mode token was created (by the CLI)"),
+            EventKind("token.revoked", "a server-mode token was revoked"),
+            EventKind("token.rotated", "the loopback token was replaced (by the CLI)")]
 
 
 @hookimpl

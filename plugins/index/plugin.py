@@ -3,7 +3,7 @@ Heavy modules (numpy, tree-sitter, watchdog) load on first use, not at import.""
 
 from __future__ import annotations
 
-from neuralmind import Permission, hookimpl
+from neuralmind import EventKind, Permission, hookimpl
 
 
 class _State:
@@ -23,6 +23,16 @@ def _state(kernel) -> _State:
 
 def _service(kernel):
     return _state(kernel).service
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind("index.built", "a build finished (data: the job's result)"),
+            EventKind("index.rule_added", "an ignore rule was added"),
+            EventKind("index.rule_updated", "an ignore rule was changed"),
+            EventKind("index.rule_deleted", "an ignore rule was removed"),
+            EventKind("index.document_added", "a document was ingested"),
+            EventKind("index.document_deleted", "an ingested document was removed")]
 
 
 @hookimpl

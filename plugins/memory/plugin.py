@@ -7,7 +7,23 @@ and numpy are imported on first use.
 
 from __future__ import annotations
 
-from neuralmind import Permission, hookimpl
+from neuralmind import EventKind, Permission, hookimpl
+
+
+EVENT_KINDS = {  # memory.<name>: what happened
+    "created": "a record was added", "amended": "a record's fields or tags changed",
+    "invalidated": "a record was marked no longer true", "restored": "a record is active again",
+    "feedback": "a record was rated helpful or unhelpful", "deleted": "a record was deleted",
+    "stale": "a record passed its review-by date", "batch": "a batch of writes was applied",
+    "imported": "an export was imported", "linked": "a link between records was added",
+    "unlinked": "a link between records was removed",
+    "superseded": "a record was replaced by a newer one", "merged": "records were consolidated",
+    "decayed": "a decay sweep archived records", "decay_policy": "the decay policy changed",
+    "contradiction": "two records were found to contradict",
+    "contradiction_resolved": "a contradiction was resolved",
+    "contradiction_config": "the contradiction check's settings changed",
+    "collection_saved": "a collection (a named filter) was saved",
+    "collection_deleted": "a collection was removed"}
 
 
 def _make(kernel):
@@ -19,6 +35,11 @@ def _make(kernel):
 def memories(kernel):
     """This kernel's :class:`~plugins.memory.service.Memories`."""
     return kernel.state("memory", lambda: _make(kernel))
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind(f"memory.{name}", text) for name, text in EVENT_KINDS.items()]
 
 
 @hookimpl

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from neuralmind import Permission, hookimpl
+from neuralmind import EventKind, Permission, hookimpl
 from plugins.tier2_bridge import audit, seats
 from plugins.tier2_bridge.selfhosted import server_keys
 from plugins.tier2_bridge.storage import LazyDatabase
@@ -68,6 +68,11 @@ class SeatCounter:
             self.bridge.seats.seen(actor.id)
         except Exception:  # seat counting never turns a response into an error
             log.exception("tier2 seats: could not note actor %s", actor.id)
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind("seats.exceeded", "more active token actors than the licence's seats")]
 
 
 @hookimpl

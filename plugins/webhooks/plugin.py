@@ -4,7 +4,7 @@ request path). Kept cheap to import: the service is built on first use."""
 
 from __future__ import annotations
 
-from neuralmind import Permission, hookimpl
+from neuralmind import EventKind, Permission, hookimpl
 
 
 def _make(kernel):
@@ -16,6 +16,15 @@ def _make(kernel):
 def webhooks(kernel):
     """This kernel's :class:`~plugins.webhooks.service.Webhooks`."""
     return kernel.state("webhooks", lambda: _make(kernel))
+
+
+@hookimpl
+def register_event_kinds(kernel):
+    return [EventKind("webhook.created", "a webhook was created"),
+            EventKind("webhook.updated", "a webhook was changed"),
+            EventKind("webhook.deleted", "a webhook was deleted"),
+            EventKind("webhook.secret_rotated", "a webhook's secret was replaced"),
+            EventKind("webhook.disabled", "a webhook was disabled after failing too long")]
 
 
 @hookimpl

@@ -136,6 +136,7 @@ class Webhooks:
         return data if secret is None else {**data, "secret": secret}
 
     def create(self, actor: Actor, body: WebhookIn, request_id: str | None) -> dict[str, Any]:
+        self.kernel.check_event_patterns(body.events, "events")
         projects = self._check_projects(actor, body.projects)
         url = self._check_url(body.url)
         at = self.clock()
@@ -171,6 +172,8 @@ class Webhooks:
         given = {k: getattr(patch, k) for k in patch.model_fields_set
                  if k == "projects" or getattr(patch, k) is not None}
         changes: dict[str, Any] = {}
+        if "events" in given:
+            self.kernel.check_event_patterns(given["events"], "events")
         if "url" in given:
             changes["url"] = self._check_url(given["url"])
         if "projects" in given:

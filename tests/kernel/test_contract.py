@@ -102,3 +102,4 @@ def test_every_route_keeps_its_published_contract(pinned, backend, tmp_path):
     assert result["failures"] == [] and result["errors"] == []
     assert counts["operations"] >= 40
     assert "unhandled error" not in server.output()
+    assert "no plugin declares it" not in server.output()  # every kind emitted is declared

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from kernel import hookspecs
 from kernel.app import StartupError
-from neuralmind import Actor, Permission, hookimpl, operation
+from neuralmind import Actor, EventKind, Permission, hookimpl, operation
 from tests.embeddings.fake_embedder import FakeEmbedderPlugin
 from tests.support import fresh_pg_dsn, make_kernel, plugin_site, run_cli
 
@@ -124,6 +124,43 @@ def test_hook_register_permissions_adds_names_with_default_roles(kernels):
 
     with pytest.raises(StartupError, match="'probe.read' is registered twice"):
         kernels(["auth"], Probe(), Twice())
+
+
+def test_hook_register_event_kinds_is_what_streams_and_webhooks_may_follow(kernels, caplog):
+    class Kinds(Probe):
+        @hookimpl
+        def register_event_kinds(self, kernel):
+            return [EventKind("probe.done", "a probe finished")]
+
+    kernel = kernels(["auth", "webhooks"], Kinds())
+    assert kernel.event_kinds["probe.done"].description == "a probe finished"
+    assert {"project.registered", "webhook.created"} <= set(kernel.event_kinds)
+    r = client(kernel).simulate_get("/v1/events?kind=probe.*&kind=probe.dnoe")
+    assert r.status_code == 422
+    assert r.json["error"]["details"]["errors"] == [{
+        "loc": ["query", "kind"], "type": "value_error",
+        "msg": "matches no event kind: probe.dnoe (did you mean probe.done?)"}]
+    r = client(kernel).simulate_post("/v1/webhooks", json={
+        "url": "https://hooks.example.com/h", "events": ["probe.done", "nothing.*"]})
+    assert r.status_code == 422 and r.json["error"]["message"] == \
+        "matches no event kind: nothing.*"
+    assert client(kernel).simulate_get("/v1/webhooks").json["items"] == []
+    with caplog.at_level(logging.WARNING, logger="neuralmind.kernel"):
+        for kind in ("probe.done", "probe.undeclared", "probe.undeclared"):
+            kernel.emit(kind)
+    assert caplog.text.count("no plugin declares it") == 1
+    assert "'probe.undeclared'" in caplog.text
+    assert [e.kind for e in kernel.events.after(0, 10)][-3:] == [  # recorded all the same
+        "probe.done", "probe.undeclared", "probe.undeclared"]
+
+    class Twice:
+        @hookimpl
+        def register_event_kinds(self, kernel):
+            return [EventKind("project.registered", "again")]
+
+    with pytest.raises(StartupError, match=r"^event kind 'project\.registered' is registered "
+                                           r"twice \(by kernel and "):
+        kernels(["auth"], Twice())
 
 
 def test_hook_register_middleware_runs_after_the_kernels_guards(kernels):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from neuralmind import EventKind, hookimpl
 from tests.plugins.webhooks.receiver import Receiver
 
 # fast polls and retries, and 127.0.0.1 allowed: the receiver is a local thread
@@ -17,6 +18,30 @@ retry_max_s = 1
 timeout_s = 0.5
 lease_s = 2
 """
+
+
+class TheirKinds:
+    """The event kinds of plugins these servers leave out (memory, index, auth's CLI), which
+    the tests emit as those plugins would: declared here as those plugins declare them."""
+
+    @hookimpl
+    def register_event_kinds(self, kernel):
+        return [EventKind(kind, "emitted by the tests")
+                for kind in ("memory.created", "memory.deleted", "index.built")]
+
+
+# what a LocalServer of these tests serves: LocalServer(home, **SERVED, config=FAST)
+SERVED = {"plugins": ["auth", "webhooks"], "extra_plugins": [TheirKinds()]}
+
+
+@pytest.fixture
+def make_server(make_server):
+    """The servers of tests/conftest.py, with :class:`TheirKinds` in process."""
+    def make(serving: bool = False, **kw):
+        if not serving:
+            kw.setdefault("extra_plugins", [TheirKinds()])
+        return make_server(serving=serving, **kw)
+    return make
 
 
 @pytest.fixture(scope="module", autouse=True)

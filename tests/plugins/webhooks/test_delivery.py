@@ -12,7 +12,7 @@ import time
 import pytest
 
 from neuralmind.client import verify_signature, webhook_signature
-from tests.plugins.webhooks.conftest import FAST, subscribe
+from tests.plugins.webhooks.conftest import FAST, SERVED, subscribe
 from tests.support import LocalServer
 
 
@@ -272,7 +272,7 @@ def test_a_rotated_secret_signs_at_once_and_the_old_one_only_while_kept(served, 
 
 def test_deliveries_survive_a_restart(tmp_path, receiver):
     home = tmp_path / "home"
-    first = LocalServer(home, plugins=["auth", "webhooks"], config=FAST).start()
+    first = LocalServer(home, **SERVED, config=FAST).start()
     try:
         hook = subscribe(first, receiver, events=["memory.*"])
         receiver.answer(500, times=1000)
@@ -281,7 +281,7 @@ def test_deliveries_survive_a_restart(tmp_path, receiver):
     finally:
         first.stop()
     receiver.reset()
-    again = LocalServer(home, plugins=["auth", "webhooks"], config=FAST).start()
+    again = LocalServer(home, **SERVED, config=FAST).start()
     try:
         assert [r.json["id"] for r in receiver.wait(5)] == ids
     finally:

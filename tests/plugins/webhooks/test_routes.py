@@ -75,6 +75,12 @@ def test_patch_changes_what_it_names_and_keeps_the_rest(served, tmp_path):
     r = served.patch(f"/v1/webhooks/{hook['id']}", {"url": "http://10.0.0.1/"})
     assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", "url"]
     assert served.get(f"/v1/webhooks/{hook['id']}").json["url"] == "http://127.0.0.1:8/x"
+    r = served.patch(f"/v1/webhooks/{hook['id']}", {"events": ["index.bulit"], "enabled": False})
+    assert r.status == 422 and r.error["details"]["errors"] == [{
+        "loc": ["body", "events"], "type": "value_error",
+        "msg": "matches no event kind: index.bulit (did you mean index.built?)"}]
+    assert served.get(f"/v1/webhooks/{hook['id']}").json["events"] == ["index.*"]
+    assert served.get(f"/v1/webhooks/{hook['id']}").json["enabled"] is True
     kinds = [e.kind for e in served.kernel.events.after(0) if e.kind.startswith("webhook.")]
     assert kinds == ["webhook.created"] + ["webhook.updated"] * 4
 
@@ -102,6 +108,8 @@ def test_delete_removes_the_hook_and_its_deliveries(served, receiver):
     ({"url": URL, "events": ["Memory.Created"]}, ["body", "events", 0],
      "'Memory.Created' is not an event kind (lower case, like memory.created) or a prefix"),
     ({"url": URL, "events": ["memory.*.x"]}, ["body", "events", 0], "ending in *"),
+    ({"url": URL, "events": ["memory.craeted", "bogus.*", "*"]}, ["body", "events"],
+     "matches no event kind: memory.craeted (did you mean memory.created?), bogus.*"),
     ({"url": URL, "events": ["*"], "projects": []}, ["body", "projects"], "at least 1 item"),
     ({"url": URL, "events": ["*"], "projects": ["Bad Id"]}, ["body", "projects", 0],
      "'Bad Id' is not a project id"),

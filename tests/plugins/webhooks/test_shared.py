@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from tests.plugins.webhooks.conftest import FAST, subscribe
+from tests.plugins.webhooks.conftest import FAST, SERVED, subscribe
 from tests.support import LocalServer, fresh_pg_dsn
 
 pytestmark = pytest.mark.postgres_only("two servers on a database it names itself")
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.postgres_only("two servers on a database it names itsel
 @pytest.fixture
 def pair(tmp_path):
     config = FAST + f'[storage]\nbackend = "postgres"\ndsn = "{fresh_pg_dsn()}"\n'
-    servers = [LocalServer(tmp_path / f"machine{i}", plugins=["auth", "webhooks"],
+    servers = [LocalServer(tmp_path / f"machine{i}", **SERVED,
                            config=config).start() for i in (1, 2)]
     yield servers
     for server in servers:
