@@ -68,10 +68,15 @@ def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
 
 def real_path(raw: str) -> str:
     """``raw`` with ``~`` expanded and symlinks resolved; a NUL byte, which no path may hold,
-    is a 422 on ``path`` instead of the OS's ValueError."""
+    is a 422 on ``path`` instead of the OS's ValueError, and so is a relative path: it would
+    be resolved against the server's working directory, which is not the caller's."""
     if "\0" in raw:
         raise InvalidFields.one("path", "a path cannot contain a NUL byte", "path_invalid")
-    return os.path.realpath(os.path.expanduser(raw))
+    path = os.path.expanduser(raw)
+    if not os.path.isabs(path):
+        raise InvalidFields.one("path", f"{raw!r} is relative: give an absolute path (the "
+                                "server's working directory is not yours)", "path_invalid")
+    return os.path.realpath(path)
 
 
 def check_path(raw: str, private: tuple[str, ...] = ()) -> str:

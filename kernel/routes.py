@@ -50,7 +50,8 @@ class ProjectOut(Model):
 
 
 class ProjectIn(Model):
-    path: str = Field(min_length=1, max_length=4096, description="A directory on the server")
+    path: str = Field(min_length=1, max_length=4096, description="A directory on the server: "
+                      "an absolute path, or one from `~`")
 
 
 class JobsQuery(PageQuery):

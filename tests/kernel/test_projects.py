@@ -24,6 +24,19 @@ def test_register_is_idempotent_with_a_stable_id(kapp, tmp_path):
     assert got.status == 200 and got.json["id"] == r1.json["id"]
 
 
+@pytest.mark.parametrize("path", [".", "repo", "../repo", "./"])
+def test_a_relative_path_is_refused_not_resolved_in_the_servers_directory(kapp, tmp_path,
+                                                                          monkeypatch, path):
+    (tmp_path / "repo").mkdir()
+    monkeypatch.chdir(tmp_path / "repo")  # where the server runs: not where the caller is
+    r = kapp.post("/v1/projects", {"path": path})
+    assert r.status == 422 and r.error["details"]["errors"] == [{
+        "loc": ["body", "path"], "type": "path_invalid",
+        "msg": f"{path!r} is relative: give an absolute path (the server's working directory "
+               "is not yours)"}]
+    assert kapp.get("/v1/projects").json["items"] == []
+
+
 def test_symlink_resolves_to_the_same_project(kapp, tmp_path):
     d = tmp_path / "real"
     d.mkdir()
