@@ -361,15 +361,6 @@ class NeuralMindClient:
 
     # -- daemon ------------------------------------------------------------------------
 
-    def _answers(self) -> bool:
-        if not self.url:
-            return False
-        try:
-            self._send("GET", "/v1/health", timeout=2.0)
-            return True
-        except (OSError, NeuralMindError):
-            return False
-
     def _start_daemon(self) -> None:
         """``neuralmind daemon start`` (the same command a user types), then re-discover."""
         import subprocess
@@ -421,20 +412,24 @@ class NeuralMindClient:
 
     def request(self, method: str, path: str, *, json_body: Any = None, data: bytes | None = None,
                 params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-                timeout: float | None = None, idempotent: bool | None = None) -> _Response:
-        """One call; an error envelope raises its ``NeuralMindAPIError`` subclass.
+                timeout: float | None = None, idempotent: bool | None = None,
+                stream: bool = False) -> _Response:
+        """One call; an error envelope raises its ``NeuralMindAPIError`` subclass. With
+        ``stream``, a success is the open response, to be read as it arrives.
 
         Idempotent requests (GET, DELETE, and POSTs the caller marks so) are retried with
-        backoff on connection errors and 503; nothing else is, so a write never lands twice."""
+        backoff on connection errors and 503; nothing else is, so a write never lands twice —
+        but a refused connection sent nothing, so any call goes again once the discovery file
+        names a daemon that restarted on another port."""
         if params:
             path += "?" + urllib.parse.urlencode(list(_flat(params)))
         body = json.dumps(json_body).encode() if json_body is not None else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
-        attempts = RETRIES + 1 if retry else 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
+        attempts, failed = RETRIES + 1 if retry else 1, 0
+        while True:
             try:
-                resp = self._send(method, path, body=body, headers=headers, timeout=timeout)
+                resp = self._send(method, path, body=body, headers=headers, timeout=timeout,
+                                  stream=stream)
             except DaemonNotRunning:
                 raise
             except _TRANSIENT as ex:
@@ -443,16 +438,18 @@ class NeuralMindClient:
                     raise NeuralMindAPIError(413, "payload_too_large", (
                         f"the server stopped reading the {len(body):,}-byte body: it is larger "
                         "than the server accepts ([kernel] max_body_bytes)")) from None
-                if last:
+                if self._rediscover() and isinstance(ex, ConnectionRefusedError):
+                    continue
+                failed += 1
+                if failed == attempts:
                     raise DaemonNotRunning(self._unreachable(ex)) from ex
-                self._rediscover()
             else:
                 if resp.status < 400:
                     return resp
-                if resp.status != 503 or last:
+                failed += 1
+                if resp.status != 503 or failed == attempts:
                     raise _api_error(resp.status, resp.body, resp.headers)
-            time.sleep(BACKOFF_S * 2 ** attempt)
-        raise AssertionError("unreachable")
+            time.sleep(BACKOFF_S * 2 ** (failed - 1))
 
     def _answers(self) -> bool:
         """Whether the server answers at all (it may have refused only a body it would not
@@ -472,11 +469,15 @@ class NeuralMindClient:
         return (f"cannot reach NeuralMind at {self.url} (from {self.home / 'daemon.json'}): "
                 f"{reason}. Start the daemon with `neuralmind daemon start`")
 
-    def _rediscover(self) -> None:
-        """A restarted daemon may listen on a new port: read the discovery file again."""
-        if not self._explicit[0] and not os.environ.get("NEURALMIND_API_URL"):
-            self.url, self.token = discover(*self._explicit, self.home)
-            self._opener = None
+    def _rediscover(self) -> bool:
+        """A restarted daemon may listen on a new port: read the discovery file again.
+        Whether the URL moved."""
+        if self._explicit[0] or os.environ.get("NEURALMIND_API_URL"):
+            return False
+        before = self.url
+        self.url, self.token = discover(*self._explicit, self.home)
+        self._opener = None
+        return self.url != before
 
     def _json(self, method: str, path: str, **kw) -> Any:
         return self.request(method, path, **kw).json()
@@ -519,10 +520,8 @@ class NeuralMindClient:
         if protocol_version:
             headers["MCP-Protocol-Version"] = protocol_version
         path = "/v1/mcp" + ("?" + urllib.parse.urlencode({"project": project}) if project else "")
-        resp = self._send("POST", path, body=json.dumps(message).encode(), headers=headers,
-                          timeout=timeout, stream=True)
-        if isinstance(resp, _Response):
-            raise _api_error(resp.status, resp.body, resp.headers)
+        resp = self.request("POST", path, json_body=message, headers=headers, timeout=timeout,
+                            stream=True)
         streamed = (resp.headers.get("Content-Type") or "").startswith("text/event-stream")
         return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _mcp_messages(resp, streamed))
 
@@ -565,19 +564,8 @@ class EventStream:
         headers = {"Accept": "text/event-stream"}
         if self.last_id is not None:
             headers["Last-Event-ID"] = str(self.last_id)
-        for attempt in range(RETRIES + 1):
-            try:
-                resp = self._nm._send("GET", self._path, headers=headers, timeout=self._timeout,
-                                      stream=True)
-                break
-            except DaemonNotRunning:
-                raise
-            except _TRANSIENT as ex:
-                if attempt == RETRIES:
-                    raise DaemonNotRunning(f"no event stream at {self._nm.url}: {ex}") from ex
-                time.sleep(BACKOFF_S * 2 ** attempt)
-        if isinstance(resp, _Response):
-            raise _api_error(resp.status, resp.body, resp.headers)
+        resp = self._nm.request("GET", self._path, headers=headers, timeout=self._timeout,
+                                stream=True)
         self._resp = resp
         self._events = _parse_sse(resp)
 
@@ -843,12 +831,9 @@ class ProjectHandle:
         if not stream:
             return _build(AskResult, self._nm._json("POST", self._url("ask"), json_body=body,
                                                     timeout=timeout, idempotent=True))
-        resp = self._nm._send("POST", self._url("ask"), body=json.dumps(body).encode(),
-                              headers={"Accept": "text/event-stream"}, timeout=timeout,
-                              stream=True)
-        if isinstance(resp, _Response):
-            raise _api_error(resp.status, resp.body, resp.headers)
-        return _ask_events(resp)
+        return _ask_events(self._nm.request("POST", self._url("ask"), json_body=body,
+                                            headers={"Accept": "text/event-stream"},
+                                            timeout=timeout, idempotent=True, stream=True))
 
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))
@@ -1134,10 +1119,8 @@ class Memories:
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every record with its history, one dict per JSONL line, streamed."""
-        resp = self._nm._send("GET", self._url("export"), stream=True,
-                              headers={"Accept": JSONL})
-        if isinstance(resp, _Response):
-            raise _api_error(resp.status, resp.body, resp.headers)
+        resp = self._nm.request("GET", self._url("export"), stream=True,
+                                headers={"Accept": JSONL})
 
         def lines():
             with resp:
@@ -1272,10 +1255,12 @@ def verify_signature(secret: str, body: bytes, headers: Any, *,
     delivery. Compared in constant time."""
     found = {str(k).lower(): str(v) for k, v in dict(headers).items()}
     timestamp = found.get("neuralmind-timestamp", "")
-    given = [s.strip() for s in found.get("neuralmind-signature", "").split(",") if s.strip()]
-    if not timestamp.isdigit() or not given:
+    given = [s.strip().encode("utf-8", "replace")
+             for s in found.get("neuralmind-signature", "").split(",") if s.strip()]
+    # the headers are the sender's: ASCII digits only, and no more than a time has
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 20) or not given:
         return False
     if abs((time.time() if now is None else now) - int(timestamp)) > tolerance_s:
         return False
-    expected = webhook_signature(secret, timestamp, body)
+    expected = webhook_signature(secret, timestamp, body).encode()
     return any(hmac.compare_digest(expected, s) for s in given)

@@ -12,7 +12,7 @@ import pytest
 
 from neuralmind.client import DaemonNotRunning, NeuralMindClient, NotAServerURL, Unauthorized
 from tests.client.conftest import Daemon, git_repo
-from tests.support import ROOT, free_port
+from tests.support import ROOT, LocalServer, free_port
 
 
 def test_discovery_file_gives_url_and_token(daemon, monkeypatch):
@@ -114,3 +114,31 @@ def test_import_pulls_in_no_third_party_package():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_write_finds_a_daemon_that_restarted_on_another_port(tmp_path, monkeypatch):
+    """A refused connection sent nothing: the write goes once to the port the discovery file
+    names now (the client's home reads a server's discovery file as the daemon's)."""
+    monkeypatch.setattr("neuralmind.client.BACKOFF_S", 0.01)
+    home, repo = tmp_path / "client", tmp_path / "repo"
+    home.mkdir(), repo.mkdir()
+
+    def announce(server):
+        (home / "daemon.json").write_text(json.dumps({"url": server.url, "token": server.token}))
+
+    with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as first:
+        announce(first)
+        nm = NeuralMindClient(home=home)
+        memories = nm.project(repo).memories
+        memories.add("Use SQLite", "one file")
+    with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as again:
+        announce(again)
+        memories.add("Use WAL", "readers do not block")
+        assert [m.title for m in memories.list()] == ["Use WAL", "Use SQLite"]
+        assert nm.url == again.url
+    # nothing answers now: every call, a streamed one too, says so the same way
+    for call in (lambda: memories.add("lost", "no server"), lambda: list(memories.export()),
+                 lambda: nm.mcp({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                 lambda: nm.events()):
+        with pytest.raises(DaemonNotRunning, match=r"cannot reach NeuralMind at http://"):
+            call()
