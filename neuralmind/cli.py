@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except NeuralMindAPIError as ex:
         request = f", request {ex.request_id}" if ex.request_id else ""
         print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}{request}]"
-              + "".join(f"\n  {line}" for line in field_errors(ex)), file=sys.stderr)
+              + "".join(f"\n  {line}" for line in ex.field_errors()), file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
@@ -140,22 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         # a path that names no such file (or the wrong kind) is the command used wrongly
         return 2 if isinstance(ex, (FileNotFoundError, IsADirectoryError,
                                     NotADirectoryError)) else 1
-
-
-def field_errors(ex) -> list[str]:
-    """``field: what is wrong`` for each error of a 422, unless the message already says it
-    (``/x is not a directory``): ``confidence: Input should be less than or equal to 1``."""
-    errors = ex.details.get("errors") if isinstance(ex.details, dict) else None
-    lines = []
-    for error in errors if isinstance(errors, list) else ():
-        loc = list(error.get("loc", []))
-        if loc and loc[0] in ("body", "query"):
-            loc = loc[1:]
-        name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-        msg = error.get("msg", "")
-        if msg and msg not in ex.message:
-            lines.append(f"{name or 'body'}: {msg}")
-    return lines
 
 
 if __name__ == "__main__":

@@ -60,7 +60,25 @@ class NeuralMindAPIError(NeuralMindError):
         self.details = details or {}
         self.request_id = request_id
         self.headers = headers or {}
-        super().__init__(f"{message} ({status} {code}, request {request_id})")
+        wrong = "; ".join(self.field_errors())
+        super().__init__(f"{message}{': ' + wrong if wrong else ''} ({status} {code}, "
+                         f"request {request_id})")
+
+    def field_errors(self) -> list[str]:
+        """``field: what is wrong`` for each error of a 422, unless the message already says
+        it (``/x is not a directory``): ``confidence: Input should be less than or equal to
+        1``."""
+        errors = self.details.get("errors") if isinstance(self.details, dict) else None
+        lines = []
+        for error in errors if isinstance(errors, list) else ():
+            loc = list(error.get("loc", []))
+            if loc and loc[0] in ("body", "query"):
+                loc = loc[1:]
+            name = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+            msg = error.get("msg", "")
+            if msg and msg not in self.message:
+                lines.append(f"{name or 'body'}: {msg}")
+        return lines
 
 
 class ValidationFailed(NeuralMindAPIError):

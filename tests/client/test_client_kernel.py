@@ -75,6 +75,11 @@ def test_error_classes_from_real_statuses(nm, served, tmp_path):
     with pytest.raises(ValidationFailed) as cursor:
         nm.projects.page(cursor="not-a-cursor!")
     assert cursor.value.code == "validation_error"
+    with pytest.raises(ValidationFailed) as empty:  # what is wrong is in the message itself
+        nm.project(tmp_path).memories.add("", "why", confidence=2)
+    assert str(empty.value).startswith("the request did not validate: title: String should "
+                                       "have at least 1 character; confidence: Input should be "
+                                       "less than or equal to 1 (422 validation_error, request ")
     with pytest.raises(NotFound) as job:
         nm.jobs.get("feedfacefeedface")
     assert job.value.code == "job_not_found"
