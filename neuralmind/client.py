@@ -553,7 +553,7 @@ class NeuralMindClient:
         ``kinds`` filters (``memory.*`` matches a prefix); ``timeout`` bounds each read
         (default the client's; the server's heartbeat, every 15 s, keeps a quiet stream alive,
         so only a dead server makes a read time out)."""
-        query = urllib.parse.urlencode(list(_flat({"project": project, "kind": list(kinds)})))
+        query = urllib.parse.urlencode(list(_flat({"project": project, "kind": _items(kinds)})))
         return EventStream(self, "/v1/events" + ("?" + query if query else ""), last_event_id,
                            timeout)
 
@@ -681,6 +681,14 @@ def _memory(data: dict) -> Memory:
     return _build(Memory, data)
 
 
+def _items(values: Iterable[str] | str | None) -> list[str] | None:
+    """A list argument as the server takes it: one string is one item (``files="a.py"``),
+    never its characters; None stays None."""
+    if values is None or isinstance(values, str):
+        return values if values is None else [values]
+    return list(values)
+
+
 def _path(*parts: str) -> str:
     return "/".join(urllib.parse.quote(str(p), safe="") if i else p for i, p in enumerate(parts))
 
@@ -693,6 +701,8 @@ class Projects:
 
     def add(self, path: str | os.PathLike) -> Project:
         """Register a directory (on the server's file system); registering twice is fine."""
+        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+            raise ValueError(f"projects.add needs a directory, not {path!r}")
         real = os.path.abspath(os.path.expanduser(str(path)))
         return _project(self._nm._json("POST", "/v1/projects", json_body={"path": real},
                                        idempotent=True))
@@ -843,7 +853,7 @@ class ProjectHandle:
         raises its error (``provider_error``, ``provider_timeout``) from the iteration."""
         body: dict[str, Any] = {"question": question, "stream": stream}
         if sources is not None:
-            body["sources"] = list(sources)
+            body["sources"] = _items(sources)
         if context_budget is not None:
             body["context_budget"] = context_budget
         if not stream:
@@ -862,7 +872,7 @@ class ProjectHandle:
                limit: int = 100, guessed: bool = True) -> dict[str, Any]:
         """What depends on these changed files or nodes, nearest first."""
         return self._nm._json("POST", self._url("impact"), idempotent=True, json_body={
-            "files": list(files), "nodes": list(nodes), "depth": depth, "limit": limit,
+            "files": _items(files), "nodes": _items(nodes), "depth": depth, "limit": limit,
             "guessed": guessed})
 
     def neighbors(self, file: str | None = None, node: str | None = None, depth: int = 1,
@@ -880,7 +890,7 @@ class ProjectHandle:
                    limit: int = 10, full: bool = False) -> list[dict[str, Any]] | dict[str, Any]:
         """The files to look at next, each ``{path, score, why}``; ``full``: the whole answer,
         with ``not_indexed`` (the open files the index does not hold)."""
-        body = {"files_open": list(files_open), "task": task, "limit": limit}
+        body = {"files_open": _items(files_open), "task": task, "limit": limit}
         out = self._nm._json("POST", self._url("next"), idempotent=True, json_body={
             k: v for k, v in body.items() if v is not None})
         return out if full else out["files"]
@@ -888,7 +898,7 @@ class ProjectHandle:
     def activity(self, files: Iterable[str], kind: str = "read",
                  session: str | None = None) -> dict[str, Any]:
         """Report files read, edited or tested: the server links them."""
-        body = {"files": list(files), "kind": kind, "session": session}
+        body = {"files": _items(files), "kind": kind, "session": session}
         return self._nm._json("POST", self._url("activity"),
                               json_body={k: v for k, v in body.items() if v is not None})
 
@@ -896,7 +906,7 @@ class ProjectHandle:
                  related: Iterable[str] | None = None) -> dict[str, Any]:
         """``helpful`` or ``unhelpful`` for a file or node (and what it came with)."""
         body = {"signal": signal, "file": file, "node": node,
-                "related": list(related) if related is not None else None}
+                "related": _items(related)}
         return self._nm._json("POST", self._url("feedback"),
                               json_body={k: v for k, v in body.items() if v is not None})
 
@@ -1023,6 +1033,8 @@ class Memories:
 
     def feedback(self, memory_id: str, helpful: bool, note: str | None = None) -> Memory:
         """helpful raises confidence by 0.05, unhelpful lowers it by 0.10 (floor 0.10)."""
+        if not isinstance(helpful, bool):
+            raise TypeError(f"helpful must be True or False, not {type(helpful).__name__}")
         body = {"signal": "helpful" if helpful else "unhelpful", **({"note": note} if note else {})}
         data = self._nm._json("POST", self._record(memory_id, "feedback"), json_body=body)
         return _memory(data.get("memory", data))
@@ -1125,7 +1137,7 @@ class Memories:
                     threshold: float | None = None, wait: bool = True,
                     timeout: float = BUILD_TIMEOUT) -> Job:
         """Merge clusters of near-duplicates (``dry_run``: list them)."""
-        body = {"dry_run": dry_run, "kinds": list(kinds),
+        body = {"dry_run": dry_run, "kinds": _items(kinds),
                 **({"threshold": threshold} if threshold is not None else {})}
         return self._job(self._url("consolidate"), body, wait, timeout)
 
@@ -1217,8 +1229,8 @@ class Webhooks:
     def create(self, url: str, events: Iterable[str], projects: Iterable[str] | None = None,
                description: str = "") -> Webhook:
         """Subscribe ``url``; the returned ``secret`` is shown this once — keep it."""
-        body = {"url": url, "events": list(events), "description": description,
-                "projects": None if projects is None else list(projects)}
+        body = {"url": url, "events": _items(events), "description": description,
+                "projects": _items(projects)}
         return _webhook(self._nm._json("POST", "/v1/webhooks", json_body=body))
 
     def list(self) -> Iterator[Webhook]:

@@ -67,6 +67,9 @@ def test_error_classes_from_real_statuses(nm, served, tmp_path):
     with pytest.raises(ValidationFailed) as bad:
         nm.projects.add(tmp_path / "missing")
     assert bad.value.status == 422 and bad.value.details["errors"][0]["loc"] == ["body", "path"]
+    for nothing in ("", "  ", None, 5):  # no directory named: nothing registered
+        with pytest.raises(ValueError, match="projects.add needs a directory"):
+            nm.projects.add(nothing)
     with pytest.raises(Forbidden) as forbidden:
         nm.projects.add("/etc")
     assert forbidden.value.code == "path_not_allowed"

@@ -63,6 +63,10 @@ def test_client_verbs(repo, tmp_path):
     assert checked["ok"], [c for c in checked["checks"] if not c["ok"]]
     with pytest.raises(ValidationFailed):
         repo.impact(["calc.py"], depth=9)
+    # one string where a list goes is one item, never its characters
+    assert repo.impact("calc.py") == repo.impact(["calc.py"])
+    assert repo.next_files("calc.py") == repo.next_files(["calc.py"])
+    assert repo.activity("calc.py")["files"] == 1  # one file, not seven
     with pytest.raises(ValueError):
         repo.ingest(b"no name")
 

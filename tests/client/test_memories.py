@@ -63,6 +63,10 @@ def test_lifecycle_history_and_feedback(repo):
     assert repo.memories.restore(m.id).status == "ACTIVE"
     down = repo.memories.feedback(m.id, helpful=False, note="misleading")
     assert down.confidence < 1.0
+    for loose in ("no", None, 1):  # not read as true or false by whatever it happens to be
+        with pytest.raises(TypeError, match="helpful must be True or False"):
+            repo.memories.feedback(m.id, helpful=loose)
+    assert repo.memories.get(m.id).confidence == down.confidence
     kinds = [e["kind"] for e in repo.memories.history(m.id)]
     assert kinds == ["created", "amended", "invalidated", "restored", "feedback"]
     amended = list(repo.memories.history(m.id))[1]
