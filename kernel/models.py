@@ -16,6 +16,14 @@ from kernel.errors import InvalidFields
 T = TypeVar("T")
 
 
+def no_nul(value: str) -> str:
+    """A text field's check (``AfterValidator(no_nul)``): PostgreSQL's text cannot hold NUL,
+    so it is refused on both backends alike."""
+    if "\x00" in value:
+        raise ValueError("text cannot contain a NUL character")
+    return value
+
+
 class Model(BaseModel):
     """Base for request and response models: unknown request fields are ignored (spec P6)."""
 

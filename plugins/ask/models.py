@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
-from neuralmind import ConfigSection, Model
+from neuralmind import ConfigSection, Model, no_nul
 
 SourceKind = Literal["memories", "code"]
 
@@ -52,7 +52,8 @@ class AskSettings(ConfigSection):
         return self
 
 
-Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000),
+                     AfterValidator(no_nul)]
 
 
 class AskIn(Model):

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict, Field, StringConstraints,
                       model_validator)
 
-from neuralmind import ConfigSection, ISODate, Model, PageQuery
+from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul
 from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
@@ -44,22 +44,15 @@ Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(_lowe
 NOT_BLANK = r"\S"  # published with min_length: blanks are stripped, so "  " is refused too
 
 
-def _no_nul(value: str) -> str:
-    """PostgreSQL's text cannot hold NUL: refused on both backends alike."""
-    if "\x00" in value:
-        raise ValueError("text cannot contain a NUL character")
-    return value
-
-
 def _text(max_length: int) -> Any:
     return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
                                             max_length=max_length, pattern=NOT_BLANK),
-                     AfterValidator(_no_nul)]
+                     AfterValidator(no_nul)]
 
 
 Title, Rationale, Item, Tag, Path = _text(300), _text(20_000), _text(2_000), _text(64), _text(1_024)
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
-                  AfterValidator(_no_nul)]
+                  AfterValidator(no_nul)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]

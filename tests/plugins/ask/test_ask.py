@@ -109,9 +109,11 @@ def test_without_an_index_code_is_a_notice_not_an_error(tmp_path):
 def test_bad_questions_are_422_and_change_nothing(local):
     before = len(events(local.home, "ask.answered"))
     for body in ({}, {"question": ""}, {"question": "x" * 4001}, {"question": "q", "sources": []},
-                 {"question": "q", "sources": ["web"]}, {"question": "q", "context_budget": 10}):
+                 {"question": "q", "sources": ["web"]}, {"question": "q", "context_budget": 10},
+                 {"question": "rocket\x00launch"}):  # the memories would refuse it midway
         r = local.post(f"/v1/projects/{local.pid}/ask", body)
         assert (r.status, r.error["code"]) == (422, "validation_error"), body
+    assert r.error["details"]["errors"][0]["msg"] == "text cannot contain a NUL character"
     assert local.post("/v1/projects/nope/ask", {"question": "q"}).error["code"] == "project_not_found"
     assert len(events(local.home, "ask.answered")) == before
 
