@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from neuralmind import ConfigSection, Model
+from neuralmind import ConfigSection, Model, no_nul
 
 Mode = Literal["keyword", "semantic", "hybrid"]
 FileType = Literal["code", "docs", "config"]
@@ -361,8 +361,9 @@ class SynapticOut(Model):
 class ActivityIn(Model):
     files: list[ProjectPath] = Field(min_length=1, max_length=50)
     kind: Literal["read", "edit", "test"]
-    session: str | None = Field(None, min_length=1, max_length=128, description=(
-        "groups activity across calls (default: the caller's actor)"))
+    session: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        None, min_length=1, max_length=128,
+        description="groups activity across calls (default: the caller's actor)")
 
 
 class ActivityOut(Model):
@@ -398,8 +399,8 @@ class LinkFeedbackOut(Model):
 
 class NextIn(Model):
     files_open: list[ProjectPath] = Field(min_length=1, max_length=50)
-    task: str | None = Field(None, min_length=1, max_length=2000,
-                             description="what the agent is doing (searched for)")
+    task: Annotated[str, AfterValidator(no_nul)] | None = Field(
+        None, min_length=1, max_length=2000, description="what the agent is doing (searched for)")
     limit: int = Field(10, ge=1, le=50)
 
 

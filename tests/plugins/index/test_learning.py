@@ -63,6 +63,16 @@ def test_activity_links_files_and_a_session_links_calls(served):
     assert r.json["pairs"] == 0
 
 
+def test_a_session_or_task_holding_nul_is_refused(served):
+    server, pid = served
+    base = f"/v1/projects/{pid}"
+    for route, body in (("activity", {"files": ["README.md"], "kind": "read", "session": "\x00"}),
+                        ("next", {"files_open": ["README.md"], "task": "ship\x00it"})):
+        r = server.post(f"{base}/{route}", body)
+        assert r.status == 422 and r.error["details"]["errors"][0]["msg"] == \
+            "text cannot contain a NUL character", route
+
+
 def test_files_the_index_does_not_hold_are_left_out_and_named(served):
     server, pid = served
     base = f"/v1/projects/{pid}"
