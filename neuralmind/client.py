@@ -51,6 +51,10 @@ class NotAServerURL(NeuralMindError, ValueError):
     """The URL given, in ``NEURALMIND_API_URL`` or in the daemon's file is not http(s)://host."""
 
 
+class TimedOut(NeuralMindError, TimeoutError):
+    """The server took longer than the call's timeout to answer (a read is not retried)."""
+
+
 class NeuralMindAPIError(NeuralMindError):
     """The server answered with the error envelope."""
 
@@ -327,12 +331,11 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     home = Path(home or home_dir())
     info = read_discovery(home) or {}
     given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
-    parts = urllib.parse.urlsplit(url or "")
-    if url and (parts.scheme not in ("http", "https") or not parts.netloc):
+    if url and (why := _not_a_server_url(url)):
         source = ("given" if given else "from NEURALMIND_API_URL"
                   if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
         raise NotAServerURL(f"{url} ({source}) is not a server URL such as "
-                            "http://127.0.0.1:8765")
+                            f"http://127.0.0.1:8765: {why}")
     token = token or os.environ.get("NEURALMIND_API_TOKEN") or info.get("token")
     if not token:
         try:
@@ -340,6 +343,34 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
         except OSError:
             token = None
     return (url.rstrip("/") if url else None), token
+
+
+def _not_a_server_url(url: Any) -> str | None:
+    """Why ``url`` cannot be a server's address (each path of the API is added to it), or
+    None."""
+    if not isinstance(url, str):
+        return f"it is {type(url).__name__}, not text"
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "it needs http:// or https:// and a host"
+    try:
+        parts.port
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if parts.username is not None or parts.password is not None:
+        return "credentials go in the token, not the URL"
+    if parts.query or parts.fragment:
+        return "it holds a query or a fragment"
+    return None
+
+
+def _header_value(token: str | None) -> str | None:
+    """``token`` when an HTTP header can carry it, else a ValueError that says so."""
+    if token is not None and not (isinstance(token, str) and token.isascii()
+                                  and token.isprintable() and " " not in token):
+        raise ValueError("the token holds characters no HTTP header carries (it is printable "
+                         "ASCII, without spaces)")
+    return token
 
 
 # -- the transport -------------------------------------------------------------------------
@@ -354,7 +385,6 @@ class _Response:
 
 # RemoteDisconnected is a ConnectionResetError; a read timeout is not transient (the server
 # may still be working on a query), so it is not retried.
-_TRANSIENT = (ConnectionError,)
 
 
 class NeuralMindClient:
@@ -363,15 +393,21 @@ class NeuralMindClient:
     def __init__(self, url: str | None = None, token: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT, autostart: bool = False,
                  home: str | os.PathLike | None = None):
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a number of seconds above 0, not {timeout!r}")
         self.home = Path(home) if home else home_dir()
         self._explicit = (url, token)
         self.url, self.token = discover(url, token, self.home)
+        _header_value(self.token)
         self.timeout = timeout
         self._opener = None
         self.projects = Projects(self)
         self.jobs = Jobs(self)
         self.webhooks = Webhooks(self)
         if autostart and not self._answers():
+            if self._explicit[0] or os.environ.get("NEURALMIND_API_URL"):
+                raise DaemonNotRunning(self._unreachable(ConnectionRefusedError(
+                    "no answer (autostart starts only the local daemon)")))
             self._start_daemon()
 
     def __repr__(self) -> str:
@@ -439,6 +475,11 @@ class NeuralMindClient:
         backoff on connection errors and 503; nothing else is, so a write never lands twice —
         but a refused connection sent nothing, so any call goes again once the discovery file
         names a daemon that restarted on another port."""
+        import socket
+        import ssl  # http.client has loaded both by the first call
+        # a server that cannot be reached: refused, reset, a host that does not resolve, TLS
+        # spoken to a plain server (not a timeout: the request may be running)
+        unreachable = (ConnectionError, socket.gaierror, ssl.SSLError)
         if params:
             path += "?" + urllib.parse.urlencode(list(_flat(params)))
         body = json.dumps(json_body).encode() if json_body is not None else data
@@ -450,7 +491,10 @@ class NeuralMindClient:
                                   stream=stream)
             except DaemonNotRunning:
                 raise
-            except _TRANSIENT as ex:
+            except TimeoutError as ex:
+                raise TimedOut(f"{method} {path}: no answer from {self.url} within "
+                               f"{timeout or self.timeout:g} s (timeout=)") from ex
+            except unreachable as ex:
                 if body and isinstance(ex, (BrokenPipeError, ConnectionResetError)) \
                         and self._answers():
                     raise NeuralMindAPIError(413, "payload_too_large", (
@@ -596,7 +640,7 @@ class EventStream:
                 raise StopIteration
             try:
                 event = next(self._events)
-            except (StopIteration, *_TRANSIENT):
+            except (StopIteration, ConnectionError):  # the stream broke: resume after last_id
                 self._resp.close()
                 self._connect()
                 continue

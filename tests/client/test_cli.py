@@ -94,7 +94,8 @@ def test_usage_error_exits_2(cli):
     assert code == 2 and "--helpful" in err
     code, out, err = cli("memory", "list", "--url", "notaurl")
     assert (code, out) == (2, "")
-    assert err == "neuralmind: notaurl (given) is not a server URL such as http://127.0.0.1:8765\n"
+    assert err == ("neuralmind: notaurl (given) is not a server URL such as "
+                   "http://127.0.0.1:8765: it needs http:// or https:// and a host\n")
 
 
 def test_an_id_that_names_a_route_is_no_record(cli):

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from neuralmind.client import DaemonNotRunning, NeuralMindClient, NotAServerURL, Unauthorized
+from neuralmind.client import (DaemonNotRunning, NeuralMindClient, NotAServerURL, TimedOut,
+                               Unauthorized)
 from tests.client.conftest import Daemon, git_repo
 from tests.support import ROOT, LocalServer, free_port
 
@@ -71,7 +72,7 @@ def test_a_url_that_is_no_server_url_is_named_with_where_it_came_from(tmp_path, 
         NeuralMindClient(url="notaurl", home=tmp_path)
     assert isinstance(given.value, ValueError)
     assert str(given.value) == ("notaurl (given) is not a server URL such as "
-                                "http://127.0.0.1:8765")
+                                "http://127.0.0.1:8765: it needs http:// or https:// and a host")
     monkeypatch.setenv("NEURALMIND_API_URL", "ftp://host/x")
     with pytest.raises(NotAServerURL, match=r"^ftp://host/x \(from NEURALMIND_API_URL\)"):
         NeuralMindClient(home=tmp_path)
@@ -142,3 +143,47 @@ def test_a_write_finds_a_daemon_that_restarted_on_another_port(tmp_path, monkeyp
                  lambda: nm.events()):
         with pytest.raises(DaemonNotRunning, match=r"cannot reach NeuralMind at http://"):
             call()
+
+
+@pytest.mark.parametrize("url, why", [
+    ("http://u:p@127.0.0.1:8765", "credentials go in the token, not the URL"),
+    ("http://127.0.0.1:abc", "its port is not a number from 1 to 65535"),
+    ("http://127.0.0.1:8765?x=1", "it holds a query or a fragment"),
+    ("http://127.0.0.1:8765#top", "it holds a query or a fragment"),
+    (8765, "it is int, not text"),
+])
+def test_a_url_no_path_can_be_added_to_is_refused_when_the_client_is_made(url, why, tmp_path):
+    with pytest.raises(NotAServerURL, match=f"is not a server URL such as "
+                                            f"http://127.0.0.1:8765: {why}$"):
+        NeuralMindClient(url, token="t", home=tmp_path)
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"timeout": 0}, "timeout must be a number of seconds above 0, not 0"),
+    ({"timeout": -1}, "timeout must be a number of seconds above 0, not -1"),
+    ({"token": "abc\ndef"}, "the token holds characters no HTTP header carries"),
+    ({"token": "токен"}, "the token holds characters no HTTP header carries"),
+])
+def test_a_timeout_or_token_no_request_can_carry_is_a_value_error(kw, said, tmp_path):
+    with pytest.raises(ValueError, match=said):
+        NeuralMindClient("http://127.0.0.1:8765", **{"token": "t", **kw}, home=tmp_path)
+
+
+def test_what_fails_on_the_way_to_a_server_is_the_clients_own_error(tmp_path, monkeypatch):
+    monkeypatch.setattr("neuralmind.client.BACKOFF_S", 0.01)
+    with pytest.raises(DaemonNotRunning, match=r"^cannot reach NeuralMind at "
+                                               r"http://no-such-host\.invalid:8765 \(given\): "):
+        NeuralMindClient("http://no-such-host.invalid:8765", token="t", home=tmp_path).health()
+    with LocalServer(tmp_path / "server", plugins=["auth"]) as server:
+        tls = NeuralMindClient(server.url.replace("http:", "https:"), token=server.token,
+                               home=tmp_path)
+        with pytest.raises(DaemonNotRunning, match="WRONG_VERSION_NUMBER"):
+            tls.health()
+        nm = NeuralMindClient(server.url, token=server.token, home=tmp_path)
+        with pytest.raises(TimedOut, match=r"^GET /v1/projects: no answer from "
+                                           r"http://127\.0\.0\.1:\d+ within 1e-06 s \(timeout=\)"):
+            nm.request("GET", "/v1/projects", timeout=1e-6)
+        # autostart starts the local daemon only, never one for a URL it was given
+        with pytest.raises(DaemonNotRunning, match=r"\(autostart starts only the local daemon\)"):
+            NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, autostart=True)
+        assert not (tmp_path / "daemon.json").exists()
