@@ -5,6 +5,7 @@ answers; and why importing the client is free."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -179,11 +180,13 @@ def test_what_fails_on_the_way_to_a_server_is_the_clients_own_error(tmp_path, mo
                                home=tmp_path)
         with pytest.raises(DaemonNotRunning, match="WRONG_VERSION_NUMBER"):
             tls.health()
-        nm = NeuralMindClient(server.url, token=server.token, home=tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as hung:  # takes the connection, never answers
+        nm = NeuralMindClient(f"http://127.0.0.1:{hung.getsockname()[1]}", token="t",
+                              home=tmp_path)
         with pytest.raises(TimedOut, match=r"^GET /v1/projects: no answer from "
-                                           r"http://127\.0\.0\.1:\d+ within 1e-06 s \(timeout=\)"):
-            nm.request("GET", "/v1/projects", timeout=1e-6)
-        # autostart starts the local daemon only, never one for a URL it was given
-        with pytest.raises(DaemonNotRunning, match=r"\(autostart starts only the local daemon\)"):
-            NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, autostart=True)
-        assert not (tmp_path / "daemon.json").exists()
+                                           r"http://127\.0\.0\.1:\d+ within 0\.2 s \(timeout=\)"):
+            nm.request("GET", "/v1/projects", timeout=0.2)
+    # autostart starts the local daemon only, never one for a URL it was given
+    with pytest.raises(DaemonNotRunning, match=r"\(autostart starts only the local daemon\)"):
+        NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, autostart=True)
+    assert not (tmp_path / "daemon.json").exists()
