@@ -6,6 +6,7 @@ The kernel validates its own sections; a plugin validates its own section with
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -167,8 +168,31 @@ class Settings(BaseModel):
                     self.section(name, model)
                 except ConfigError as ex:
                     bad.append(str(ex))
+        known = {*Settings.model_fields, *_installed_sections(pm)} - {"raw", "source"}
+        for name in self.raw:
+            if name not in known:
+                near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+                bad.append(f"[{name}] in {self.source or 'config'} is no section of NeuralMind "
+                           "or of an installed plugin"
+                           + (f": did you mean [{near[0]}]?" if near else ""))
         if bad:
             raise ConfigError("\n".join(sorted(bad)))
+
+
+def _installed_sections(enabled) -> set[str]:
+    """The top-level sections the plugins of ``enabled`` (a plugin manager) read, and those of
+    every other installed plugin: a disabled plugin's section may stay in a config, a misspelt
+    one may not."""
+    from kernel.plugins import PluginError, available, each, make_plugin_manager
+    managers = [enabled]
+    for name in available():
+        if enabled.get_plugin(name) is None:
+            try:
+                managers.append(make_plugin_manager([name]))
+            except PluginError:  # it does not load: said where it is enabled
+                continue
+    return {name.split(".")[0] for pm in managers for _, declared in each(pm, "config_sections")
+            if isinstance(declared, dict) for name in declared}
 
 
 def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = None) -> str:

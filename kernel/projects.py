@@ -113,6 +113,9 @@ def config_projects(settings) -> dict[str, str]:
         if why:
             raise ConfigError(f"[[projects]] id = {alias.id!r}, path = {alias.path!r} in "
                               f"{settings.source or 'the config'} is refused: {why}")
+        if alias.id in out:
+            raise ConfigError(f"[[projects]] id = {alias.id!r} is given twice in "
+                              f"{settings.source or 'the config'}: an id names one project")
         out[alias.id] = real
     return out
 

@@ -24,7 +24,7 @@ from kernel import __version__, errors
 from kernel.config import Settings
 from kernel.daemon import forget_discovery, write_discovery
 from kernel.plugins import bundled, make_plugin_manager
-from kernel.projects import config_projects
+from kernel.projects import config_projects, state_root
 
 
 class CannotServe(Exception):
@@ -76,12 +76,27 @@ def _tls_fault(cert: str, key: str, ex: Exception) -> str:
     return f"OpenSSL refused them ({getattr(ex, 'reason', None) or ex})"
 
 
+def check_state(settings: Settings) -> None:
+    """The state home and root are directories, or can be made, and ``kernel.db`` is not of
+    a newer NeuralMind: else every worker would fail on its own, or answer 500s."""
+    for key, path in (("[kernel] home", settings.home), ("[kernel] state_dir",
+                                                         state_root(settings))):
+        if path is not None and not next(p for p in (path, *path.parents) if p.exists()).is_dir():
+            raise CannotServe(f"{key} {path} is not a directory (a file is in its place)")
+    if settings.storage.backend == "sqlite" and (settings.home / "kernel.db").is_file():
+        from kernel.app import kernel_migrations
+        from kernel.storage import newer_schema
+        if why := newer_schema(settings.home / "kernel.db", kernel_migrations(postgres=False)):
+            raise CannotServe(why)
+
+
 def check_bind(settings: Settings) -> None:
     """What must hold before gunicorn forks, each failure one clear line: the plugins'
     config sections, the bind, TLS, the config's projects and the shared database (each
     worker would fail on its own, the database after 30 s of pool retries)."""
     server = settings.server
     settings.check_sections(make_plugin_manager(settings.kernel.plugins))
+    check_state(settings)
     check_tls(settings)
     config_projects(settings)
     if settings.storage.backend == "postgres":

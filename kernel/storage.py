@@ -99,6 +99,22 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
+def newer_schema(path: Path, migrations: Sequence[Migration]) -> str | None:
+    """Why this NeuralMind must not open ``path``: its schema is of a newer one (a
+    downgrade); None when it may."""
+    conn = sqlite3.connect(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError:  # not a database: said where it is opened
+        return None
+    finally:
+        conn.close()
+    if version > len(migrations):
+        return (f"{path} is at schema version {version}, newer than this NeuralMind's "
+                f"{len(migrations)}: upgrade NeuralMind before serving it")
+    return None
+
+
 def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
     """Bring the database to ``len(migrations)``; step *n* runs when ``user_version`` < n.
 

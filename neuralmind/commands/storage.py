@@ -140,8 +140,10 @@ def cmd_check(args) -> int:
             print("nothing is stored here yet: a server makes its files when it starts")
             return 0
         pending = sum(r["pending"] or 0 for r in rows if (r["pending"] or 0) > 0)
-        print(f"{pending} migration step(s) pending: they run when a server starts"
-              if pending else "every schema is at this version's")
+        if pending:
+            print(f"{pending} migration step(s) pending: they run when a server starts")
+        elif not newer:
+            print("every schema is at this version's")
     for r in newer:
         print(f"neuralmind: {r['component']} is at version {r['version']}, newer than this "
               f"NeuralMind's {r['latest']}: upgrade it before serving", file=sys.stderr)
@@ -159,6 +161,8 @@ def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
 def _cell(column: str, value) -> str:
     if value is None:
         return "-"
+    if column == "pending" and value < 0:
+        return "newer"  # a later NeuralMind's schema: nothing this one can run
     return _size(value) if column == "size" else str(value)
 
 

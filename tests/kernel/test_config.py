@@ -109,6 +109,39 @@ def test_a_server_checks_every_plugins_section_before_it_forks(tmp_path, monkeyp
         assert f": {key}: Extra inputs are not permitted (got 1)" in str(ex.value)
 
 
+def test_a_misspelt_section_stops_the_server_and_a_disabled_plugins_section_does_not(
+        tmp_path, monkeypatch):
+    from kernel.serving import gunicorn_options
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[storag]\nbackend = "postgres"\n[servr]\nport = 1\n[memroy]\n[zzz]\n'
+                   "[webhooks]\npoll_s = 1\n[tier2]\n")  # webhooks and tier2_bridge: not enabled
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
+    with pytest.raises(ConfigError) as ex:
+        gunicorn_options(load_settings(cfg))
+    unknown = "is no section of NeuralMind or of an installed plugin"
+    assert str(ex.value).splitlines() == [
+        f"[memroy] in {cfg} {unknown}: did you mean [memory]?",
+        f"[servr] in {cfg} {unknown}: did you mean [server]?",
+        f"[storag] in {cfg} {unknown}: did you mean [storage]?",
+        f"[zzz] in {cfg} {unknown}"]
+
+
+@pytest.mark.parametrize("where", ["home", "state_dir", "state_dir/sub"])
+def test_a_file_where_the_state_goes_stops_the_server_before_it_forks(tmp_path, monkeypatch,
+                                                                       where):
+    from kernel.serving import CannotServe, gunicorn_options
+    (tmp_path / "afile").touch()
+    path = tmp_path / "afile" / "sub" if where.endswith("/sub") else tmp_path / "afile"
+    key = where.split("/")[0]
+    monkeypatch.setenv("NEURALMIND_HOME", str(path if key == "home" else tmp_path / "home"))
+    settings = load_settings(None, kernel={"plugins": ["auth"],
+                                           **({"state_dir": str(path)} if key != "home" else {})})
+    with pytest.raises(CannotServe, match=rf"^\[kernel\] {key} {path} is not a directory \(a "
+                                          r"file is in its place\)$"):
+        gunicorn_options(settings)
+
+
 def test_a_daemon_that_cannot_start_says_why(tmp_path, monkeypatch):
     from kernel import daemon
     cfg = tmp_path / "c.toml"

@@ -185,6 +185,18 @@ def test_a_config_project_on_the_denylist_stops_the_server_naming_it(tmp_path, t
         gunicorn_options(load_settings(config, kernel={"home": str(tmp_path / "home")}))
 
 
+def test_an_id_given_to_two_config_projects_stops_the_server(tmp_path):
+    from kernel.config import ConfigError
+    from tests.support import make_kernel
+    (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(server_mode_config({"api": str(tmp_path / "one")}, "insecure_http = true\n")
+                      + f'[[projects]]\nid = "api"\npath = "{tmp_path / "two"}"\n')
+    with pytest.raises(ConfigError, match=rf"^\[\[projects\]\] id = 'api' is given twice in "
+                                          rf"{config}: an id names one project$"):
+        make_kernel(tmp_path / "home", plugins=["auth"], config=config)
+
+
 def test_a_config_project_that_names_no_directory_stops_the_server_naming_it(tmp_path):
     from kernel.config import ConfigError, load_settings
     from kernel.serving import gunicorn_options

@@ -91,6 +91,32 @@ def test_check_reports_each_components_file_version_and_size(served_home):
     assert "backend  sqlite" in text and "every schema is at this version's" in text
 
 
+def test_a_home_of_a_newer_neuralmind_is_said_once_and_never_served(tmp_path, monkeypatch):
+    """A downgrade: this NeuralMind cannot read what a later one's kernel.db holds."""
+    import sqlite3
+
+    from kernel.config import load_settings
+    from kernel.serving import CannotServe, gunicorn_options
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(CONFIG)
+    LocalServer(home, plugins=["auth"]).start().stop()
+    with sqlite3.connect(home / "kernel.db") as conn:
+        latest = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.execute(f"PRAGMA user_version = {latest + 1}")
+    code, text, err = storage(home, "check")
+    assert code == 1 and "kernel.db  " in text and "newer" in text.split("kernel.db")[1]
+    assert "every schema is at this version's" not in text and "-1" not in text
+    assert err == (f"neuralmind: kernel is at version {latest + 1}, newer than this "
+                   f"NeuralMind's {latest}: upgrade it before serving\n")
+    monkeypatch.setenv("NEURALMIND_HOME", str(home))
+    with pytest.raises(CannotServe) as refused:  # serve and the daemon: before any worker
+        gunicorn_options(load_settings(home / "config.toml"))
+    assert str(refused.value) == (f"{home / 'kernel.db'} is at schema version {latest + 1}, "
+                                  f"newer than this NeuralMind's {latest}: upgrade NeuralMind "
+                                  "before serving it")
+
+
 def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp_path):
     home, seen = served_home
     dsn = fresh_pg_dsn()
