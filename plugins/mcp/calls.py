@@ -13,6 +13,7 @@ from typing import Any
 import mcp_types as types
 
 from neuralmind import Answer, Caller, ValidationFailed
+from plugins.mcp.errors import said
 from plugins.mcp.tools import Tool, argument
 
 POLL_S = 0.25
@@ -32,14 +33,12 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
         default_project: str | None) -> Iterator[Progress | types.CallToolResult]:
     """Progress while a job runs, then the result (always last)."""
     args = dict(arguments or {})
-    if default_project and "project_id" in tool.path_params and not args.get("project"):
-        args["project"] = default_project
-    problems = [_path_problem(argument(p), args.get(argument(p))) for p in tool.path_params]
+    if default_project and "project_id" in tool.path_params and "project" not in args:
+        args["project"] = default_project  # absent only: a wrong value is refused, not replaced
+    problems = [_path_problem(argument(p), args) for p in tool.path_params]
     problems = [p for p in problems if p]
     if problems:
-        ex = ValidationFailed(details={"errors": problems})
-        yield refused({"code": ex.code, "message": ex.message, "status": ex.status,
-                       "request_id": caller.request_id, "details": ex.details})
+        yield invalid(problems, caller.request_id)
         return
     query, body = tool.split(args)
     answer = caller(tool.spec.method, tool.path(args), query=query, body=body)
@@ -51,14 +50,25 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
         yield refused(answer.error)
 
 
-def _path_problem(name: str, value: Any) -> dict[str, Any] | None:
+def _path_problem(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
     """A path argument must name one thing: a non-empty string without ``/``."""
-    if value is None or value == "":
-        hint = " (list_projects gives the ids)" if name == "project" else ""
+    hint = " (list_projects gives the ids)" if name == "project" else ""
+    value = args.get(name)
+    if name not in args or value == "":
         return {"loc": [name], "msg": f"Field required{hint}", "type": "missing"}
-    if not isinstance(value, str) or "/" in value or value in (".", ".."):
-        return {"loc": [name], "msg": "must be an id, not a path", "type": "string_type"}
+    if not isinstance(value, str):
+        what = "a project id" if name == "project" else "an id"
+        return {"loc": [name], "msg": f"must be {what} string{hint}", "type": "string_type"}
+    if "/" in value or value in (".", ".."):
+        return {"loc": [name], "msg": "must be an id, not a path", "type": "value_error"}
     return None
+
+
+def invalid(problems: list[dict[str, Any]], request_id: str | None) -> types.CallToolResult:
+    """The tool error a route's 422 would be, for arguments refused before any route runs."""
+    ex = ValidationFailed(details={"errors": problems})
+    return refused({"code": ex.code, "message": ex.message, "status": ex.status,
+                    "request_id": request_id, "details": ex.details})
 
 
 def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | types.CallToolResult]:
@@ -108,7 +118,7 @@ def result(tool: Tool, data: dict[str, Any]) -> types.CallToolResult:
 
 def refused(error: dict[str, Any]) -> types.CallToolResult:
     """The envelope as a tool error: ``code (status): message — field: why``."""
-    text = f"{error['code']} ({error['status']}): {error['message']}"
+    text = f"{error['code']} ({error['status']}): {said(error)}"
     fields = [f"{_field(e['loc'])}: {e['msg']}" for e in error.get("details", {}).get("errors", [])]
     if fields:
         text += " — " + "; ".join(fields)
@@ -117,7 +127,7 @@ def refused(error: dict[str, Any]) -> types.CallToolResult:
 
 def _field(loc: list[Any]) -> str:
     """``["body", "tags", 0]`` → ``tags.0``: the argument as the model sent it."""
-    parts = loc[1:] if loc and loc[0] in ("body", "query") else loc
+    parts = loc[1:] if len(loc) > 1 and loc[0] in ("body", "query") else loc
     return ".".join(map(str, parts)) or "arguments"
 
 

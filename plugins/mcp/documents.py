@@ -44,35 +44,38 @@ class Documents:
         return types.ListResourceTemplatesResult(resource_templates=found)
 
     def listing(self, caller: Caller, cursor: str | None) -> types.ListResourcesResult:
-        """Project by project: its wakeup, then its ACTIVE memories, ``PAGE`` at a time.
-        The cursor holds the project reached and the memory listing's own cursor there."""
+        """Project by project: its wakeup (once its index is built), then its ACTIVE memories,
+        ``PAGE`` resources at a time. A project whose directory is gone is left out: it has
+        nothing to read. The cursor holds the project reached and, once its wakeup is listed,
+        where its memories go on (``c``: the memory listing's cursor, "" for the first)."""
         try:
             at = decode_cursor(cursor, _listing_state) or {}
         except APIError:
             raise ProtocolError(types.INVALID_PARAMS, "invalid cursor") from None
         found: list[types.Resource] = []
         for project in _projects(caller):
-            if at.get("p") and project["id"] < at["p"]:
+            pid, status = project["id"], project.get("status") or {}
+            if (at.get("p") and pid < at["p"]) or status.get("directory_missing"):
                 continue
-            resumed = at.get("p") == project["id"] and at.get("c")
-            if self.wakeups and not resumed:
+            resumed = at.get("c") if at.get("p") == pid else None
+            if self.wakeups and resumed is None and status.get("built"):
                 found.append(types.Resource(
-                    uri=WAKEUP.format(project_id=project["id"]), name=f"{project['name']} wakeup",
+                    uri=WAKEUP.format(project_id=pid), name=f"{project['name']} wakeup",
                     title=f"Overview of {project['name']}", mime_type=MARKDOWN))
-            next_memories = None
             if self.memories:
-                page = _get(caller, f"/v1/projects/{project['id']}/memories",
-                            {"limit": PAGE, "cursor": resumed or None})
+                if len(found) == PAGE:
+                    return _page(found, {"p": pid, "c": ""})
+                page = _get(caller, f"/v1/projects/{pid}/memories",
+                            {"limit": PAGE - len(found), "cursor": resumed or None})
                 found += [types.Resource(
-                    uri=MEMORY.format(project_id=project["id"], memory_id=m["id"]), name=m["id"],
+                    uri=MEMORY.format(project_id=pid, memory_id=m["id"]), name=m["id"],
                     title=m["title"], description=f"{m['decision_type']} decision in "
                     f"{project['name']}", mime_type=MARKDOWN) for m in page["items"]]
-                next_memories = page["next_cursor"]
-            if next_memories:
-                return _page(found, {"p": project["id"], "c": next_memories})
+                if page["next_cursor"]:
+                    return _page(found, {"p": pid, "c": page["next_cursor"]})
             at = {}
             if len(found) >= PAGE:
-                return _page(found, {"p": project["id"] + "\0"})  # the next project on
+                return _page(found, {"p": pid + "\0"})  # the next project on
         return types.ListResourcesResult(resources=found)
 
     def read(self, caller: Caller, uri: str) -> types.ReadResourceResult:

@@ -10,25 +10,43 @@ tool call then runs through its own route with the same credentials."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import mcp_types as types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from pydantic import Field, RootModel
+from pydantic import Field, RootModel, WithJsonSchema, field_validator
+from pydantic_core import PydanticCustomError
 
-from neuralmind import BadRequest, Model, NotFound, operation
-from plugins.mcp.protocol import Connection, Reply, drain
+from neuralmind import BadRequest, InvalidFields, Model, NotFound, operation
+from plugins.mcp import messages
+from plugins.mcp.protocol import DEFAULT_VERSION, Connection, Reply, drain, error
 
 TAGS = ["mcp"]
 SESSION = "Mcp-Session-Id"
 VERSION = "MCP-Protocol-Version"
-DEFAULT_VERSION = "2025-03-26"  # what the transport says to assume when the header is absent
 SSE = "text/event-stream"
 
 
-class MCPMessages(RootModel[types.JSONRPCMessage
-                            | Annotated[list[types.JSONRPCMessage], Field(min_length=1)]]):
-    """One JSON-RPC message, or a batch of them (an empty batch is no request: JSON-RPC)."""
+MESSAGE = {"type": "object", "description": (
+    "A JSON-RPC 2.0 message: an MCP request, notification or response. One that is not valid "
+    "JSON-RPC is answered with a JSON-RPC error (-32600 Invalid Request) carrying its id; "
+    "without an id to answer by, a lone message is a 422")}
+BODY = {"oneOf": [MESSAGE, {"type": "array", "minItems": 1, "items": MESSAGE}]}
+
+
+class MCPMessages(RootModel[Annotated[Any, WithJsonSchema(BODY)]]):
+    """One JSON-RPC message, or a batch of them (an empty batch is no request: JSON-RPC). Each
+    is read as JSON-RPC by the endpoint (``messages.read``), which says what is wrong with it
+    in JSON-RPC's terms."""
+
+    @field_validator("root")
+    @classmethod
+    def _objects(cls, body: Any) -> Any:
+        if isinstance(body, dict) or (isinstance(body, list) and body and all(
+                isinstance(m, dict) for m in body)):
+            return body
+        raise PydanticCustomError("jsonrpc_body", "the body is one JSON-RPC message (an "
+                                  "object) or a batch of them (a non-empty array of objects)")
 
 
 class MCPReplies(RootModel[Reply | list[Reply]]):
@@ -65,7 +83,8 @@ class MCPResource:
             lambda v, client: self.state.sessions.open(actor.id, v, client))
         body = req.context.body.root
         batch = isinstance(body, list)
-        answers = [a for a in map(conn.answer, body if batch else [body]) if a is not None]
+        answers = [a for a in (_answer(conn, m, batch) for m in (body if batch else [body]))
+                   if a is not None]
         if conn.session_id is not None:
             resp.set_header(SESSION, conn.session_id)
         if not answers:
@@ -114,6 +133,19 @@ class MCPResource:
                              code="unsupported_protocol_version",
                              details={"supported": [session.protocol_version]})
         return session
+
+
+def _answer(conn: Connection, data: dict[str, Any], batch: bool):
+    """``conn``'s answer to one message; one that is not valid JSON-RPC is answered -32600 by
+    its id, or in a batch by none; a lone one without an id fails the HTTP request instead."""
+    try:
+        message = messages.read(data)
+    except messages.Invalid as ex:
+        if ex.request_id is None and not batch:
+            raise InvalidFields.one(ex.field or (), ex.why, kind="invalid_request",
+                                    message=f"not a JSON-RPC message: {ex.why}") from None
+        return error(ex.request_id, types.INVALID_REQUEST, f"Invalid Request: {ex.why}")
+    return conn.answer(message)
 
 
 def _events(answers) -> Iterator[bytes]:

@@ -22,4 +22,11 @@ class ProtocolError(Exception):
         status = error["status"]
         code = RESOURCE_NOT_FOUND if status == 404 else \
             types.INTERNAL_ERROR if status >= 500 else types.INVALID_REQUEST
-        return cls(code, f"{error['code']}: {error['message']}", error)
+        return cls(code, f"{error['code']}: {said(error)}", error)
+
+
+def said(error: dict[str, Any]) -> str:
+    """The envelope's message, in MCP's terms where it names an HTTP route or a command."""
+    if error["code"] == "index_not_built":
+        return "the project has no code index yet: call build_index"
+    return error["message"]

@@ -31,6 +31,7 @@ INSTRUCTIONS = (
     "learn a decision, `remember` it (title, rationale, files). Tools take `project`, an id "
     "from `list_projects`{default}.")
 
+DEFAULT_VERSION = "2025-03-26"  # what Streamable HTTP assumes when the client names none
 SERVED = ("initialize", "ping", "tools/list", "tools/call", "resources/list",
           "resources/templates/list", "resources/read")
 Reply = types.JSONRPCResponse | types.JSONRPCError
@@ -134,7 +135,7 @@ class Connection:
             input_schema=t.input_schema(default), output_schema=t.output_schema,
             annotations=types.ToolAnnotations(
                 read_only_hint=t.spec.read_only, idempotent_hint=t.spec.idempotent,
-                destructive_hint=False, open_world_hint=False))
+                destructive_hint=t.spec.destructive, open_world_hint=False))
             for t in self.toolbox.listed(self.allowed)])
 
     def _tools_call(self, params: types.CallToolRequestParams):

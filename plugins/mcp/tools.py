@@ -35,7 +35,8 @@ class Spec:
     render: Callable[[Any], str]
     description: str
     read_only: bool = True
-    idempotent: bool = True
+    idempotent: bool = True                   # the same call again changes nothing more
+    destructive: bool = False                 # changes or retires records; False: only adds
     omit: frozenset[str] = frozenset()        # route fields the tool does not offer
     send: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
     job: bool = False                         # the route answers a job: follow it to the end
@@ -62,19 +63,19 @@ SPECS = (
         "Read one decision in full by its id (from recall or remember): rationale, files, "
         "evidence, rejected alternatives, status and dates.")),
     Spec("update_memory", "Amend a decision", "patch", MEMORY, render.changed, read_only=False,
-         description=(
+         idempotent=False, destructive=True, description=(
              "Amend a decision when you learn more: rationale, confidence, tags, files_affected, "
              "review_by; evidence_append and rejected_append add items. Fields left out stay as "
              "they are; the memory's history keeps every change.")),
     Spec("invalidate_memory", "Invalidate a decision", "post", MEMORY + "/invalidate",
-         render.changed, read_only=False, description=(
+         render.changed, read_only=False, destructive=True, description=(
              "Mark a decision as no longer true, with the reason (the code changed, the decision "
              "was reversed). It stays readable and in its history, but recall's default (ACTIVE) "
              "results leave it out.")),
     Spec("memory_history", "A decision's history", "get", MEMORY + "/history", render.history,
          description="The change history of one decision, oldest first: who changed what, when."),
     Spec("link_memories", "Link two decisions", "post", MEMORY + "/links", render.linked,
-         read_only=False, idempotent=False, description=(
+         read_only=False, idempotent=False, destructive=True, description=(
              "Link a memory to another: supersedes (the target is replaced and leaves recall), "
              "depends_on, relates_to, contradicts. Use supersedes when a new decision replaces "
              "an old one. Both memories' histories record the link.")),
@@ -89,19 +90,19 @@ SPECS = (
              "are written; open ones by default. Settle each with resolve_contradiction.")),
     Spec("resolve_contradiction", "Settle a contradiction", "post",
          CONTRADICTIONS + "/{contradiction_id}/resolve", render.resolved, read_only=False,
-         idempotent=False, description=(
+         idempotent=False, destructive=True, description=(
              "Settle a contradiction: keep_newest or keep_oldest or keep_important (the other "
              "is superseded), keep_both (both stand), or manual with a rationale (a new memory "
              "replaces both).")),
     Spec("consolidate_memories", "Merge near-duplicate decisions", "post",
          PROJECT + "/memories/consolidate", render.consolidated, read_only=False,
-         idempotent=False, omit=frozenset({"wait"}), job=True, description=(
+         idempotent=False, destructive=True, omit=frozenset({"wait"}), job=True, description=(
              "Merge clusters of near-duplicate memories of one kind into one memory that keeps "
              "every distinct sentence and the files and tags of all; dry_run lists the clusters "
              "without merging. Never merges pinned memories or memories that contradict.")),
     Spec("decay_memories", "Run a decay sweep", "post", PROJECT + "/memories/decay",
-         render.decayed, read_only=False, idempotent=False, omit=frozenset({"wait"}), job=True,
-         description=(
+         render.decayed, read_only=False, idempotent=False, destructive=True,
+         omit=frozenset({"wait"}), job=True, description=(
              "Archive the memories whose strength (importance, halved every half-life of their "
              "kind since last recalled) fell below the project's threshold; dry_run lists them. "
              "Archived memories leave recall and can be restored.")),

@@ -102,11 +102,50 @@ def test_the_kernel_guards_the_endpoint_like_any_route(local):
     broken = app.http.simulate_post("/v1/mcp", body=b"{not json", headers={
         **app.headers(), "Content-Type": "application/json"})
     assert broken.status_code == 400 and broken.json["error"]["code"] == "invalid_json"
-    shapeless = app.post({"jsonrpc": "1.0", "id": 1})
-    assert shapeless.status_code == 422 and shapeless.json["error"]["code"] == "validation_error"
     huge = app.post(_request("tools/call", {"name": "recall", "arguments": {
         "query": "x" * (2 * 1024 * 1024)}}))
     assert huge.status_code == 413 and huge.json["error"]["code"] == "payload_too_large"
+
+
+def test_invalid_json_rpc_is_answered_by_its_id_in_one_plain_sentence(local):
+    """JSON-RPC 2.0: -32600 Invalid Request carrying the request's id when it can be read; a
+    lone message without one fails the HTTP request with a 422 saying what is wrong — never
+    pydantic's list of the union's members that did not match."""
+    app = local.as_(local.token)
+    for body, why in (
+            ({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": [1]},
+             "params must be an object"),
+            ({"jsonrpc": "1.0", "id": "four", "method": "ping"}, 'jsonrpc must be "2.0"'),
+            ({"jsonrpc": "2.0", "id": 5, "method": 7}, "method must be a string"),
+            ({"jsonrpc": "2.0", "id": 6, "error": {"code": "x", "message": "m"}},
+             "error.code: Input should be a valid integer, unable to parse string as an "
+             "integer")):
+        r = app.post(body)
+        assert r.status_code == 200, r.text
+        assert (r.json["id"], r.json["error"]["code"], r.json["error"]["message"]) == (
+            body["id"], -32600, f"Invalid Request: {why}")
+    anonymous = app.post({"jsonrpc": "2.0", "id": None, "method": "ping"})
+    assert anonymous.status_code == 422
+    assert anonymous.json["error"]["message"] == \
+        "not a JSON-RPC message: id must be a string or an integer (MCP never takes a null id)"
+    assert [e["loc"] for e in anonymous.json["error"]["details"]["errors"]] == [["body", "id"]]
+    for body in (5, "ping", [5]):
+        shapeless = app.post(body)
+        assert shapeless.status_code == 422
+        [only] = shapeless.json["error"]["details"]["errors"]
+        assert only["msg"] == ("the body is one JSON-RPC message (an object) or a batch of "
+                               "them (a non-empty array of objects)"), only
+    # in a batch each message is answered in turn, an invalid one without an id by null
+    batch = app.post([_request("ping", id=1), {"jsonrpc": "2.0", "method": ["x"]},
+                      {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": "p"}])
+    assert [(m["id"], m.get("error", {}).get("code")) for m in batch.json] == [
+        (1, None), (None, -32600), (2, -32600)]
+    # the route publishes what it takes: any object (or batch of them), answered in JSON-RPC
+    spec = app.http.simulate_get("/v1/openapi.json").json
+    body = spec["paths"]["/v1/mcp"]["post"]["requestBody"]["content"]["application/json"]
+    published = spec["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert [s["type"] for s in published["oneOf"]] == ["object", "array"]
+    assert "-32600" in published["oneOf"][0]["description"]
 
 
 def test_build_progress_is_streamed_as_server_sent_events(local):

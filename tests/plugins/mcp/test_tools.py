@@ -42,6 +42,29 @@ def test_every_tool_is_bound_to_its_route_with_the_route_models_as_schemas(local
     assert {"title", "rationale", "duplicates"} <= set(tools["remember"]["inputSchema"]["properties"])
 
 
+def test_annotations_tell_a_host_which_calls_change_or_retire_records(local):
+    """Hosts approve calls by these hints: a call that overwrites, invalidates, merges,
+    archives or supersedes records is destructive; one that appends again is not idempotent."""
+    hints = {t["name"]: t["annotations"] for t in local.rpc("tools/list")["result"]["tools"]}
+    destructive = {n for n, a in hints.items() if a["destructiveHint"]}
+    assert destructive == {"update_memory", "invalidate_memory", "link_memories",
+                           "resolve_contradiction", "consolidate_memories", "decay_memories"}
+    assert not hints["update_memory"]["idempotentHint"]
+    assert hints["invalidate_memory"]["idempotentHint"] and hints["register_project"][
+        "idempotentHint"]
+    mid = local.call("remember", project=local.project, title="Twice", rationale="r")[
+        "structuredContent"]["id"]
+    for _ in range(2):  # why update_memory is not idempotent
+        local.call("update_memory", project=local.project, memory_id=mid,
+                   evidence_append=["bench/x.py"])
+    assert local.call("get_memory", project=local.project, memory_id=mid)[
+        "structuredContent"]["evidence"] == ["bench/x.py", "bench/x.py"]
+    # why invalidate_memory is: the second call changes nothing
+    local.call("invalidate_memory", project=local.project, memory_id=mid, reason="gone")
+    again = local.call("invalidate_memory", project=local.project, memory_id=mid, reason="gone")
+    assert again["isError"] and again["content"][0]["text"].startswith("invalid_transition")
+
+
 def test_a_default_project_makes_the_argument_optional(local):
     tools = local.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                        query=f"project={local.project}").json["result"]["tools"]
@@ -50,6 +73,29 @@ def test_a_default_project_makes_the_argument_optional(local):
         "name": "project_stats", "arguments": {}}},
         query=f"project={local.project}").json["result"]
     assert not r["isError"] and r["structuredContent"]["project_id"] == local.project
+
+
+def test_a_project_of_the_wrong_type_is_refused_never_replaced_by_the_default(local):
+    """Only an absent ``project`` means the connection's default: a write with ``[]`` or
+    ``0`` must not land in the default project."""
+    def remember(**project):
+        return local.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"title": "Where does this land?", "rationale": "x",
+                                              **project}}},
+            query=f"project={local.project}").json["result"]
+
+    before = local.call("memory_stats", project=local.project)["structuredContent"]["total"]
+    for wrong in ([], 0, False, {}, None):
+        refused = remember(project=wrong)
+        assert refused["isError"], wrong
+        assert refused["content"][0]["text"] == (
+            "validation_error (422): the request did not validate — project: must be a project "
+            "id string (list_projects gives the ids)")
+    assert local.call("memory_stats", project=local.project)["structuredContent"]["total"] == \
+        before
+    assert not remember()["isError"]  # absent: the default project
+    number = local.call("get_memory", project=local.project, memory_id=123)
+    assert number["content"][0]["text"].endswith("memory_id: must be an id string")
 
 
 def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
@@ -179,22 +225,54 @@ def test_resource_listing_pages_through_every_memory(tmp_path):
         app = App(kernel, (kernel.home / "token").read_text().strip())
         pid = app.v1("POST", "/v1/projects", json={"path": str(repo_with_code(tmp_path / "r"))}
                      ).json["id"]
+        assert not app.call("build_index", project=pid)["isError"]
         items = [{"op": "create", "title": f"decision {i}", "rationale": "r"} for i in range(130)]
         assert app.v1("POST", f"/v1/projects/{pid}/memories/batch",
                       json={"items": items}).status_code == 200
-        uris, cursor, pages = [], None, 0
+        uris, cursor, pages = [], None, []
         while True:
             result = app.rpc("resources/list", {"cursor": cursor} if cursor else {})["result"]
             uris += [r["uri"] for r in result["resources"]]
-            pages += 1
+            pages.append(len(result["resources"]))
             cursor = result.get("nextCursor")
             if not cursor:
                 break
-        assert pages == 2 and len(uris) == len(set(uris)) == 131
+        assert pages == [100, 31] and len(uris) == len(set(uris)) == 131  # the wakeup counts
         assert app.rpc("resources/list", {"cursor": "garbage!"})["error"]["code"] == -32602
         for state in ({"p": 1}, {"p": ["x"]}, {"p": "a", "x": "b"}, {"p": "\ud800"}):
             bad = app.rpc("resources/list", {"cursor": encode_cursor(state)})
             assert bad["error"]["code"] == -32602, state
+    finally:
+        kernel.shutdown()
+
+
+def test_resources_list_what_can_be_read(tmp_path):
+    """A project whose directory is gone is left out (the others are still listed), and so
+    is the wakeup of a project without an index, which reading says how to build."""
+    import shutil
+
+    from tests.plugins.mcp.conftest import App, _kernel, repo_with_code
+    kernel = _kernel(tmp_path / "home")
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        ids, mids = {}, {}
+        for name in ("built", "unbuilt", "gone"):
+            ids[name] = app.v1("POST", "/v1/projects", json={
+                "path": str(repo_with_code(tmp_path / name))}).json["id"]
+            mids[name] = app.call("remember", project=ids[name], title=f"In {name}",
+                                  rationale="r")["structuredContent"]["id"]
+        assert not app.call("build_index", project=ids["built"])["isError"]
+        shutil.rmtree(tmp_path / "gone")
+        listed = app.rpc("resources/list")["result"]["resources"]
+        assert {r["uri"] for r in listed} == {
+            f"neuralmind://projects/{ids['built']}/wakeup",
+            *(f"neuralmind://projects/{ids[n]}/memories/{mids[n]}" for n in ("built", "unbuilt"))}
+        unbuilt = app.rpc("resources/read", {
+            "uri": f"neuralmind://projects/{ids['unbuilt']}/wakeup"})["error"]
+        assert unbuilt["message"] == "index_not_built: the project has no code index yet: call " \
+                                     "build_index"
+        tool = app.call("wakeup", project=ids["unbuilt"])["content"][0]["text"]
+        assert tool == "index_not_built (409): the project has no code index yet: call build_index"
     finally:
         kernel.shutdown()
 
@@ -257,12 +335,13 @@ def test_roles_choose_the_tools_listed_and_routes_refuse_the_rest(team):
 
 
 def test_a_token_for_one_project_sees_nothing_of_another(team):
-    team.as_(team.tokens["builder"]).call("remember", project="b", title="Hidden from a",
-                                          rationale="b only")
+    for project in ("a", "b"):
+        team.as_(team.tokens["builder"]).call("remember", project=project,
+                                              title=f"Only in {project}", rationale="r")
     only_a = team.as_(team.only_a["reader"])
     listed = only_a.call("list_projects")["structuredContent"]["items"]
     assert [p["id"] for p in listed] == ["a"]
-    for tool, args in (("recall", {"query": "Hidden"}), ("wakeup", {}),
+    for tool, args in (("recall", {"query": "Only in b"}), ("wakeup", {}),
                        ("get_memory", {"memory_id": "x"})):
         refused = only_a.call(tool, project="b", **args)
         assert refused["content"][0]["text"].startswith("project_not_found (404)"), tool

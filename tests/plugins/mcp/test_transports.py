@@ -165,23 +165,67 @@ def test_stdio_writes_protocol_messages_only_and_logs_to_stderr(daemon):
     assert answers[2]["result"]["structuredContent"]["project_id"].startswith("p_")
     assert "relaying to" in done.stderr
     # one line saying why, not pydantic's dump of a union's errors and its URL
-    assert "neuralmind: not a JSON-RPC message: Invalid JSON: expected ident at line 1 " \
-           "column 2\n" in done.stderr and "errors.pydantic.dev" not in done.stderr
+    assert "neuralmind: not JSON: Expecting value: line 1 column 1 (char 0)\n" in done.stderr
+
+
+def test_stdio_answers_each_request_it_cannot_relay_by_its_id(daemon):
+    """JSON-RPC 2.0 over stdio: -32700 only for text that is not JSON; -32600 with the id for
+    JSON that is no JSON-RPC request (a null id included: MCP forbids it); a lone surrogate
+    (legal JSON, but no UTF-8) in an argument is the tool's validation error; a message the
+    daemon refuses as too large is the caller's -32600, not an internal error."""
+    call = {"jsonrpc": "2.0", "method": "tools/call"}
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}), "{not json",
+        json.dumps({**call, "id": 3, "params": [1]}),
+        json.dumps({"jsonrpc": "1.0", "id": 4, "method": "ping"}),
+        json.dumps({"jsonrpc": "2.0", "id": None, "method": "ping"}),
+        json.dumps({**call, "id": 5, "params": {"name": "recall", "arguments": {
+            "query": "rocket \ud83d"}}}),
+        json.dumps({**call, "id": 6, "params": {"name": "remember", "arguments": {
+            "title": "t", "rationale": "x" * (1100 * 1024)}}}),
+        json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"})]
+    assert "\\ud83d" in lines[5]  # the escape itself, as JavaScript writes it
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "mcp"],
+                          input="\n".join(lines) + "\n", cwd=daemon.repo, env=daemon.env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    by_id = {m["id"]: m for m in answers if m["id"] is not None}
+    assert set(by_id) == {1, 3, 4, 5, 6, 7} and by_id[7]["result"] == {}
+    assert sorted(m["error"]["code"] for m in answers if m["id"] is None) == [-32700, -32600]
+    assert by_id[3]["error"] == {"code": -32600,
+                                 "message": "Invalid Request: params must be an object"}
+    assert by_id[4]["error"] == {"code": -32600,
+                                 "message": 'Invalid Request: jsonrpc must be "2.0"'}
+    surrogate = by_id[5]["result"]
+    assert surrogate["isError"] and surrogate["content"][0]["text"] == (
+        "validation_error (422): the request did not validate — query: holds a lone surrogate "
+        "(\\ud800-\\udfff), which is no character: send the text whole")
+    assert by_id[6]["error"]["code"] == -32600
+    assert by_id[6]["error"]["message"].startswith("payload_too_large (413): the body is larger")
 
 
 def test_stdio_outlives_a_daemon_restart(daemon):
-    """The daemon stops mid-session: the next call starts it again, and the session (kept
-    in SQLite) is still known to it."""
+    """The daemon stops mid-session: the next calls start it again — once, however many are
+    in flight — and the session (kept in SQLite) is still known to it."""
     async def body(s: ClientSession):
         before = await s.call_tool("list_projects", {})
         daemon.stop()
-        after = await s.call_tool("list_projects", {})
+        after = [None] * 10
+
+        async def one(i):  # calls in flight together: one daemon start serves them all
+            after[i] = await s.call_tool("list_projects", {})
+        async with anyio.create_task_group() as tasks:
+            for i in range(len(after)):
+                tasks.start_soon(one, i)
         return before, after
 
     before, after = run(body, StdioServerParameters(
         command=sys.executable, args=["-m", "neuralmind.cli", "mcp"], env=daemon.env,
         cwd=str(daemon.repo)))
-    assert not after.is_error and after.structured_content == before.structured_content
+    assert all(not a.is_error and a.structured_content == before.structured_content
+               for a in after), [a.content[0].text for a in after if a.is_error]
     assert daemon.client().health()["status"] == "ok"
 
 
