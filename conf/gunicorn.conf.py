@@ -3,8 +3,15 @@
     NEURALMIND_CONFIG=/config/server.toml gunicorn -c conf/gunicorn.conf.py kernel.wsgi:application
 """
 
-from kernel.config import load_settings
-from kernel.serving import gunicorn_options
+import sys
 
-for _name, _value in gunicorn_options(load_settings()).items():
+from kernel.config import ConfigError, load_settings
+from kernel.serving import CannotServe, gunicorn_options
+
+try:
+    _options = gunicorn_options(load_settings())
+except (ConfigError, CannotServe) as _ex:  # one line, as `neuralmind serve` says it
+    print(f"neuralmind: {_ex}", file=sys.stderr)
+    sys.exit(2)
+for _name, _value in _options.items():
     globals()[_name] = _value

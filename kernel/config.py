@@ -140,6 +140,17 @@ class Settings(BaseModel):
     def server_mode(self) -> bool:
         return self.server.allow_remote
 
+    def misplaced_state(self) -> str | None:
+        """Why the home or the state root cannot hold state — a file is where it, or a folder
+        above it, goes — or None: each worker would otherwise fail on its own, or answer
+        500s."""
+        roots = (("[kernel] home", self.home), ("[kernel] state_dir", self.kernel.state_dir
+                                                and Path(self.kernel.state_dir).expanduser()))
+        for key, path in roots:
+            if path and not next(p for p in (path, *path.parents) if p.exists()).is_dir():
+                return f"{key} {path} is not a directory (a file is in its place)"
+        return None
+
     def section(self, name: str, model: type[BaseModel]) -> BaseModel:
         """Validate a plugin's ``[name]`` section (dotted names reach nested tables)."""
         data: Any = self.raw

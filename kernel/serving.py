@@ -24,7 +24,7 @@ from kernel import __version__, errors
 from kernel.config import Settings
 from kernel.daemon import forget_discovery, write_discovery
 from kernel.plugins import bundled, make_plugin_manager
-from kernel.projects import config_projects, state_root
+from kernel.projects import config_projects
 
 
 class CannotServe(Exception):
@@ -53,12 +53,24 @@ def check_tls(settings: Settings) -> None:
     if not (server.tls_cert and server.tls_key):
         raise BindError("--tls-cert and --tls-key (tls_cert/tls_key) go together; give both")
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(server.tls_cert,
-                                                                            server.tls_key)
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            server.tls_cert, server.tls_key, password=_no_passphrase)
+    except _Encrypted:
+        raise BindError(f"the TLS key {server.tls_key} is encrypted: the server reads its key "
+                        "unencrypted, with no one at a terminal to type a passphrase (`openssl "
+                        f"pkey -in {server.tls_key} -out KEY` writes it so)") from None
     except (OSError, ssl.SSLError) as ex:
         raise BindError(f"cannot load the TLS certificate {server.tls_cert} with key "
                         f"{server.tls_key}: {_tls_fault(server.tls_cert, server.tls_key, ex)}"
                         ) from None
+
+
+class _Encrypted(Exception):
+    """OpenSSL asked for the key's passphrase (it would otherwise ask the terminal)."""
+
+
+def _no_passphrase() -> str:
+    raise _Encrypted
 
 
 def _tls_fault(cert: str, key: str, ex: Exception) -> str:
@@ -78,11 +90,10 @@ def _tls_fault(cert: str, key: str, ex: Exception) -> str:
 
 def check_state(settings: Settings) -> None:
     """The state home and root are directories, or can be made, and ``kernel.db`` is not of
-    a newer NeuralMind: else every worker would fail on its own, or answer 500s."""
-    for key, path in (("[kernel] home", settings.home), ("[kernel] state_dir",
-                                                         state_root(settings))):
-        if path is not None and not next(p for p in (path, *path.parents) if p.exists()).is_dir():
-            raise CannotServe(f"{key} {path} is not a directory (a file is in its place)")
+    a newer NeuralMind: else every worker would fail on its own, or serve nothing it can
+    read."""
+    if why := settings.misplaced_state():
+        raise CannotServe(why)
     if settings.storage.backend == "sqlite" and (settings.home / "kernel.db").is_file():
         from kernel.app import kernel_migrations
         from kernel.storage import newer_schema

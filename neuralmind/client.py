@@ -434,9 +434,11 @@ class NeuralMindClient:
         import urllib.error
         import urllib.request  # here, not at the top: it costs more than the rest of this module
         if not self.url:
+            found = self.home / "daemon.json"
             raise DaemonNotRunning(
-                f"no NeuralMind daemon found: {self.home / 'daemon.json'} does not exist. Start "
-                "one with `neuralmind daemon start` (or set NEURALMIND_API_URL)")
+                f"no NeuralMind daemon found: {found} "
+                f"{'holds no address (it is damaged)' if found.exists() else 'does not exist'}. "
+                "Start one with `neuralmind daemon start` (or set NEURALMIND_API_URL)")
         hdrs = {"Accept": "application/json", "User-Agent": "neuralmind-client/1", **(headers or {})}
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"

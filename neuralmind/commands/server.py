@@ -77,6 +77,8 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     background; :class:`DaemonDidNotStart` says why it could not start."""
     from kernel import daemon
     settings = load_settings(config)
+    if why := settings.misplaced_state():
+        raise CommandError(why)
     running = daemon.status(settings.home)
     if running:
         return running, False

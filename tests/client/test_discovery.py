@@ -60,8 +60,13 @@ def test_no_daemon_is_a_friendly_error(tmp_path, monkeypatch):
     monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
     monkeypatch.setattr("neuralmind.client.BACKOFF_S", 0.01)  # the retries, without the waits
     nm = NeuralMindClient(home=tmp_path)
-    with pytest.raises(DaemonNotRunning, match="neuralmind daemon start"):
+    with pytest.raises(DaemonNotRunning, match=r"daemon\.json does not exist\. Start one with "
+                                               r"`neuralmind daemon start`"):
         nm.health()
+    (tmp_path / "daemon.json").write_text("{half a file")  # a disk that filled up mid-write
+    with pytest.raises(DaemonNotRunning, match=r"daemon\.json holds no address \(it is "
+                                               r"damaged\)\. Start one with"):
+        NeuralMindClient(home=tmp_path).health()
     dead = NeuralMindClient(f"http://127.0.0.1:{free_port()}", token="x")
     with pytest.raises(DaemonNotRunning, match="cannot reach"):
         dead.health()

@@ -142,6 +142,45 @@ def test_a_file_where_the_state_goes_stops_the_server_before_it_forks(tmp_path, 
         gunicorn_options(settings)
 
 
+@pytest.mark.sqlite_only("refused before any database is opened")
+def test_an_encrypted_tls_key_is_refused_without_asking_a_terminal(tmp_path, monkeypatch):
+    """OpenSSL would prompt for the passphrase on the terminal, twice, and a service has none."""
+    import trustme
+    from cryptography.hazmat.primitives import serialization
+
+    from kernel.serving import BindError, gunicorn_options
+    cert = trustme.CA().issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
+    key = serialization.load_pem_private_key(cert.private_key_pem.bytes(), password=None)
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret")))
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    settings = load_settings(None, kernel={"plugins": ["auth"]}, server={
+        "allow_remote": True, "tls_cert": str(tmp_path / "cert.pem"),
+        "tls_key": str(tmp_path / "key.pem")})
+    with pytest.raises(BindError, match=rf"^the TLS key {tmp_path / 'key.pem'} is encrypted: "):
+        gunicorn_options(settings)
+
+
+@pytest.mark.sqlite_only("refused before any database is opened")
+def test_plain_gunicorn_says_a_config_mistake_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[servr]\nport = 1\n")
+    env = {**os.environ, "NEURALMIND_CONFIG": str(cfg), "NEURALMIND_HOME": str(tmp_path / "h")}
+    done = subprocess.run([sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py",
+                           "kernel.wsgi:application"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"neuralmind: [servr] in {cfg} is no section of NeuralMind or of an "
+                           "installed plugin: did you mean [server]?\n")
+
+
 def test_a_daemon_that_cannot_start_says_why(tmp_path, monkeypatch):
     from kernel import daemon
     cfg = tmp_path / "c.toml"

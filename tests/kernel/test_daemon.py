@@ -53,6 +53,16 @@ def test_daemon_refuses_a_non_loopback_host(tmp_path):
     assert r.returncode == 2 and "server mode" in r.stderr and "neuralmind serve" in r.stderr
 
 
+@pytest.mark.parametrize("command", [("daemon", "start"), ("up",)])
+def test_a_file_where_the_home_goes_is_one_line_before_any_process(tmp_path, command):
+    from tests.support import run_cli
+    home = tmp_path / "home"
+    home.touch()
+    code, out, err = run_cli(*command, env={"NEURALMIND_HOME": str(home)})
+    assert (code, out, err) == (2, "", f"neuralmind: [kernel] home {home} is not a directory "
+                                       "(a file is in its place)\n")
+
+
 def test_serve_refuses_remote_bind_without_server_mode(tmp_path):
     r = run(tmp_path, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
     assert r.returncode == 2 and "server mode" in r.stderr
