@@ -13,13 +13,29 @@ called from the CLI (no kernel runs here), see docs/security.md.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
-from neuralmind import load_settings, open_shared, record_event
+from neuralmind import load_settings, open_shared, record_event, unreachable
 from plugins.auth import loopback
 from plugins.auth.roles import auth_section, known_roles
 from plugins.auth.schema import PG_MIGRATIONS
-from plugins.auth.tokens import SHORT_ID, TokenFileError, Tokens, parse_expiry, token_store
+from plugins.auth.tokens import SHORT_ID, TokenError, Tokens, parse_expiry, plain, token_store
+
+
+class DatabaseDown(TokenError):
+    """The shared database cannot be reached: no fault of the command's (exit 1)."""
+
+    exit_code = 1
+
+
+def create_command(settings) -> str:
+    """The ``token create`` line that adds a token the server of ``settings`` reads: with its
+    config, whose mode and tokens file the CLI takes (without one it is loopback mode)."""
+    if settings.source is None:
+        return ("`neuralmind token create --config F --actor A --role R` (F: a config with "
+                "[server] allow_remote = true)")
+    return f"`neuralmind token create --config {shlex.quote(settings.source)} --actor A --role R`"
 
 
 def _settings(args):
@@ -29,22 +45,26 @@ def _settings(args):
 def _server_settings(args):
     settings = _settings(args)
     if not settings.server_mode:
-        raise TokenFileError("per-user tokens need server mode: the loopback daemon accepts only "
-                             "its own token (`neuralmind token show`); give a config with "
-                             "[server] allow_remote = true via --config (docs/security.md)")
+        raise TokenError("per-user tokens need server mode: the loopback daemon accepts only "
+                         "its own token (`neuralmind token show`); give a config with "
+                         "[server] allow_remote = true via --config (docs/security.md)")
     return settings
 
 
 def _loopback_settings(args):
     settings = _settings(args)
     if settings.server_mode:
-        raise TokenFileError("server mode uses no loopback token (the config sets [server] "
-                             "allow_remote = true); give each user a token with `neuralmind "
-                             "token create --actor A --role R`")
+        raise TokenError("server mode uses no loopback token (the config sets [server] "
+                         "allow_remote = true); give each user a token with "
+                         + create_command(settings))
     return settings
 
 
 def _tokens(settings) -> Tokens:
+    """The tokens of ``settings``; a shared database out of reach is said at once, where its
+    pool would retry for 30 s."""
+    if settings.storage.backend == "postgres" and (why := unreachable(settings.storage.dsn)):
+        raise DatabaseDown(why)
     return token_store(settings, open_shared(settings, "auth", PG_MIGRATIONS))
 
 
@@ -53,25 +73,31 @@ def _projects(text: str, settings) -> list[str] | str:
         return "*"
     ids = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     if not ids:
-        raise TokenFileError("--projects: give project ids separated by commas, or *")
+        raise TokenError("--projects: give project ids separated by commas, or *")
+    if not all(map(plain, ids)):
+        raise TokenError(f"--projects {text!r} holds a character that does not print (a "
+                         "newline, a tab, a control character): give ids separated by commas")
     configured = {p.id for p in settings.projects}
     unknown = [p for p in ids if configured and p not in configured]
     if unknown:
-        raise TokenFileError(f"--projects: {', '.join(unknown)} not in the config's [[projects]] "
-                             f"({', '.join(sorted(configured))})")
+        raise TokenError(f"--projects: {', '.join(unknown)} not in the config's [[projects]] "
+                         f"({', '.join(sorted(configured))})")
     return ids
 
 
 def cmd_create(args) -> int:
     settings = _server_settings(args)
     if not args.actor.strip():
-        raise TokenFileError("--actor must not be empty: name who the token identifies "
-                             "(e.g. --actor alice)")
+        raise TokenError("--actor must not be empty: name who the token identifies "
+                         "(e.g. --actor alice)")
+    if not plain(args.actor):
+        raise TokenError(f"--actor {args.actor!r} holds a character that does not print (a "
+                         "newline, a tab, a control character): give a name on one line")
     roles = known_roles(auth_section(settings))
     if args.role not in roles:
-        raise TokenFileError(f"--role {args.role!r}: one of {', '.join(roles)}")
+        raise TokenError(f"--role {args.role!r}: one of {', '.join(roles)}")
     projects = _projects(args.projects, settings)
-    expires = parse_expiry(args.expires) if args.expires else None
+    expires = parse_expiry(args.expires) if args.expires is not None else None
     tokens = _tokens(settings)
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
     record_event(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
@@ -97,7 +123,7 @@ def cmd_list(args) -> int:
         print(json.dumps([r.model_dump() for r in rows]))
         return 0
     if not rows:
-        print("no tokens — add one with `neuralmind token create --actor A --role R`"
+        print(f"no tokens — add one with {create_command(settings)}"
               if settings.server_mode else "no per-user tokens: loopback mode takes only its own "
               "(`neuralmind token show`); per-user tokens need server mode (docs/security.md)")
         return 0
@@ -111,9 +137,9 @@ def cmd_list(args) -> int:
 
 def cmd_revoke(args) -> int:
     if args.actor is not None and not args.actor.strip():
-        raise TokenFileError("--actor must not be empty: name whose tokens to revoke")
+        raise TokenError("--actor must not be empty: name whose tokens to revoke")
     if (args.id is None) == (args.actor is None):
-        raise TokenFileError("give a token id (`neuralmind token list` shows them) or --actor"
+        raise TokenError("give a token id (`neuralmind token list` shows them) or --actor"
                              + (", not both" if args.id else ""))
     settings = _settings(args)
     removed = _tokens(settings).revoke(short_id=args.id, actor=args.actor)
@@ -154,9 +180,9 @@ def _guarded(fn):
     def run(args) -> int:
         try:
             return fn(args)
-        except TokenFileError as ex:
+        except TokenError as ex:
             print(f"neuralmind: {ex}", file=sys.stderr)
-            return 2
+            return ex.exit_code
     return run
 
 

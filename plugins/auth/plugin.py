@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
+
+from pydantic import field_validator
 
 from neuralmind import Actor, EventKind, Permission, Unauthorized, hookimpl
 from plugins.auth.apicalls import ApiCalls
-from plugins.auth.cors import CORS, check_origins
+from plugins.auth.cors import CORS, OriginsOfServer, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
 from plugins.auth.ratelimit import FileBuckets, PgBuckets, RateLimiter
 from plugins.auth.roles import AuthSection, RateLimit, RolePolicy, auth_section, rate_for
 from plugins.auth.schema import PG_MIGRATIONS
-from plugins.auth.tokens import SEEN_MAX, SHORT_ID, TokenRecord, Tokens, token_store
+from plugins.auth.tokens import (SEEN_MAX, SHORT_ID, TokenError, TokenRecord, Tokens, path_fault,
+                                 token_store)
 
 log = logging.getLogger("neuralmind.auth")
 
@@ -60,6 +64,20 @@ class AuthState:
         return cached[1:]
 
 
+class ServerKeys(OriginsOfServer):
+    """``[server]`` as this plugin reads it, checked before a server forks: its origins, and
+    a ``tokens_file`` that a file can be at (a directory there would stop every worker)."""
+
+    tokens_file: str | None = None
+
+    @field_validator("tokens_file")
+    @classmethod
+    def _usable(cls, value: str | None) -> str | None:
+        if value is not None and (fault := path_fault(Path(value).expanduser())):
+            raise TokenError(fault)  # a ConfigError: the server's one line
+        return value
+
+
 def _state(kernel) -> AuthState:
     return kernel.state("auth", lambda: AuthState(kernel))
 
@@ -98,11 +116,14 @@ def register_routes(kernel):
 def startup(kernel):
     state = _state(kernel)
     if kernel.settings.server_mode:
+        if fault := state.tokens.misplaced():
+            raise TokenError(fault)
         state.limiter = RateLimiter(PgBuckets(state.shared) if state.shared is not None
                                     else FileBuckets(kernel.home))
-        if not state.tokens.records():
-            log.warning("no tokens in %s yet: every request is 401 until `neuralmind token "
-                        "create --actor A --role R` adds one", state.tokens.where)
+        if not state.tokens.records() and state.tokens.unreadable is None:  # else said why
+            from plugins.auth.commands import create_command
+            log.warning("no tokens in %s yet: every request is 401 until %s adds one",
+                        state.tokens.where, create_command(kernel.settings))
         return
     token = ensure_token(kernel.home)
     state.loopback = LoopbackToken(kernel.home)
@@ -151,11 +172,9 @@ def register_commands(kernel, subparsers):
 @hookimpl
 def storage_components(settings):
     from plugins.auth.schema import storage_component
-    return [storage_component()]
+    return [storage_component(settings)]
 
 
 @hookimpl
 def config_sections():
-    from plugins.auth.cors import OriginsOfServer
-    from plugins.auth.roles import AuthSection
-    return {"auth": AuthSection, "server": OriginsOfServer}
+    return {"auth": AuthSection, "server": ServerKeys}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pydantic import Field
 
-from neuralmind import Conflict, Model, NotFound, operation
-from plugins.auth.tokens import SHORT_ID, TokenFileError, TokenRecord, Tokens
+from neuralmind import Conflict, Model, NotFound, Unavailable, operation
+from plugins.auth.tokens import SHORT_ID, AmbiguousId, TokenError, TokenRecord, Tokens
 
 
 class WhoAmI(Model):
@@ -35,6 +38,18 @@ def token_out(h: str, rec: TokenRecord) -> TokenOut:
                     created_at=rec.created_at, expires_at=rec.expires_at, expired=rec.expired())
 
 
+@contextmanager
+def stored_tokens() -> Iterator[None]:
+    """Reading and revoking tokens: stored tokens a hand edit broke are a 503 saying what is
+    wrong, never a 500 (the server refuses every token until they are fixed)."""
+    try:
+        yield
+    except AmbiguousId as ex:  # two hashes sharing 8 hex characters: ask for the CLI
+        raise Conflict(str(ex), code="token_id_ambiguous") from None
+    except TokenError as ex:
+        raise Unavailable(str(ex)) from None
+
+
 class WhoAmIResource:
     def __init__(self, kernel):
         self.kernel = kernel
@@ -57,17 +72,17 @@ class TokensResource:
     @operation(permission="tokens.manage", response=TokenList, tags=["auth"],
                summary="Server-mode tokens (ids, actors, roles; never the secrets)")
     def on_get(self, req, resp):
-        return TokenList(items=[token_out(h, r) for h, r in self.tokens.listing()])
+        with stored_tokens():
+            return TokenList(items=[token_out(h, r) for h, r in self.tokens.listing()])
 
     @operation(permission="tokens.manage", status=204, tags=["auth"],
                summary="Revoke a token by its id; every worker refuses it at its next request")
     def on_delete_item(self, req, resp, token_id):
-        if len(token_id) != SHORT_ID or token_id not in {h[:SHORT_ID] for h, _ in self.tokens.listing()}:
-            raise NotFound(f"no token with id {token_id}", code="token_not_found")
-        try:
+        with stored_tokens():
+            if len(token_id) != SHORT_ID or token_id not in {
+                    h[:SHORT_ID] for h, _ in self.tokens.listing()}:
+                raise NotFound(f"no token with id {token_id}", code="token_not_found")
             removed = self.tokens.revoke(short_id=token_id)
-        except TokenFileError as ex:  # two hashes sharing 8 hex characters: ask for the CLI
-            raise Conflict(str(ex), code="token_id_ambiguous") from None
         for h, rec in removed:
             self.kernel.emit("token.revoked", actor=req.context.actor,
                              request_id=req.context.request_id,

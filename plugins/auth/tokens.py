@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from neuralmind import write_private
+from neuralmind import ConfigError, write_private
 from plugins.auth.loopback import new_token
 
 log = logging.getLogger("neuralmind.auth")
@@ -32,11 +32,21 @@ log = logging.getLogger("neuralmind.auth")
 TOKENS_FILE = "tokens.json"
 SHORT_ID = 8
 SEEN_MAX = 4096
-DURATION = re.compile(r"^([+-]?\d+)([dhm])$")
+DURATION = re.compile(r"^([+-]?\d{1,12})([dhm])$")
+HASH = re.compile(r"^[0-9a-f]{64}$")
+FIELDS = ("actor", "role", "projects", "created_at", "expires_at")
 
 
-class TokenFileError(Exception):
-    """A tokens file that cannot be read or an argument the CLI refuses."""
+class TokenError(ConfigError):
+    """Stored tokens that cannot be read, a tokens file that cannot be where the config puts
+    it, or an argument the CLI refuses. A ConfigError, so a command and a server's start-up
+    say it as it is, in one line."""
+
+    exit_code = 2
+
+
+class AmbiguousId(TokenError):
+    """A short token id that more than one hash starts with."""
 
 
 def digest(token: str) -> str:
@@ -51,33 +61,42 @@ def iso(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def instant(text: str) -> datetime:
+    """An ISO datetime, UTC when it names no zone; ValueError when ``text`` is none."""
+    at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def parse_expiry(text: str, start: datetime | None = None) -> str:
     """``30d``/``12h``/``15m`` from now, or an ISO datetime (UTC when no zone), or a date: the
     token lasts through that day (UTC), as "expires 2026-12-31" reads. Each must lie ahead: a
     token born expired is a mistake, never a use."""
     start = start or now()
-    m = DURATION.match(text.strip())
+    if not text.strip():  # `--expires ""` from a script's empty variable: never "no expiry"
+        raise TokenError("--expires is empty: leave it out for a token that never expires, or "
+                         "give a date (2026-12-31), a datetime or a duration (30d, 12h, 15m)")
+    try:
+        at = _expiry(text.strip(), start)
+        shown = iso(at)
+    except OverflowError:
+        raise TokenError(f"--expires {text!r} is too far ahead: past the year 9999") from None
+    if at <= start:
+        raise TokenError(f"--expires {text!r} is not in the future: give a later date or a "
+                         "duration above zero (30d, 12h, 15m)")
+    return shown
+
+
+def _expiry(text: str, start: datetime) -> datetime:
+    m = DURATION.match(text)
     if m:
         unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
-        try:
-            at = start + timedelta(**{unit: int(m.group(1))})
-        except OverflowError:
-            raise TokenFileError(f"--expires {text!r} is too far ahead: past the year 9999"
-                                 ) from None
-    else:
-        try:
-            at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise TokenFileError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
-                                 "or a duration like 30d, 12h, 15m") from None
-        if at.tzinfo is None:
-            at = at.replace(tzinfo=UTC)
-        if len(text.strip()) == 10:  # a date alone: through its last second
-            at += timedelta(days=1)
-    if at <= start:
-        raise TokenFileError(f"--expires {text!r} is not in the future: give a later date or a "
-                             "duration above zero (30d, 12h, 15m)")
-    return iso(at)
+        return start + timedelta(**{unit: int(m.group(1))})
+    try:
+        at = instant(text)
+    except ValueError:
+        raise TokenError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
+                         "or a duration like 30d, 12h, 15m") from None
+    return at + timedelta(days=1) if len(text) == 10 else at  # a date: through its last second
 
 
 @dataclass(frozen=True)
@@ -91,9 +110,7 @@ class TokenRecord:
     @property
     def expires_ts(self) -> float:
         """Expiry as epoch seconds (infinity for none), for a cheap per-request comparison."""
-        if self.expires_at is None:
-            return float("inf")
-        return datetime.fromisoformat(self.expires_at.replace("Z", "+00:00")).timestamp()
+        return float("inf") if self.expires_at is None else instant(self.expires_at).timestamp()
 
     def expired(self) -> bool:
         return now().timestamp() >= self.expires_ts
@@ -104,16 +121,90 @@ class TokenRecord:
         return None if self.projects == "*" else tuple(self.projects)
 
 
+def plain(text: object) -> bool:
+    """A name a listing can show in its column: a non-empty string of printable characters
+    (no newline, tab or other control character to break the lines)."""
+    return isinstance(text, str) and bool(text.strip()) and text.isprintable()
+
+
+def _shown(value: object) -> str:
+    """A stored value in a message: JSON, on one line, cut short."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def stored_record(source: str, key: object, fields: object) -> TokenRecord:
+    """A stored token the server can trust, or TokenError naming ``source`` (the file, the
+    table), the token and what is wrong: a hand edit costs one clear line, never a 500 at
+    each request that presents the token."""
+    if not (isinstance(key, str) and HASH.match(key)):
+        raise TokenError(f"{source}: {_shown(key)} is not a token's sha256 (64 hex characters)")
+    where = f"{source}: token {key[:SHORT_ID]}"
+    if not isinstance(fields, dict):
+        raise TokenError(f"{where} is {_shown(fields)}, not an object of {', '.join(FIELDS)}")
+    missing = [f for f in FIELDS[:-1] if f not in fields]  # expires_at may be left out
+    unknown = [_shown(f) for f in sorted(set(fields) - set(FIELDS))]
+    faults = [f"{what} {', '.join(names)}" for what, names in (("missing", missing),
+                                                                ("unknown", unknown)) if names]
+    if faults:
+        raise TokenError(f"{where}: {'; '.join(faults)} (a token holds {', '.join(FIELDS)})")
+    for name in ("actor", "role"):
+        if not plain(fields[name]):
+            raise TokenError(f"{where}: {name} {_shown(fields[name])} is not a name of "
+                             "printable characters")
+    projects = fields["projects"]
+    if projects != "*" and not (isinstance(projects, list) and all(map(plain, projects))):
+        raise TokenError(f'{where}: projects {_shown(projects)} is neither "*" nor a list of '
+                         "project ids")
+    for name in ("created_at", "expires_at"):
+        value = fields.get(name)
+        if value is None and name == "expires_at":
+            continue
+        try:
+            instant(value)
+        except (AttributeError, ValueError):  # not a string, or not a datetime
+            raise TokenError(f"{where}: {name} {_shown(value)} is not an ISO datetime "
+                             "(2026-12-31T00:00:00Z)"
+                             + (" or null" if name == "expires_at" else "")) from None
+    return TokenRecord(**fields)
+
+
 def tokens_path(settings) -> Path:
     return Path(settings.server.tokens_file or settings.home / TOKENS_FILE).expanduser()
 
 
-def _parse(text: str, path: Path) -> dict[str, TokenRecord]:
+def path_fault(path: Path) -> str | None:
+    """Why no tokens file can be at ``path`` — a directory in its place, or a file where one
+    of its folders goes — or None."""
+    if path.is_dir():
+        return (f"tokens file {path} is a directory: [server] tokens_file names the file "
+                "itself (e.g. tokens.json in it)")
+    blocker = next((p for p in path.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        return f"tokens file {path} cannot be made: {blocker} is a file, not a directory"
+    return None
+
+
+def _parse(raw: bytes, path: Path) -> dict[str, TokenRecord]:
+    """The records of a tokens file, each checked: TokenError names the file and what is
+    wrong (an empty file holds no tokens)."""
+    source = f"tokens file {path}"
+    if not raw.strip():
+        return {}
     try:
-        data = json.loads(text) if text.strip() else {}
-        return {h: TokenRecord(**rec) for h, rec in data.get("tokens", {}).items()}
-    except (ValueError, TypeError, AttributeError) as ex:
-        raise TokenFileError(f"tokens file {path} is not valid: {ex}") from None
+        data = json.loads(raw)
+    except ValueError as ex:  # JSON or UTF-8 broken
+        raise TokenError(f"{source} is not valid JSON: {ex}") from None
+    shape = '{"version": 1, "tokens": {sha256: {actor, role, projects, created_at, expires_at}}}'
+    if not isinstance(data, dict):
+        raise TokenError(f"{source} holds {_shown(data)}, not {shape}")
+    if data.get("version") != 1:
+        raise TokenError(f"{source} is version {_shown(data.get('version'))}: this NeuralMind "
+                         "reads version 1")
+    if not isinstance(data.get("tokens"), dict):
+        raise TokenError(f'{source}: "tokens" is {_shown(data.get("tokens"))}, not an object '
+                         f"(the file holds {shape})")
+    return {h: stored_record(source, h, rec) for h, rec in data["tokens"].items()}
 
 
 class Tokens(ABC):
@@ -128,6 +219,7 @@ class Tokens(ABC):
         self._stamp: Hashable | None = None
         self._records: dict[str, TokenRecord] = {}
         self._seen: dict[str, tuple[str, TokenRecord] | None] = {}  # token → lookup, this version
+        self.unreadable: str | None = None  # why this version of the records could not be read
 
     @abstractmethod
     def _current(self) -> Hashable | None:
@@ -141,24 +233,31 @@ class Tokens(ABC):
     def _editing(self) -> AbstractContextManager[dict[str, TokenRecord]]:
         """The records, locked against other writers; changes made to the dict are saved."""
 
+    def misplaced(self) -> str | None:
+        """Why the records cannot be kept where the config puts them, or None."""
+        return None
+
     # -- the server's side: one cheap check per request ------------------------------------
 
     def records(self) -> dict[str, TokenRecord]:
         stamp = self._current()
-        if stamp is None:
-            return {}
         if stamp != self._stamp:
             with self._lock:
                 if stamp != self._stamp:
-                    try:
-                        self._records = self._read()
-                    except (TokenFileError, OSError) as ex:
-                        # fail closed: a broken hand edit must not keep a revoked token alive
-                        log.error("%s; refusing every token until it is fixed", ex)
-                        self._records = {}
+                    self._records, self.unreadable = (self._load() if stamp is not None
+                                                      else ({}, None))
                     self._seen = {}
                     self._stamp = stamp
         return self._records
+
+    def _load(self) -> tuple[dict[str, TokenRecord], str | None]:
+        """``(records, None)``, or no records and why: fail closed, as a broken hand edit must
+        not keep a revoked token alive. Said once per version of the records."""
+        try:
+            return self._read(), None
+        except TokenError as ex:
+            log.error("%s; refusing every token until it is fixed", ex)
+            return {}, str(ex)
 
     def lookup(self, token: str) -> tuple[str, TokenRecord] | None:
         """``(hash, record)`` for a presented token. A dict lookup by sha256 leaks nothing
@@ -200,22 +299,19 @@ class Tokens(ABC):
             if short_id is not None:
                 prefix = short_id.lower()
                 if len(prefix) < SHORT_ID or not re.fullmatch(r"[0-9a-f]+", prefix):
-                    raise TokenFileError(f"a token id is at least {SHORT_ID} hex characters "
-                                         "(see `neuralmind token list`)")
+                    raise TokenError(f"a token id is at least {SHORT_ID} hex characters "
+                                     "(see `neuralmind token list`)")
                 hits = [h for h in records if h.startswith(prefix)]
                 if len(hits) > 1:
-                    raise TokenFileError(f"token id {short_id} is ambiguous; give more characters")
+                    raise AmbiguousId(f"token id {short_id} is ambiguous; give more characters")
             else:
                 hits = [h for h, r in records.items() if r.actor == actor]
             removed = [(h, records.pop(h)) for h in hits]
         return removed
 
     def listing(self) -> list[tuple[str, TokenRecord]]:
-        try:
-            records = self._read()
-        except FileNotFoundError:
-            return []
-        return sorted(records.items(), key=lambda kv: (kv[1].actor, kv[1].created_at))
+        """Every record, read now, by actor; TokenError when they cannot be read."""
+        return sorted(self._read().items(), key=lambda kv: (kv[1].actor, kv[1].created_at))
 
 
 class TokenFile(Tokens):
@@ -232,22 +328,34 @@ class TokenFile(Tokens):
             st = os.stat(self.path)
         except FileNotFoundError:
             return None
+        except OSError as ex:  # a file where a folder of the path goes: _read says so
+            return ex.errno
         return st.st_mtime_ns, st.st_ino, st.st_size
 
     def _read(self) -> dict[str, TokenRecord]:
-        return _parse(self.path.read_text(), self.path)
+        """The file's records; none when there is no file yet."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as ex:
+            raise TokenError(path_fault(self.path)
+                             or f"tokens file {self.path} cannot be read: {ex.strerror}") from None
+        return _parse(raw, self.path)
+
+    def misplaced(self) -> str | None:
+        return path_fault(self.path)
 
     @contextmanager
     def _editing(self) -> Iterator[dict[str, TokenRecord]]:
+        if fault := path_fault(self.path):
+            raise TokenError(fault)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock_path = self.path.with_name(f".{self.path.name}.lock")
         fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                records = self._read()
-            except FileNotFoundError:
-                records = {}
+            records = self._read()
             yield records
             body = {"version": 1, "tokens": {h: asdict(r) for h, r in sorted(records.items())}}
             write_private(self.path, json.dumps(body, indent=2) + "\n")
@@ -270,6 +378,7 @@ INSERT INTO auth_tokens_version VALUES (1, 0);
 PG_RECHECK_S = 0.25  # a revocation reaches every server within this
 PG_MISS_RECHECK_S = 0.01
 EDIT_LOCK = 0x6E6D_746B  # pg_advisory_xact_lock key of token edits ("nmtk")
+NEXT_VERSION = "UPDATE auth_tokens_version SET version = version + 1"  # 0: never held a token
 
 
 class PgTokens(Tokens):
@@ -300,44 +409,62 @@ class PgTokens(Tokens):
 
     def _read(self) -> dict[str, TokenRecord]:
         rows = self.db.conn.execute("SELECT * FROM auth_tokens").fetchall()
-        return {r["digest"]: _record(r) for r in rows}
+        return {r["digest"]: self._record(r) for r in rows}
 
     @contextmanager
     def _editing(self) -> Iterator[dict[str, TokenRecord]]:
         with self.db.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (EDIT_LOCK,))
-            before = {r["digest"]: _record(r)
+            before = {r["digest"]: self._record(r)
                       for r in conn.execute("SELECT * FROM auth_tokens").fetchall()}
             records = dict(before)
             yield records
             for h in before.keys() - records.keys():
                 conn.execute("DELETE FROM auth_tokens WHERE digest = ?", (h,))
-            for h in records.keys() - before.keys():
-                r = records[h]
-                conn.execute("INSERT INTO auth_tokens VALUES (?, ?, ?, ?, ?, ?)",
-                             (h, r.actor, r.role, json.dumps(r.projects), r.created_at,
-                              r.expires_at))
-            conn.execute("UPDATE auth_tokens_version SET version = version + 1")
+            _insert(conn, {h: records[h] for h in records.keys() - before.keys()})
+            conn.execute(NEXT_VERSION)
         self._checked = (float("-inf"), None)
 
+    def seed(self, records: dict[str, TokenRecord]) -> bool:
+        """Fill a table that never held a token with ``records`` (``storage migrate``), or
+        write nothing and return False. Once the table has held tokens (a first copy, a
+        server's create or revoke), the database has the last word: copying again would bring
+        back a token an admin revoked there."""
+        with self.db.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (EDIT_LOCK,))
+            if conn.execute("SELECT version FROM auth_tokens_version").fetchone()[0]:
+                return False
+            _insert(conn, records)
+            conn.execute(NEXT_VERSION)
+        return True
 
-def _record(row) -> TokenRecord:
-    return TokenRecord(row["actor"], row["role"], json.loads(row["projects"]), row["created_at"],
-                       row["expires_at"])
+    def _record(self, row) -> TokenRecord:
+        try:
+            projects = json.loads(row["projects"])
+        except ValueError:  # a hand edit: checked as it is
+            projects = row["projects"]
+        return stored_record(self.where, row["digest"], {
+            "actor": row["actor"], "role": row["role"], "projects": projects,
+            "created_at": row["created_at"], "expires_at": row["expires_at"]})
+
+
+def _insert(conn, records: dict[str, TokenRecord]) -> None:
+    for h, r in records.items():
+        conn.execute("INSERT INTO auth_tokens VALUES (?, ?, ?, ?, ?, ?)",
+                     (h, r.actor, r.role, json.dumps(r.projects), r.created_at, r.expires_at))
 
 
 def copy_tokens(home, target) -> list:
-    """``neuralmind storage migrate``: the home's tokens file into the shared table (tokens
-    already there stay); verified when every token of the file is in the table."""
+    """``neuralmind storage migrate``: the home's tokens file into the shared table, while
+    that has never held a token (:meth:`PgTokens.seed`); verified when every token of the file
+    is in the table — a token revoked there since the first copy is a MISMATCH, not a copy."""
     from neuralmind import Check
-    records = TokenFile(tokens_path(home.settings)).listing()
-    shared = PgTokens(target)
-    with shared._editing() as stored:
-        for h, record in records:
-            stored.setdefault(h, record)
-    in_table = shared._read()
+    records = dict(TokenFile(tokens_path(home.settings)).listing())
+    if records:
+        PgTokens(target).seed(records)
+    in_table = {r["digest"] for r in target.conn.execute("SELECT digest FROM auth_tokens")}
     return [Check("tokens of the file in auth_tokens", len(records),
-                  sum(h in in_table for h, _ in records))]
+                  len(records.keys() & in_table))]
 
 
 def token_store(settings, shared_db) -> Tokens:

@@ -236,6 +236,34 @@ def test_create_refuses_an_expiry_not_in_the_future_and_an_empty_actor(team):
     assert not {"nobody", "", "   "} & {t["actor"] for t in listed}
 
 
+def test_create_refuses_an_expiry_past_the_year_9999_or_empty(team):
+    for expires, says in (("9999-12-31", "--expires '9999-12-31' is too far ahead"),
+                          ("9999-12-31T23:59:59-05:00", "is too far ahead: past the year 9999"),
+                          ("", "--expires is empty: leave it out for a token that never expires"),
+                          (" ", "--expires is empty")):
+        done = cli(team.server.home, "token", "create", "--actor", "late", "--role", "reader",
+                   f"--expires={expires}", config=team.config, check=False)
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 2 and line.startswith("neuralmind: ") and says in line, done
+    listed = json.loads(cli(team.server.home, "token", "list", "--json", config=team.config).stdout)
+    assert "late" not in {t["actor"] for t in listed}
+
+
+def test_create_refuses_names_that_do_not_print(team):
+    """A newline or another control character in a name would break `token list`'s lines."""
+    for args, says in ((("--actor", "a\nb"), "--actor 'a\\nb' holds a character that does not "
+                                             "print"),
+                       (("--actor", "a\x1b[2Jb"), "holds a character that does not print"),
+                       (("--actor", "ok", "--projects", "a,b\tc"),
+                        "--projects 'a,b\\tc' holds a character that does not print")):
+        done = cli(team.server.home, "token", "create", "--role", "reader", *args,
+                   config=team.config, check=False)
+        [line] = done.stderr.splitlines()
+        assert done.returncode == 2 and says in line, done
+    listed = cli(team.server.home, "token", "list", config=team.config).stdout.splitlines()
+    assert all(re.match(r"^[0-9a-f]{8}  ", line) for line in listed[1:]), listed
+
+
 def test_loopback_token_commands_refuse_in_server_mode(team):
     """A team server neither reads nor makes the loopback token: printing one would hand out
     a credential it answers with 401."""
