@@ -377,8 +377,10 @@ def schemathesis(url: str, token: str, folder: Path, *options: str, config: str 
 def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """``neuralmind ARGV`` through the CLI's own ``main`` in this process, with ``env`` set
     for the call only (a subprocess costs a second or two of imports on a loaded machine):
-    ``(exit code, stdout, stderr)``. A run in a home (``NEURALMIND_HOME``) uses the module's
-    storage backend, as the home's server does."""
+    ``(exit code, stdout, stderr)``. What the command sets in the environment for processes
+    it would start (``serve``: ``NEURALMIND_CONFIG``) ends with it, as a process's would. A run
+    in a home (``NEURALMIND_HOME``) uses the module's storage backend, as the home's server
+    does."""
     import pytest
 
     from neuralmind.cli import main
@@ -388,6 +390,7 @@ def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, st
         if dsn := home_dsn(env["NEURALMIND_HOME"], config and Path(config), env):
             env["NEURALMIND_DATABASE_URL"] = dsn
     out, err = io.StringIO(), io.StringIO()
+    before = dict(os.environ)
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
@@ -396,6 +399,9 @@ def run_cli(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, st
                 code = main(list(argv))
             except SystemExit as ex:  # argparse's usage errors
                 code = ex.code
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
     return code, out.getvalue(), err.getvalue()
 
 
