@@ -150,6 +150,29 @@ def cmd_check(args) -> int:
     return 1 if newer else 0
 
 
+def _unreadable(home, found) -> str | None:
+    """Why a SQLite file of the home cannot be copied — not a database, or a newer
+    NeuralMind's — said before anything is copied, naming the file; None when each can be."""
+    import sqlite3
+    from contextlib import closing
+
+    from kernel.storage import newer_schema
+    try:
+        files = [(c.name, f) for c in found for f in c.files(home)
+                 if f.migrations is not None and f.path.is_file()]
+    except sqlite3.DatabaseError as ex:  # kernel.db, which lists the projects
+        return f"{home.path / 'kernel.db'} cannot be read: {ex}"
+    for name, file in files:
+        try:
+            with closing(sqlite3.connect(file.path)) as conn:
+                conn.execute("PRAGMA schema_version")
+        except sqlite3.DatabaseError as ex:
+            return f"{file.path} ({name}) cannot be read: {ex}"
+        if why := newer_schema(file.path, file.migrations):
+            return why
+    return None
+
+
 def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
     cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
@@ -190,6 +213,9 @@ def cmd_migrate(args) -> int:
               "to copy. Is $NEURALMIND_HOME (or the config's [kernel] home) the right one?",
               file=sys.stderr)
         return 2
+    if why := _unreadable(home, found):
+        print(f"neuralmind: {why}; nothing was copied", file=sys.stderr)
+        return 1
     report: list[dict] = []
     try:
         backend = connect(dsn, 2)

@@ -117,6 +117,28 @@ def test_a_home_of_a_newer_neuralmind_is_said_once_and_never_served(tmp_path, mo
                                   "before serving it")
 
 
+def test_a_file_that_is_no_database_is_named_before_anything_is_copied(tmp_path):
+    import psycopg
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir(), repo.mkdir()
+    (home / "config.toml").write_text(CONFIG)
+    with LocalServer(home, plugins=PLUGINS) as server:
+        pid = server.register(repo)
+        assert server.post(f"/v1/projects/{pid}/memories", {"title": "Use WAL",
+                                                            "rationale": "readers"}).status == 201
+    broken = next(repo.glob("**/memory.db"))
+    for wal in broken.parent.glob("memory.db-*"):  # else its pages are read from the WAL
+        wal.unlink()
+    broken.write_bytes(b"not a database " * 500)  # a disk that failed under it
+    dsn = fresh_pg_dsn()
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert (code, out) == (1, ""), out
+    assert err == f"neuralmind: {broken} (memory) cannot be read: file is not a database; " \
+                  "nothing was copied\n"
+    with psycopg.connect(dsn) as conn:  # not even the schema's bookkeeping
+        assert conn.execute("SELECT to_regclass('nm_schema')").fetchone()[0] is None
+
+
 def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp_path):
     home, seen = served_home
     dsn = fresh_pg_dsn()
