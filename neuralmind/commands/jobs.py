@@ -3,12 +3,24 @@
 
 from __future__ import annotations
 
-from neuralmind.commands.common import (CommandError, client, common_flags, emit, fields, filled,
+import argparse
+import re
+
+from neuralmind.commands.common import (CommandError, client, common_flags, emit, fields,
                                         seconds)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIELDS = ("id", "kind", "status", "project_id", "progress", "result", "error", "created_at",
           "started_at", "finished_at")
+
+
+def job_id(text: str) -> str:
+    """An argparse ``type``: what a job id can be (16 hex digits), so a path-like one is named
+    here rather than read by the server as another route."""
+    if not re.fullmatch(r"[0-9a-f]{16}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job id (16 hex digits, as "
+                                         "`build --no-wait` prints it)")
+    return text
 
 
 def cmd_show(args) -> int:
@@ -43,7 +55,7 @@ def add_commands(sub) -> None:
                              ("wait", cmd_wait, "follow a job to its end (exit 1 unless done)"),
                              ("cancel", cmd_cancel, "ask a running job to stop")):
         parser = group.add_parser(name, parents=[common], help=help)
-        parser.add_argument("id", type=filled, help="the job id (`build --no-wait` prints it)")
+        parser.add_argument("id", type=job_id, help="the job id (`build --no-wait` prints it)")
         parser.set_defaults(func=func)
         if name == "wait":
             parser.add_argument("--timeout", type=seconds, default=3600,

@@ -62,7 +62,9 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
     (("memory", "list", "--author", ""), "argument --author: cannot be empty"),
     (("memory", "edit", "m1", "--if-match", "garbage", "-r", "y"),
      "argument --if-match: 'garbage' is not an updated_at time"),
-    (("job", "show", " "), "argument id: cannot be empty"),
+    (("job", "show", " "), "argument id: ' ' is not a job id (16 hex digits"),
+    (("job", "cancel", "../x"), "argument id: '../x' is not a job id (16 hex digits, as "
+                                "`build --no-wait` prints it)"),
     (("eval", "impact", ".", "--limit", "0"), "--limit: 0 is outside 1–1000"),
     (("eval", "next", ".", "-k", "0"), "-k/--k: 0 is outside 1–50"),
     (("eval", "next", ".", "--max-files", "1"),
@@ -173,7 +175,7 @@ def test_build_no_wait_succeeds_and_jobs_are_shown_waited_for_and_cancelled(cli)
     assert code == 0 and "status" in out and "done" in out and "{'" not in out
     code, _, err = cli("job", "cancel", job_id)
     assert code == 1 and "job_finished" in err
-    code, _, err = cli("job", "show", "nope")
+    code, _, err = cli("job", "show", "feedfacefeedface")
     assert code == 1 and "job_not_found" in err
 
 
