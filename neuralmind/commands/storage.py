@@ -32,12 +32,15 @@ def add_commands(subparsers) -> None:
 
 
 def components(settings) -> list:
-    """The kernel's component, then each enabled plugin's (``storage_components``)."""
+    """The kernel's component, then each enabled plugin's (``storage_components``), once the
+    config's sections are checked as a server checks them: a misspelt ``[storag]`` would
+    otherwise check or copy the SQLite home it meant to leave."""
     from kernel.plugins import make_plugin_manager
     from kernel.stored import kernel_component
+    pm = make_plugin_manager(settings.kernel.plugins)
+    settings.check_sections(pm)
     found = [kernel_component()]
-    for batch in make_plugin_manager(settings.kernel.plugins).hook.storage_components(
-            settings=settings):
+    for batch in pm.hook.storage_components(settings=settings):
         found.extend(batch or ())
     return found
 

@@ -223,6 +223,13 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
     (empty / "config.toml").write_text(CONFIG)
     code, _, err = storage(empty, "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
     assert code == 2 and "holds no NeuralMind state" in err
+    misspelt = tmp_path / "misspelt"
+    misspelt.mkdir()
+    (misspelt / "config.toml").write_text(CONFIG + '[storag]\nbackend = "postgres"\n')
+    for argv in (("check",), ("migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())):
+        assert storage(misspelt, *argv) == (2, "", (
+            f"neuralmind: [storag] in {misspelt / 'config.toml'} is no section of NeuralMind or "
+            "of an installed plugin: did you mean [storage]?\n")), argv
     code, _, err = storage(home, "migrate", "--to", "postgres",
                            "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     assert code == 1 and "cannot be reached" in err
