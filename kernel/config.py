@@ -215,9 +215,16 @@ def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = N
         where = (origins or {}).get(tuple(map(str, error["loc"][:2])))
         if where:
             key += f" (from {where})"
-        got = (f" (got {error['input']!r:.60})" if key and error["type"] != "missing" else "")
+        got = (f" (got {_as_written(error['input']):.60})"
+               if key and error["type"] != "missing" else "")
         out.append(f"{key}: {error_message(error)}{got}" if key else error_message(error))
     return "; ".join(out)
+
+
+def _as_written(value: Any) -> str:
+    """A config value as TOML writes it (``true``, ``"x"``, ``[1, 2]``), not as Python
+    shows it (``True``, ``'x'``)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 # NEURALMIND_* variables that set one key as they are

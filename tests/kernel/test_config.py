@@ -223,7 +223,7 @@ def test_a_dsn_in_the_file_selects_postgres_as_the_variable_does(tmp_path, monke
 
 def test_a_bad_value_names_the_variable_or_flag_it_came_from(tmp_path, monkeypatch):
     """The file was blamed for a value it did not hold: `invalid config mb.toml:
-    kernel.max_body_bytes … (got 'abc')` for NEURALMIND_API_MAX_BODY_BYTES=abc."""
+    kernel.max_body_bytes … (got "abc")` for NEURALMIND_API_MAX_BODY_BYTES=abc."""
     cfg = tmp_path / "mb.toml"
     cfg.write_text("[server]\nthreads = 0\n")
     monkeypatch.setenv("NEURALMIND_API_MAX_BODY_BYTES", "abc")

@@ -50,8 +50,8 @@ def test_a_bad_section_stops_serve_with_a_message(tmp_path):
     assert done.returncode == 2
     # the server's one check of every section, with the file and each key (no pydantic dump)
     assert done.stderr == (f"neuralmind: [tier2] in {cfg}: self_hosted.port: Input should be a "
-                           "valid integer, unable to parse string as an integer (got 'high'); "
-                           "self_hosted.bind: Extra inputs are not permitted (got '0.0.0.0')\n")
+                           "valid integer, unable to parse string as an integer (got \"high\"); "
+                           "self_hosted.bind: Extra inputs are not permitted (got \"0.0.0.0\")\n")
 
 
 def test_server_keys_leave_out_what_the_section_leaves_out():
