@@ -8,6 +8,7 @@ generate the OpenAPI document. Handlers never parse JSON or build error bodies.
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -161,7 +162,8 @@ class Validator:
             except ValidationError as ex:
                 errors = ex.errors(include_url=False)
                 if any(e["type"] == "json_invalid" for e in errors):
-                    raise InvalidJSON(details={"reason": errors[0]["msg"]}) from None
+                    raise InvalidJSON(_why_not_json(raw, errors[0]["msg"]),
+                                      details={"reason": errors[0]["msg"]}) from None
                 if not all(_integral_float(e) for e in errors):
                     raise
                 # 6.0 is an integer in JSON Schema: validated again, every other rule still holds
@@ -179,6 +181,19 @@ class Validator:
             data = json.dumps(result, default=str).encode()
         resp.content_type = JSON
         resp.data = data
+
+
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _why_not_json(raw: bytes, reason: str) -> str | None:
+    """What to say of a body pydantic cannot read (None: the class's own message). A lone
+    surrogate escape (``"\\ud83d"``, what JavaScript writes of a string cut inside an emoji) is
+    valid JSON to some readers, but no character: say so, not that the JSON is broken."""
+    if "hex escape" in reason and SURROGATE_ESCAPE.search(raw):
+        return ("the body holds a lone surrogate escape (\\ud800–\\udfff without its pair), "
+                "which is no character: send whole characters")
+    return None
 
 
 def _integral_float(error: dict[str, Any]) -> bool:

@@ -52,7 +52,8 @@ def _problem(data: Any) -> tuple[str | None, str | None]:
     if data.get("jsonrpc") != "2.0":
         return "jsonrpc", 'jsonrpc must be "2.0"'
     if "id" in data and request_id(data) is None:
-        return "id", "id must be a string or an integer (MCP never takes a null id)"
+        return "id", "id must be a string or an integer" + (
+            " (MCP never takes a null id)" if data["id"] is None else "")
     if "method" in data:
         if not isinstance(data["method"], str):
             return "method", "method must be a string"

@@ -198,6 +198,18 @@ def test_malformed_or_non_utf8_json_is_400(kapp, raw):
     assert_envelope(r, 400, "invalid_json")
 
 
+@pytest.mark.parametrize("raw", [rb'{"seconds": 1, "note": "rocket \ud83d"}',
+                                 rb'{"seconds": 1, "note": "\ude00 alone"}'])
+def test_a_lone_surrogate_escape_is_named_as_such(kapp, raw):
+    """Valid JSON to Python's reader, what JavaScript writes of a string cut inside an emoji,
+    and no character: said so, not "not valid UTF-8 JSON"."""
+    r = kapp.post("/v1/hello/jobs", body=raw, headers={"Content-Type": "application/json"})
+    assert_envelope(r, 400, "invalid_json")
+    assert r.error["message"] == ("the body holds a lone surrogate escape (\\ud800–\\udfff "
+                                  "without its pair), which is no character: send whole "
+                                  "characters")
+
+
 def test_validation_error_lists_each_error(kapp):
     r = kapp.post("/v1/hello/jobs", {"seconds": -1, "wait": "not-a-bool"})
     assert_envelope(r, 422, "validation_error")

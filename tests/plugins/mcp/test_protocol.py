@@ -129,6 +129,9 @@ def test_invalid_json_rpc_is_answered_by_its_id_in_one_plain_sentence(local):
     assert anonymous.json["error"]["message"] == \
         "not a JSON-RPC message: id must be a string or an integer (MCP never takes a null id)"
     assert [e["loc"] for e in anonymous.json["error"]["details"]["errors"]] == [["body", "id"]]
+    shaped = app.post({"jsonrpc": "2.0", "id": {}, "method": "ping"})  # not null: not said so
+    assert shaped.json["error"]["message"] == \
+        "not a JSON-RPC message: id must be a string or an integer"
     for body in (5, "ping", [5]):
         shapeless = app.post(body)
         assert shapeless.status_code == 422
