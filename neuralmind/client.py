@@ -815,6 +815,7 @@ class Jobs:
              on_progress: Callable[[Job], None] | None = None) -> Job:
         """Poll until the job has finished (done, error or cancelled); ``TimeoutError`` after
         ``timeout`` seconds. ``on_progress`` sees every poll's job."""
+        _waiting(timeout, poll, on_progress)
         deadline = time.monotonic() + timeout
         while True:
             job = self.get(job_id)
@@ -825,6 +826,16 @@ class Jobs:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} still {job.status} after {timeout:.0f} s")
             time.sleep(poll)
+
+
+def _waiting(timeout: float, poll: float, on_progress) -> None:
+    """A ``ValueError``/``TypeError`` naming the argument a wait could not use."""
+    for name, value in (("timeout", timeout), ("poll", poll)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
+    if on_progress is not None and not callable(on_progress):
+        raise TypeError(f"on_progress must be a function of the job, not "
+                        f"{type(on_progress).__name__}")
 
 
 DOCUMENT_TYPES = {".md": "text/markdown", ".markdown": "text/markdown", ".txt": "text/plain",
@@ -860,6 +871,8 @@ class ProjectHandle:
               on_progress: Callable[[Job], None] | None = None) -> Job:
         """Start a build; with ``wait`` follow it to the end (a build already running is
         followed rather than refused)."""
+        if wait:  # before the build starts: a build is not started to be left unfollowed
+            _waiting(timeout, 0.2, on_progress)
         try:
             data = self._nm._json("POST", self._url("build"), json_body={"full": full})
         except Conflict as ex:

@@ -31,7 +31,7 @@ def repo(served, tmp_path_factory):
     return handle
 
 
-def test_client_verbs(repo, tmp_path):
+def test_client_verbs(repo, nm, tmp_path):
     out = repo.impact(["calc.py"])
     assert [i["node"]["label"] for i in out["impacted"]][:2] == ["ledger", "total"]
     assert repo.neighbors(file="ledger.py")["callees"][0]["node"]["label"] == "add"
@@ -69,6 +69,12 @@ def test_client_verbs(repo, tmp_path):
     assert repo.activity("calc.py")["files"] == 1  # one file, not seven
     with pytest.raises(ValueError):
         repo.ingest(b"no name")
+    jobs = len(list(nm.jobs.list(project=repo.id)))
+    with pytest.raises(TypeError, match="on_progress must be a function of the job, not int"):
+        repo.build(on_progress=5)  # refused before a build starts
+    with pytest.raises(ValueError, match="poll must be a number of seconds above 0, not -1"):
+        nm.jobs.wait("feedfacefeedface", poll=-1)
+    assert len(list(nm.jobs.list(project=repo.id))) == jobs
 
 
 @pytest.fixture
