@@ -154,8 +154,11 @@ def stats(out: dict[str, Any]) -> str:
 
 
 def project(p: dict[str, Any]) -> str:
-    built = (p.get("status") or {}).get("built")
-    return f"{p['id']}  {p.get('path') or p['name']}" + ("" if built else "  (no index yet)")
+    status = p.get("status") or {}
+    note = ("  (its directory is gone: restore it, or `neuralmind project remove` it)"
+            if status.get("directory_missing") else "" if status.get("built")
+            else "  (no index yet)")
+    return f"{p['id']}  {p.get('path') or p['name']}" + note
 
 
 def projects(page: dict[str, Any]) -> str:

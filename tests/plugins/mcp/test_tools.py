@@ -273,6 +273,10 @@ def test_resources_list_what_can_be_read(tmp_path):
                                      "build_index"
         tool = app.call("wakeup", project=ids["unbuilt"])["content"][0]["text"]
         assert tool == "index_not_built (409): the project has no code index yet: call build_index"
+        listing = app.call("list_projects")["content"][0]["text"].splitlines()
+        assert sorted(line.split("  ", 2)[2:] for line in listing) == [
+            [], ["(its directory is gone: restore it, or `neuralmind project remove` it)"],
+            ["(no index yet)"]]
     finally:
         kernel.shutdown()
 
