@@ -36,7 +36,7 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
     if default_project and "project_id" in tool.path_params and "project" not in args:
         args["project"] = default_project  # absent only: a wrong value is refused, not replaced
     problems = [_path_problem(argument(p), args) for p in tool.path_params]
-    problems = [p for p in problems if p]
+    problems = [p for p in problems if p] + list(_query_problems(tool, args))
     if problems:
         yield invalid(problems, caller.request_id)
         return
@@ -62,6 +62,24 @@ def _path_problem(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
     if "/" in value or value in (".", ".."):
         return {"loc": [name], "msg": "must be an id, not a path", "type": "value_error"}
     return None
+
+
+# JSON's types, as a tool's schema names them: what an argument sent in a query string must
+# already be, since the string would be read as anything ("5" as 5, 1.5 as a bad string)
+JSON_TYPES = {"integer": lambda v: type(v) is int, "number": lambda v: type(v) in (int, float),
+              "boolean": lambda v: type(v) is bool, "string": lambda v: isinstance(v, str),
+              "array": lambda v: isinstance(v, list), "null": lambda v: v is None}
+
+
+def _query_problems(tool: Tool, args: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """An argument the route takes in its query string, of another JSON type than its
+    schema's: said as the body's validation says it of a body argument."""
+    for name in sorted(tool.query_fields & args.keys()):
+        schema = tool.properties.get(name, {})
+        kinds = [k for k in (s.get("type") for s in schema.get("anyOf", [schema])) if k]
+        if kinds and not any(JSON_TYPES[k](args[name]) for k in kinds if k in JSON_TYPES):
+            kind = next(k for k in kinds if k != "null")
+            yield {"loc": [name], "msg": f"Input should be a valid {kind}", "type": f"{kind}_type"}
 
 
 def invalid(problems: list[dict[str, Any]], request_id: str | None) -> types.CallToolResult:

@@ -98,6 +98,26 @@ def test_a_project_of_the_wrong_type_is_refused_never_replaced_by_the_default(lo
     assert number["content"][0]["text"].endswith("memory_id: must be an id string")
 
 
+def test_a_query_argument_of_another_json_type_is_refused_as_a_body_one_is(local):
+    """A GET route reads its arguments from a query string, where "5" and 5 look alike: each
+    is checked as JSON first, so ``limit: "5"`` is refused as ``search_code``'s ``n: "5"`` is."""
+    made = local.call("remember", project=local.project, title="Graph me", rationale="r")
+    mid = made["structuredContent"]["id"]
+    for tool, wrong in (("memory_graph", {"depth": "5"}), ("memory_graph", {"depth": 1.5}),
+                        ("memory_history", {"limit": "5"}), ("list_projects", {"limit": True}),
+                        ("search_code", {"query": "x", "n": "5"})):
+        args = {"project": local.project, **({"memory_id": mid} if "memory" in tool else {}),
+                **wrong}
+        if tool == "list_projects":
+            args.pop("project")
+        refused = local.call(tool, **args)
+        field = next(iter(wrong.keys() - {"query"}))
+        assert refused["isError"] and refused["content"][0]["text"].endswith(
+            f"{field}: Input should be a valid integer"), (tool, refused)
+    assert not local.call("memory_graph", project=local.project, memory_id=mid,
+                          depth=2)["isError"]
+
+
 def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
     made = local.call("remember", project=local.project, title="Keep SQLite in WAL mode",
                       rationale="readers never block the writer", files_affected=["wal.py"],
