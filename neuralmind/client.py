@@ -484,7 +484,8 @@ class NeuralMindClient:
         unreachable = (ConnectionError, socket.gaierror, ssl.SSLError)
         if params:
             path += "?" + urllib.parse.urlencode(list(_flat(params)))
-        body = json.dumps(json_body).encode() if json_body is not None else data
+        body = json.dumps(json_body, default=_jsonable).encode() if json_body is not None \
+            else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
         attempts, failed = RETRIES + 1 if retry else 1, 0
         while True:
@@ -727,6 +728,14 @@ def _memory(data: dict) -> Memory:
     return _build(Memory, data)
 
 
+def _jsonable(value: Any) -> Any:
+    """What ``json.dumps`` sends of a value it has no type for: a set as a sorted list (tags
+    given as ``{"a", "b"}``); anything else is a TypeError naming its type."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    raise TypeError(f"a {type(value).__name__} cannot be sent as JSON")
+
+
 def _items(values: Iterable[str] | str | None) -> list[str] | None:
     """A list argument as the server takes it: one string is one item (``files="a.py"``),
     never its characters; None stays None."""
@@ -736,7 +745,18 @@ def _items(values: Iterable[str] | str | None) -> list[str] | None:
 
 
 def _path(*parts: str) -> str:
-    return "/".join(urllib.parse.quote(str(p), safe="") if i else p for i, p in enumerate(parts))
+    """A route's path from its template's start and the ids in it, each quoted whole (an id
+    that is no text, or holds a lone surrogate, is a ValueError naming it)."""
+    out = [parts[0]]
+    for part in parts[1:]:
+        if not isinstance(part, str) or not part:
+            raise ValueError(f"an id is non-empty text, not {part!r}")
+        try:
+            out.append(urllib.parse.quote(part, safe=""))
+        except UnicodeEncodeError:
+            raise ValueError(f"the id {part!r} holds a lone surrogate, which no URL carries"
+                             ) from None
+    return "/".join(out)
 
 
 class Projects:
@@ -1034,7 +1054,7 @@ class Memories:
     def _record(self, memory_id: str, *parts: str) -> str:
         """A record's path. An id that names a route is no record's: 404 here, rather than
         that route's answer read as a record."""
-        if memory_id in MEMORY_ROUTES:
+        if isinstance(memory_id, str) and memory_id in MEMORY_ROUTES:
             raise NotFound(404, "memory_not_found", f"no memory with id {memory_id} ("
                            f"'{memory_id}' names a route, never a record)")
         return self._url(memory_id, *parts)
