@@ -1091,6 +1091,9 @@ class Memories:
 
     def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
         """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""
+        if if_match is not None and not isinstance(if_match, str):
+            raise TypeError(f"if_match is the record's updated_at text, not "
+                            f"{type(if_match).__name__}")
         headers = {"If-Match": if_match} if if_match else None
         return _memory(self._nm._json("PATCH", self._record(memory_id), json_body=changes,
                                       headers=headers))
@@ -1362,7 +1365,12 @@ def verify_signature(secret: str, body: bytes, headers: Any, *,
     may carry several during a secret rotation: one matching is enough), or when
     ``NeuralMind-Timestamp`` is more than ``tolerance_s`` seconds from ``now`` — a replayed
     delivery. Compared in constant time."""
-    found = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    if not isinstance(secret, str) or not isinstance(body, (bytes, bytearray)):
+        raise TypeError("verify_signature(secret, body, headers): the secret is text (whsec_…) "
+                        "and the body the raw bytes received")
+    if not hasattr(headers, "items"):
+        return False  # no headers: nothing signed it
+    found = {str(k).lower(): str(v) for k, v in headers.items()}
     timestamp = found.get("neuralmind-timestamp", "")
     given = [s.strip().encode("utf-8", "replace")
              for s in found.get("neuralmind-signature", "").split(",") if s.strip()]

@@ -40,6 +40,8 @@ def test_errors(repo):
     with pytest.raises(ValidationFailed) as bad:
         repo.memories.add("t", "r", decision_type="NOPE")
     assert bad.value.status == 422 and bad.value.details["errors"]
+    with pytest.raises(TypeError, match="if_match is the record's updated_at text, not int"):
+        repo.memories.update(made.id, if_match=5, rationale="late")
     with pytest.raises(Conflict) as stale:
         repo.memories.update(made.id, if_match="2000-01-01T00:00:00.000Z", rationale="late")
     assert stale.value.status == 412

@@ -39,3 +39,11 @@ def test_crafted_headers_are_false(timestamp, signature):
 @given(st.text(), st.text())
 def test_any_headers_are_true_or_false(timestamp, signature):
     assert verify_signature(SECRET, BODY, headers(timestamp, signature)) is False
+
+
+def test_no_headers_are_false_and_a_secret_or_body_of_the_wrong_type_is_named():
+    assert verify_signature(SECRET, BODY, None) is False
+    for secret, body in ((None, BODY), (SECRET, "text, not the bytes received")):
+        with pytest.raises(TypeError, match=r"the secret is text \(whsec_…\) and the body the "
+                                            r"raw bytes received"):
+            verify_signature(secret, body, {})
