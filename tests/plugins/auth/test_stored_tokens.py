@@ -37,7 +37,8 @@ def tokens_json(tokens: dict) -> str:
 
 BAD_FILES = {
     "a list": ("[]", 'holds [], not {"version": 1, "tokens":'),
-    "a newer version": ('{"version": 2, "tokens": {}}', "is version 2: this NeuralMind reads version 1"),
+    "a newer version": ('{"version": 2, "tokens": {}}',
+                        "is version 2: this NeuralMind reads version 1"),
     "tokens not an object": ('{"version": 1, "tokens": []}', '"tokens" is [], not an object'),
     "broken JSON": ("{bad", "is not valid JSON: Expecting property name"),
     "not UTF-8": (b"\xff\xfe\x00{", "is not valid JSON:"),
@@ -122,8 +123,9 @@ def test_a_bad_row_of_the_shared_table_is_a_503_then_a_401_never_a_500(tmp_path)
             assert (r.status, r.error["code"]) == (503, "unavailable")
             assert says in r.error["message"]
             done = cli(server.home, "token", "list", config=server.config, check=False)
-            assert done.returncode == 2 and done.stderr.splitlines() == [f"neuralmind: {says} "
-                                                                        "(2026-12-31T00:00:00Z) or null"]
+            assert done.returncode == 2
+            assert done.stderr.splitlines() == [f"neuralmind: {says} (2026-12-31T00:00:00Z) "
+                                                "or null"]
             conn.execute("UPDATE auth_tokens_version SET version = version + 1")
         deadline = time.monotonic() + 2
         while server.get("/v1/auth/whoami", token=admin["token"]).status != 401:
@@ -155,7 +157,8 @@ def test_a_tokens_file_path_no_file_can_be_at_is_refused_in_one_line(team, tmp_p
         config.write_text(text)
         done = serve(home, config)
         assert (done.returncode, done.stderr.splitlines()) == (2, [f"neuralmind: {says}"])
-        with pytest.raises(ConfigError, match="^" + re.escape(says)):  # a worker's start-up, the same
+        # a worker's start-up says the same
+        with pytest.raises(ConfigError, match="^" + re.escape(says)):
             LocalServer(home, config=text).start()
         done = cli(home, "token", "create", "--actor", "a", "--role", "reader", config=config,
                    check=False)
