@@ -36,7 +36,10 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
     if default_project and "project_id" in tool.path_params and "project" not in args:
         args["project"] = default_project  # absent only: a wrong value is refused, not replaced
     problems = [_path_problem(argument(p), args) for p in tool.path_params]
-    problems = [p for p in problems if p] + list(_query_problems(tool, args))
+    problems = [p for p in problems if p] + list(_query_problems(tool, args)) + [
+        {"loc": [name], "msg": f"is no argument of {tool.spec.name} (it takes "
+         f"{', '.join(sorted(tool.properties))})", "type": "extra_forbidden"}
+        for name in sorted(args.keys() - tool.properties.keys() - tool.spec.omit)]
     if problems:
         yield invalid(problems, caller.request_id)
         return

@@ -98,7 +98,7 @@ def test_a_project_of_the_wrong_type_is_refused_never_replaced_by_the_default(lo
     assert number["content"][0]["text"].endswith("memory_id: must be an id string")
 
 
-def test_a_query_argument_of_another_json_type_is_refused_as_a_body_one_is(local):
+def test_an_argument_of_another_json_type_or_none_the_tool_takes_is_refused(local):
     """A GET route reads its arguments from a query string, where "5" and 5 look alike: each
     is checked as JSON first, so ``limit: "5"`` is refused as ``search_code``'s ``n: "5"`` is."""
     made = local.call("remember", project=local.project, title="Graph me", rationale="r")
@@ -116,6 +116,13 @@ def test_a_query_argument_of_another_json_type_is_refused_as_a_body_one_is(local
             f"{field}: Input should be a valid integer"), (tool, refused)
     assert not local.call("memory_graph", project=local.project, memory_id=mid,
                           depth=2)["isError"]
+    # an argument the tool does not take is named, not dropped (a model may have made it up)
+    made_up = local.call("update_memory", project=local.project, memory_id=mid,
+                         status="ARCHIVED", title="Graph me again")
+    assert made_up["isError"] and "— status: is no argument of update_memory (it takes " in \
+        made_up["content"][0]["text"]
+    assert local.call("get_memory", project=local.project,
+                      memory_id=mid)["structuredContent"]["title"] == "Graph me"
 
 
 def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
