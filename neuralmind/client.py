@@ -364,13 +364,18 @@ def _not_a_server_url(url: Any) -> str | None:
     return None
 
 
-def _header_value(token: str | None) -> str | None:
-    """``token`` when an HTTP header can carry it, else a ValueError that says so."""
+def _check_token(token: str | None) -> None:
+    """A ValueError when no HTTP header can carry ``token``."""
     if token is not None and not (isinstance(token, str) and token.isascii()
                                   and token.isprintable() and " " not in token):
         raise ValueError("the token holds characters no HTTP header carries (it is printable "
                          "ASCII, without spaces)")
-    return token
+
+
+def _check_seconds(name: str, value: float) -> None:
+    """A ValueError naming ``name`` unless ``value`` is a number of seconds above 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
 
 
 # -- the transport -------------------------------------------------------------------------
@@ -383,9 +388,6 @@ class _Response:
         return json.loads(self.body) if self.body else None
 
 
-# RemoteDisconnected is a ConnectionResetError; a read timeout is not transient (the server
-# may still be working on a query), so it is not retried.
-
 
 class NeuralMindClient:
     """The /v1 API. ``url``/``token`` default to the environment, then the local daemon."""
@@ -393,12 +395,11 @@ class NeuralMindClient:
     def __init__(self, url: str | None = None, token: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT, autostart: bool = False,
                  home: str | os.PathLike | None = None):
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a number of seconds above 0, not {timeout!r}")
+        _check_seconds("timeout", timeout)
         self.home = Path(home) if home else home_dir()
         self._explicit = (url, token)
         self.url, self.token = discover(url, token, self.home)
-        _header_value(self.token)
+        _check_token(self.token)
         self.timeout = timeout
         self._opener = None
         self.projects = Projects(self)
@@ -850,9 +851,8 @@ class Jobs:
 
 def _waiting(timeout: float, poll: float, on_progress) -> None:
     """A ``ValueError``/``TypeError`` naming the argument a wait could not use."""
-    for name, value in (("timeout", timeout), ("poll", poll)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
+    _check_seconds("timeout", timeout)
+    _check_seconds("poll", poll)
     if on_progress is not None and not callable(on_progress):
         raise TypeError(f"on_progress must be a function of the job, not "
                         f"{type(on_progress).__name__}")
