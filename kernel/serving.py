@@ -95,9 +95,15 @@ def check_state(settings: Settings) -> None:
     if why := settings.misplaced_state():
         raise CannotServe(why)
     if settings.storage.backend == "sqlite" and (settings.home / "kernel.db").is_file():
+        import sqlite3
+
         from kernel.app import kernel_migrations
         from kernel.storage import newer_schema
-        if why := newer_schema(settings.home / "kernel.db", kernel_migrations(postgres=False)):
+        try:
+            why = newer_schema(settings.home / "kernel.db", kernel_migrations(postgres=False))
+        except sqlite3.DatabaseError:  # no database: said where the kernel opens it
+            why = None
+        if why:
             raise CannotServe(why)
 
 

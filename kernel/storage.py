@@ -99,16 +99,20 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-def newer_schema(path: Path, migrations: Sequence[Migration]) -> str | None:
-    """Why this NeuralMind must not open ``path``: its schema is of a newer one (a
-    downgrade); None when it may."""
-    conn = sqlite3.connect(path)
+def schema_version(path: Path) -> int:
+    """The schema version of the database at ``path``, read without writing to it; a file
+    that is no SQLite database is a ``sqlite3.DatabaseError``."""
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.DatabaseError:  # not a database: said where it is opened
-        return None
+        return conn.execute("PRAGMA user_version").fetchone()[0]
     finally:
         conn.close()
+
+
+def newer_schema(path: Path, migrations: Sequence[Migration]) -> str | None:
+    """Why this NeuralMind must not open ``path``: its schema is of a newer one (a
+    downgrade); None when it may. A file that is no database is a ``sqlite3.DatabaseError``."""
+    version = schema_version(path)
     if version > len(migrations):
         return (f"{path} is at schema version {version}, newer than this NeuralMind's "
                 f"{len(migrations)}: upgrade NeuralMind before serving it")

@@ -56,8 +56,7 @@ def _size(n: int) -> str:
 # -- check -----------------------------------------------------------------------------------
 
 def _check_sqlite(settings, found) -> list[dict]:
-    import sqlite3
-
+    from kernel.storage import schema_version
     from kernel.stored import SqliteHome, file_size
     home, rows = SqliteHome(settings), []
     for component in found:
@@ -68,11 +67,7 @@ def _check_sqlite(settings, found) -> list[dict]:
             if file.migrations is not None:
                 row["latest"] = len(file.migrations)
             if file.migrations is not None and row["exists"]:  # a missing one is made whole
-                conn = sqlite3.connect(f"file:{file.path}?mode=ro", uri=True)
-                try:
-                    row["version"] = conn.execute("PRAGMA user_version").fetchone()[0]
-                finally:
-                    conn.close()
+                row["version"] = schema_version(file.path)
                 row["pending"] = row["latest"] - row["version"]
             rows.append(row)
     return rows
@@ -157,7 +152,6 @@ def _unreadable(home, found) -> str | None:
     """Why a SQLite file of the home cannot be copied — not a database, or a newer
     NeuralMind's — said before anything is copied, naming the file; None when each can be."""
     import sqlite3
-    from contextlib import closing
 
     from kernel.storage import newer_schema
     try:
@@ -167,12 +161,10 @@ def _unreadable(home, found) -> str | None:
         return f"{home.path / 'kernel.db'} cannot be read: {ex}"
     for name, file in files:
         try:
-            with closing(sqlite3.connect(file.path)) as conn:
-                conn.execute("PRAGMA schema_version")
+            if why := newer_schema(file.path, file.migrations):
+                return why
         except sqlite3.DatabaseError as ex:
             return f"{file.path} ({name}) cannot be read: {ex}"
-        if why := newer_schema(file.path, file.migrations):
-            return why
     return None
 
 
