@@ -147,7 +147,7 @@ class Settings(BaseModel):
         roots = (("[kernel] home", self.home), ("[kernel] state_dir", self.kernel.state_dir
                                                 and Path(self.kernel.state_dir).expanduser()))
         for key, path in roots:
-            if path and not next(p for p in (path, *path.parents) if p.exists()).is_dir():
+            if path and file_in_the_way(path):
                 return f"{key} {path} is not a directory (a file is in its place)"
         return None
 
@@ -188,6 +188,13 @@ class Settings(BaseModel):
                            + (f": did you mean [{near[0]}]?" if near else ""))
         if bad:
             raise ConfigError("\n".join(sorted(bad)))
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file that stands where ``folder``, or a folder above it, goes — no directory can
+    be made there — or None."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    return None if existing.is_dir() else existing
 
 
 def _installed_sections(enabled) -> set[str]:

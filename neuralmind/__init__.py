@@ -38,7 +38,8 @@ _EXPORTS = {
                    "kernel.storage"),
     **dict.fromkeys(("PgDatabase", "open_shared", "unreachable"), "kernel.pg"),
     **dict.fromkeys(("StorageComponent", "StoredFile", "Check", "copy_table"), "kernel.stored"),
-    **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings"), "kernel.config"),
+    **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings", "file_in_the_way"),
+                   "kernel.config"),
     **dict.fromkeys(("pid_alive", "read_discovery", "update_discovery", "write_discovery",
                      "write_private"), "kernel.daemon"),
     # commands and tools that run outside a server

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from neuralmind import ConfigError, write_private
+from neuralmind import ConfigError, file_in_the_way, write_private
 from plugins.auth.loopback import new_token
 
 log = logging.getLogger("neuralmind.auth")
@@ -179,8 +179,7 @@ def path_fault(path: Path) -> str | None:
     if path.is_dir():
         return (f"tokens file {path} is a directory: [server] tokens_file names the file "
                 "itself (e.g. tokens.json in it)")
-    blocker = next((p for p in path.parents if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
+    if blocker := file_in_the_way(path.parent):
         return f"tokens file {path} cannot be made: {blocker} is a file, not a directory"
     return None
 
