@@ -383,7 +383,7 @@ def _filter_flags(parser) -> None:
 def _updated_at(text: str) -> str:
     """An argparse ``type``: a record's ``updated_at`` as the server wrote it."""
     try:
-        dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        dt.datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an updated_at time such as "
                                          "2026-01-31T12:00:00.000Z (`memory show ID` prints "

@@ -63,7 +63,7 @@ def iso(at: datetime) -> str:
 
 def instant(text: str) -> datetime:
     """An ISO datetime, UTC when it names no zone; ValueError when ``text`` is none."""
-    at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    at = datetime.fromisoformat(text.strip())
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 

@@ -35,7 +35,7 @@ def importance_of(kind: str, given: float | None) -> float:
 
 def parse_time(stamp: str) -> dt.datetime:
     """An ISO 8601 UTC timestamp as stored (``…Z``)."""
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return dt.datetime.fromisoformat(stamp)
 
 
 def last_touched(rec: dict[str, Any]) -> str:

@@ -610,7 +610,7 @@ class BatchOut(Model):
 def _timestamp(value: str) -> str:
     """A time as the store writes it, so ordering and decay can read it back."""
     try:
-        at = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        at = dt.datetime.fromisoformat(value)
     except ValueError:
         raise ValueError("not an ISO 8601 time (2026-01-31T12:00:00.000Z)") from None
     if at.tzinfo is None:
