@@ -12,6 +12,8 @@ from typing import Any
 
 import falcon
 
+from kernel.storage import NewerSchema
+
 log = logging.getLogger("neuralmind.errors")
 
 
@@ -198,6 +200,10 @@ def install(app: falcon.App) -> None:
         render(req, resp, err)
 
     def on_exception(req, resp, ex, params):
+        if isinstance(ex, NewerSchema):  # a project's file a newer NeuralMind wrote
+            log.error("request %s: %s", getattr(req.context, "request_id", "?"), ex)
+            render(req, resp, Unavailable(ex.public, code="storage_newer"))
+            return
         if storage_failure(ex):
             log.error("request %s: the database cannot be reached: %s",
                       getattr(req.context, "request_id", "?"), ex)

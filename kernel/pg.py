@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+from kernel.storage import NewerSchema
+
 MIGRATE_LOCK = 0x6E6D_6D69  # pg_advisory_xact_lock key of migrations ("nmmi")
 SCHEMA = """CREATE TABLE IF NOT EXISTS nm_schema (
     component TEXT PRIMARY KEY, version INTEGER NOT NULL)"""
@@ -236,13 +238,17 @@ class PgDatabase:
 
     def migrate(self, migrations: Sequence[PgMigration]) -> int:
         """Bring the component to ``len(migrations)``; step *n* runs when its recorded version
-        is below n, all in one transaction holding the migration lock."""
+        is below n, all in one transaction holding the migration lock. A version past them
+        (a newer release migrated it) is :class:`NewerSchema`."""
         with self.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
             conn.raw.execute(SCHEMA)
             row = conn.execute("SELECT version FROM nm_schema WHERE component = ?",
                                (self.component,)).fetchone()
             version = row[0] if row else 0
+            if version > len(migrations):  # never run steps again, never write under them
+                raise NewerSchema(f"{self.component} in the database", self.component,
+                                  version, len(migrations))
             for number, step in enumerate(migrations, start=1):
                 if number <= version:
                     continue
@@ -250,11 +256,8 @@ class PgDatabase:
                     step(conn)
                 else:
                     conn.raw.execute(step)
-            # an older release started on a database a newer one migrated leaves its version:
-            # recorded lower, the newer release would run its steps again
             conn.execute("INSERT INTO nm_schema (component, version) VALUES (?, ?) "
-                         "ON CONFLICT (component) DO UPDATE SET "
-                         "version = GREATEST(nm_schema.version, excluded.version)",
+                         "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
                          (self.component, len(migrations)))
         return len(migrations)
 

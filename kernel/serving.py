@@ -88,23 +88,20 @@ def _tls_fault(cert: str, key: str, ex: Exception) -> str:
     return f"OpenSSL refused them ({getattr(ex, 'reason', None) or ex})"
 
 
-def check_state(settings: Settings) -> None:
-    """The state home and root are directories, or can be made, and ``kernel.db`` is not of
-    a newer NeuralMind: else every worker would fail on its own, or serve nothing it can
-    read."""
+def check_state(settings: Settings, pm) -> None:
+    """The state home and root are directories, or can be made, and no component's stored
+    state (the SQLite home's files; the database's, once it is reached) is of a newer
+    NeuralMind: else every worker would fail on its own, or serve what it cannot read."""
     if why := settings.misplaced_state():
         raise CannotServe(why)
-    if settings.storage.backend == "sqlite" and (settings.home / "kernel.db").is_file():
-        import sqlite3
+    if settings.storage.backend == "sqlite":
+        _check_versions(settings, pm)
 
-        from kernel.app import kernel_migrations
-        from kernel.storage import newer_schema
-        try:
-            why = newer_schema(settings.home / "kernel.db", kernel_migrations(postgres=False))
-        except sqlite3.DatabaseError:  # no database: said where the kernel opens it
-            why = None
-        if why:
-            raise CannotServe(why)
+
+def _check_versions(settings: Settings, pm) -> None:
+    from kernel.stored import components, newer_state
+    if why := newer_state(settings, components(settings, pm)):
+        raise CannotServe(why)
 
 
 def check_bind(settings: Settings) -> None:
@@ -112,14 +109,16 @@ def check_bind(settings: Settings) -> None:
     config sections, the bind, TLS, the config's projects and the shared database (each
     worker would fail on its own, the database after 30 s of pool retries)."""
     server = settings.server
-    settings.check_sections(make_plugin_manager(settings.kernel.plugins))
-    check_state(settings)
+    pm = make_plugin_manager(settings.kernel.plugins)
+    settings.check_sections(pm)
+    check_state(settings, pm)
     check_tls(settings)
     config_projects(settings)
     if settings.storage.backend == "postgres":
         from kernel.pg import unreachable
         if why := unreachable(settings.storage.dsn):
             raise CannotServe(why)
+        _check_versions(settings, pm)
     if is_loopback(server.host):
         return
     if not settings.server_mode:

@@ -109,23 +109,43 @@ def schema_version(path: Path) -> int:
         conn.close()
 
 
+class NewerSchema(Exception):
+    """Data a newer NeuralMind wrote (a downgrade, or an old server beside upgraded ones):
+    never migrated down and never served, or this release would write what it cannot read."""
+
+    def __init__(self, where: str, component: str, version: int, known: int):
+        self.component, self.version, self.known = component, version, known
+        super().__init__(f"{where} is at schema version {version}, newer than this "
+                         f"NeuralMind's {known}: upgrade NeuralMind before serving it")
+
+    @property
+    def public(self) -> str:
+        """What a request is told: the component, never the file's path."""
+        return (f"the {self.component} data is at schema version {self.version}, newer than "
+                f"this NeuralMind's {self.known}: upgrade NeuralMind")
+
+
 def newer_schema(path: Path, migrations: Sequence[Migration]) -> str | None:
     """Why this NeuralMind must not open ``path``: its schema is of a newer one (a
     downgrade); None when it may. A file that is no database is a ``sqlite3.DatabaseError``."""
     version = schema_version(path)
     if version > len(migrations):
-        return (f"{path} is at schema version {version}, newer than this NeuralMind's "
-                f"{len(migrations)}: upgrade NeuralMind before serving it")
+        return str(NewerSchema(str(path), Path(path).stem, version, len(migrations)))
     return None
 
 
-def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> int:
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration],
+            path: Path | None = None) -> int:
     """Bring the database to ``len(migrations)``; step *n* runs when ``user_version`` < n.
+    A database past them is :class:`NewerSchema` (naming its ``path``), never opened.
 
     Each step runs in its own transaction with the version bump, so a crash leaves the
     database at a whole version and running this again is harmless.
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(migrations):
+        raise NewerSchema(str(path or "the database"), path.stem if path else "database",
+                          version, len(migrations))
     for number, step in enumerate(migrations, start=1):
         if number <= version:
             continue
@@ -163,14 +183,15 @@ def statements(script: str) -> Iterator[str]:
 
 
 class Database:
-    """A SQLite file with its migrations, handing each thread its own connection."""
+    """A SQLite file with its migrations, handing each thread its own connection; without
+    them (``None``) the file is read and written as it is."""
 
-    def __init__(self, path: str | Path, migrations: Sequence[Migration] = ()):
+    def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
         self.path = Path(path)
         self._local = threading.local()
         self._write_lock = write_lock(self.path)
-        self._migrations = migrations
-        migrate(self.conn, migrations)
+        if migrations is not None:
+            migrate(self.conn, migrations, self.path)
 
     @property
     def conn(self) -> sqlite3.Connection:

@@ -88,7 +88,7 @@ class SqliteHome:
         """``file`` migrated to its version, or None when the home has no such file."""
         if not file.path.is_file():
             return None
-        return Database(file.path, file.migrations or ())
+        return Database(file.path, file.migrations)
 
 
 class _NoProjects:
@@ -195,3 +195,47 @@ def kernel_component() -> StorageComponent:
     from kernel.app import kernel_migrations
     return StorageComponent("kernel", kernel_migrations(postgres=True),
                             ("projects", "jobs", "events", "leases"), _kernel_files, _kernel_copy)
+
+
+def components(settings, pm) -> list[StorageComponent]:
+    """The kernel's component, then each enabled plugin's (``storage_components``)."""
+    found = [kernel_component()]
+    for batch in pm.hook.storage_components(settings=settings):
+        found.extend(batch or ())
+    return found
+
+
+def newer_state(settings, found: Sequence[StorageComponent]) -> str | None:
+    """Why this NeuralMind must not serve the state ``found`` describes: a SQLite file of the
+    home, or a component in the database, that a newer NeuralMind migrated; None when none
+    is. A file that is no database is left to the server, which names it where it opens it."""
+    if settings.storage.backend == "postgres":
+        return _newer_in_database(settings.storage.dsn, found)
+    from kernel.storage import NewerSchema, newer_schema
+    home = SqliteHome(settings)
+    try:
+        files = [f for c in found for f in c.files(home)
+                 if f.migrations is not None and f.path.is_file()]
+        return next(filter(None, (newer_schema(f.path, f.migrations) for f in files)), None)
+    except NewerSchema as ex:  # kernel.db, read for its projects
+        return str(ex)
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _newer_in_database(dsn: str, found: Sequence[StorageComponent]) -> str | None:
+    from kernel.pg import PgBackend
+    from kernel.storage import NewerSchema
+    backend = PgBackend(dsn, 1)
+    try:
+        conn = backend.database("kernel", None).conn
+        if not conn.execute("SELECT to_regclass('nm_schema') IS NOT NULL").fetchone()[0]:
+            return None
+        versions = dict(conn.execute("SELECT component, version FROM nm_schema").fetchall())
+    finally:
+        backend.close()
+    for c in found:
+        if versions.get(c.name, 0) > len(c.pg_migrations):
+            return str(NewerSchema(f"{c.name} in the database", c.name, versions[c.name],
+                                   len(c.pg_migrations)))
+    return None

@@ -32,17 +32,14 @@ def add_commands(subparsers) -> None:
 
 
 def components(settings) -> list:
-    """The kernel's component, then each enabled plugin's (``storage_components``), once the
-    config's sections are checked as a server checks them: a misspelt ``[storag]`` would
-    otherwise check or copy the SQLite home it meant to leave."""
+    """The kernel's component, then each enabled plugin's, once the config's sections are
+    checked as a server checks them: a misspelt ``[storag]`` would otherwise check or copy the
+    SQLite home it meant to leave."""
     from kernel.plugins import make_plugin_manager
-    from kernel.stored import kernel_component
+    from kernel.stored import components as stored_components
     pm = make_plugin_manager(settings.kernel.plugins)
     settings.check_sections(pm)
-    found = [kernel_component()]
-    for batch in pm.hook.storage_components(settings=settings):
-        found.extend(batch or ())
-    return found
+    return stored_components(settings, pm)
 
 
 def _size(n: int) -> str:
@@ -63,12 +60,11 @@ def _check_sqlite(settings, found) -> list[dict]:
         for file in component.files(home):
             row = {"component": component.name, "file": str(file.path), "label": file.label,
                    "exists": file.path.exists(), "size": file_size(file.path),
-                   "version": None, "latest": None, "pending": None}
+                   "version": None, "latest": None, "pending": None, "newer": False}
             if file.migrations is not None:
                 row["latest"] = len(file.migrations)
             if file.migrations is not None and row["exists"]:  # a missing one is made whole
-                row["version"] = schema_version(file.path)
-                row["pending"] = row["latest"] - row["version"]
+                row.update(_versions(schema_version(file.path), len(file.migrations)))
             rows.append(row)
     return rows
 
@@ -96,13 +92,19 @@ def _check_postgres(settings, found) -> list[dict]:
                 "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "WHERE c.relkind = 'r' AND c.relname = ANY(?) AND pg_table_is_visible(c.oid)",
                 (list(component.tables),)).fetchone()[0]
-            latest = len(component.pg_migrations)
-            rows.append({"component": component.name, "version": version[0] if version else 0,
-                         "latest": latest, "pending": latest - (version[0] if version else 0),
+            rows.append({"component": component.name,
+                         **_versions(version[0] if version else 0, len(component.pg_migrations)),
                          "size": int(size), "tables": list(component.tables)})
         return rows
     finally:
         backend.close()
+
+
+def _versions(version: int, latest: int) -> dict:
+    """A stored schema's version against this release's: steps pending, or newer (a later
+    NeuralMind's schema, nothing this one can run)."""
+    return {"version": version, "latest": latest, "pending": max(latest - version, 0),
+            "newer": version > latest}
 
 
 def _has_schema(db) -> bool:
@@ -110,7 +112,7 @@ def _has_schema(db) -> bool:
 
 
 def cmd_check(args) -> int:
-    from kernel.storage import database_errors
+    from kernel.storage import NewerSchema, database_errors
     settings = load_settings(args.config)
     found = components(settings)
     storage = settings.storage
@@ -123,7 +125,7 @@ def cmd_check(args) -> int:
                f"the database at {where} cannot be reached: {ex}")
         print(f"neuralmind: {why}", file=sys.stderr)
         return 1
-    newer = [r for r in rows if (r["pending"] or 0) < 0]
+    newer = [r for r in rows if r["newer"]]
     if args.json:
         print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
     else:
@@ -137,14 +139,15 @@ def cmd_check(args) -> int:
         else:
             print("nothing is stored here yet: a server makes its files when it starts")
             return 0
-        pending = sum(r["pending"] or 0 for r in rows if (r["pending"] or 0) > 0)
+        pending = sum(r["pending"] or 0 for r in rows)
         if pending:
             print(f"{pending} migration step(s) pending: they run when a server starts")
         elif not newer:
             print("every schema is at this version's")
     for r in newer:
-        print(f"neuralmind: {r['component']} is at version {r['version']}, newer than this "
-              f"NeuralMind's {r['latest']}: upgrade it before serving", file=sys.stderr)
+        where = r["file"] if "file" in r else f"{r['component']} in the database"
+        print(f"neuralmind: {NewerSchema(where, r['component'], r['version'], r['latest'])}",
+              file=sys.stderr)
     return 1 if newer else 0
 
 
@@ -169,18 +172,19 @@ def _unreadable(home, found) -> str | None:
 
 
 def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
-    cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
+    cells = [[_cell(c, r) for c in columns] for r in rows]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
     return "\n".join(lines)
 
 
-def _cell(column: str, value) -> str:
+def _cell(column: str, row: dict) -> str:
+    value = row.get(column)
     if value is None:
         return "-"
-    if column == "pending" and value < 0:
-        return "newer"  # a later NeuralMind's schema: nothing this one can run
+    if column == "pending" and row.get("newer"):
+        return "newer"
     return _size(value) if column == "size" else str(value)
 
 

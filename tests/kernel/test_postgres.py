@@ -97,9 +97,10 @@ def test_migrations_run_once_whoever_starts_first(pg):
     assert pg.database("racing", [step]).version() == 1 and ran == [1]
 
 
-def test_an_older_release_leaves_a_newer_schema_at_its_version(tmp_path, pg):
-    """A server of an older release started on a database a newer one migrated must not
-    record its own lower version: the newer release would then run its steps again."""
+def test_an_older_release_refuses_a_newer_schema_and_leaves_it_as_it_is(tmp_path, pg):
+    """A server of an older release started on a database a newer one migrated refuses it,
+    naming it (it would write what the newer one cannot read), and records nothing: the
+    newer release then runs none of its steps again."""
     ran = {"sqlite": [], "postgres": []}
 
     def steps(engine, count):
@@ -110,10 +111,19 @@ def test_an_older_release_leaves_a_newer_schema_at_its_version(tmp_path, pg):
             return run
         return [step(n) for n in range(1, count + 1)]
 
-    for count in (2, 1, 2):
-        pg.database("versions", steps("postgres", count))
-        storage.Database(tmp_path / "v.db", steps("sqlite", count)).close()
-    assert pg.database("versions", steps("postgres", 1)).version() == 2
+    pg.database("versions", steps("postgres", 2))
+    storage.Database(tmp_path / "v.db", steps("sqlite", 2)).close()
+    with pytest.raises(storage.NewerSchema) as refused:
+        pg.database("versions", steps("postgres", 1))
+    assert str(refused.value) == ("versions in the database is at schema version 2, "
+                                  "newer than this NeuralMind's 1: upgrade NeuralMind before "
+                                  "serving it")
+    with pytest.raises(storage.NewerSchema) as refused:
+        storage.Database(tmp_path / "v.db", steps("sqlite", 1))
+    assert refused.value.public == ("the v data is at schema version 2, newer than this "
+                                    "NeuralMind's 1: upgrade NeuralMind")
+    assert pg.database("versions", steps("postgres", 2)).version() == 2
+    storage.Database(tmp_path / "v.db", steps("sqlite", 2)).close()
     assert ran == {"sqlite": [1, 2], "postgres": [1, 2]}
 
 

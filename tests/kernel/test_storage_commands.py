@@ -107,12 +107,82 @@ def test_a_home_of_a_newer_neuralmind_is_said_once_and_never_served(tmp_path, mo
     code, text, err = storage(home, "check")
     assert code == 1 and "kernel.db  " in text and "newer" in text.split("kernel.db")[1]
     assert "every schema is at this version's" not in text and "-1" not in text
-    assert err == (f"neuralmind: kernel is at version {latest + 1}, newer than this "
-                   f"NeuralMind's {latest}: upgrade it before serving\n")
+    assert err == (f"neuralmind: {home / 'kernel.db'} is at schema version {latest + 1}, newer "
+                   f"than this NeuralMind's {latest}: upgrade NeuralMind before serving it\n")
+    code, report, _ = storage(home, "check", "--json")
+    kernel = next(r for r in report["components"] if r["file"].endswith("kernel.db"))
+    assert code == 1 and (kernel["pending"], kernel["newer"]) == (0, True)  # never -1
     monkeypatch.setenv("NEURALMIND_HOME", str(home))
     with pytest.raises(CannotServe) as refused:  # serve and the daemon: before any worker
         gunicorn_options(load_settings(home / "config.toml"))
     assert str(refused.value) == (f"{home / 'kernel.db'} is at schema version {latest + 1}, "
+                                  f"newer than this NeuralMind's {latest}: upgrade NeuralMind "
+                                  "before serving it")
+
+
+def test_a_plugin_file_of_a_newer_neuralmind_is_never_served(tmp_path, monkeypatch):
+    """Not kernel.db alone: a project's memory.db, or webhooks.db, that a later NeuralMind
+    migrated is refused before any worker starts; and one a running server meets (a project
+    registered later) answers 503 naming the component, writing nothing."""
+    import sqlite3
+
+    from kernel.config import load_settings
+    from kernel.serving import CannotServe, gunicorn_options
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir(), repo.mkdir()
+    (home / "config.toml").write_text(CONFIG)
+    with LocalServer(home, config=CONFIG) as server:
+        pid = server.register(repo)
+        assert server.post(f"/v1/projects/{pid}/memories", {"title": "a", "rationale": "b"}
+                           ).status == 201
+    monkeypatch.setenv("NEURALMIND_HOME", str(home))
+    for file in (repo / ".neuralmind" / "memory.db", home / "webhooks.db"):
+        with sqlite3.connect(file) as conn:
+            latest = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {latest + 1}")
+        with pytest.raises(CannotServe) as refused:
+            gunicorn_options(load_settings(home / "config.toml"))
+        assert str(refused.value) == (f"{file} is at schema version {latest + 1}, newer than "
+                                      f"this NeuralMind's {latest}: upgrade NeuralMind before "
+                                      "serving it")
+        with sqlite3.connect(file) as conn:
+            conn.execute(f"PRAGMA user_version = {latest}")
+
+    later = tmp_path / "later"  # a project a later NeuralMind kept memories in
+    (later / ".neuralmind").mkdir(parents=True)
+    with sqlite3.connect(later / ".neuralmind" / "memory.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with LocalServer(home, config=CONFIG) as server:
+        r = server.post(f"/v1/projects/{server.register(later)}/memories",
+                        {"title": "c", "rationale": "d"})
+        assert r.status == 503 and r.error["code"] == "storage_newer"
+        assert r.error["message"].startswith("the memory data is at schema version 99, newer "
+                                             "than this NeuralMind's ")
+        assert r.error["message"].endswith(": upgrade NeuralMind")
+        assert str(later) not in r.body.decode()
+    with sqlite3.connect(later / ".neuralmind" / "memory.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_a_database_a_newer_neuralmind_migrated_is_never_served(tmp_path, monkeypatch):
+    """On PostgreSQL too: a component whose recorded version is past this release's steps
+    (a newer server migrated the shared database) is refused before any worker starts."""
+    import psycopg
+
+    from kernel.config import load_settings
+    from kernel.serving import CannotServe, gunicorn_options
+    home, dsn = tmp_path / "home", fresh_pg_dsn()
+    home.mkdir()
+    config = CONFIG + f'[storage]\nbackend = "postgres"\ndsn = "{dsn}"\n'
+    LocalServer(home, config=config).start().stop()
+    monkeypatch.setenv("NEURALMIND_HOME", str(home))
+    gunicorn_options(load_settings(home / "config.toml"))  # as it is: served
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        latest = conn.execute("UPDATE nm_schema SET version = version + 1 "
+                              "WHERE component = 'memory' RETURNING version").fetchone()[0] - 1
+    with pytest.raises(CannotServe) as refused:
+        gunicorn_options(load_settings(home / "config.toml"))
+    assert str(refused.value) == (f"memory in the database is at schema version {latest + 1}, "
                                   f"newer than this NeuralMind's {latest}: upgrade NeuralMind "
                                   "before serving it")
 
