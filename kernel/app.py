@@ -240,6 +240,7 @@ class Kernel:
 
     def shutdown(self) -> None:
         self.pm.hook.shutdown(kernel=self)
+        self.events.close()
         if self._side is not None:
             self._side.shutdown(wait=False)
         if self._pg is not None:

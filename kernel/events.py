@@ -109,10 +109,22 @@ def _insert(conn, rows: list[tuple]) -> list[int]:
 
 
 class EventLog:
+    """The log, written by every server of the state. Events the database will not take now
+    (a SQLite file locked past its busy timeout, PostgreSQL unreachable) — after the write
+    they tell of has committed — are kept in order and written by a thread that tries again
+    until it can: the log is the webhooks' and the audit's queue, so an event never written
+    is a delivery never made. Later events queue behind them, keeping ids in commit order."""
+
+    RETRY_S = (0.5, 5.0)  # the first wait before trying again, and the longest
+
     def __init__(self, db, fan_out: Callable[[Event], None]):
         self.db = db
         self._fan_out = fan_out
         self._held = threading.local()
+        self._unwritten: list[tuple] = []
+        self._lock = threading.Lock()  # over _unwritten and each write, so order holds
+        self._retrying: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def append(self, kind: str, project_id: str | None, actor: str | None,
                data: dict[str, Any] | None, request_id: str | None) -> None:
@@ -143,14 +155,72 @@ class EventLog:
         return stack
 
     def _write(self, rows: list[tuple]) -> None:
+        with self._lock:
+            if self._unwritten:  # an outage is on: behind the events still waiting
+                self._unwritten.extend(rows)
+                return
+            try:
+                events = self._commit(rows)
+            except Exception as ex:
+                if not storage_failure(ex):
+                    raise
+                self._unwritten.extend(rows)
+                self._retry_later(ex)
+                return
+        self._send(events)
+
+    def _commit(self, rows: list[tuple]) -> list[Event]:
         # serial: ids must commit in id order, or a stream reading past an id could skip an
         # event that commits after a later one (PostgreSQL's sequences give ids at insert)
         with self.db.transaction(serial=True) as conn:  # a request's events: one statement
             ids = [i for at in range(0, len(rows), ROWS_PER_INSERT)
                    for i in _insert(conn, rows[at:at + ROWS_PER_INSERT])]
-        for event_id, (at, kind, project_id, actor, request_id, payload) in zip(ids, rows):
-            self._fan_out(Event(event_id, at, kind, project_id, actor, request_id,
-                                json.loads(payload)))
+        return [Event(event_id, at, kind, project_id, actor, request_id, json.loads(payload))
+                for event_id, (at, kind, project_id, actor, request_id, payload)
+                in zip(ids, rows)]
+
+    def _send(self, events: list[Event]) -> None:
+        for event in events:
+            self._fan_out(event)
+
+    def _retry_later(self, ex: BaseException) -> None:
+        log.error("events could not be recorded (%s); %d kept, trying again until the "
+                  "database takes them", ex, len(self._unwritten))
+        if self._retrying is None or not self._retrying.is_alive():
+            self._retrying = threading.Thread(target=self._retry, name="events-retry",
+                                              daemon=True)
+            self._retrying.start()
+
+    def _retry(self) -> None:
+        wait = self.RETRY_S[0]
+        while not self._closed.wait(wait):
+            if self.flush():
+                return
+            wait = min(wait * 2, self.RETRY_S[1])
+
+    def flush(self) -> bool:
+        """Write the events an outage kept; True once none is left."""
+        with self._lock:
+            if not self._unwritten:
+                return True
+            try:
+                events = self._commit(self._unwritten)
+            except Exception as ex:
+                if not storage_failure(ex):
+                    log.exception("events could not be recorded; %d kept",
+                                  len(self._unwritten))
+                return False
+            self._unwritten.clear()
+        log.warning("the %d events kept during the outage are recorded", len(events))
+        self._send(events)
+        return True
+
+    def close(self) -> None:
+        """Stop trying; what is still kept is tried once more, then said lost."""
+        self._closed.set()
+        if not self.flush():
+            log.error("%d events were never recorded (the database was out of reach): "
+                      "webhooks and the audit miss them", len(self._unwritten))
 
     def last_id(self) -> int:
         return self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]

@@ -1,7 +1,10 @@
 """Server-sent events from the kernel's event table: seen across workers (gunicorn), resumable
 and filtered (in process)."""
 
+import sqlite3
 import time
+
+import pytest
 
 from kernel.plugins import hookimpl
 from tests.support import SSE, make_kernel
@@ -84,5 +87,44 @@ def test_a_requests_many_events_keep_their_order_and_ids(tmp_path, backend):
         assert [e.data for e in stored[1:]] == [{"n": k} for k in kinds]
         assert fanned == [(e.id, e.kind) for e in stored]
         assert [e.id for e in stored] == sorted({e.id for e in stored})
+    finally:
+        kernel.shutdown()
+
+
+@pytest.mark.sqlite_only("a SQLite lock holds the database; PostgreSQL's outage is "
+                         "tests/kernel/test_postgres.py's")
+def test_events_the_database_refuses_for_a_while_are_kept_and_written_in_order(
+        tmp_path, monkeypatch, backend):
+    """kernel.db locked past its busy timeout (another process's long transaction) after a
+    write committed: its event is kept, later ones queue behind it, and all are written, in
+    order, once the database takes them — the log is the webhooks' queue; none is lost."""
+    from kernel import storage
+    fanned: list[str] = []
+
+    class Tracker:
+        @hookimpl
+        def track_event(self, kernel, event):
+            fanned.append(event.kind)
+
+    monkeypatch.setattr(storage, "BUSY_TIMEOUT_MS", 200)  # the wait, not the behaviour
+    kernel = make_kernel(tmp_path / "home", plugins=[], extra_plugins=[Tracker()])
+    try:
+        kernel.emit("test.before")
+        other = sqlite3.connect(tmp_path / "home" / "kernel.db", isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another process's long transaction
+        try:
+            kernel.emit("test.during1")  # returns: the write it tells of has committed
+            kernel.emit("test.during2")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert [e.kind for e in kernel.events.after(0)] == ["test.before"]
+        kernel.emit("test.after")  # behind the kept ones, whichever thread writes first
+        deadline = time.monotonic() + 10
+        while len(kernel.events.after(0)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kinds = ["test.before", "test.during1", "test.during2", "test.after"]
+        assert [e.kind for e in kernel.events.after(0)] == kinds
+        assert fanned == kinds
     finally:
         kernel.shutdown()
