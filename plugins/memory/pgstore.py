@@ -177,41 +177,62 @@ def _schema(conn) -> None:
     conn.execute(TOTALS)
 
 
+# Every step from here on runs again on a database that has it already — an older release,
+# started on a database this one migrated, wrote back the version it knew — and leaves the same
+# schema and rows: what it makes is made if missing or replaced, what it fills is recomputed.
+# (What it looks up or drops is this install's, in ``current_schema()``, where it creates: not
+# another install's of the same name further along the search path.)
+
 # Step 2: the project's lexicon (what a prefix term expands to: :func:`_span`),
 # kept as rows change (a lexeme no longer held stays: it matches nothing); the vectors' HNSW
 # index per large project instead of one over all (:meth:`PgMemoryStore.nearest`); records
-# by session, for a semantic hit's neighbours.
+# by session, for a semantic hit's neighbours. (Run again, its view is left as the later step
+# made it: a view replaced cannot lose a column.)
 LEXICON = f"""
-CREATE TABLE all_memory_lexemes (project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
+CREATE TABLE IF NOT EXISTS all_memory_lexemes (
+    project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
     lexeme TEXT COLLATE "C" NOT NULL, PRIMARY KEY (project_id, lexeme));
-CREATE VIEW memory_lexemes AS SELECT lexeme FROM all_memory_lexemes
-    WHERE project_id = current_setting('{SETTING}');
-CREATE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
+DO $do$ BEGIN
+    IF to_regclass(format('%I.memory_lexemes', current_schema())) IS NULL THEN
+        CREATE VIEW memory_lexemes AS SELECT lexeme FROM all_memory_lexemes
+            WHERE project_id = current_setting('{SETTING}');
+    END IF;
+END $do$;
+CREATE OR REPLACE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO all_memory_lexemes SELECT NEW.project_id, unnest(tsvector_to_array(NEW.fts))
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
+DROP TRIGGER IF EXISTS all_memories_lexemes ON all_memories;
 CREATE TRIGGER all_memories_lexemes AFTER INSERT OR UPDATE OF title, rationale, evidence, tags
     ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
-INSERT INTO all_memory_lexemes SELECT DISTINCT project_id, unnest(tsvector_to_array(fts))
-    FROM all_memories;
-DROP INDEX all_memory_vectors_hnsw;
-CREATE INDEX all_memories_by_session ON all_memories (project_id, session_id, created_at, id)
-    WHERE session_id IS NOT NULL;
+INSERT INTO all_memory_lexemes (project_id, lexeme)
+    SELECT DISTINCT project_id, unnest(tsvector_to_array(fts)) FROM all_memories
+    ON CONFLICT DO NOTHING;
+DO $do$ BEGIN
+    EXECUTE format('DROP INDEX IF EXISTS %I.all_memory_vectors_hnsw', current_schema());
+END $do$;
+CREATE INDEX IF NOT EXISTS all_memories_by_session
+    ON all_memories (project_id, session_id, created_at, id) WHERE session_id IS NOT NULL;
 """
 
 # Step 3: each lexeme's record count, for the keyword budget (:meth:`PgMemoryStore.doc_counts`):
 # the trigger adds a record's lexemes and takes away those it held before, one upsert in the
-# lexemes' order (the index's: rows are locked in one order whatever the record).
+# lexemes' order (the index's: rows are locked in one order whatever the record). The counts
+# are set to what the records hold (0 for a lexeme none holds), so a run again changes nothing
+# the triggers kept right.
 COUNTS = f"""
-ALTER TABLE all_memory_lexemes ADD COLUMN records INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE all_memory_lexemes ADD COLUMN IF NOT EXISTS records INTEGER NOT NULL DEFAULT 0;
 CREATE OR REPLACE VIEW memory_lexemes AS SELECT lexeme, records FROM all_memory_lexemes
     WHERE project_id = current_setting('{SETTING}');
-UPDATE all_memory_lexemes l SET records = c.records FROM (
-    SELECT project_id, lexeme, COUNT(*) AS records
-    FROM all_memories, unnest(tsvector_to_array(fts)) lexeme GROUP BY project_id, lexeme) c
-    WHERE l.project_id = c.project_id AND l.lexeme = c.lexeme;
+UPDATE all_memory_lexemes l SET records = COALESCE(c.records, 0)
+    FROM all_memory_lexemes k LEFT JOIN (
+        SELECT project_id, lexeme, COUNT(*) AS records
+        FROM all_memories, unnest(tsvector_to_array(fts)) lexeme GROUP BY project_id, lexeme) c
+    ON k.project_id = c.project_id AND k.lexeme = c.lexeme
+    WHERE l.project_id = k.project_id AND l.lexeme = k.lexeme
+        AND l.records <> COALESCE(c.records, 0);
 CREATE OR REPLACE FUNCTION memory_lexemes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO all_memory_lexemes (project_id, lexeme, records)
@@ -223,7 +244,7 @@ BEGIN
     DO UPDATE SET records = all_memory_lexemes.records + excluded.records;
     RETURN NULL;
 END $$;
-DROP TRIGGER all_memories_lexemes ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_lexemes ON all_memories;
 CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
     OR UPDATE OF title, rationale, evidence, tags ON all_memories
     FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
@@ -234,20 +255,22 @@ CREATE TRIGGER all_memories_lexemes AFTER INSERT OR DELETE
 # term are an index-only range scan (FTS5's doclists), not the hits' tsvectors read from the
 # heap (a heap block per hit: most of the search at 100k records). Kept by a trigger as the
 # record's text changes; its old postings are found by their keys (the old tsvector's lexemes).
+# The postings are filled from the records' tsvectors: a run again drops those no record holds,
+# adds those missing and sets the others to what the records hold.
 POSTINGS = f"""
-CREATE TABLE all_memory_postings (
+CREATE TABLE IF NOT EXISTS all_memory_postings (
     project_id TEXT NOT NULL DEFAULT current_setting('{SETTING}'),
     lexeme TEXT COLLATE "C" NOT NULL, memory_id TEXT NOT NULL, tf INTEGER NOT NULL,
     title_tf INTEGER NOT NULL, words INTEGER NOT NULL,
     PRIMARY KEY (project_id, lexeme, memory_id) INCLUDE (tf, title_tf, words));
-CREATE VIEW memory_postings AS SELECT lexeme, memory_id, tf, title_tf, words
+CREATE OR REPLACE VIEW memory_postings AS SELECT lexeme, memory_id, tf, title_tf, words
     FROM all_memory_postings WHERE project_id = current_setting('{SETTING}');
-CREATE FUNCTION memory_postings_of(fts tsvector) RETURNS TABLE (lexeme TEXT, tf INTEGER,
+CREATE OR REPLACE FUNCTION memory_postings_of(fts tsvector) RETURNS TABLE (lexeme TEXT, tf INTEGER,
     title_tf INTEGER) LANGUAGE sql IMMUTABLE AS $$
     SELECT d.lexeme, cardinality(d.positions),
         (SELECT COUNT(*) FROM unnest(d.weights) w WHERE w = 'A')::INTEGER
     FROM unnest(fts) d $$;
-CREATE FUNCTION memory_postings() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_postings() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
         DELETE FROM all_memory_postings WHERE project_id = OLD.project_id
@@ -259,11 +282,19 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+DROP TRIGGER IF EXISTS all_memories_postings ON all_memories;
 CREATE TRIGGER all_memories_postings AFTER INSERT OR DELETE
     OR UPDATE OF title, rationale, evidence, tags ON all_memories
     FOR EACH ROW EXECUTE FUNCTION memory_postings();
+DELETE FROM all_memory_postings p WHERE NOT EXISTS (SELECT FROM all_memories m
+    WHERE m.project_id = p.project_id AND m.id = p.memory_id
+        AND p.lexeme = ANY(tsvector_to_array(m.fts)));
 INSERT INTO all_memory_postings SELECT m.project_id, p.lexeme, m.id, p.tf, p.title_tf, m.words
-    FROM all_memories m, memory_postings_of(m.fts) p;
+    FROM all_memories m, memory_postings_of(m.fts) p
+    ON CONFLICT (project_id, lexeme, memory_id) DO UPDATE SET tf = excluded.tf,
+        title_tf = excluded.title_tf, words = excluded.words
+    WHERE (all_memory_postings.tf, all_memory_postings.title_tf, all_memory_postings.words)
+        IS DISTINCT FROM (excluded.tf, excluded.title_tf, excluded.words);
 """
 
 # Step 5: a statement's inserted (or deleted) records update the totals, the lexicon and the
@@ -271,7 +302,7 @@ INSERT INTO all_memory_postings SELECT m.project_id, p.lexeme, m.id, p.tf, p.tit
 # lexicon row, not one per record (:meth:`PgWriter.insert_rows` inserts a batch in one
 # statement). A text edit keeps the row triggers (a transition table takes no column list).
 STATEMENTS = """
-CREATE FUNCTION memory_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memory_rows() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     d INTEGER := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
 BEGIN
@@ -296,17 +327,19 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+DROP TRIGGER IF EXISTS all_memories_added ON all_memories;
 CREATE TRIGGER all_memories_added AFTER INSERT ON all_memories REFERENCING NEW TABLE AS changed
     FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
+DROP TRIGGER IF EXISTS all_memories_removed ON all_memories;
 CREATE TRIGGER all_memories_removed AFTER DELETE ON all_memories
     REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION memory_rows();
-DROP TRIGGER all_memories_totals ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_totals ON all_memories;
 CREATE TRIGGER all_memories_totals AFTER UPDATE OF words ON all_memories
     FOR EACH ROW EXECUTE FUNCTION memory_totals();
-DROP TRIGGER all_memories_lexemes ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_lexemes ON all_memories;
 CREATE TRIGGER all_memories_lexemes AFTER UPDATE OF title, rationale, evidence, tags
     ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_lexemes();
-DROP TRIGGER all_memories_postings ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_postings ON all_memories;
 CREATE TRIGGER all_memories_postings AFTER UPDATE OF title, rationale, evidence, tags
     ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_postings();
 """
