@@ -161,9 +161,12 @@ _FALCON_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
 
 
 def storage_failure(ex: BaseException) -> bool:
-    """Whether ``ex`` says the database is out of reach (down, restarting, its pool
-    exhausted, its file locked past the busy timeout) rather than that our code is wrong."""
+    """Whether ``ex`` says the store cannot take or give data now — out of reach (down,
+    restarting, its pool exhausted, its file locked past the busy timeout), or on a disk that
+    is full or cannot be written — rather than that our code is wrong."""
     import sqlite3
+    if _unwritable(ex):
+        return True
     if isinstance(ex, sqlite3.OperationalError):
         return "locked" in str(ex) or "unable to open" in str(ex)
     module = type(ex).__module__
@@ -173,6 +176,34 @@ def storage_failure(ex: BaseException) -> bool:
         import psycopg
         return isinstance(ex, psycopg.OperationalError)
     return False
+
+
+def _unwritable(ex: BaseException) -> str | None:
+    """``"full"`` or ``"read-only"`` when the state's disk or file refuses a write (SQLite
+    says so in its message, the OS in its errno); None otherwise."""
+    import errno
+    import sqlite3
+    text = str(ex) if isinstance(ex, sqlite3.DatabaseError) else ""
+    code = ex.errno if isinstance(ex, OSError) else None
+    if "disk is full" in text or code in (errno.ENOSPC, errno.EDQUOT):
+        return "full"
+    if "readonly database" in text or code == errno.EROFS:
+        return "read-only"
+    return None
+
+
+def storage_error(ex: BaseException) -> APIError:
+    """What a request is told when :func:`storage_failure` holds: nothing was written."""
+    why = _unwritable(ex)
+    if why == "full":
+        return APIError("the disk that holds NeuralMind's state is full; nothing was written "
+                        "— free space, then try again", status=507, code="storage_full")
+    if why == "read-only":
+        return Unavailable("NeuralMind's state cannot be written here (a read-only file system "
+                           "or file, or no permission); nothing was written",
+                           code="storage_read_only")
+    return Unavailable("the database cannot be reached; nothing was written — try again",
+                       code="storage_unavailable", headers={"Retry-After": "2"})
 
 
 def install(app: falcon.App) -> None:
@@ -205,11 +236,9 @@ def install(app: falcon.App) -> None:
             render(req, resp, Unavailable(ex.public, code="storage_newer"))
             return
         if storage_failure(ex):
-            log.error("request %s: the database cannot be reached: %s",
+            log.error("request %s: the store refused it: %s",
                       getattr(req.context, "request_id", "?"), ex)
-            render(req, resp, Unavailable("the database cannot be reached; nothing was "
-                                          "written — try again", code="storage_unavailable",
-                                          headers={"Retry-After": "2"}))
+            render(req, resp, storage_error(ex))
             return
         log.error("unhandled error in request %s", getattr(req.context, "request_id", "?"),
                   exc_info=ex)

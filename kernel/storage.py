@@ -32,12 +32,19 @@ class WriteLock:
 
     def __init__(self, path: Path):
         self._threads = threading.Lock()
-        self._fd = os.open(f"{path}-writer", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._path = f"{path}-writer"
+        self._fd: int | None = None  # made by the first write: reading needs none
 
     def acquire(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         if not self._threads.acquire(timeout=timeout):
             return False
+        if self._fd is None:
+            try:
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:  # a read-only file system: said as such (kernel.errors)
+                self._threads.release()
+                raise
         pause = 50e-6
         while True:
             try:

@@ -32,3 +32,47 @@ def test_uncaught_exception_is_an_opaque_500(tmp_path, monkeypatch, caplog):
     assert "secret" not in r.text and "RuntimeError" not in r.text
     record = next(rec for rec in caplog.records if "trace-me" in rec.getMessage())
     assert record.exc_info and "secret-db-password" in str(record.exc_info[1])
+
+
+class Writes:
+    """Routes whose writes a real SQLite file refuses: one at its size cap (what a full disk
+    answers), one opened read-only (a read-only file system or file)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    @operation(permission=None)
+    def on_post_full(self, req, resp):
+        import sqlite3
+        conn = sqlite3.connect(self.folder / "full.db")
+        conn.execute("CREATE TABLE IF NOT EXISTS t (x BLOB)")
+        conn.execute("PRAGMA max_page_count = 4")
+        for _ in range(100):
+            conn.execute("INSERT INTO t VALUES (zeroblob(4000))")
+            conn.commit()
+
+    @operation(permission=None)
+    def on_post_read_only(self, req, resp):
+        import sqlite3
+        sqlite3.connect(self.folder / "ro.db").execute("CREATE TABLE IF NOT EXISTS t (x)")
+        conn = sqlite3.connect(f"{(self.folder / 'ro.db').as_uri()}?mode=ro", uri=True)
+        conn.execute("INSERT INTO t VALUES (1)")
+
+
+def test_a_full_disk_or_a_read_only_store_is_said_as_such(tmp_path, monkeypatch):
+    """Not an opaque 500: the store refused the write, nothing was written, and what to do."""
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NEURALMIND_EMBEDDINGS_WARM", "0")
+    routes = Writes(tmp_path)
+    plugin = types.SimpleNamespace(register_routes=hookimpl(lambda kernel: [
+        ("/v1/writes/full", routes, "full"), ("/v1/writes/read-only", routes, "read_only")]))
+    kernel = Kernel(load_settings(), plugins=[], extra_plugins=[plugin], load_entrypoints=False)
+    client = falcon.testing.TestClient(kernel.app, headers={"Host": "localhost"})
+    r = client.simulate_post("/v1/writes/full")
+    assert (r.status_code, r.json["error"]["code"]) == (507, "storage_full")
+    assert r.json["error"]["message"] == ("the disk that holds NeuralMind's state is full; "
+                                          "nothing was written — free space, then try again")
+    r = client.simulate_post("/v1/writes/read-only")
+    assert (r.status_code, r.json["error"]["code"]) == (503, "storage_read_only")
+    assert "cannot be written here" in r.json["error"]["message"]
+    assert "Retry-After" not in r.headers

@@ -96,3 +96,16 @@ def test_many_first_connections_to_a_new_file_at_once(tmp_path):
     while not failures.empty():
         found.append(failures.get())
     assert found == []
+
+
+def test_reading_needs_no_writer_lock_file(tmp_path):
+    """The side file writers lock is made by the first write, not by opening: a store on a
+    read-only file system can still be read."""
+    Database(tmp_path / "a.db", [V1]).close()
+    reader = Database(tmp_path / "a.db", [V1])
+    reader.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    assert not (tmp_path / "a.db-writer").exists()
+    with reader.transaction() as conn:
+        conn.execute("PRAGMA user_version")
+    assert (tmp_path / "a.db-writer").exists()
+    reader.close()
