@@ -399,10 +399,10 @@ class _Bound:
 
 def kernel_migrations(postgres: bool) -> list[str]:
     """The kernel's tables (projects, jobs, events, leases), version by version: SQLite's
-    kernel.db grew a step at a time; PostgreSQL starts at the last one."""
+    kernel.db grew a step at a time; PostgreSQL started at the second one."""
     from kernel import events, leases, projects
     if postgres:
         return [projects.MIGRATIONS[0] + jobs.PG_MIGRATION + events.PG_MIGRATION
-                + leases.PG_MIGRATION]
+                + leases.PG_MIGRATION, *jobs.PG_STEPS]
     return [projects.MIGRATIONS[0] + jobs.MIGRATIONS[0] + events.MIGRATIONS[0],
-            jobs.MIGRATIONS[1] + leases.SQLITE_MIGRATION]
+            jobs.MIGRATIONS[1] + leases.SQLITE_MIGRATION, *jobs.MIGRATIONS[2:]]

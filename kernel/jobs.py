@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from kernel import procs
 from kernel.clock import now_iso
-from kernel.daemon import pid_alive
 from kernel.errors import APIError, Conflict, NotFound, storage_failure
 from kernel.leases import HOST
 from kernel.models import Model
@@ -39,9 +39,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs (project_id, created_at);
-""", "ALTER TABLE jobs ADD COLUMN host TEXT;"]
-# PostgreSQL's schema is SQLite's at its last version
+""", "ALTER TABLE jobs ADD COLUMN host TEXT;",
+    # when the process ``pid`` names started (kernel/procs.py): a pid is given out again, a pid
+    # with its start time is not
+    "ALTER TABLE jobs ADD COLUMN pid_start BIGINT;"]
+# PostgreSQL's schema started as SQLite's second version, then took the steps after it —
+# each harmless run again (an older release may have written back the version it knew)
 PG_MIGRATION = MIGRATIONS[0].replace("    pid INTEGER,\n", "    pid INTEGER,\n    host TEXT,\n")
+PG_STEPS = [step.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS") for step in MIGRATIONS[2:]]
 
 Status = Literal["queued", "running", "done", "error", "cancelled"]
 ACTIVE = ("queued", "running")
@@ -140,8 +145,9 @@ class Jobs:
         jid = secrets.token_hex(8)
         with self.db.transaction() as conn:
             conn.execute("INSERT INTO jobs (id, kind, project_id, status, actor, created_at, pid, "
-                         "host) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?)",
-                         (jid, kind, project_id, actor, now_iso(), os.getpid(), HOST))
+                         "pid_start, host) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                         (jid, kind, project_id, actor, now_iso(), os.getpid(), procs.own_start(),
+                          HOST))
         return jid
 
     def start(self, jid: str, work: Work, *, wait: bool = False) -> Job:
@@ -252,12 +258,13 @@ class Jobs:
         return self.get(jid)
 
     def mark_interrupted(self) -> int:
-        """Jobs left queued/running by a process of this host that no longer exists end as
-        ``interrupted`` (another server's jobs are its own to judge)."""
+        """Jobs left queued/running by a process of this host that no longer exists — its pid
+        free, or now another process's (kernel/procs.py) — end as ``interrupted``, and the
+        leases they held are let go (another server's jobs are its own to judge)."""
         rows = self.db.conn.execute(
-            "SELECT id, pid FROM jobs WHERE status IN ('queued', 'running') "
+            "SELECT id, pid, pid_start FROM jobs WHERE status IN ('queued', 'running') "
             "AND (host = ? OR host IS NULL)", (HOST,)).fetchall()
-        dead = [r["id"] for r in rows if not pid_alive(r["pid"])]
+        dead = [r["id"] for r in rows if not procs.alive(r["pid"], r["pid_start"])]
         if dead:
             error = json.dumps({"code": "interrupted",
                                 "message": "the server process running this job stopped"})
@@ -265,4 +272,6 @@ class Jobs:
                 conn.executemany("UPDATE jobs SET status = 'error', error = ?, finished_at = ? "
                                  "WHERE id = ? AND status IN ('queued', 'running')",
                                  [(error, now_iso(), jid) for jid in dead])
+                # a lease names the job of the process that took it, so that process is gone
+                conn.execute(f"DELETE FROM leases WHERE job_id IN ({_marks(dead)})", dead)
         return len(dead)
