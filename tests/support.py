@@ -244,7 +244,7 @@ def kernel_database(home: Path | str):
 
 
 @contextmanager
-def stored_database(home: Path | str, file: Path, component: str, migrations=(),
+def stored_database(home: Path | str, file: Path, component: str, migrations=None,
                     scope: dict[str, str] | None = None):
     """A component's database beside the server at ``home``, under the module's backend: its
     SQLite ``file``, or ``component``'s view of the home's PostgreSQL schema (``scope``: the
