@@ -205,9 +205,16 @@ def consolidated(job: dict[str, Any]) -> str:
     verb = "would merge" if r.get("dry_run") else "merged"
     lines = [f"consolidation: {len(r.get('clusters') or [])} cluster(s) among "
              f"{r.get('checked', 0)} records"]
-    lines += [f"- {verb} {', '.join(c['ids'])}" + (f" into {c['merged_into']}"
-                                                   if c.get("merged_into") else "")
-              + f": {c['titles'][0]}" for c in r.get("clusters") or []]
+    for c in r.get("clusters") or []:
+        left = c.get("skipped") or []  # changed while the job ran: kept as they now are
+        if c.get("merged_into") or r.get("dry_run"):
+            line = f"- {verb} {', '.join(i for i in c['ids'] if i not in left)}" + (
+                f" into {c['merged_into']}" if c.get("merged_into") else "")
+        else:
+            line = "- not merged"
+        if left:
+            line += f" (changed meanwhile, left as they are: {', '.join(left)})"
+        lines.append(f"{line}: {c['titles'][0]}")
     return "\n".join(lines)
 
 

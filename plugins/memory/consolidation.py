@@ -10,6 +10,10 @@ to end. A merge makes a new record — the lead record's title (the most importa
 newest), every distinct sentence of the cluster's texts in the order written, the union of
 files, tags and lists, the highest importance and confidence — and gives each original a
 ``merged_into`` link to it (status MERGED, with history; restore brings one back).
+
+Each merge reads its members again in its own serial write transaction and merges only those
+unchanged since the clusters were found, so an edit made meanwhile is never overwritten and
+two consolidations of one project never merge one record twice.
 """
 
 from __future__ import annotations
@@ -86,7 +90,9 @@ class Consolidation:
         self.m = memories
 
     def run(self, project, dry_run: bool, kinds: list[str], threshold: float, actor,
-            ctx=None) -> dict[str, Any]:
+            ctx=None, before_write: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Find the clusters and merge each (``dry_run``: list them). ``before_write`` is called
+        before each merge's write transaction (tests make a change land there)."""
         store = self.m.store(project)
         recs = store.active(kinds, today())
         index = self.m.searcher.index(store, self.m.kernel.embedder)  # embeds what is missing
@@ -98,36 +104,60 @@ class Consolidation:
                 detector.detect(a, b, cosine).is_contradiction
 
         found = clusters(recs, vectors, threshold, conflict)
-        report = []
+        report, merged = [], 0
         for group in found:
             if ctx is not None:
                 ctx.check()
-            into = None if dry_run else self.merge(project, store, group, actor)
+            if before_write is not None and not dry_run:
+                before_write()
+            into, changed = (None, []) if dry_run else self.merge(project, store, group, actor)
+            if into is not None:
+                merged += len(group) - len(changed)
             report.append({"kind": group[0]["kind"], "ids": [r["id"] for r in group],
-                           "titles": [r["title"] for r in group], "merged_into": into})
+                           "titles": [r["title"] for r in group], "merged_into": into,
+                           "skipped": changed})
         return {"dry_run": dry_run, "threshold": threshold, "checked": len(recs),
-                "clusters": report, "merged": 0 if dry_run else sum(len(g) for g in found)}
+                "clusters": report, "merged": merged}
 
-    def merge(self, project, store, group: list[dict[str, Any]], actor) -> str:
-        """One new record for the cluster; each original merged into it. Its id."""
-        lead = group[0]
-        ordered = sorted(group, key=lambda r: (r["created_at"], r["id"]))
-        body = {"title": lead["title"], "rationale": merged_text(ordered), "kind": lead["kind"],
-                "decision_type": lead["decision_type"],
-                "importance": max(r["importance"] for r in group),
-                "confidence": max(r["confidence"] for r in group),
-                **{f: lead[f] for f in ("author", "agent", "session_id")},
-                **{f: list(dict.fromkeys(x for r in ordered for x in r[f]))[:cap]
-                   for f, cap in LIST_CAP.items()}}
-        at = now_iso()
-        new = records.build(body, root=project.path, now=at, head=gitinfo.head(project.path),
-                            errors=[])
-        ids = [r["id"] for r in ordered]
+    def merge(self, project, store, group: list[dict[str, Any]], actor
+              ) -> tuple[str | None, list[str]]:
+        """One new record for the cluster; each original merged into it: ``(its id, the ids
+        left out)``. The members are read again in the merge's (serial) transaction: one
+        changed since it was read — edited, pinned, no longer ACTIVE (merged by another
+        consolidation, say) or gone — is left out, as it now is; with the lead left out, or
+        fewer than two members left, nothing is merged (``(None, …)``)."""
+        at, head, on = now_iso(), gitinfo.head(project.path), today()
         with store.writing() as w:
+            rows = w.get_many([r["id"] for r in group])
+            kept = [rows[r["id"]] for r in group if unchanged(r, rows.get(r["id"]), on)]
+            changed = [r["id"] for r in group if r["id"] not in {k["id"] for k in kept}]
+            if len(kept) < 2 or kept[0]["id"] != group[0]["id"]:
+                return None, changed
+            lead = kept[0]
+            ordered = sorted(kept, key=lambda r: (r["created_at"], r["id"]))
+            body = {"title": lead["title"], "rationale": merged_text(ordered),
+                    "kind": lead["kind"], "decision_type": lead["decision_type"],
+                    "importance": max(r["importance"] for r in kept),
+                    "confidence": max(r["confidence"] for r in kept),
+                    **{f: lead[f] for f in ("author", "agent", "session_id")},
+                    **{f: list(dict.fromkeys(x for r in ordered for x in r[f]))[:cap]
+                       for f, cap in LIST_CAP.items()}}
+            new = records.build(body, root=project.path, now=at, head=head, errors=[])
+            ids = [r["id"] for r in ordered]
             w.create([(new, records.content_sha(new), self.m.actor_for(actor, new))])
             w.event(new["id"], at, "merged", self.m.actor_for(actor, new), {"merged_from": ids})
             for rec in ordered:
                 self.m.links.connect(w, rec, new, "merged_into", actor, at)
         self.m.written(store)
         self.m.emit("merged", project, actor, None, id=new["id"], merged_from=ids)
-        return new["id"]
+        return new["id"], changed
+
+
+RECALL_FIELDS = ("last_accessed_at", "access_count")  # moved by searches, not by writes
+
+
+def unchanged(read: dict[str, Any], now: dict[str, Any] | None, on: str) -> bool:
+    """Whether a record is still as a consolidation read it: there, every field as read (a
+    search's recall aside), not pinned and effectively ACTIVE."""
+    return (now is not None and not now["pinned"] and records.effective_status(now, on) == "ACTIVE"
+            and all(now[f] == read[f] for f in now if f not in RECALL_FIELDS))

@@ -42,9 +42,10 @@ class Links:
                     note)
         end, status, kind, why = STATUS_OF.get(link_type, (None, None, None, None))
         changed = source if end == "source" else target
-        if status and changed["status"] in LIVE:
+        if status:  # judged on the row as this transaction reads it, not on ``changed``
             self.m.change_status(w, changed, status, kind=kind, at=at,
-                                 actor=self.m.actor_for(actor, changed), note=why.format(**link))
+                                 actor=self.m.actor_for(actor, changed), note=why.format(**link),
+                                 only_from=LIVE)
         return link
 
     def supersede(self, w, rec: dict[str, Any], old_ids: list[str], actor, at: str) -> list[str]:

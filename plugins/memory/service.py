@@ -182,11 +182,20 @@ class Memories:
         return out
 
     def change_status(self, w, rec: dict[str, Any], status: str, *, kind: str, actor: str,
-                      at: str, note: str | None = None) -> dict[str, Any]:
-        """Inside a write: move ``rec`` to ``status`` with its event; the new record."""
-        new = {**rec, "status": status, "updated_at": at}
+                      at: str, note: str | None = None, only_from: tuple[str, ...] | None = None,
+                      current: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Inside a write: move the record ``rec`` names to ``status`` with its event; the new
+        record, or None when it is gone or its status (as stored now) is not in ``only_from``.
+
+        The record is read again in this transaction (``current``: the caller read it in this
+        same transaction already), so a change made since ``rec`` was read — a patch, a pin,
+        another status — is kept, and the event's old status is the row's."""
+        cur = current if current is not None else w.get(rec["id"])
+        if cur is None or (only_from is not None and cur["status"] not in only_from):
+            return None
+        new = {**cur, "status": status, "updated_at": at}
         w.update(new, records.content_sha(new), kind=kind, actor=actor,
-                 changes={"status": [rec["status"], status]}, note=note)
+                 changes={"status": [cur["status"], status]}, note=note)
         return new
 
     def check_ids(self, store, ids: list[str], own: str | None, field: str, loc=()) -> list[dict]:

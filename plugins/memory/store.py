@@ -248,6 +248,17 @@ class Writer:
                                 (memory_id,)).fetchone()
         return record_of(row) if row else None
 
+    def get_many(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """``{id: record}`` of ``ids`` as this transaction sees them (the gone left out): what
+        a background change re-reads before it writes, 500 at a time."""
+        found: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = self.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
+                                     f"({','.join('?' * len(chunk))})", chunk)
+            found.update((r["id"], record_of(r)) for r in rows)
+        return found
+
     def insert(self, recs: list[tuple[dict[str, Any], str]]) -> None:
         """Rows and their file index, no events (creates and imports add their own)."""
         self.insert_rows([self._row(rec, sha) for rec, sha in recs])

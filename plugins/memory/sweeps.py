@@ -5,9 +5,12 @@ A sweep (``POST …/memories/decay``, a kernel job) archives every ACTIVE or STA
 is not pinned and whose strength (:mod:`plugins.memory.decay`) fell below the policy's
 ``archive_threshold``: status ARCHIVED with an ``archived`` event naming the strength. An
 archived record keeps its history, leaves default search and listing, and comes back with
-restore. Each kernel also runs the sweep by itself every ``[memory] decay_sweep_hours`` (0
-turns it off) on each project that has memories; a lease row in the project's store lets one
-worker of a server sweep at a time, and the time of the last sweep lets one sweep a period.
+restore. A sweep reads and judges its candidates, then writes them 500 to a transaction,
+judging each again on its row as that transaction reads it: a change made meanwhile (a pin,
+an edit, another status) is never overwritten. Each kernel also runs the sweep by itself
+every ``[memory] decay_sweep_hours`` (0 turns it off) on each project that has memories; a
+lease row in the project's store lets one worker of a server sweep at a time, and the time of
+the last sweep lets one sweep a period.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from neuralmind import Actor, now_iso
@@ -24,6 +28,7 @@ from plugins.memory.models import DecayPolicy
 
 log = logging.getLogger("neuralmind.memory")
 SWEEP_LEASE_S = 600.0
+LIVE = ("ACTIVE", "STALE")  # what a sweep archives
 SWEEP_ACTOR = Actor("decay-sweep", role="admin", kind="system")  # the daily run, in history
 
 
@@ -49,29 +54,51 @@ class Sweeps:
 
     # -- the sweep -----------------------------------------------------------------------
 
-    def sweep(self, project, dry_run: bool, actor, ctx=None) -> dict[str, Any]:
+    def sweep(self, project, dry_run: bool, actor, ctx=None,
+              before_write: Callable[[], None] | None = None) -> dict[str, Any]:
         """Archive what fell below the threshold; report each change (all of them: a dry run
-        reports what a sweep would do)."""
+        reports what a sweep would do).
+
+        The candidates are read and judged first, then written 500 to a transaction; each
+        transaction reads its records again and judges them on the rows it reads, so a
+        record pinned, edited, recalled or moved out of ACTIVE/STALE since the candidates
+        were read is left as it is now (an edit refreshes it). ``before_write`` is called
+        before each write transaction (tests make a change land there)."""
         store = self.m.store(project)
         policy = self.m.policy(store)
         now = now_iso()
+        at = parse_time(now)
         candidates = store.retained()
-        found = to_archive(candidates, policy, parse_time(now))
+        found = to_archive(candidates, policy, at)
+        if not found or dry_run:
+            return self._result(dry_run, policy, candidates, found)
+        done: list[tuple[dict[str, Any], float]] = []
+        for i in range(0, len(found), 500):
+            if ctx is not None:
+                ctx.check()
+            if before_write is not None:
+                before_write()
+            with store.writing() as w:
+                rows = w.get_many([rec["id"] for rec, _ in found[i:i + 500]])
+                live = [r for r in rows.values() if r["status"] in LIVE]
+                for cur, s in to_archive(live, policy, at):
+                    self.m.change_status(w, cur, "ARCHIVED", kind="archived", at=now,
+                                         actor=self.m.actor_for(actor, cur), current=cur,
+                                         note=f"strength {s:.4f} below "
+                                              f"{policy['archive_threshold']}")
+                    done.append((cur, s))  # as it was: the change reports its old status
+        done.sort(key=lambda pair: (pair[1], pair[0]["id"]))
+        if done:
+            self.m.written(store)
+            self.m.emit("decayed", project, actor, None, archived=[r["id"] for r, _ in done])
+        return self._result(dry_run, policy, candidates, done)
+
+    @staticmethod
+    def _result(dry_run: bool, policy: dict[str, Any], candidates: list[dict[str, Any]],
+                archived: list[tuple[dict[str, Any], float]]) -> dict[str, Any]:
         changes = [{"id": rec["id"], "title": rec["title"], "kind": rec["kind"],
                     "strength": round(s, 6), "status": [rec["status"], "ARCHIVED"]}
-                   for rec, s in found]
-        if found and not dry_run:
-            for i in range(0, len(found), 500):
-                if ctx is not None:
-                    ctx.check()
-                with store.writing() as w:
-                    for rec, s in found[i:i + 500]:
-                        self.m.change_status(w, rec, "ARCHIVED", kind="archived", at=now,
-                                             actor=self.m.actor_for(actor, rec),
-                                             note=f"strength {s:.4f} below "
-                                                  f"{policy['archive_threshold']}")
-            self.m.written(store)
-            self.m.emit("decayed", project, actor, None, archived=[c["id"] for c in changes])
+                   for rec, s in archived]
         return {"dry_run": dry_run, "enabled": policy["enabled"], "checked": len(candidates),
                 "archived": len(changes), "changes": changes}
 

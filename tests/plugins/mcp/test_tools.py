@@ -408,3 +408,16 @@ def test_code_intelligence_tools_impact_next_files_and_activity(tmp_path):
         assert wrong["isError"] and "kind" in wrong["content"][0]["text"]
     finally:
         kernel.shutdown()
+
+
+def test_a_consolidation_says_which_members_it_left_as_they_are():
+    """Members changed while the job ran are left out of the merge (docs/memory.md): the tool's
+    text names them apart from those merged, and a cluster not merged says so."""
+    from plugins.mcp.render import consolidated
+    text = consolidated({"result": {"dry_run": False, "checked": 9, "merged": 2, "clusters": [
+        {"ids": ["a", "b", "c"], "titles": ["Use WAL"], "merged_into": "n1", "skipped": ["c"]},
+        {"ids": ["d", "e"], "titles": ["Pin deps"], "merged_into": None, "skipped": ["d"]}]}})
+    assert text.splitlines() == [
+        "consolidation: 2 cluster(s) among 9 records",
+        "- merged a, b into n1 (changed meanwhile, left as they are: c): Use WAL",
+        "- not merged (changed meanwhile, left as they are: d): Pin deps"]
