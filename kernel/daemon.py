@@ -3,6 +3,8 @@ how clients find the server, and start/stop/status around it."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import signal
@@ -11,11 +13,36 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 DISCOVERY = "daemon.json"
 DEFAULT_PORT = 8765
+MIGRATING = "storage migrate"  # what holds the home (:func:`holding`) while it is copied
+
+
+def code_stamp() -> str:
+    """Which code this is, past its version number (every development build, and a reinstall
+    that kept the number, says the same): a digest of the path, size and time of each Python
+    file of the packages. A daemon started before an upgrade carries another one."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for package in ("kernel", "plugins", "neuralmind"):
+        for path in sorted((root / package).rglob("*.py")):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def other_code(info: dict[str, Any]) -> str:
+    """What to say of a running daemon that runs other code than this command (started
+    before an upgrade): it answers as that code does; "" when it runs this code."""
+    if info.get("code") == code_stamp():
+        return ""
+    return ("; it runs the NeuralMind installed when it started, not this one: restart it "
+            "(`neuralmind daemon stop`, then `neuralmind daemon start`) to use this one")
 
 
 def discovery_path(home: Path) -> Path:
@@ -105,6 +132,51 @@ def status(home: Path) -> dict[str, Any] | None:
     if info and pid_alive(info.get("pid")) and health(info):
         return info
     return None
+
+
+class HomeBusy(RuntimeError):
+    """Another command holds the home (:func:`holding`); ``holder`` says which and its pid."""
+
+    def __init__(self, home: Path, holder: str):
+        super().__init__(f"{holder or 'another command'} is using {home}")
+        self.holder = holder
+
+
+@contextmanager
+def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
+    """The home to this command alone (``flock`` on ``.lock`` in it) while the block runs:
+    two starts of the daemon, or a start during ``storage migrate``'s copy, go one after the
+    other. :class:`HomeBusy` when another holds it past ``wait`` seconds. The lock is the
+    open file's: it ends with the process, however that ends."""
+    Path(home).mkdir(parents=True, exist_ok=True)
+    fd = os.open(Path(home) / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise HomeBusy(Path(home), os.pread(fd, 200, 0).decode(errors="replace"))
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{what} (pid {os.getpid()})".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def holder(home: Path) -> str:
+    """Who holds the home (:func:`holding`) — ``"storage migrate (pid 41)"`` — or "" (a
+    holder killed before it let go leaves its name; the lock itself went with it)."""
+    try:
+        return (Path(home) / ".lock").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 class DaemonExited(RuntimeError):

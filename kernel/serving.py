@@ -22,7 +22,7 @@ from gunicorn.app.base import BaseApplication
 
 from kernel import __version__, errors
 from kernel.config import Settings
-from kernel.daemon import forget_discovery, write_discovery
+from kernel.daemon import code_stamp, forget_discovery, write_discovery
 from kernel.plugins import bundled, make_plugin_manager
 from kernel.projects import config_projects
 
@@ -282,7 +282,7 @@ def _announce(settings: Settings, daemon: bool):
         if daemon:
             write_discovery(settings.home, {
                 "host": "127.0.0.1" if host in ("0.0.0.0", "127.0.0.1") else host,
-                "port": port, "pid": server.pid, "version": __version__,
+                "port": port, "pid": server.pid, "version": __version__, "code": code_stamp(),
                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "url": f"http://127.0.0.1:{port}", "plugins": list(settings.kernel.plugins)})
     return when_ready

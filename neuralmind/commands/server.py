@@ -85,10 +85,20 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     argv = ["daemon", "start", "--foreground"] + (["--port", str(port)] if port is not None else [])
     if config:
         argv += ["--config", os.path.abspath(config)]
+    # a start beside this one (a second `up`, a client's autostart) waits, then finds it;
+    # one during storage migrate's copy is refused at once
+    wait = 0.0 if daemon.holder(settings.home).startswith(daemon.MIGRATING) else START_WAIT_S
     try:
-        return daemon.spawn(settings.home, argv), True
+        with daemon.holding(settings.home, "daemon start", wait):
+            running = daemon.status(settings.home)
+            return (running, False) if running else (daemon.spawn(settings.home, argv), True)
+    except daemon.HomeBusy as ex:
+        raise CommandError(f"{ex}: start the daemon when it ends", 1) from None
     except RuntimeError as ex:
         raise DaemonDidNotStart(ex) from None
+
+
+START_WAIT_S = 90.0  # longer than another start's wait for its daemon (spawn's 60 s)
 
 
 def port_note(info: dict, port: int | None) -> str:
@@ -121,7 +131,7 @@ def cmd_daemon(args) -> int:
             running = daemon.status(settings.home)
             if running:
                 print(f"daemon already running at {running['url']} (pid {running['pid']})"
-                      + port_note(running, args.port))
+                      + port_note(running, args.port) + daemon.other_code(running))
                 return 0
             _export(args, {"host": args.host or "127.0.0.1", "port": _daemon_port(args),
                            "allow_remote": False})
@@ -134,7 +144,7 @@ def cmd_daemon(args) -> int:
         info, started = start_daemon(args.config, args.port)
         if not started:
             print(f"daemon already running at {info['url']} (pid {info['pid']})"
-                  + port_note(info, args.port))
+                  + port_note(info, args.port) + daemon.other_code(info))
             return 0
         home = _settings(args).home
         print(f"daemon running at {info['url']} (pid {info['pid']}); "
@@ -152,7 +162,7 @@ def cmd_daemon(args) -> int:
                                                      if info else {})}))
     elif info:
         print(f"running at {info['url']} (pid {info['pid']}, version {info['version']}, "
-              f"since {info['started_at']})")
+              f"since {info['started_at']})" + daemon.other_code(info))
     else:
         print("not running — start it with `neuralmind daemon start`")
     return 0 if info else 1

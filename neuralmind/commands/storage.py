@@ -192,19 +192,28 @@ def _cell(column: str, row: dict) -> str:
 
 def cmd_migrate(args) -> int:
     from kernel import daemon
-    from kernel.storage import database_errors
-    from kernel.stored import SqliteHome
     settings = load_settings(args.config)
     dsn = args.dsn or settings.storage.dsn
     if not dsn:
         print("neuralmind: name the database: --dsn postgresql://user:password@host:5432/db "
               "(or [storage] dsn, or $NEURALMIND_DATABASE_URL)", file=sys.stderr)
         return 2
-    if daemon.status(settings.home):
-        print(f"neuralmind: a daemon serves {settings.home}: stop it first "
-              "(`neuralmind daemon stop`), so nothing is written while the home is copied",
-              file=sys.stderr)
+    try:  # held while it copies: a daemon started meanwhile would write what is not copied
+        with daemon.holding(settings.home, daemon.MIGRATING):
+            if daemon.status(settings.home):
+                print(f"neuralmind: a daemon serves {settings.home}: stop it first "
+                      "(`neuralmind daemon stop`), so nothing is written while the home is "
+                      "copied", file=sys.stderr)
+                return 1
+            return _copy(args, settings, dsn)
+    except daemon.HomeBusy as ex:
+        print(f"neuralmind: {ex}: nothing was copied; run it when that ends", file=sys.stderr)
         return 1
+
+
+def _copy(args, settings, dsn: str) -> int:
+    from kernel.storage import database_errors
+    from kernel.stored import SqliteHome
     home = SqliteHome(settings)
     found = components(settings)
     if not any(file.path.exists() for c in found for file in c.files(home)):
@@ -228,7 +237,7 @@ def cmd_migrate(args) -> int:
                 report.append({"component": component.name, "what": check.what,
                                "home": check.home, "database": check.database, "ok": check.ok})
                 if not args.json:
-                    print(f"{component.name:<12} {check.what:<34} home {check.home!s:<18} "
+                    print(f"{component.name:<12} {check.what:<48} home {check.home!s:<18} "
                           f"database {check.database!s:<18} {'ok' if check.ok else 'MISMATCH'}",
                           flush=True)
     except database_errors() as ex:

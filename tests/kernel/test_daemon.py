@@ -20,12 +20,25 @@ def run(home, *args, timeout=90):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def start(home, *args) -> subprocess.Popen:
+    env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
+           "NEURALMIND_EMBEDDINGS_WARM": "0"}
+    return subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "daemon", "start", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
 def test_daemon_start_status_stop(tmp_path):
+    """Two starts at once (a second `up`, a client's autostart): one daemon, both succeed."""
     home = tmp_path / "nmhome"
     port = free_port()
-    started = run(home, "daemon", "start", "--port", str(port))
+    both = [start(home, "--port", str(port)) for _ in range(2)]
+    said = [(p.wait(90), *p.communicate()) for p in both]
     try:
-        assert started.returncode == 0, started.stderr
+        assert [code for code, _, _ in said] == [0, 0], said
+        outs = sorted(out for _, out, _ in said)
+        assert outs[0].startswith("daemon already running at") and "restart" not in outs[0]
+        assert outs[1].startswith("daemon running at"), said
         info = json.loads((home / "daemon.json").read_text())
         assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(home / "daemon.json").st_mode) == 0o600
@@ -40,6 +53,12 @@ def test_daemon_start_status_stop(tmp_path):
         assert status.returncode == 0 and json.loads(status.stdout)["pid"] == info["pid"]
         again = run(home, "daemon", "start", "--port", str(port))
         assert "already running" in again.stdout
+        info["code"] = "0" * 16  # as a daemon started before an upgrade left it
+        (home / "daemon.json").write_text(json.dumps(info))
+        status = run(home, "daemon", "status")
+        assert status.stdout.rstrip().endswith(
+            "it runs the NeuralMind installed when it started, not this one: restart it "
+            "(`neuralmind daemon stop`, then `neuralmind daemon start`) to use this one")
     finally:
         stopped = run(home, "daemon", "stop")
     assert "stopped" in stopped.stdout
@@ -133,3 +152,24 @@ def test_a_daemon_on_an_os_port_is_found_and_stops_through_the_api(tmp_path):
         assert not (home / "daemon.json").exists()
     finally:
         run(home, "daemon", "stop")
+
+
+def test_a_start_during_a_storage_migrate_is_refused_and_the_other_way_round(tmp_path):
+    """The home is held while storage migrate copies it: a daemon start then writes nothing
+    the copy would miss; and a migrate waits for no start in progress."""
+    from kernel import daemon
+    from tests.support import run_cli
+    home = tmp_path / "nmhome"
+    env = {"NEURALMIND_HOME": str(home)}
+    with daemon.holding(home, daemon.MIGRATING):
+        code, out, err = run_cli("daemon", "start", env=env)
+    assert (code, out) == (1, "")
+    assert err == (f"neuralmind: storage migrate (pid {os.getpid()}) is using {home}: start "
+                   "the daemon when it ends\n")
+    assert not (home / "daemon.json").exists()
+    with daemon.holding(home, "daemon start"):
+        code, out, err = run_cli("storage", "migrate", "--to", "postgres", "--dsn",
+                                 "postgresql://x@127.0.0.1:1/x", env=env)
+    assert code == 1 and err == (f"neuralmind: daemon start (pid {os.getpid()}) is using "
+                                 f"{home}: nothing was copied; run it when that ends\n")
+    assert daemon.holder(home) == ""  # let go: nobody holds it now
