@@ -51,7 +51,8 @@ def cmd_build(args) -> int:
         return emit(args, job.raw, text=f"build job {job.id} {job.status}: follow it with "
                     f"`neuralmind job wait {job.id}`, stop it with `neuralmind job cancel "
                     f"{job.id}`")
-    emit(args, job.raw, text=job_summary(job))
+    note = _reindex_note(job.result) if isinstance(job.result, dict) else None
+    emit(args, job.raw, text=job_summary(job) + (f"\n{note}" if note else ""))
     return 0 if job.status == "done" else 1
 
 
@@ -83,10 +84,32 @@ def cmd_stats(args) -> int:
     return emit(args, stats, text=fields(stats, list(stats)))
 
 
+# why a build re-indexed files whose content did not change (the result's `reindex_reason`)
+REINDEX_WHY = {
+    "layout": "this NeuralMind indexes them differently than the one that built the index",
+    "settings": "the index was built with other [index] embed_mode, embed_chars or "
+                "test_embed_chars settings",
+    "full": "a full build re-indexes every file",
+}
+
+
+def _reindex_note(r: dict) -> str | None:
+    """One line on the unchanged files a build re-indexed, and why; None when there were none."""
+    n = r.get("files_reindexed") or 0
+    if not n:
+        return None
+    why = REINDEX_WHY.get(r.get("reindex_reason"), "the index was built differently")
+    changed, deleted = r.get("files_changed", 0), r.get("files_deleted", 0)
+    return (f"re-indexed {n} file{'' if n == 1 else 's'}: {why}"
+            + (f" (besides {changed} changed, {deleted} deleted)" if changed or deleted else ""))
+
+
 def _incremental_note(job: Job, was_built: bool) -> str:
     r = job.result if isinstance(job.result, dict) else {}
     if not was_built:
         return "first build: every file was indexed"
+    if note := _reindex_note(r):
+        return note
     return (f"incremental build: re-indexed only the {r.get('files_changed', '?')} changed "
             f"file(s) of the repository's {r.get('files_total', '?')} "
             f"({r.get('files_deleted', 0)} deleted)")

@@ -103,6 +103,18 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
                    rows, edges)
 
 
+def reindex_reason(full: bool, stamp: str | None) -> str:
+    """Why a build re-parsed files whose content did not change: ``full`` (asked for),
+    ``settings`` (the index was made with another ``[index]`` embed_mode, embed_chars or
+    test_embed_chars) or ``layout`` (another NeuralMind made it: its stamp — ``LAYOUT:mode:
+    chars:test_chars`` today — is of another revision or form, or missing, as releases before
+    the stamp left it)."""
+    if full:
+        return "full"
+    parts = (stamp or "").split(":")
+    return "settings" if len(parts) == 4 and parts[0] == str(chunker.LAYOUT) else "layout"
+
+
 class Build:
     """Runs one build for a project. ``check`` raises to cancel; ``progress`` reports."""
 
@@ -124,11 +136,13 @@ class Build:
         known = self.store.file_states()
         layout = (f"{chunker.LAYOUT}:{self.settings.embed_mode}:{self.settings.embed_chars}:"
                   f"{self.settings.test_embed_chars}")
+        stamp = self.store.meta().get("embed_text")
         # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
-        reparse = full or (paths is None and self.store.meta().get("embed_text") != layout)
+        reparse = full or (paths is None and stamp != layout)
         self.progress(files_total=len(entries), files_done=0, chunks_embedded=0, chunks_total=0)
         changed: list[FileRow] = []
         touched, seen, texts = [], set(), {}
+        reindexed = 0  # files re-parsed only because of ``reparse``: their content is the same
         with _Embedding(self) as embedding:
             for done, entry in enumerate(entries, start=1):
                 if done % 100 == 0:
@@ -144,9 +158,11 @@ class Build:
                     continue
                 seen.add(entry.path)
                 data, text = content
-                if not reparse and old and old[2] == hashlib.sha1(data).hexdigest():
+                same = bool(old) and old[2] == hashlib.sha1(data).hexdigest()
+                if same and not reparse:
                     touched.append((entry.path, entry.size, entry.mtime_ns))
                     continue
+                reindexed += same
                 changed.append(file_row(entry, data, text, self.settings, texts))
                 if len(texts) >= self.settings.embed_batch:
                     embedding.submit(texts)
@@ -177,7 +193,9 @@ class Build:
         stats = self.store.stats()
         per = stats["languages"].values()
         return {
-            "files_total": len(entries), "files_changed": len(changed),
+            "files_total": len(entries), "files_changed": len(changed) - reindexed,
+            "files_reindexed": reindexed,
+            "reindex_reason": reindex_reason(full, stamp) if reindexed else None,
             "files_deleted": len(deleted), "files_skipped": skipped.total(),
             "skipped": {why: n for why, n in skipped.items() if n},
             "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),

@@ -155,12 +155,13 @@ def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, 
                      index={"embed_mode": "code"}) as other:
         again = other.register(root)
         result = build(other, again)
-        assert result["files_changed"] == first["files_changed"] and result["chunks_embedded"] > 0
+        assert (result["files_changed"], result["files_reindexed"], result["reindex_reason"]) == (
+            0, first["files_changed"], "settings") and result["chunks_embedded"] > 0
         assert build(other, again)["files_changed"] == 0
     with LocalServer(tmp_path / "home-tests", plugins=["auth", "index"],
                      index={"test_embed_chars": 320}) as other:
         again = other.register(root)
-        assert build(other, again)["files_changed"] == first["files_changed"]
+        assert build(other, again)["files_reindexed"] == first["files_changed"]
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(server, tmp_path):
