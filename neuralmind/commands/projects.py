@@ -137,9 +137,12 @@ def cmd_up(args) -> int:
     else:
         from urllib.parse import urlsplit
 
+        from kernel.daemon import other_code, read_discovery
         from neuralmind.commands.server import port_note
+        local = None if remote else read_discovery(settings.home)
         say(f"daemon already running at {nm.url}"
-            + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port)))
+            + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port))
+            + (other_code(local) if local else ""))
     root = args.path or repo_root()
     handle = nm.project(root)
     say(f"project {handle.id} → {handle.info.path or root}"

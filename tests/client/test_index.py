@@ -91,6 +91,16 @@ def test_up_twice_on_a_fresh_repository(daemon, tmp_path):
     assert facts["token_file"] == str(daemon.home / "token")
     query = daemon.run("project", "query", "subtract two numbers", cwd=repo)
     assert query.returncode == 0 and "def sub" in query.stdout
+    assert "restart it" not in first.stdout
+    found = daemon.home / "daemon.json"
+    info = found.read_text()
+    found.write_text(info.replace('"code": "', '"code": "0'))  # as started before an upgrade
+    try:
+        third = daemon.run("up", cwd=repo)
+    finally:
+        found.write_text(info)
+    assert third.returncode == 0 and "it runs the NeuralMind installed when it started, not " \
+        "this one: restart it" in third.stdout.splitlines()[0]
 
 
 def test_project_index_commands(served, built):
