@@ -103,7 +103,8 @@ def job_summary(job: Job) -> str:
                if ingested > 0 else "")
             + f", {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
-            f"{r.get('chunks_embedded')} embedded)"
+            + (f"{r['files_reindexed']} re-indexed unchanged, " if r.get("files_reindexed") else "")
+            + f"{r.get('chunks_embedded')} embedded)"
             + (f"; skipped {r.get('files_skipped')} files: {why}" if why else "")
             + ("; keyword search only: no embedding model (docs/embeddings.md)"
                if r.get("semantic") is False else ""))

@@ -73,7 +73,8 @@ def _files(service, project, store, write: bool, built: bool, actor, request_id)
     if job.status != "done":
         return Check("files", False, detail + f"; the build {job.status}: {job.error}", stale)
     result = job.result
-    return Check("files", True, detail + f"; re-indexed {result['files_changed']} and dropped "
+    redone = result["files_changed"] + result.get("files_reindexed", 0)
+    return Check("files", True, detail + f"; re-indexed {redone} and dropped "
                  f"{result['files_deleted']}", stale, repaired=True)
 
 

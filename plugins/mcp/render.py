@@ -140,7 +140,9 @@ def job(job: dict[str, Any]) -> str:
     if "nodes" not in r:
         return f"{job['kind']} {job['status']}"
     return (f"index built: {r.get('files')} files ({r.get('files_changed')} changed, "
-            f"{r.get('files_deleted')} deleted), {r['nodes']} symbols, {r.get('edges')} edges, "
+            f"{r.get('files_deleted')} deleted"
+            + (f", {r['files_reindexed']} re-indexed unchanged" if r.get("files_reindexed") else "")
+            + f"), {r['nodes']} symbols, {r.get('edges')} edges, "
             f"{r.get('chunks_embedded')} embedded, {r.get('duration_ms', 0) / 1000:.1f} s")
 
 
