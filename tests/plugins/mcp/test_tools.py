@@ -421,3 +421,12 @@ def test_a_consolidation_says_which_members_it_left_as_they_are():
         "consolidation: 2 cluster(s) among 9 records",
         "- merged a, b into n1 (changed meanwhile, left as they are: c): Use WAL",
         "- not merged (changed meanwhile, left as they are: d): Pin deps"]
+
+
+def test_a_build_that_re_indexed_unchanged_files_says_so():
+    from plugins.mcp.render import job
+    result = {"files": 5, "files_changed": 0, "files_deleted": 0, "files_reindexed": 5,
+              "nodes": 40, "edges": 9, "chunks_embedded": 40, "duration_ms": 1500}
+    assert job({"kind": "index.build", "status": "done", "result": result}) == (
+        "index built: 5 files (0 changed, 0 deleted, 5 re-indexed unchanged), 40 symbols, "
+        "9 edges, 40 embedded, 1.5 s")
