@@ -23,7 +23,7 @@ from plugins.index import chunker, resolve
 from plugins.index.ignore import RuleSet
 from plugins.index.search import fts_text, measure_hubs
 from plugins.index.store import FileRow, IndexStore
-from plugins.index.walker import FileEntry, select, walk
+from plugins.index.walker import FileEntry, contained, select, walk
 
 BINARY_SNIFF = 8192
 NOT_TEXT = "binary or not UTF-8 text"
@@ -152,10 +152,13 @@ class Build:
                 if not reparse and old and old[:2] == (entry.size, entry.mtime_ns):
                     seen.add(entry.path)
                     continue
-                content = read_text(os.path.join(root, entry.path))
+                full = contained(root, entry.path)
+                content = read_text(full) if full else None
                 if content is None:
-                    skipped[NOT_TEXT] += 1
-                    continue
+                    if full and os.path.isfile(full):  # there, and binary or not UTF-8
+                        skipped[NOT_TEXT] += 1
+                    continue  # gone since the walk, or led out of the project by a symlink
+                    # since: not a file of the project now (dropped from the index if it was)
                 seen.add(entry.path)
                 data, text = content
                 same = bool(old) and old[2] == hashlib.sha1(data).hexdigest()

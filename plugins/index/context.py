@@ -9,12 +9,12 @@ from the start, though: the code a question is about goes last, after the layout
 
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from neuralmind import VersionedCache, estimate_tokens
 from plugins.index.resolve import SYMBOLS
+from plugins.index.walker import contained
 
 L0_MAX = 160
 L1_MAX = 600
@@ -87,8 +87,11 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
 def readme_intro(root: str) -> tuple[str, str]:
     """The README's title and first prose paragraph (badges, HTML and rules skipped)."""
     for name in ("README.md", "README.rst", "README.txt", "README", "readme.md"):
+        full = contained(root, name)  # a README that is a symlink out is never read
+        if full is None:
+            continue
         try:
-            text = open(os.path.join(root, name), encoding="utf-8", errors="replace").read(20_000)
+            text = open(full, encoding="utf-8", errors="replace").read(20_000)
         except OSError:
             continue
         title, para = "", []

@@ -22,7 +22,6 @@ import builtins
 import hashlib
 import pathlib
 import posixpath
-import re
 import sys
 from collections import defaultdict
 

@@ -14,7 +14,7 @@ from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFie
                         estimate_tokens, gitinfo, now_iso)
 from plugins.index import context, graph, ingest, learning, search
 from plugins.index.build import Build, file_row, stored_embed_text
-from plugins.index.walker import FileEntry
+from plugins.index.walker import FileEntry, contained
 from plugins.index.ignore import Rule, RuleSet, normalise_value, system_rules
 from plugins.index.store import MIGRATIONS, IndexStore
 
@@ -609,8 +609,8 @@ class IndexService:
         except InvalidFields:
             raise missing from None
         row = store.file(rel)
-        full = os.path.join(project.path, rel)
-        if row is None or os.path.islink(full):
+        full = contained(str(project.path), rel)
+        if row is None or (full is None and row["source"] != "ingested"):
             raise missing
         if row["source"] == "ingested":
             data = store.document_record(rel[len(ingest.PREFIX):].split("/")[0])["text"].encode()

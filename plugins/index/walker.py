@@ -52,6 +52,16 @@ def walk(root: str, rules: RuleSet, check=lambda: None) -> list[FileEntry]:
     return found
 
 
+def contained(root: str, rel: str) -> str | None:
+    """``rel``'s full path when it is no symlink and no symlink on its way leads out of
+    ``root``; else None. What a walk found may have changed since (a folder made a symlink
+    by a branch switch or a deploy): a read must still never leave the project."""
+    full = os.path.join(root, rel)
+    if os.path.islink(full):
+        return None
+    return full if os.path.realpath(full).startswith(os.path.realpath(root) + os.sep) else None
+
+
 def explain(root: str, rules: RuleSet, rel: str) -> dict | None:
     """The rule that ignores ``rel`` (a rule's fields, or the deciding .gitignore line)."""
     full = os.path.join(root, rel)

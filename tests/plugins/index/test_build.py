@@ -75,6 +75,32 @@ def test_document_detail_and_paths_outside(server, project):
     assert absolute.status == 200 and absolute.json["path"] == "notes.txt"
 
 
+def test_a_folder_made_a_symlink_out_after_the_build_is_never_read(server, project, tmp_path):
+    """A branch switch or a deploy script turns an indexed folder into a symlink to one outside
+    the project (and the README into one): documents, the query's README layer and the next
+    build read nothing through it — the walk's rule, held at every read."""
+    pid, root = project
+    first = build(server, pid)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "cart.py").write_text("SECRET = 'from outside the project'\n")
+    (outside / "README.md").write_text("# Outside\n\nA secret paragraph from elsewhere.\n")
+    (root / "shop").rename(root / "shop.real")
+    (root / "shop").symlink_to(outside, target_is_directory=True)
+    (root / "README.md").unlink()
+    (root / "README.md").symlink_to(outside / "README.md")
+    r = server.get(f"/v1/projects/{pid}/documents?path=shop/cart.py")
+    assert r.status == 404 and r.error["code"] == "document_not_found"
+    assert b"SECRET" not in r.body
+    out = server.post(f"/v1/projects/{pid}/query", {"question": "what is this project?"}).json
+    assert "secret paragraph" not in out["context"] and "Outside" not in out["context"]
+    again = build(server, pid)
+    assert again["files_deleted"] >= 2  # gone, not skipped as "binary"
+    assert again["skipped"] == first["skipped"]
+    r = server.get(f"/v1/projects/{pid}/documents?path=shop/cart.py")
+    assert r.status == 404
+
+
 def test_edits_deletes_and_renames_are_followed_exactly(server, project):
     pid, root = project
     first = build(server, pid)
