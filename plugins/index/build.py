@@ -11,7 +11,6 @@ a cancelled build are kept and reused by the next one."""
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +27,10 @@ from plugins.index.walker import FileEntry, contained, select, walk
 BINARY_SNIFF = 8192
 NOT_TEXT = "binary or not UTF-8 text"
 BAD_NAME = "file name not valid UTF-8"
+MINIFIED = "minified or generated (lines of thousands of characters)"
+# a bundle's one line held every function's text, each cut at MAX_NODE_CHARS: a 1 MB file
+# took minutes, gigabytes and a 1 GB index, for code no one searches
+LONG_LINE, LONG_AVERAGE = 5_000, 500
 
 
 def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
@@ -43,19 +46,24 @@ def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
     return named
 
 
-def read_text(path: str) -> tuple[bytes, str] | None:
-    """The file's bytes and text, or None for a binary or non-UTF-8 file."""
+def read_text(path: str) -> tuple[bytes, str] | str | None:
+    """The file's bytes and text; else why it is not indexed (:data:`NOT_TEXT`,
+    :data:`MINIFIED`), or None when it cannot be read (gone since the walk)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError:
         return None
     if b"\0" in data[:BINARY_SNIFF]:
-        return None
+        return NOT_TEXT
     try:
-        return data, data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return None
+        return NOT_TEXT
+    if len(text) > LONG_AVERAGE * (text.count("\n") + 1) and \
+            any(len(line) > LONG_LINE for line in text.split("\n")):
+        return MINIFIED
+    return data, text
 
 
 def embed_text(settings, path: str, kind: str, qualname: str, text: str, docstring: str,
@@ -152,13 +160,13 @@ class Build:
                 if not reparse and old and old[:2] == (entry.size, entry.mtime_ns):
                     seen.add(entry.path)
                     continue
-                full = contained(root, entry.path)
-                content = read_text(full) if full else None
-                if content is None:
-                    if full and os.path.isfile(full):  # there, and binary or not UTF-8
-                        skipped[NOT_TEXT] += 1
-                    continue  # gone since the walk, or led out of the project by a symlink
-                    # since: not a file of the project now (dropped from the index if it was)
+                path = contained(root, entry.path)
+                content = read_text(path) if path else None
+                if not isinstance(content, tuple):
+                    if content:  # why it is not indexed
+                        skipped[content] += 1
+                    continue  # else gone since the walk, or led out of the project by a
+                    # symlink since: not a file of the project now (dropped if it was indexed)
                 seen.add(entry.path)
                 data, text = content
                 same = bool(old) and old[2] == hashlib.sha1(data).hexdigest()

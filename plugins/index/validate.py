@@ -63,7 +63,7 @@ def _files(service, project, store, write: bool, built: bool, actor, request_id)
     changed = [p for p, (size, mtime, _) in known.items()
                if p not in present or (present[p].size, present[p].mtime_ns) != (size, mtime)]
     added = [p for p in present if p not in known  # a binary file is never indexed
-             and read_text(f"{root}/{p}") is not None]
+             and isinstance(read_text(f"{root}/{p}"), tuple)]
     stale = len(changed) + len(added)
     detail = (f"{len(known)} files indexed; {len(changed)} changed or removed and "
               f"{len(added)} new on disk since the build")

@@ -101,6 +101,23 @@ def test_a_folder_made_a_symlink_out_after_the_build_is_never_read(server, proje
     assert r.status == 404
 
 
+def test_a_minified_bundle_is_skipped_and_says_why(server, tmp_path):
+    """A bundle on one line under the size cap (a vendored .min.js, generated data) is not
+    code anyone searches: skipped, with its reason, before a node is made of it."""
+    root = tmp_path / "bundled"
+    root.mkdir()
+    (root / "vendor.js").write_text("".join(f"function f{n}(a){{return a+{n}}};"
+                                            for n in range(3000)))
+    (root / "app.py").write_text('def app():\n    """The app."""\n    return 1\n')
+    (root / "wide.py").write_text("ROW = '" + "x" * 6000 + "'\n" + "y = 1\n" * 20)
+    pid = server.register(root)
+    result = build(server, pid)
+    assert result["skipped"] == {"minified or generated (lines of thousands of characters)": 1}
+    assert server.get(f"/v1/projects/{pid}/documents?path=vendor.js").status == 404
+    assert server.get(f"/v1/projects/{pid}/documents?path=wide.py").status == 200  # one long
+    # line in a file of short ones is code
+
+
 def test_edits_deletes_and_renames_are_followed_exactly(server, project):
     pid, root = project
     first = build(server, pid)
