@@ -20,7 +20,7 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
-from kernel.errors import Conflict, Forbidden, InvalidFields, NotFound, Unauthorized
+from kernel.errors import APIError, Conflict, Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import (KERNEL_EVENT_KINDS, Event, EventKind, EventLog, HeldEvents,
                            unknown_patterns)
 from kernel.guards import LOOPBACK_HOSTS, Guards
@@ -199,11 +199,20 @@ class Kernel:
     def actor(self, req: falcon.Request) -> Actor:
         actor = getattr(req.context, "actor", None)
         if actor is None:
-            actor = self.pm.hook.actor_from_request(kernel=self, request=req)
+            actor = self.pm.hook.actor_from_request(kernel=self, request=req, again=False)
             if actor is None:
                 raise Unauthorized()
             req.context.actor = actor
         return actor
+
+    def still_admitted(self, req: falcon.Request) -> bool:
+        """Whether the credentials ``req`` was let in with still hold (a long answer's check:
+        a token revoked or expired since ends it)."""
+        try:
+            again = self.pm.hook.actor_from_request(kernel=self, request=req, again=True)
+        except APIError:
+            return False
+        return again is not None and again.id == req.context.actor.id
 
     @property
     def embedder(self):

@@ -230,12 +230,14 @@ class EventLog:
                                     (last_id, limit)).fetchall()
         return [_event(r) for r in rows]
 
-    def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float
-               ) -> Iterator[bytes]:
+    def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float,
+               admitted: Callable[[], bool] = lambda: True) -> Iterator[bytes]:
         """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
         the client goes away (the server's write fails and closes the generator), and when
         the database cannot be read (an outage, a server shutting down): the client comes
-        back after ``retry`` with its ``Last-Event-ID`` and misses nothing."""
+        back after ``retry`` with its ``Last-Event-ID`` and misses nothing. It ends, too, when
+        ``admitted()`` no longer holds — asked before each batch it sends and each heartbeat
+        (a token revoked or expired meanwhile gets nothing more)."""
         yield b"retry: 2000\n\n"
         quiet_since = time.monotonic()
         while True:
@@ -246,6 +248,8 @@ class EventLog:
                     raise
                 log.warning("an event stream ended after event %s: %s", last_id, ex)
                 return
+            if batch and not admitted():
+                return
             for event in batch:
                 last_id = event.id
                 if keep(event):
@@ -253,6 +257,8 @@ class EventLog:
                     yield (f"id: {event.id}\nevent: {event.kind}\n"
                            f"data: {json.dumps(event.as_dict(), default=str)}\n\n").encode()
             if time.monotonic() - quiet_since >= heartbeat_s:
+                if not admitted():
+                    return
                 quiet_since = time.monotonic()
                 yield b": keepalive\n\n"
             if not batch:

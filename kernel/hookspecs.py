@@ -59,9 +59,11 @@ def register_middleware(kernel: Kernel) -> list[object]:
 
 
 @hookspec(firstresult=True)
-def actor_from_request(kernel: Kernel, request: falcon.Request) -> Actor | None:
+def actor_from_request(kernel: Kernel, request: falcon.Request, again: bool) -> Actor | None:
     """Who sent the request; None when this plugin does not know. Raise ``Unauthorized``
-    for credentials that are present but wrong."""
+    for credentials that are present but wrong. ``again``: the kernel asks once more for a
+    request it let in, whose answer is still being sent (an event stream checking that its
+    token was not revoked meanwhile): answer as before, but count nothing (rate limits)."""
 
 
 @hookspec

@@ -330,7 +330,8 @@ class EventsResource:
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         resp.set_header("X-Accel-Buffering", "no")
-        resp.stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s)
+        resp.stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s,
+                                           lambda: kernel.still_admitted(req))
 
 
 def _last_event_id(header: str | None) -> int | None:

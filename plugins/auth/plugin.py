@@ -132,7 +132,7 @@ def startup(kernel):
 
 
 @hookimpl
-def actor_from_request(kernel, request):
+def actor_from_request(kernel, request, again):
     token = bearer(request)
     if token is None:
         if request.get_header("Authorization"):
@@ -147,7 +147,8 @@ def actor_from_request(kernel, request):
     actor, expires, limit = state.token_actor(*found)
     if time.time() >= expires:
         raise Unauthorized("this token has expired", code="token_expired")
-    state.limiter.take(actor.id, limit)
+    if not again:
+        state.limiter.take(actor.id, limit)
     return actor
 
 

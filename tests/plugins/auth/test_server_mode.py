@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -421,3 +422,32 @@ def test_events_of_no_project_are_for_admins_and_auditors(team):
     audited = replay_events(team.server.port, auditor)
     assert "token.revoked" in {e["kind"] for e in audited}
     assert all(e["project_id"] is None for e in audited)
+
+
+def test_an_open_event_stream_ends_when_its_token_is_revoked(team):
+    """Revoking a token ends what it has open: its event stream sends nothing more and
+    closes (asked before each batch and heartbeat, without charging its rate limit), while
+    another token's stream goes on."""
+    from types import SimpleNamespace
+
+    from tests.support import SSE
+    gone, kept = team.token("erin", "reader", "a"), team.token("fred", "reader", "a")
+    streams = [SSE(SimpleNamespace(port=team.server.port, token=made["token"]),
+                   "?kind=memory.created") for made in (gone, kept)]
+    try:
+        team.server.kernel.emit("memory.created", project="a", data={"id": "before"})
+        assert all(len(s.wait(1)) == 1 for s in streams)
+        cli(team.server.home, "token", "revoke", gone["id"], config=team.config)
+        deadline = time.monotonic() + 5
+        while team.server.get("/v1/projects", token=gone["token"]).status != 401:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        team.server.kernel.emit("memory.created", project="a", data={"id": "after"})
+        assert [e["data"]["data"]["id"] for e in streams[1].wait(2)] == ["before", "after"]
+        streams[0].thread.join(5)
+        assert not streams[0].thread.is_alive()  # the server ended it
+        assert [e["data"]["data"]["id"] for e in streams[0].events] == ["before"]
+    finally:
+        for stream in streams:
+            if stream.thread.is_alive():  # the ended one's connection is closed already
+                stream.close()
