@@ -9,14 +9,16 @@ import mimetypes
 import os
 import re
 import signal
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from pydantic import Field
 
 from kernel import API_VERSION, __version__
 from kernel.api import JSON, operation
-from kernel.errors import BadRequest, Forbidden, NotFound
+from kernel.errors import BadRequest, Forbidden, NotFound, Unavailable
 from kernel.events import kind_filter
 from kernel.jobs import Job
 from kernel.models import (Model, Page, PageQuery, decode_cursor, encode_cursor, row_number,
@@ -301,14 +303,20 @@ class JobsResource:
 
 
 class EventsResource:
-    """``GET /v1/events``: server-sent events, resumable with ``Last-Event-ID``."""
+    """``GET /v1/events``: server-sent events, resumable with ``Last-Event-ID``. A stream holds
+    one of its worker's threads while it is open: a worker keeps one thread for everything
+    else (more streams are 503 ``too_many_streams``), so open streams never stop it answering."""
 
     def __init__(self, kernel):
         self.kernel = kernel
+        threads = int(os.environ.get("NEURALMIND_THREADS") or kernel.settings.server.threads)
+        self.slots = max(threads - 1, 1)
+        self._open = threading.BoundedSemaphore(self.slots)
 
     @operation(permission="events.read", query=EventsQuery, media_type="text/event-stream",
                tags=["events"], summary="Follow events as server-sent events",
-               errors={404: "`project_not_found`: `project` names none the caller can see"})
+               errors={404: "`project_not_found`: `project` names none the caller can see",
+                       503: "`too_many_streams`: this worker's threads but one hold streams"})
     def on_get(self, req, resp):
         kernel, actor, q = self.kernel, req.context.actor, req.context.query
         if q.project is not None:
@@ -327,11 +335,38 @@ class EventsResource:
                 return False
             return readable(event)
 
+        if not self._open.acquire(blocking=False):
+            raise Unavailable(f"this worker has {self.slots} event streams open, all its "
+                              "threads but one: try again, or give the server more threads "
+                              "([server] threads)", code="too_many_streams",
+                              headers={"Retry-After": "5"})
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         resp.set_header("X-Accel-Buffering", "no")
-        resp.stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s,
-                                           lambda: kernel.still_admitted(req))
+        stream = kernel.events.stream(last_id, keep, kernel.settings.kernel.sse_heartbeat_s,
+                                      lambda: kernel.still_admitted(req))
+        resp.stream = Slot(stream, self._open.release)
+
+
+class Slot:
+    """A stream that holds a slot until it ends or the server closes it (a generator never
+    started runs no ``finally``: the WSGI server's ``close`` lets the slot go)."""
+
+    def __init__(self, stream: Iterator[bytes], release: Callable[[], None]):
+        self._stream, self._release = stream, release
+        self._held = True
+
+    def __iter__(self) -> Slot:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._stream)
+
+    def close(self) -> None:
+        if self._held:
+            self._held = False
+            self._stream.close()
+            self._release()
 
 
 def _last_event_id(header: str | None) -> int | None:

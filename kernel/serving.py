@@ -135,11 +135,12 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
     server = settings.server
     check_bind(settings)
     workers = 1 if daemon else server.workers
+    threads = max(server.threads, 8) if daemon else server.threads
     opts: dict[str, Any] = {
         "bind": f"{server.host}:{server.port}" if ":" not in server.host else f"[{server.host}]:{server.port}",
         "workers": workers,
         "worker_class": "gthread",
-        "threads": max(server.threads, 8) if daemon else server.threads,
+        "threads": threads,
         # the longest request line gunicorn reads (its default is 4094): a long query string
         # reaches the kernel, and only what is longer gets gunicorn's 414, as an envelope
         "limit_request_line": 8190,
@@ -157,7 +158,8 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
-        "raw_env": [f"NEURALMIND_WORKERS={workers}", *_blas_env(),
+        "raw_env": [f"NEURALMIND_WORKERS={workers}", f"NEURALMIND_THREADS={threads}",
+                    *_blas_env(),
                     f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}"],
     }
     if server.tls_cert and server.tls_key:

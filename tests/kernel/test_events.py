@@ -128,3 +128,23 @@ def test_events_the_database_refuses_for_a_while_are_kept_and_written_in_order(
         assert fanned == kinds
     finally:
         kernel.shutdown()
+
+
+def test_a_worker_keeps_a_thread_for_requests_whatever_streams_are_open(make_server):
+    """One careless client opening streams took every thread of every worker, and nothing
+    was answered: a worker holds streams in all its threads but one (here 2: one stream),
+    the next is 503 too_many_streams, and a closed one gives its slot back."""
+    server = make_server(plugins=["auth"], config="[server]\nthreads = 2\n"
+                                                 "[kernel]\nsse_heartbeat_s = 0.2\n")
+    first = SSE(server)
+    assert first.resp.status == 200
+    refused = server.get("/v1/events")
+    assert refused.status == 503 and refused.error["code"] == "too_many_streams"
+    assert refused.headers["retry-after"] == "5" and "[server] threads" in refused.error["message"]
+    assert server.get("/v1/health").status == 200
+    first.close()
+    deadline = time.monotonic() + 5  # the server lets it go at its next heartbeat's write
+    while (again := SSE(server)).resp.status != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    again.close()
