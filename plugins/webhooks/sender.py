@@ -28,6 +28,7 @@ log = logging.getLogger("neuralmind.webhooks")
 LEASE = "webhooks.sender"
 PRUNE_EVERY_S = 3600.0
 GATHER_S = 0.02  # after a wake-up, wait this long for the events that follow it
+DRAIN_S = 1.0  # a hook sends its backlog on, one delivery after another, this long at most
 
 
 class Sender:
@@ -120,12 +121,15 @@ class Sender:
             self._pool.submit(self._deliver, row)
 
     def _deliver(self, row) -> None:
-        """Send the hook's due deliveries one after another while they succeed (a backlog
-        drains on one kept connection without a round of the main loop per delivery)."""
+        """Send the hook's due deliveries one after another while they succeed, for
+        :data:`DRAIN_S` at most (a backlog drains on one kept connection without a round of
+        the main loop per delivery, and a slow receiver's backlog does not hold a sending
+        thread while other hooks wait for one)."""
         hook_id = row["hook_id"]
+        until = time.monotonic() + DRAIN_S
         try:
             while self.service.attempt(row) and not self._stopping.is_set() \
-                    and self.holds_lease():
+                    and time.monotonic() < until and self.holds_lease():
                 due = self.service.store.due(self.service.clock(), hook_id=hook_id)
                 if not due:
                     break

@@ -326,3 +326,27 @@ def test_a_busy_hook_keeps_its_connection_and_one_closed_while_idle_costs_no_try
 def test_a_disabling_window_reads_in_its_own_unit(seconds, said):
     from plugins.webhooks.service import _span
     assert _span(seconds) == said  # not "0.00111111 h" for a 4-second window
+
+
+def test_slow_receivers_backlogs_do_not_keep_another_hook_waiting(make_server):
+    """Four hooks to a slow receiver with a backlog each held every sending thread until
+    their backlogs were through, and a fifth hook's event waited behind them all: a hook now
+    gives its thread up after a second of sending, so the fifth is sent long before."""
+    from tests.plugins.webhooks.receiver import Receiver
+    served = make_server(**SERVED, config=FAST.replace("timeout_s = 0.5", "timeout_s = 5")
+                         .replace("lease_s = 2", "lease_s = 10"))
+    slow, fast = Receiver(), Receiver()
+    try:
+        slow.answer(200, times=1000, delay=0.4)
+        for _ in range(4):
+            subscribe(served, slow, events=["memory.*"])
+        for n in range(5):  # 5 deliveries × 4 hooks × 0.4 s: 8 s of backlog on 4 threads
+            emit(served, "memory.created", n=n)
+        slow.wait_received(4)
+        subscribe(served, fast, events=["index.built"])
+        emit(served, "index.built", n=99)
+        fast.wait(1)
+        assert len(slow.received) < 20 - 4  # not behind the whole backlog
+        slow.wait(20, timeout=30)  # and the backlog goes out whole
+    finally:
+        slow.stop(), fast.stop()
