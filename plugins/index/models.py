@@ -62,6 +62,9 @@ class IndexSettings(ConfigSection):
         "an activation of more files than this (a sweeping change) links nothing"))
     max_document_bytes: int = Field(1_048_576, gt=0, description=(
         "largest document POST …/documents takes (the kernel's max_body_bytes applies first)"))
+    max_document_sections: int = Field(2000, gt=0, description=(
+        "most sections (headings, and parts of 1,500 characters) a document POST …/documents "
+        "may become; its text may be at most 4 × max_document_bytes characters"))
 
 
 class BuildIn(Model):

@@ -241,20 +241,27 @@ class ValidateResource(_Resource):
 
 
 class WatchResource(_Resource):
+    """The watcher's status names the project's root, an absolute path: it is answered only to
+    callers that ``GET /v1/projects/{id}`` shows the ``path`` to (``projects.paths``), null to
+    the others."""
+
+    def _show_root(self, req) -> bool:
+        return self.kernel.allowed(req.context.actor, "projects.paths", req.context.project)
+
     @operation(permission="index.build", response=WatchStatus, tags=TAGS,
                summary="Start watching the project: changed files re-index within seconds")
     def on_post_start(self, req, resp, project_id):
-        return self.watchers.start(req.context.project, req.context.actor)
+        return self.watchers.start(req.context.project, req.context.actor, self._show_root(req))
 
     @operation(permission="index.build", response=WatchStatus, tags=TAGS,
                summary="Stop the project's watcher (whichever worker runs it)")
     def on_post_stop(self, req, resp, project_id):
-        return self.watchers.stop(req.context.project)
+        return self.watchers.stop(req.context.project, self._show_root(req))
 
     @operation(permission="index.read", response=WatchStatus, tags=TAGS,
                summary="The watcher: root, queued changes, last event, recent errors")
     def on_get_status(self, req, resp, project_id):
-        return self.watchers.status(req.context.project)
+        return self.watchers.status(req.context.project, self._show_root(req))
 
 
 def routes(kernel, service, watchers) -> list[tuple]:

@@ -517,10 +517,19 @@ class IndexService:
             raise InvalidFields.one("name", str(ex), "document_name") from None
         if not data.strip():
             raise InvalidFields.one("content", "the document is empty", "document_empty")
+        limits = {"max_bytes": self.settings.max_document_bytes}
         try:
-            text = ingest.to_text(data, content_type)
+            # bounded while it is extracted and parsed, before anything is stored: a few
+            # kilobytes of PDF or of headings may otherwise become megabytes and thousands of
+            # sections to index inside this request
+            text = ingest.to_text(data, content_type,
+                                  max_chars=4 * self.settings.max_document_bytes)
+            ingest.parse(name, text, max_nodes=self.settings.max_document_sections)
         except ingest.Unreadable as ex:
             raise APIError(str(ex), code="document_unreadable", status=422) from None
+        except ingest.TooLarge as ex:
+            raise APIError(str(ex), code="document_too_large", status=413,
+                           details={**limits, **ex.details}) from None
         store = self.store(project)
         doc_id = "doc_" + secrets.token_hex(8)
         doc = {"id": doc_id, "name": name, "path": f"{ingest.PREFIX}{doc_id}/{name}",

@@ -135,7 +135,7 @@ class Watchers:
         self._mine: dict[str, _Watcher] = {}
         self._lock = threading.Lock()
 
-    def start(self, project, actor) -> dict[str, Any]:
+    def start(self, project, actor, show_root: bool = True) -> dict[str, Any]:
         with self._lock:
             mine = self._mine.get(project.id)
             if mine is None or not mine.thread.is_alive():
@@ -146,9 +146,9 @@ class Watchers:
                     watcher.start()
                     watcher._beat()
                     self._mine[project.id] = watcher
-        return self.status(project)
+        return self.status(project, show_root)
 
-    def stop(self, project) -> dict[str, Any]:
+    def stop(self, project, show_root: bool = True) -> dict[str, Any]:
         self.service.kernel.leases.request_stop(watch_lease(project))
         mine = self._mine.pop(project.id, None)
         if mine is not None:
@@ -157,17 +157,21 @@ class Watchers:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and self._running(project):
             time.sleep(0.1)
-        return self.status(project)
+        return self.status(project, show_root)
 
     def _running(self, project):
         return self.service.kernel.leases.holder(watch_lease(project), TTL_S)
 
-    def status(self, project) -> dict[str, Any]:
+    def status(self, project, show_root: bool = True) -> dict[str, Any]:
+        """The project's watcher, whichever worker runs it. ``root`` is the project's absolute
+        path: ``show_root=False`` (a caller without ``projects.paths``, to whom
+        ``GET /v1/projects/{id}`` shows no ``path`` either) answers it as null."""
         row = self._running(project)
         if row is None:
             return {"project_id": project.id, "running": False}
         state = json.loads(row["state"] or "{}")
-        return {"project_id": project.id, "running": True, "root": state.get("root"),
+        return {"project_id": project.id, "running": True,
+                "root": state.get("root") if show_root else None,
                 "pid": row["pid"], "started_at": state.get("started_at"),
                 "queued": state.get("queued", 0), "last_event": state.get("last_event"),
                 "last_indexed_at": state.get("last_indexed_at"),
