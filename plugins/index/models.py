@@ -185,9 +185,21 @@ class RulesOut(Model):
     items: list[RuleOut]
 
 
+NAME_MAX = 255  # bytes in a file or folder name, the most a file system allows
+
+
+def _file_names(value: str) -> str:
+    """A path whose every name a file could have: what rules are matched against (a longer
+    name made a pattern's * backtrack for seconds)."""
+    if any(len(part.encode()) > NAME_MAX for part in value.split("/")):
+        raise ValueError(f"a file or folder name is at most {NAME_MAX} bytes")
+    return value
+
+
 class RuleTestIn(Model):
-    path: str = Field(min_length=1, max_length=4096,
-                      description="project-relative, or absolute inside the project")
+    path: Annotated[str, AfterValidator(_file_names)] = Field(
+        min_length=1, max_length=4096, description="project-relative, or absolute inside the "
+                                                   "project")
 
 
 class RuleTestOut(Model):

@@ -111,6 +111,10 @@ def test_the_test_route_explains_gitignore_and_system_rules(server, project):
 
     assert explain("debug.log")["matched_rule"]["value"] == "*.log"
     assert explain("debug.log")["matched_rule"]["reason"] == ".gitignore"
+    assert explain("d/" + "é" * 126 + ".xy")["ignored"] is False  # 255 bytes: a name
+    r = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": "d/" + "a" * 256})
+    assert r.status == 422 and r.error["details"]["errors"][0]["msg"] == (
+        "a file or folder name is at most 255 bytes")  # no file's name
     assert explain("web/keep.log")["ignored"] is False  # re-included by web/.gitignore
     assert explain("web/generated.js")["matched_rule"]["reason"] == "web/.gitignore"
     assert explain("build/out.py")["matched_rule"]["value"] == "build/"
