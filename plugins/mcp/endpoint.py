@@ -80,7 +80,7 @@ class MCPResource:
             tools, documents, kernel.caller(req),
             lambda permission: kernel.allowed(actor, permission), version,
             req.context.query.project,
-            lambda v, client: self.state.sessions.open(actor.id, v, client))
+            lambda v, client: self.state.sessions.open(actor, v, client))
         body = req.context.body.root
         batch = isinstance(body, list)
         answers = [a for a in (_answer(conn, m, batch) for m in (body if batch else [body]))
@@ -109,7 +109,7 @@ class MCPResource:
                errors={404: "`mcp_session_not_found`: the session ended, or is another token's"})
     def on_delete(self, req, resp):
         session = self._session(req, required=True)
-        self.state.sessions.end(session.id, req.context.actor.id)
+        self.state.sessions.end(session.id, req.context.actor)
 
     def _session(self, req, *, required: bool):
         """The request's session, checked: its id known and the caller's, its protocol version
@@ -124,10 +124,10 @@ class MCPResource:
             if required:
                 raise BadRequest(f"name the session to end in the {SESSION} header")
             return None
-        session = self.state.sessions.find(sid, req.context.actor.id)
+        session = self.state.sessions.find(sid, req.context.actor)
         if session is None:
-            raise NotFound("no such MCP session (it ended, or was never opened with this "
-                           "token): initialize a new one", code="mcp_session_not_found")
+            raise NotFound("no such MCP session (it ended, expired, or was never opened with "
+                           "this token): initialize a new one", code="mcp_session_not_found")
         if version is not None and version != session.protocol_version:
             raise BadRequest(f"this session speaks {session.protocol_version}, not {version}",
                              code="unsupported_protocol_version",

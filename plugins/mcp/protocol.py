@@ -93,6 +93,10 @@ class Connection:
         if method not in SERVED:
             raise ProtocolError(types.METHOD_NOT_FOUND, f"method {method!r} is not served here")
         if method == "initialize":
+            if self.session_id is not None:
+                raise ProtocolError(types.INVALID_REQUEST, "Invalid Request: a batch opens at "
+                                    "most one session, and an initialize before this one in "
+                                    "the batch opened it")
             self.version = negotiated((message.params or {}).get("protocolVersion"))
         version = self.version
         # each protocol version's request and result models, ~0.2 s of imports: loaded by the

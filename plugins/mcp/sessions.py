@@ -1,16 +1,26 @@
 """MCP sessions (``Mcp-Session-Id``): opened by ``initialize``, ended by ``DELETE /v1/mcp``.
 
 They live in SQLite, so any gunicorn worker answers a session's requests and a restarted
-daemon still knows them. A session belongs to the actor that opened it: another token
-naming it gets the same 404 as an unknown id. It records the negotiated protocol version,
-so a request that omits ``MCP-Protocol-Version`` is still answered in that version."""
+daemon still knows them. A session belongs to the credential that opened it (the token, by
+its id; the actor itself for a caller without one, the loopback token): another token naming
+it, even one of the same actor, gets the same 404 as an unknown id. It records the negotiated
+protocol version, so a request that omits ``MCP-Protocol-Version`` is still answered in that
+version.
+
+What a caller can make the store hold is bounded: the client's description is cut to a few
+short fields (:func:`client_info`), an actor holds at most ``MAX_LIVE`` live sessions (opening
+one more forgets its least recently used), and a session idle for ``IDLE_S`` is gone — refused
+at once, and its row deleted by the next prune, which runs at start-up and then at most every
+``PRUNE_EVERY_S`` as sessions are opened and used."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS sessions (
@@ -22,10 +32,37 @@ CREATE TABLE IF NOT EXISTS sessions (
     seen_at REAL NOT NULL,
     ended_at REAL
 );
+""", """
+ALTER TABLE sessions ADD COLUMN credential TEXT;
+UPDATE sessions SET credential = actor;
+CREATE INDEX IF NOT EXISTS sessions_live ON sessions (actor, seen_at) WHERE ended_at IS NULL;
 """]
+# step 2: sessions are the credential's, not the actor's. A session opened before it keeps
+# working for a caller whose credential is the actor itself (the loopback token); one opened
+# with a team server's token is not found any more, and its client initializes again.
 
-SEEN_EVERY_S = 3600.0          # how stale seen_at may get before a request refreshes it
-IDLE_S = 30 * 24 * 3600.0      # sessions unused this long are forgotten at start-up
+SEEN_EVERY_S = 300.0           # how stale seen_at may get before a request refreshes it
+IDLE_S = 30 * 24 * 3600.0      # a session unused this long is expired
+PRUNE_EVERY_S = 300.0          # how often (at most) a worker deletes ended and expired sessions
+MAX_LIVE = 100                 # live sessions an actor holds; one more forgets the least used
+CLIENT_FIELDS = ("name", "title", "version")  # what is kept of the client's clientInfo
+CLIENT_FIELD_MAX = 200         # characters kept of each
+
+
+def client_info(info: dict[str, Any]) -> dict[str, str]:
+    """What is stored of an ``initialize``'s ``clientInfo``: its name, title and version, each
+    cut to ``CLIENT_FIELD_MAX`` characters; the rest (description, website, icons) is not kept.
+    Cut rather than refused: the record only describes the client, nothing is decided by it,
+    and MCP sets no length a conforming client would know to keep under."""
+    return {k: v[:CLIENT_FIELD_MAX] for k in CLIENT_FIELDS
+            if isinstance(v := info.get(k), str)}
+
+
+def credential(actor) -> str:
+    """What a session is bound to: the token that authenticated ``actor`` (its id), or the
+    actor itself when it came with none (the loopback token, other kinds of actor)."""
+    token_id = (actor.extra or {}).get("token_id")
+    return f"{actor.id}/token:{token_id}" if token_id else actor.id
 
 
 @dataclass(frozen=True)
@@ -37,37 +74,64 @@ class Session:
 class Sessions:
     def __init__(self, db):
         self.db = db
+        self.next_prune = 0.0  # time.time() after which the next open or find prunes
+        self._prune_lock = threading.Lock()
 
-    def open(self, actor: str, protocol_version: str, client: dict) -> str:
+    def open(self, actor, protocol_version: str, client: dict) -> str:
+        """A new session of ``actor``'s credential; the actor's least recently used ones past
+        ``MAX_LIVE`` are forgotten."""
+        self._prune_due()
         sid = secrets.token_urlsafe(24)
         now = time.time()
         with self.db.transaction() as conn:
-            conn.execute("INSERT INTO sessions (id, actor, protocol_version, client, created_at, "
-                         "seen_at) VALUES (?, ?, ?, ?, ?, ?)",
-                         (sid, actor, protocol_version, json.dumps(client), now, now))
+            conn.execute("INSERT INTO sessions (id, actor, credential, protocol_version, client, "
+                         "created_at, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         (sid, actor.id, credential(actor), protocol_version,
+                          json.dumps(client_info(client)), now, now))
+            conn.execute(
+                "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE actor = ? "
+                "AND ended_at IS NULL ORDER BY seen_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+                (actor.id, MAX_LIVE))
         return sid
 
-    def find(self, sid: str, actor: str) -> Session | None:
-        """The actor's live session ``sid``, or None."""
+    def find(self, sid: str, actor) -> Session | None:
+        """The live session ``sid`` of ``actor``'s credential, or None (unknown, ended,
+        expired, or another credential's)."""
+        self._prune_due()
+        now = time.time()
         row = self.db.conn.execute(
             "SELECT protocol_version, seen_at FROM sessions WHERE id = ? AND actor = ? AND "
-            "ended_at IS NULL", (sid, actor)).fetchone()
+            "credential = ? AND ended_at IS NULL AND seen_at >= ?",
+            (sid, actor.id, credential(actor), now - IDLE_S)).fetchone()
         if row is None:
             return None
-        now = time.time()
         if now - row["seen_at"] > SEEN_EVERY_S:
             with self.db.transaction() as conn:
                 conn.execute("UPDATE sessions SET seen_at = ? WHERE id = ?", (now, sid))
         return Session(sid, row["protocol_version"])
 
-    def end(self, sid: str, actor: str) -> bool:
+    def end(self, sid: str, actor) -> bool:
         with self.db.transaction() as conn:
             ended = conn.execute("UPDATE sessions SET ended_at = ? WHERE id = ? AND actor = ? "
-                                 "AND ended_at IS NULL", (time.time(), sid, actor)).rowcount
+                                 "AND credential = ? AND ended_at IS NULL",
+                                 (time.time(), sid, actor.id, credential(actor))).rowcount
         return bool(ended)
 
     def prune(self) -> int:
         """Forget ended sessions and those idle for ``IDLE_S``."""
+        now = time.time()
+        self.next_prune = now + PRUNE_EVERY_S
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM sessions WHERE ended_at IS NOT NULL OR seen_at < ?",
-                                (time.time() - IDLE_S,)).rowcount
+                                (now - IDLE_S,)).rowcount
+
+    def _prune_due(self) -> None:
+        """Prune when ``PRUNE_EVERY_S`` has passed since this worker last did; one thread
+        does it while the others carry on."""
+        if time.time() < self.next_prune or not self._prune_lock.acquire(blocking=False):
+            return
+        try:
+            if time.time() >= self.next_prune:
+                self.prune()
+        finally:
+            self._prune_lock.release()
