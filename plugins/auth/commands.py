@@ -18,7 +18,7 @@ import sys
 
 from neuralmind import load_settings, open_shared, record_event, unreachable
 from plugins.auth import loopback
-from plugins.auth.roles import auth_section, known_roles
+from plugins.auth.roles import GLOBAL_PERMISSIONS, auth_section, global_permissions_of, known_roles
 from plugins.auth.schema import PG_MIGRATIONS
 from plugins.auth.tokens import SHORT_ID, TokenError, Tokens, parse_expiry, plain, token_store
 
@@ -85,6 +85,16 @@ def _projects(text: str, settings) -> list[str] | str:
     return ids
 
 
+def scoped_note(role: str, projects: list[str], withheld: list[str]) -> str:
+    """One line: what a token of ``role`` limited to ``projects`` cannot do — the role's
+    permissions that reach beyond any project, which such a token never holds
+    (docs/security.md, "Tokens limited to projects")."""
+    return (f"note: limited to projects {', '.join(projects)}, this {role} token holds the "
+            f"role's permissions in those projects only; it cannot "
+            f"{' or '.join(GLOBAL_PERMISSIONS[p] for p in withheld[:2])} "
+            f"— {', '.join(withheld)} need a token for every project (--projects '*')")
+
+
 def cmd_create(args) -> int:
     settings = _server_settings(args)
     if not args.actor.strip():
@@ -98,10 +108,13 @@ def cmd_create(args) -> int:
         raise TokenError(f"--role {args.role!r}: one of {', '.join(roles)}")
     projects = _projects(args.projects, settings)
     expires = parse_expiry(args.expires) if args.expires is not None else None
+    withheld = global_permissions_of(auth_section(settings), args.role) if projects != "*" else []
     tokens = _tokens(settings)
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
     record_event(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
                                         "role": rec.role, "projects": rec.projects})
+    if withheld:  # stderr, like the reminder: stdout stays the description and the token
+        print(scoped_note(args.role, projects, withheld), file=sys.stderr)
     if args.json:
         print(json.dumps({"token": token, "id": digest[:SHORT_ID], "actor": rec.actor,
                           "role": rec.role, "projects": rec.projects,

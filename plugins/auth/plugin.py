@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import field_validator
 
 from neuralmind import Actor, EventKind, Permission, Unauthorized, hookimpl
-from plugins.auth.apicalls import ApiCalls
+from plugins.auth.apicalls import ApiCalls, ScopedRefusals
 from plugins.auth.cors import CORS, OriginsOfServer, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
 from plugins.auth.ratelimit import FileBuckets, PgBuckets, RateLimiter
@@ -100,7 +100,7 @@ def register_permissions(kernel):
 def register_middleware(kernel):
     # origins are checked here, while the app is built, so a bad one stops the worker booting
     origins = check_origins(kernel.settings.server.allow_origins)
-    return ([CORS(origins)] if origins else []) + [ApiCalls(kernel)]
+    return ([CORS(origins)] if origins else []) + [ApiCalls(kernel), ScopedRefusals(kernel)]
 
 
 @hookimpl
@@ -161,7 +161,10 @@ def permission_allowed(kernel, actor, permission, project):
     # a hard False: no other plugin's True can widen a token beyond its projects or role
     if project is not None and actor.projects is not None and project.id not in actor.projects:
         return False
-    return _state(kernel).policy.allows(actor.role, permission)
+    # a token limited to projects holds no permission that reaches beyond them (tokens.manage,
+    # events.global, …: roles.GLOBAL_PERMISSIONS), whatever its role; the kernel asks for
+    # those with no project, which the line above cannot catch
+    return _state(kernel).policy.allows(actor.role, permission, actor.projects)
 
 
 @hookimpl

@@ -16,6 +16,38 @@ from neuralmind import ROLES, ConfigError, ConfigSection, Permission
 
 ALL = "*"
 
+# Permissions that reach beyond any project: what they read or change belongs to no project,
+# or to all of them. A token limited to projects never holds one, whatever its role (the
+# ``permission_allowed`` hook refuses them; ``token create`` says so). Each with what it lets
+# a caller do, for the 403's message.
+GLOBAL_PERMISSIONS: dict[str, str] = {
+    "tokens.manage": "manage tokens",  # every token: other projects' members, `*` admins
+    "events.global": "read events of no project",  # token changes, job cancels, seats
+    "system.shutdown": "stop the server",  # every project's server
+    "ui.sign_in": "make dashboard sign-in codes",  # they hand out the loopback token
+    "audit.read": "read the audit trail",  # every project's and actor's trail (tier2)
+    "seats.read": "read the seat counts",  # every token actor of the server (tier2)
+}
+
+
+def scoped_refusal(projects, permission: str) -> str:
+    """Why a token limited to ``projects`` is refused ``permission`` (one of the global ones)."""
+    what = GLOBAL_PERMISSIONS.get(permission, f"use {permission}")
+    return (f"a token limited to projects {', '.join(projects)} cannot {what} ({permission}): "
+            "that reaches beyond its projects and needs a token for every project "
+            "(token create --projects '*')")
+
+
+def global_permissions_of(section: "AuthSection", role: str) -> list[str]:
+    """The global permissions ``role`` holds by the config alone (the CLI runs without the
+    plugins' registrations): a role the config lists holds what it names (``*``: all of
+    them); otherwise only ``admin`` holds them by default."""
+    if role in section.roles:
+        names = section.roles[role]
+        return list(GLOBAL_PERMISSIONS) if ALL in names else [
+            p for p in GLOBAL_PERMISSIONS if p in names]
+    return list(GLOBAL_PERMISSIONS) if role == "admin" else []
+
 
 class RateLimit(ConfigSection):
     rate: float = Field(20.0, ge=0, description="Requests per second refilled; 0 turns limiting off")
@@ -56,5 +88,9 @@ class RolePolicy:
             grants[role] = set(permissions) if ALL in names else set(names)
         self.grants = {role: frozenset(names) for role, names in grants.items()}
 
-    def allows(self, role: str, permission: str) -> bool:
+    def allows(self, role: str, permission: str, projects=None) -> bool:
+        """Whether ``role`` holds ``permission``; for a token limited to ``projects`` (not
+        None), never one of :data:`GLOBAL_PERMISSIONS`."""
+        if projects is not None and permission in GLOBAL_PERMISSIONS:
+            return False
         return permission in self.grants.get(role, ())
