@@ -57,9 +57,13 @@ def contained(root: str, rel: str) -> str | None:
     ``root``; else None. What a walk found may have changed since (a folder made a symlink
     by a branch switch or a deploy): a read must still never leave the project."""
     full = os.path.join(root, rel)
-    if os.path.islink(full):
+    try:
+        real = os.path.realpath(full)
+    except ValueError:  # a NUL in it: no file's name
         return None
-    return full if os.path.realpath(full).startswith(os.path.realpath(root) + os.sep) else None
+    if os.path.islink(full) or not real.startswith(os.path.realpath(root) + os.sep):
+        return None
+    return full
 
 
 def explain(root: str, rules: RuleSet, rel: str) -> dict | None:

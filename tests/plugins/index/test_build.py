@@ -68,7 +68,7 @@ def test_document_detail_and_paths_outside(server, project):
         "def add_item(self, sku, qty)", 8, 10)
     assert method["docstring"] == "Put qty units of sku into the cart."
     for bad in ("../outside/secret_lib.py", "/etc/passwd", "linked/secret_lib.py", ".env",
-                "nope.py", str(root / "debug.log")):
+                "nope.py", str(root / "debug.log"), "shop/cart.py\x00"):
         r = server.get(f"/v1/projects/{pid}/documents?path={quote(bad)}")
         assert r.status == 404 and r.error["code"] == "document_not_found", bad
     absolute = server.get(f"/v1/projects/{pid}/documents?path={quote(str(root))}/notes.txt")
