@@ -50,11 +50,13 @@ def _inside(path: str, root: str) -> bool:
 
 
 def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
-    """Why the directory at real path ``real`` may not be a project, or None. ``private``
-    holds NeuralMind's own state folders (real paths): neither they, nor a folder inside
-    them, nor a folder holding them may be one."""
+    """Why the directory at real path ``real`` may not be a project, or None: a system path,
+    the user's home or a folder holding it (``/home``: its build would index every user's
+    credential folders), a credential folder. ``private`` holds NeuralMind's own state
+    folders (real paths): neither they, nor a folder inside them, nor a folder holding them
+    may be one."""
     home = os.path.realpath(os.path.expanduser("~"))
-    if real in RESERVED_SYSTEM or real == home or any(
+    if real in RESERVED_SYSTEM or _inside(home, real) or any(
             _inside(real, p) for p in RESERVED_SYSTEM[1:]) or any(
             _inside(real, os.path.join(home, d)) for d in RESERVED_HOME):
         return f"{real} is a reserved system or credentials path"
