@@ -33,6 +33,7 @@ class Rule:
 
 _SYSTEM = (  # (id, type, value, reason)
     ("git", "folder_name", ".git", "version-control internals"),
+    ("git_file", "file_name", ".git", "version-control internals (a worktree's or submodule's)"),
     ("state", "folder_name", ".neuralmind", "NeuralMind's own state"),
     ("node_modules", "folder_name", "node_modules", "installed dependencies"),
     ("pycache", "folder_name", "__pycache__", "bytecode"),

@@ -120,6 +120,9 @@ def test_the_test_route_explains_gitignore_and_system_rules(server, project):
     assert explain("build/out.py")["matched_rule"]["value"] == "build/"
     assert explain(".env")["matched_rule"]["id"] == "sys_env"
     assert explain(".git/config")["matched_rule"]["id"] == "sys_git"
+    (root / "linked").mkdir(exist_ok=True)  # a worktree's or submodule's .git is a file
+    (root / "linked" / ".git").write_text("gitdir: ../.git/worktrees/linked\n")
+    assert explain("linked/.git")["matched_rule"]["id"] == "sys_git_file"
     assert explain("big.py")["matched_rule"]["id"] == "sys_size"
     assert explain(str(root / "shop/cart.py")) == {"path": "shop/cart.py", "ignored": False,
                                                    "matched_rule": None}
