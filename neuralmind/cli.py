@@ -103,11 +103,26 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
     return None
 
 
+def _utf8(arg: str) -> bool:
+    """Whether a command-line argument is UTF-8 text: the OS hands other bytes over as lone
+    surrogates (PEP 383), which no request can carry."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     from kernel.plugins import PluginError, StartupError
     from neuralmind.client import DaemonNotRunning, NeuralMindAPIError, NotAServerURL
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
+    if bad := next((arg for arg in line if not _utf8(arg)), None):
+        shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        print(f"neuralmind: the argument {shown!r} is not UTF-8: names and text reach the "
+              "server as UTF-8 (rename the file, or give the text in UTF-8)", file=sys.stderr)
+        return 2
     parser = build_parser(line)
     hint = _plugin_not_enabled(parser, line)
     if hint is not None:

@@ -168,6 +168,17 @@ def test_cli_as_a_subprocess(daemon, tmp_path):
     assert json.loads(status.stdout)["url"] == daemon.url and "token" not in status.stdout
 
 
+def test_an_argument_that_is_not_utf8_is_one_line(capsys):
+    """A Latin-1 file name from the shell (``café.py`` in a Latin-1 folder) reaches Python as
+    a lone surrogate: one line naming it, not a traceback or the server's 400."""
+    name = os.fsdecode(b"caf\xe9.py")
+    for argv in (["project", "neighbors", name], ["memory", "add", name, "--rationale", "r"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == (
+            "neuralmind: the argument 'caf\ufffd.py' is not UTF-8: names and text reach the "
+            "server as UTF-8 (rename the file, or give the text in UTF-8)\n")
+
+
 def test_a_command_of_a_plugin_not_enabled_says_which_plugin_to_enable(monkeypatch, capsys):
     monkeypatch.setenv("NEURALMIND_PLUGINS", "auth,memory")
     assert main(["webhook", "list"]) == 2
