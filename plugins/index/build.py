@@ -135,12 +135,13 @@ class Build:
     def run(self, *, full: bool = False, paths: set[str] | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         root = str(self.project.path)
+        skipped: Counter = Counter()
         if paths is None:
-            walked, gone = walk(root, self.rules, self.check), None
+            walked, gone = walk(root, self.rules, self.check, skipped), None
         else:
             walked, gone = select(root, self.rules, paths)
         entries = utf8_named(walked)
-        skipped = Counter({BAD_NAME: len(walked) - len(entries)})
+        skipped[BAD_NAME] += len(walked) - len(entries)
         known = self.store.file_states()
         layout = (f"{chunker.LAYOUT}:{self.settings.embed_mode}:{self.settings.embed_chars}:"
                   f"{self.settings.test_embed_chars}")

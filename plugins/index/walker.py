@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from dataclasses import dataclass
 
 from plugins.index.ignore import GitIgnores, RuleSet
@@ -17,8 +18,14 @@ class FileEntry:
     mtime_ns: int
 
 
-def walk(root: str, rules: RuleSet, check=lambda: None) -> list[FileEntry]:
-    """Every regular file under ``root`` that no rule ignores, sorted by path.
+OVERSIZED = "larger than the size cap ([index] max_file_bytes, or a max_file_size rule)"
+
+
+def walk(root: str, rules: RuleSet, check=lambda: None,
+         skipped: Counter | None = None) -> list[FileEntry]:
+    """Every regular file under ``root`` that no rule ignores, sorted by path; the files left
+    out for their size alone are counted in ``skipped`` (a rule that names a file says why
+    itself, a size cap would leave a large module out without a word).
 
     Symlinks (files and directories) are skipped: one pointing outside the root must never
     pull outside files into the index, and one pointing inside would index a file twice.
@@ -45,9 +52,11 @@ def walk(root: str, rules: RuleSet, check=lambda: None) -> list[FileEntry]:
                 if rules.match(rel, True) is None and gitignores.match(rel, True) is None:
                     stack.append(rel)
             elif stat.S_ISREG(st.st_mode):
-                if (rules.match(rel, False, st.st_size) is None
-                        and gitignores.match(rel, False) is None):
+                rule = rules.match(rel, False, st.st_size)
+                if rule is None and gitignores.match(rel, False) is None:
                     found.append(FileEntry(rel, st.st_size, st.st_mtime_ns))
+                elif rule is not None and rule.type == "max_file_size" and skipped is not None:
+                    skipped[OVERSIZED] += 1
     found.sort(key=lambda f: f.path)
     return found
 

@@ -36,6 +36,9 @@ def test_build_indexes_symbols_and_leaves_out_what_it_must(server, project):
     assert server.get(f"/v1/projects/{pid}").json["status"]["built"] is False
     result = build(server, pid)
     assert result["chunks_embedded"] > 0 and result["semantic"] is True
+    # what the size cap leaves out is said, as a binary file is (a rule says why itself)
+    assert result["skipped"]["larger than the size cap ([index] max_file_bytes, or a "
+                             "max_file_size rule)"] == 1  # big.py
     assert indexed(server, pid) == {
         "README.md", "shop/cart.py", "shop/prices.py", "shop/__init__.py", "web/server.js",
         "web/types.ts", "svc/main.go", "svc/lib.rs", "svc/App.java", "notes.txt", ".gitignore",
