@@ -31,6 +31,10 @@ def watch_lease(project) -> str:
     return f"index.watch:{project.id}"
 
 
+class _Stopped(Exception):
+    """A re-index ends early: its watcher is stopping."""
+
+
 class _Watcher:
     def __init__(self, service, project, owner: str, debounce_s: float):
         self.service, self.project, self.owner = service, project, owner
@@ -65,7 +69,9 @@ class _Watcher:
             if event.event_type not in CHANGES or dir_noise:
                 continue
             with self.guard:
-                if event.is_directory:
+                # a folder, or a .gitignore (what it leaves out anywhere below changed): walk
+                # the whole tree again
+                if event.is_directory or rel.rsplit("/", 1)[-1] == ".gitignore":
                     self.rescan = True
                 else:
                     self.pending.add(rel)
@@ -116,9 +122,27 @@ class _Watcher:
             paths, rescan = set(self.pending), self.rescan
             self.pending.clear()
             self.rescan = False
+        beat = [time.monotonic()]
+
+        def progress(**_) -> None:
+            """A long re-index keeps both leases: the build's (or a build would start beside
+            it once its TTL lapsed) and the watcher's (its status said not running)."""
+            if time.monotonic() - beat[0] >= BEAT_S:
+                beat[0] = time.monotonic()
+                self.leases.heartbeat(build, owner)
+                if not self._beat():
+                    self.stopping.set()
+
+        def check() -> None:
+            if self.stopping.is_set():
+                raise _Stopped
+
         try:
-            self.service.run_build(self.project, paths=None if rescan else paths, trigger="watch")
+            self.service.run_build(self.project, paths=None if rescan else paths, trigger="watch",
+                                   check=check, progress=progress)
             self.state["last_indexed_at"] = now_iso()
+        except _Stopped:  # watch/stop, or the lock lost: a build writes at its end, so nothing
+            pass  # of this one was; the next build picks the changes up
         except Exception as ex:  # keep watching; the error shows in the status
             log.exception("watch re-index of %s failed", self.project.id)
             self.errors.append({"at": now_iso(), "error": f"{type(ex).__name__}: {ex}"[:300],

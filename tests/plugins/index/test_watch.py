@@ -50,6 +50,12 @@ def test_watch_follows_changes_and_stops(server, project):
     hits = server.post(f"/v1/projects/{pid}/search", {"query": "issue refund",
                                                       "mode": "keyword"}).json["results"]
     assert hits[0]["label"] == "issue_refund"
+    # a .gitignore written, then taken back: what it leaves out goes, then comes back
+    ignore = root / "shop" / ".gitignore"
+    ignore.write_text("refunds.py\n")
+    assert wait_for(lambda: labels(server, pid, "shop/refunds.py") is None)
+    ignore.unlink()
+    assert wait_for(lambda: labels(server, pid, "shop/refunds.py") is not None)
 
     stopped = server.post(f"/v1/projects/{pid}/watch/stop").json
     assert stopped["running"] is False
