@@ -65,7 +65,15 @@ def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
             return f"{real} holds NeuralMind's own state ({state}: its token and stores)"
     if ".neuralmind" in real.split("/"):
         return f"{real} is inside a .neuralmind folder, NeuralMind's own state"
+    # git's own data: its config holds the remotes' URLs, tokens in them at times
+    if ".git" in real.split("/") or _bare_repository(real):
+        return (f"{real} is git's own data (a .git folder or a bare repository), not a "
+                "working tree: give the folder the repository is checked out in")
     return None
+
+
+def _bare_repository(real: str) -> bool:
+    return all(os.path.exists(os.path.join(real, name)) for name in ("HEAD", "objects", "refs"))
 
 
 def real_path(raw: str) -> str:

@@ -67,6 +67,21 @@ def test_home_and_credential_dirs_refused_even_through_a_symlink(kapp, tmp_path,
         assert r.status == 403 and r.error["code"] == "path_not_allowed", path
 
 
+def test_gits_own_data_is_no_project(kapp, tmp_path):
+    """A bare repository or a .git folder holds git's config, remote URLs with their tokens
+    among it: refused, naming what to give instead."""
+    bare = tmp_path / "bare.git"
+    for folder in ("objects", "refs"):
+        (bare / folder).mkdir(parents=True)
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "work" / ".git" / "hooks").mkdir(parents=True)
+    for path in (bare, tmp_path / "work" / ".git", tmp_path / "work" / ".git" / "hooks"):
+        r = kapp.post("/v1/projects", {"path": str(path)})
+        assert r.status == 403 and r.error["code"] == "path_not_allowed", path
+        assert "not a working tree" in r.error["message"]
+    assert kapp.post("/v1/projects", {"path": str(tmp_path / "work")}).status in (200, 201)
+
+
 def test_not_a_directory_is_422_and_changes_nothing(kapp, tmp_path):
     f = tmp_path / "file.txt"
     f.write_text("x")
