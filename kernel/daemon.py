@@ -194,8 +194,11 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     log = open(Path(home) / "daemon.log", "ab")
     start = log.seek(0, os.SEEK_END)
     before = read_discovery(home)
-    proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", *argv], stdin=subprocess.DEVNULL,
-                            stdout=log, stderr=log, start_new_session=True)
+    # -P: the working directory (the user's repository) is not put on sys.path, or its own
+    # kernel/ or plugins/ package would be imported in place of NeuralMind's
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "neuralmind.cli", *argv],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -54,8 +54,10 @@ def _derive(source: Path, target: Path) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     partial = Path(name)
-    done = subprocess.run([sys.executable, "-m", "kernel.int8model", str(source), str(partial)],
-                          capture_output=True, text=True, timeout=DERIVE_TIMEOUT_S)
+    # -P: never the working directory's own kernel/ package (a user's repository may have one)
+    done = subprocess.run([sys.executable, "-P", "-m", "kernel.int8model", str(source),
+                           str(partial)], capture_output=True, text=True,
+                          timeout=DERIVE_TIMEOUT_S)
     if done.returncode != 0 or not partial.stat().st_size:
         partial.unlink(missing_ok=True)
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

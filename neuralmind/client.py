@@ -419,7 +419,7 @@ class NeuralMindClient:
     def _start_daemon(self) -> None:
         """``neuralmind daemon start`` (the same command a user types), then re-discover."""
         import subprocess
-        proc = subprocess.run([sys.executable, "-m", "neuralmind.cli", "daemon", "start"],
+        proc = subprocess.run([sys.executable, "-P", "-m", "neuralmind.cli", "daemon", "start"],
                               capture_output=True, text=True,
                               env={**os.environ, "NEURALMIND_HOME": str(self.home)})
         if proc.returncode != 0:

@@ -42,7 +42,7 @@ class Edit:
 
 def launcher() -> list[str]:
     """How an agent starts us: ``neuralmind`` when it is on PATH, else this interpreter."""
-    return [NAME] if shutil.which(NAME) else [sys.executable, "-m", "neuralmind.cli"]
+    return [NAME] if shutil.which(NAME) else [sys.executable, "-P", "-m", "neuralmind.cli"]
 
 
 def environment() -> dict[str, str]:

@@ -20,19 +20,26 @@ def run(home, *args, timeout=90):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def start(home, *args) -> subprocess.Popen:
+def start(home, cwd, *args) -> subprocess.Popen:
+    """``neuralmind daemon start`` as the console script runs it (-P: not from ``cwd``)."""
     env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
            "NEURALMIND_EMBEDDINGS_WARM": "0"}
-    return subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "daemon", "start", *args],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen([sys.executable, "-P", "-m", "neuralmind.cli", "daemon", "start",
+                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def test_daemon_start_status_stop(tmp_path):
-    """Two starts at once (a second `up`, a client's autostart): one daemon, both succeed."""
+    """Two starts at once (a second `up`, a client's autostart): one daemon, both succeed —
+    started in a repository with kernel/ and plugins/ packages of its own, which the daemon
+    imported in place of NeuralMind's (python -m puts the working directory first)."""
     home = tmp_path / "nmhome"
+    repo = tmp_path / "repo"
+    for package in ("kernel", "plugins"):
+        (repo / package).mkdir(parents=True)
+        (repo / package / "__init__.py").write_text("raise SystemExit('not NeuralMind')\n")
     port = free_port()
-    both = [start(home, "--port", str(port)) for _ in range(2)]
+    both = [start(home, repo, "--port", str(port)) for _ in range(2)]
     said = [(p.wait(90), *p.communicate()) for p in both]
     try:
         assert [code for code, _, _ in said] == [0, 0], said
