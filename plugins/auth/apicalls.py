@@ -31,7 +31,7 @@ class ApiCalls:
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
         ctx = req.context
-        op, actor = getattr(ctx, "operation", None), getattr(ctx, "actor", None)
+        op, actor = _called(req)
         if op is None or actor is None or not op.mutating:
             return
         try:
@@ -57,8 +57,7 @@ class ScopedRefusals:
 
     def process_response(self, req: falcon.Request, resp: falcon.Response, resource,
                          req_succeeded: bool) -> None:
-        ctx = req.context
-        op, actor = getattr(ctx, "operation", None), getattr(ctx, "actor", None)
+        op, actor = _called(req)
         if (resp.status_code != 403 or op is None or actor is None or actor.kind != "token"
                 or actor.projects is None or op.permission not in GLOBAL_PERMISSIONS):
             return
@@ -75,3 +74,8 @@ class ScopedRefusals:
         error["message"] = scoped_refusal(actor.projects, op.permission)
         error["details"]["projects"] = list(actor.projects)
         resp.data = json.dumps(body, ensure_ascii=False).encode()
+
+
+def _called(req: falcon.Request) -> tuple:
+    """The operation a request reached and who called it (each None when it got no further)."""
+    return getattr(req.context, "operation", None), getattr(req.context, "actor", None)

@@ -3,6 +3,7 @@ server-mode configs, tokens, and the kernel's event table read beside the server
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 from pathlib import Path
@@ -43,3 +44,24 @@ def events(home: Path, kind: str) -> list[dict]:
         rows = db.conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY id",
                                (kind,)).fetchall()
     return [{**dict(r), "data": json.loads(r["data"])} for r in rows]
+
+
+def replay_events(port: int, token: str, seconds: float = 5.0) -> list[dict]:
+    """Every event the token may see, replayed from the start of the log (Last-Event-ID 0):
+    read until the first heartbeat, which the server sends once it has nothing more."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=seconds)
+    conn.request("GET", "/v1/events", headers={"Host": f"127.0.0.1:{port}", "Last-Event-ID": "0",
+                                               "Authorization": f"Bearer {token}"})
+    r = conn.getresponse()
+    assert r.status == 200
+    seen = []
+    try:
+        for raw in r:
+            if raw.startswith(b"data: "):
+                seen.append(json.loads(raw[6:]))
+            elif raw.startswith(b": keepalive"):
+                break
+    finally:
+        r.close()
+        conn.close()
+    return seen

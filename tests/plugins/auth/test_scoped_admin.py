@@ -7,7 +7,6 @@ projects")."""
 
 from __future__ import annotations
 
-import http.client
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plugins.auth.roles import GLOBAL_PERMISSIONS
-from tests.plugins.auth.helpers import cli, create_token, server_config
+from tests.plugins.auth.helpers import cli, create_token, replay_events, server_config
 from tests.support import DEFAULT_PLUGINS, LocalServer, request
 
 EXTRA = """
@@ -131,37 +130,17 @@ def test_whoami_of_a_project_limited_admin_lists_no_global_permission(lab):
     assert {"memories.delete", "jobs.cancel", "index.admin"} <= set(limited["permissions"])
 
 
-def replay(port: int, token: str) -> list[dict]:
-    """Every event the token may see from the start of the log, up to the first heartbeat."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    conn.request("GET", "/v1/events", headers={"Host": f"127.0.0.1:{port}", "Last-Event-ID": "0",
-                                               "Authorization": f"Bearer {token}"})
-    r = conn.getresponse()
-    assert r.status == 200
-    seen = []
-    try:
-        for raw in r:
-            if raw.startswith(b"data: "):
-                seen.append(json.loads(raw[6:]))
-            elif raw.startswith(b": keepalive"):
-                break
-    finally:
-        r.close()
-        conn.close()
-    return seen
-
-
 def test_a_project_limited_admin_reads_no_global_events(lab):
     b_member = lab.token("bo", "reader", "b")  # token.created naming project b: no project
     r = lab.server.post("/v1/projects/a/memories", {"title": "scoped", "rationale": "seen"},
                         token=lab.admin_a["token"])
     assert r.status == 201  # memory.created in project a
-    limited = replay(lab.server.port, lab.admin_a["token"])
+    limited = replay_events(lab.server.port, lab.admin_a["token"])
     assert "memory.created" in {e["kind"] for e in limited}
     assert all(e["project_id"] == "a" for e in limited), [
         (e["kind"], e["project_id"]) for e in limited if e["project_id"] != "a"]
     # the unrestricted admin sees the global ones: project b's member among them
-    everything = replay(lab.server.port, lab.root["token"])
+    everything = replay_events(lab.server.port, lab.root["token"])
     created = [e for e in everything if e["kind"] == "token.created" and e["project_id"] is None]
     assert b_member["id"] in {e["data"]["token_id"] for e in created}
     assert "memory.created" in {e["kind"] for e in everything}

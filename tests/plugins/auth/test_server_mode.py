@@ -16,7 +16,8 @@ import pytest
 
 from kernel.auth import ROLES
 from plugins.auth.tokens import iso, now
-from tests.plugins.auth.helpers import cli, create_token, events, server_config
+from tests.plugins.auth.helpers import (cli, create_token, events, replay_events,
+                                        server_config)
 from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, request
 
 SECURITY_MD = ROOT / "docs" / "security.md"
@@ -379,28 +380,6 @@ def test_every_project_is_null_in_whoami_and_star_in_token_listings(team):
     whoami = next(line for line in SECURITY_MD.read_text().splitlines()
                   if line.startswith("| `GET /v1/auth/whoami`"))
     assert "`null`" in whoami and '`"*"`' in whoami, whoami
-
-
-def replay_events(port: int, token: str, seconds: float = 5.0) -> list[dict]:
-    """Every event the token may see, replayed from the start of the log (Last-Event-ID 0):
-    read until the first heartbeat, which the server sends once it has nothing more."""
-    import json
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=seconds)
-    conn.request("GET", "/v1/events", headers={"Host": f"127.0.0.1:{port}", "Last-Event-ID": "0",
-                                               "Authorization": f"Bearer {token}"})
-    r = conn.getresponse()
-    assert r.status == 200
-    seen = []
-    try:
-        for raw in r:
-            if raw.startswith(b"data: "):
-                seen.append(json.loads(raw[6:]))
-            elif raw.startswith(b": keepalive"):
-                break
-    finally:
-        r.close()
-        conn.close()
-    return seen
 
 
 def test_events_of_no_project_are_for_admins_and_auditors(team):

@@ -109,3 +109,11 @@ def team(tmp_path_factory):
     app.only_a = {r: tokens.create(f"{r}-a", r, ["a"])[0] for r in ("reader", "builder")}
     yield app
     kernel.shutdown()
+
+
+def jsonrpc(method, params=None, id=1) -> dict:
+    """A JSON-RPC request as a client sends it."""
+    body = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body

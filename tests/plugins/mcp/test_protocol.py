@@ -12,22 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.mcp.tools import SPECS
+from tests.plugins.mcp.conftest import jsonrpc
 from tests.support import ROOT
 
 INIT = {"protocolVersion": "2025-03-26", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}
 
 
-def _request(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "id": id, "method": method}
-    if params is not None:
-        body["params"] = params
-    return body
-
-
 def test_initialize_opens_a_session_in_the_version_the_client_asked(local):
     app = local.as_(local.token)
-    r = app.post(_request("initialize", INIT))
+    r = app.post(jsonrpc("initialize", INIT))
     assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
     result = r.json["result"]
     assert result["protocolVersion"] == "2025-03-26"
@@ -36,23 +30,23 @@ def test_initialize_opens_a_session_in_the_version_the_client_asked(local):
     assert "wakeup" in result["instructions"]
     app.session = r.headers["mcp-session-id"]
     # the session keeps its version: a request without the header is answered in it
-    r = app.http.simulate_post("/v1/mcp", json=_request("ping"), headers={
+    r = app.http.simulate_post("/v1/mcp", json=jsonrpc("ping"), headers={
         "Authorization": f"Bearer {local.token}", "Mcp-Session-Id": app.session})
     assert r.json == {"jsonrpc": "2.0", "id": 1, "result": {}}
     app.session = None
-    newer = app.post(_request("initialize", {**INIT, "protocolVersion": "2099-01-01"}))
+    newer = app.post(jsonrpc("initialize", {**INIT, "protocolVersion": "2099-01-01"}))
     assert newer.json["result"]["protocolVersion"] == "2025-11-25"
 
 
 def test_sessions_are_checked_and_ended(local, team):
     app = local.as_(local.token).open()
-    assert app.post(_request("ping")).status_code == 200
-    wrong = app.post(_request("ping"), **{"MCP-Protocol-Version": "2025-03-26"})
+    assert app.post(jsonrpc("ping")).status_code == 200
+    wrong = app.post(jsonrpc("ping"), **{"MCP-Protocol-Version": "2025-03-26"})
     assert wrong.status_code == 400
     assert wrong.json["error"]["code"] == "unsupported_protocol_version"
     assert wrong.json["error"]["details"] == {"supported": ["2025-06-18"]}
     assert app.http.simulate_delete("/v1/mcp", headers=app.headers()).status_code == 204
-    ended = app.post(_request("ping"))
+    ended = app.post(jsonrpc("ping"))
     assert ended.status_code == 404 and ended.json["error"]["code"] == "mcp_session_not_found"
     unnamed = app.http.simulate_delete("/v1/mcp", headers={"Authorization": f"Bearer {app.token}"})
     assert unnamed.status_code == 400 and "Mcp-Session-Id" in unnamed.json["error"]["message"]
@@ -60,16 +54,16 @@ def test_sessions_are_checked_and_ended(local, team):
     alice = team.as_(team.tokens["reader"]).open()
     bob = team.as_(team.tokens["admin"])
     bob.session = alice.session
-    stolen = bob.post(_request("ping"))
+    stolen = bob.post(jsonrpc("ping"))
     assert stolen.status_code == 404 and stolen.json["error"]["code"] == "mcp_session_not_found"
 
 
 def test_unknown_protocol_versions_are_refused_so_a_2026_probe_falls_back(local):
     app = local.as_(local.token)
-    probe = app.post(_request("server/discover", {}), **{"MCP-Protocol-Version": "2026-07-28"})
+    probe = app.post(jsonrpc("server/discover", {}), **{"MCP-Protocol-Version": "2026-07-28"})
     assert probe.status_code == 400
     assert "2025-11-25" in probe.json["error"]["details"]["supported"]
-    plain = app.post(_request("server/discover", {}))
+    plain = app.post(jsonrpc("server/discover", {}))
     assert plain.json["error"]["code"] == -32601
 
 
@@ -81,8 +75,8 @@ def test_json_rpc_errors_batches_and_notifications(local):
     assert bad["error"]["code"] == -32602 and "invalid params" in bad["error"]["message"]
     quiet = app.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert quiet.status_code == 202 and quiet.text == ""
-    batch = app.post([_request("ping", id=1), {"jsonrpc": "2.0", "method": "notifications/x"},
-                      _request("tools/list", id="two")])
+    batch = app.post([jsonrpc("ping", id=1), {"jsonrpc": "2.0", "method": "notifications/x"},
+                      jsonrpc("tools/list", id="two")])
     assert batch.status_code == 200
     assert [m["id"] for m in batch.json] == [1, "two"]
     assert batch.json[0]["result"] == {} and batch.json[1]["result"]["tools"]
@@ -94,15 +88,15 @@ def test_the_kernel_guards_the_endpoint_like_any_route(local):
     app = local.as_(local.token)
     get = app.http.simulate_get("/v1/mcp", headers=app.headers())
     assert get.status_code == 405 and get.json["error"]["code"] == "method_not_allowed"
-    anonymous = app.http.simulate_post("/v1/mcp", json=_request("ping"))
+    anonymous = app.http.simulate_post("/v1/mcp", json=jsonrpc("ping"))
     assert anonymous.status_code == 401 and anonymous.json["error"]["code"] == "unauthorized"
-    rebinding = app.http.simulate_post("/v1/mcp", json=_request("ping"),
+    rebinding = app.http.simulate_post("/v1/mcp", json=jsonrpc("ping"),
                                        headers={**app.headers(), "Host": "evil.example"})
     assert rebinding.json["error"]["code"] == "host_not_allowed"
     broken = app.http.simulate_post("/v1/mcp", body=b"{not json", headers={
         **app.headers(), "Content-Type": "application/json"})
     assert broken.status_code == 400 and broken.json["error"]["code"] == "invalid_json"
-    huge = app.post(_request("tools/call", {"name": "recall", "arguments": {
+    huge = app.post(jsonrpc("tools/call", {"name": "recall", "arguments": {
         "query": "x" * (2 * 1024 * 1024)}}))
     assert huge.status_code == 413 and huge.json["error"]["code"] == "payload_too_large"
 
@@ -139,7 +133,7 @@ def test_invalid_json_rpc_is_answered_by_its_id_in_one_plain_sentence(local):
         assert only["msg"] == ("the body is one JSON-RPC message (an object) or a batch of "
                                "them (a non-empty array of objects)"), only
     # in a batch each message is answered in turn, an invalid one without an id by null
-    batch = app.post([_request("ping", id=1), {"jsonrpc": "2.0", "method": ["x"]},
+    batch = app.post([jsonrpc("ping", id=1), {"jsonrpc": "2.0", "method": ["x"]},
                       {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": "p"}])
     assert [(m["id"], m.get("error", {}).get("code")) for m in batch.json] == [
         (1, None), (None, -32600), (2, -32600)]
@@ -154,7 +148,7 @@ def test_invalid_json_rpc_is_answered_by_its_id_in_one_plain_sentence(local):
 def test_build_progress_is_streamed_as_server_sent_events(local):
     app = local.as_(local.token)
     (local.kernel.home.parent / "repo" / "more.py").write_text("def more():\n    return 2\n")
-    r = app.post(_request("tools/call", {"name": "build_index", "arguments": {
+    r = app.post(jsonrpc("tools/call", {"name": "build_index", "arguments": {
         "project": local.project, "full": True}, "_meta": {"progressToken": "b1"}}, id=7),
         Accept="application/json, text/event-stream")
     assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
@@ -165,7 +159,7 @@ def test_build_progress_is_streamed_as_server_sent_events(local):
     assert progress[0]["params"]["total"] == 2
     assert last["id"] == 7 and last["result"]["structuredContent"]["status"] == "done"
     # without SSE in Accept the same call answers JSON, the progress dropped
-    plain = app.post(_request("tools/call", {"name": "build_index", "arguments": {
+    plain = app.post(jsonrpc("tools/call", {"name": "build_index", "arguments": {
         "project": local.project}, "_meta": {"progressToken": "b2"}}), Accept="application/json")
     assert plain.headers["content-type"].startswith("application/json")
     assert plain.json["result"]["structuredContent"]["status"] == "done"
@@ -185,7 +179,7 @@ def test_no_arguments_make_a_tool_call_fail_outside_the_protocol(local, tool, ar
     """Whatever a model sends, the answer is a tool result (maybe an error), never a 500."""
     if tool == "register_project" and isinstance(arguments.get("path"), str):
         arguments["path"] = "/nonexistent/" + arguments["path"]  # never register real folders
-    r = local.post(_request("tools/call", {"name": tool, "arguments": arguments}))
+    r = local.post(jsonrpc("tools/call", {"name": tool, "arguments": arguments}))
     assert r.status_code == 200, r.text
     result = r.json["result"]
     assert result["content"][0]["type"] == "text"

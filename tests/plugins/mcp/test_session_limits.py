@@ -11,16 +11,10 @@ import time
 
 from plugins.auth.tokens import TokenFile
 from plugins.mcp.sessions import CLIENT_FIELD_MAX, IDLE_S, MAX_LIVE
+from tests.plugins.mcp.conftest import jsonrpc
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}
-
-
-def _request(method, params=None, id=1):
-    body = {"jsonrpc": "2.0", "id": id, "method": method}
-    if params is not None:
-        body["params"] = params
-    return body
 
 
 def _tokens(team, actor: str, n: int = 1, role: str = "reader") -> list[str]:
@@ -52,7 +46,7 @@ def _live(app, actor: str) -> int:
 
 def _ping(app, sid: str) -> int:
     app.session = sid
-    return app.post(_request("ping")).status_code
+    return app.post(jsonrpc("ping")).status_code
 
 
 def test_client_info_is_stored_cut_to_its_short_fields(team):
@@ -60,7 +54,7 @@ def test_client_info_is_stored_cut_to_its_short_fields(team):
     huge = {"name": "n" * 900_000, "version": "v" * 5_000, "title": "t" * 300,
             "description": "d" * 10_000, "websiteUrl": "https://x.example/" + "w" * 10_000,
             "icons": [{"src": "data:image/png;base64," + "A" * 50_000}]}
-    r = app.post(_request("initialize", {**INIT, "clientInfo": huge}))
+    r = app.post(jsonrpc("initialize", {**INIT, "clientInfo": huge}))
     assert r.status_code == 200 and "result" in r.json, r.text  # cut, not refused
     with _db(app) as conn:
         (client,) = conn.execute("SELECT client FROM sessions WHERE id = ?",
@@ -68,7 +62,7 @@ def test_client_info_is_stored_cut_to_its_short_fields(team):
     assert json.loads(client) == {"name": "n" * CLIENT_FIELD_MAX, "title": "t" * CLIENT_FIELD_MAX,
                                   "version": "v" * CLIENT_FIELD_MAX}
     # a client within the bounds is kept as it sent them
-    small = app.post(_request("initialize", INIT))
+    small = app.post(jsonrpc("initialize", INIT))
     with _db(app) as conn:
         (client,) = conn.execute("SELECT client FROM sessions WHERE id = ?",
                                  (small.headers["mcp-session-id"],)).fetchone()
@@ -77,8 +71,8 @@ def test_client_info_is_stored_cut_to_its_short_fields(team):
 
 def test_a_batch_opens_at_most_one_session(team):
     app = team.as_(_tokens(team, "batcher")[0])
-    r = app.post([_request("initialize", INIT, id=1), _request("initialize", INIT, id=2),
-                  _request("ping", id=3), _request("initialize", INIT, id=4)])
+    r = app.post([jsonrpc("initialize", INIT, id=1), jsonrpc("initialize", INIT, id=2),
+                  jsonrpc("ping", id=3), jsonrpc("initialize", INIT, id=4)])
     assert r.status_code == 200
     assert [m["id"] for m in r.json] == [1, 2, 3, 4]
     assert "result" in r.json[0] and r.json[2]["result"] == {}
@@ -88,7 +82,7 @@ def test_a_batch_opens_at_most_one_session(team):
     assert _live(app, "batcher") == 1
     assert _ping(app, r.headers["mcp-session-id"]) == 200
     # 3000 in one request still make one
-    flood = app.as_(app.token).post([_request("initialize", INIT, id=i) for i in range(3000)])
+    flood = app.as_(app.token).post([jsonrpc("initialize", INIT, id=i) for i in range(3000)])
     assert flood.status_code == 200 and sum("result" in m for m in flood.json) == 1
     assert _live(app, "batcher") == 2
 
@@ -139,13 +133,13 @@ def test_a_session_answers_only_the_token_that_opened_it(team, local):
     owner = team.as_(first).open()
     thief = team.as_(second)  # the same actor, another token
     thief.session = owner.session
-    used = thief.post(_request("ping"))
+    used = thief.post(jsonrpc("ping"))
     assert used.status_code == 404 and used.json["error"]["code"] == "mcp_session_not_found"
     assert "this token" in used.json["error"]["message"]
     ended = thief.http.simulate_delete("/v1/mcp", headers=thief.headers())
     assert ended.status_code == 404 and ended.json["error"]["code"] == "mcp_session_not_found"
-    assert owner.post(_request("ping")).status_code == 200
+    assert owner.post(jsonrpc("ping")).status_code == 200
     assert owner.http.simulate_delete("/v1/mcp", headers=owner.headers()).status_code == 204
     # the loopback token, which names no token id, holds its sessions as its actor
     mine = local.as_(local.token).open()
-    assert mine.post(_request("ping")).status_code == 200
+    assert mine.post(jsonrpc("ping")).status_code == 200
