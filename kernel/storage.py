@@ -199,6 +199,13 @@ class Database:
         self._write_lock = write_lock(self.path)
         if migrations is not None:
             migrate(self.conn, migrations, self.path)
+        self._identity = _identity(self.path)
+
+    def replaced(self) -> bool:
+        """Whether the file was deleted, or another put in its place, since it was opened (a
+        project's folder cloned afresh while the server runs): what this object holds open
+        is then a file no one else will ever read."""
+        return self._identity is not None and _identity(self.path) != self._identity
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -243,6 +250,14 @@ def state_dir(path: Path) -> Path:
     return Path(path)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class ProjectStores(Generic[S]):
     """A plugin's store per project, opened on first use (in the project's :func:`state_dir`)
     and kept for the process."""
@@ -253,7 +268,17 @@ class ProjectStores(Generic[S]):
         self._lock = threading.Lock()
 
     def get(self, project) -> S:
+        """The project's store; 409 ``project_state_replaced`` when its file was deleted or
+        replaced under the running server (writing on would lose the writes at its next
+        start, and its caches would mix the two files' rows)."""
         store = self._stores.get(project.id)
+        db = getattr(store, "db", None)
+        if isinstance(db, Database) and db.replaced():
+            from kernel.errors import Conflict
+            raise Conflict(f"the state of project {project.id} (its .neuralmind folder) was "
+                           "deleted or replaced while this server ran — a fresh clone? Restart "
+                           "the server to begin it afresh (`neuralmind daemon stop`, then "
+                           "`neuralmind daemon start`)", code="project_state_replaced")
         if store is None:
             with self._lock:
                 store = self._stores.get(project.id)

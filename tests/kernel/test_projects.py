@@ -318,3 +318,25 @@ def test_a_projects_state_folder_is_ignored_by_git(make_server, tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
                             capture_output=True, text=True, check=True).stdout
     assert status.splitlines() == ["?? a.py"]
+
+
+@pytest.mark.sqlite_only("a project's files under its .neuralmind folder, deleted by hand")
+def test_a_project_cloned_afresh_under_the_running_server_is_said_not_written_to_the_lost_file(
+        make_server, tmp_path, backend):
+    """``rm -rf repo && git clone … repo`` while the daemon runs: the server held the deleted
+    .neuralmind files open — builds and writes went into them (gone at its next start) and
+    new threads met an empty file (500s). Now 409 project_state_replaced saying to restart,
+    and nothing is written."""
+    import shutil
+    server = make_server(plugins=["auth", "memory"])
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    pid = server.register(repo)
+    memories = f"/v1/projects/{pid}/memories"
+    assert server.post(memories, {"title": "Use WAL", "rationale": "readers"}).status == 201
+    shutil.rmtree(repo)
+    repo.mkdir()  # the fresh clone
+    for r in (server.post(memories, {"title": "Lost?", "rationale": "no"}), server.get(memories)):
+        assert r.status == 409 and r.error["code"] == "project_state_replaced"
+        assert "restart the server" in r.error["message"].lower()
+    assert not (repo / ".neuralmind" / "memory.db").exists()
