@@ -266,5 +266,9 @@ class PgDatabase:
                                 (self.component,)).fetchone()
         return row[0] if row else 0
 
+    def replaced(self) -> bool:
+        """Never: a database, not a file that can be deleted under the server."""
+        return False
+
     def close(self) -> None:
         """The pool belongs to the kernel's backend; nothing to close per component."""

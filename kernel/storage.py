@@ -253,7 +253,7 @@ def state_dir(path: Path) -> Path:
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except OSError:
         return None
     return st.st_dev, st.st_ino
 
@@ -272,8 +272,7 @@ class ProjectStores(Generic[S]):
         replaced under the running server (writing on would lose the writes at its next
         start, and its caches would mix the two files' rows)."""
         store = self._stores.get(project.id)
-        db = getattr(store, "db", None)
-        if isinstance(db, Database) and db.replaced():
+        if store is not None and store.db.replaced():
             from kernel.errors import Conflict
             raise Conflict(f"the state of project {project.id} (its .neuralmind folder) was "
                            "deleted or replaced while this server ran — a fresh clone? Restart "

@@ -47,7 +47,7 @@ def _lazy(kernel, component: str, path, migrations, pg_migrations) -> LazyDataba
     if kernel.settings.storage.backend == "postgres":
         return LazyDatabase(f"the shared database ({component})",
                             lambda: kernel.shared_database(component, pg_migrations))
-    return LazyDatabase(str(path), lambda: kernel.open_database(path, migrations), file=path)
+    return LazyDatabase(str(path), lambda: kernel.open_database(path, migrations))
 
 
 def bridge(kernel) -> Bridge:

@@ -4,11 +4,9 @@ its feature, never the server."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from neuralmind import database_errors
 
@@ -24,23 +22,21 @@ class StoreUnavailable(Exception):
 
 class LazyDatabase:
     """``open()`` — a SQLite file or the shared database — deferred until first use and
-    retried; ``where`` names it in messages. With ``file`` (a SQLite store), a file removed or
-    replaced under the server is noticed and opened again: its connections would otherwise go
-    on writing into the removed file, which nobody reads."""
+    retried; ``where`` names it in messages. A file removed or replaced under the server
+    (``replaced()``, which the kernel's databases answer) is noticed and opened again: its
+    connections would otherwise go on writing into the removed file, which nobody reads."""
 
-    def __init__(self, where: str, open: Callable[[], object], file: Path | None = None):
+    def __init__(self, where: str, open: Callable[[], object]):
         self.path = where
         self._open = open
         self._db = None
         self._failed_at = float("-inf")
         self._lock = threading.Lock()
-        self._file = file
-        self._opened: tuple[int, int] | None = None  # the file's (device, inode) when opened
 
     def get(self):
-        if self._db is not None and self._moved():
+        if self._db is not None and self._db.replaced():
             with self._lock:
-                if self._db is not None and self._moved():
+                if self._db is not None and self._db.replaced():
                     log.error("%s was removed or replaced while the server ran; opening it again",
                               self.path)
                     self._db.close()
@@ -52,24 +48,12 @@ class LazyDatabase:
                         raise StoreUnavailable(f"{self.path} failed to open moments ago")
                     try:
                         self._db = self._open()
-                        self._opened = self._file and _identity(self._file)
                     except (*database_errors(), OSError) as ex:
                         self._failed_at = time.monotonic()
                         raise StoreUnavailable(f"cannot open {self.path}: {ex}") from ex
         return self._db
 
-    def _moved(self) -> bool:
-        return self._file is not None and _identity(self._file) != self._opened
-
     def reconnect(self) -> None:
         """Drop this thread's connection: the file may have been replaced or repaired."""
         if self._db is not None:
             self._db.close()
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
