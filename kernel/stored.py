@@ -205,20 +205,25 @@ def components(settings, pm) -> list[StorageComponent]:
     return found
 
 
+def databases(home: SqliteHome, found: Sequence[StorageComponent]
+              ) -> list[tuple[str, StoredFile]]:
+    """``(component, file)`` of each SQLite database of ``home`` that exists (a missing one is
+    made whole at its version); reading kernel.db for the projects may raise
+    ``sqlite3.DatabaseError``."""
+    return [(c.name, f) for c in found for f in c.files(home)
+            if f.migrations is not None and f.path.is_file()]
+
+
 def newer_state(settings, found: Sequence[StorageComponent]) -> str | None:
     """Why this NeuralMind must not serve the state ``found`` describes: a SQLite file of the
     home, or a component in the database, that a newer NeuralMind migrated; None when none
     is. A file that is no database is left to the server, which names it where it opens it."""
     if settings.storage.backend == "postgres":
         return _newer_in_database(settings.storage.dsn, found)
-    from kernel.storage import NewerSchema, newer_schema
-    home = SqliteHome(settings)
+    from kernel.storage import newer_schema
     try:
-        files = [f for c in found for f in c.files(home)
-                 if f.migrations is not None and f.path.is_file()]
-        return next(filter(None, (newer_schema(f.path, f.migrations) for f in files)), None)
-    except NewerSchema as ex:  # kernel.db, read for its projects
-        return str(ex)
+        return next(filter(None, (newer_schema(f.path, f.migrations)
+                                  for _, f in databases(SqliteHome(settings), found))), None)
     except sqlite3.DatabaseError:
         return None
 

@@ -157,9 +157,9 @@ def _unreadable(home, found) -> str | None:
     import sqlite3
 
     from kernel.storage import newer_schema
+    from kernel.stored import databases
     try:
-        files = [(c.name, f) for c in found for f in c.files(home)
-                 if f.migrations is not None and f.path.is_file()]
+        files = databases(home, found)
     except sqlite3.DatabaseError as ex:  # kernel.db, which lists the projects
         return f"{home.path / 'kernel.db'} cannot be read: {ex}"
     for name, file in files:
