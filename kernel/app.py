@@ -194,7 +194,10 @@ class Kernel:
         if project is not None and (permission == "projects.read"
                                     or not self.allowed(actor, "projects.read", project)):
             raise NotFound(f"no project with id {project.id}", code="project_not_found")
-        raise Forbidden(f"{actor.id} may not {permission}", details={"permission": permission})
+        message, details = self.pm.hook.refusal(
+            kernel=self, actor=actor, permission=permission, project=project
+        ) or (f"{actor.id} may not {permission}", {})
+        raise Forbidden(message, details={"permission": permission, **details})
 
     def actor(self, req: falcon.Request) -> Actor:
         actor = getattr(req.context, "actor", None)

@@ -231,7 +231,7 @@ class EventLog:
         return [_event(r) for r in rows]
 
     def stream(self, last_id: int, keep: Callable[[Event], bool], heartbeat_s: float,
-               admitted: Callable[[], bool] = lambda: True) -> Iterator[bytes]:
+               admitted: Callable[[], bool]) -> Iterator[bytes]:
         """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
         the client goes away (the server's write fails and closes the generator), and when
         the database cannot be read (an outage, a server shutting down): the client comes

@@ -72,6 +72,14 @@ def permission_allowed(kernel: Kernel, actor: Actor, permission: str,
     """Any False denies, else any True allows, else the request is denied."""
 
 
+@hookspec(firstresult=True)
+def refusal(kernel: Kernel, actor: Actor, permission: str,
+            project: Project | None) -> tuple[str, dict[str, Any]] | None:
+    """Why ``actor`` was refused ``permission``, when the kernel's own words ("X may not P")
+    would mislead: ``(message, details)`` for the 403 (``details`` joins ``permission``);
+    None leaves the kernel's."""
+
+
 @hookspec
 def track_event(kernel: Kernel, event: Event) -> None:
     """Called after a domain write has committed. Must not raise; the kernel logs and goes on."""

@@ -14,11 +14,12 @@ from pathlib import Path
 from pydantic import field_validator
 
 from neuralmind import Actor, EventKind, Permission, Unauthorized, hookimpl
-from plugins.auth.apicalls import ApiCalls, ScopedRefusals
+from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, OriginsOfServer, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
 from plugins.auth.ratelimit import FileBuckets, PgBuckets, RateLimiter
-from plugins.auth.roles import AuthSection, RateLimit, RolePolicy, auth_section, rate_for
+from plugins.auth.roles import (GLOBAL_PERMISSIONS, AuthSection, RateLimit, RolePolicy,
+                                auth_section, rate_for, scoped_refusal)
 from plugins.auth.schema import PG_MIGRATIONS
 from plugins.auth.tokens import (SEEN_MAX, SHORT_ID, TokenError, TokenRecord, Tokens, path_fault,
                                  token_store)
@@ -100,7 +101,7 @@ def register_permissions(kernel):
 def register_middleware(kernel):
     # origins are checked here, while the app is built, so a bad one stops the worker booting
     origins = check_origins(kernel.settings.server.allow_origins)
-    return ([CORS(origins)] if origins else []) + [ApiCalls(kernel), ScopedRefusals(kernel)]
+    return ([CORS(origins)] if origins else []) + [ApiCalls(kernel)]
 
 
 @hookimpl
@@ -165,6 +166,16 @@ def permission_allowed(kernel, actor, permission, project):
     # events.global, …: roles.GLOBAL_PERMISSIONS), whatever its role; the kernel asks for
     # those with no project, which the line above cannot catch
     return _state(kernel).policy.allows(actor.role, permission, actor.projects)
+
+
+@hookimpl
+def refusal(kernel, actor, permission, project):
+    """A token limited to projects, refused a permission its role holds that reaches beyond
+    them: say so — the kernel's words would read as if the role lacked it."""
+    if (actor.kind == "token" and actor.projects is not None and permission in GLOBAL_PERMISSIONS
+            and _state(kernel).policy.allows(actor.role, permission)):
+        return scoped_refusal(actor.projects, permission), {"projects": list(actor.projects)}
+    return None
 
 
 @hookimpl

@@ -217,6 +217,27 @@ def test_hook_permission_allowed_a_false_denies_what_another_plugin_allows(kerne
     assert client(kernel).simulate_get("/v1/projects").status_code == 200  # … but this one
 
 
+def test_hook_refusal_says_why_in_the_403(kernels, tmp_path):
+    class ReadOnlyFridays:
+        @hookimpl
+        def permission_allowed(self, kernel, actor, permission, project):
+            return False if permission == "projects.write" else None
+
+        @hookimpl
+        def refusal(self, kernel, actor, permission, project):
+            if permission == "projects.write":
+                return "no new projects on Fridays", {"day": "friday"}
+            return None
+
+    kernel = kernels(["auth"], ReadOnlyFridays())
+    r = client(kernel).simulate_post("/v1/projects", json={"path": str(tmp_path)})
+    assert (r.status_code, r.json["error"]["message"], r.json["error"]["details"]) == (
+        403, "no new projects on Fridays", {"permission": "projects.write", "day": "friday"})
+    kernel = kernels([], HeaderAuth())  # no refusal answered: the kernel's own words
+    r = client(kernel).simulate_get("/v1/projects", headers={"X-Probe-Actor": "ada"})
+    assert r.json["error"]["message"] == "ada may not projects.read"
+
+
 def test_hook_track_event_sees_committed_events_and_cannot_fail_a_request(kernels, tmp_path,
                                                                            caplog):
     class Tracker(Probe):
