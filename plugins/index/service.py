@@ -524,7 +524,7 @@ class IndexService:
             # sections to index inside this request
             text = ingest.to_text(data, content_type,
                                   max_chars=4 * self.settings.max_document_bytes)
-            ingest.parse(name, text, max_nodes=self.settings.max_document_sections)
+            parsed = ingest.parse(name, text, max_nodes=self.settings.max_document_sections)
         except ingest.Unreadable as ex:
             raise APIError(str(ex), code="document_unreadable", status=422) from None
         except ingest.TooLarge as ex:
@@ -536,7 +536,7 @@ class IndexService:
                "content_type": content_type, "size": len(data),
                "sha": hashlib.sha1(data).hexdigest(), "text": text, "created_at": now_iso(),
                "actor": getattr(actor, "id", None)}
-        store.add_document(self._document_row(store, doc), doc, doc["created_at"])
+        store.add_document(self._document_row(store, doc, parsed), doc, doc["created_at"])
         search.measure_hubs(store)
         out = self.ingested(project, doc_id)
         self.kernel.emit("index.document_added", project=project, actor=actor,
@@ -544,11 +544,13 @@ class IndexService:
                          request_id=request_id)
         return out
 
-    def _document_row(self, store, doc):
-        """A document's file row, its new texts embedded first when a model is at hand."""
+    def _document_row(self, store, doc, parsed=None):
+        """A document's file row (``parsed``: its text parsed already), its new texts embedded
+        first when a model is at hand."""
         texts: dict[str, str] = {}
         row = file_row(FileEntry(doc["path"], doc["size"], 0), doc["text"].encode(),
-                       doc["text"], self.settings, texts, ingest.parse(doc["name"], doc["text"]))
+                       doc["text"], self.settings, texts,
+                       parsed or ingest.parse(doc["name"], doc["text"]))
         row.source = "ingested"
         self._embed(store, texts)
         return row
