@@ -229,6 +229,17 @@ class IdTaken(Exception):
     """A create named an id that exists (the write rolled back)."""
 
 
+def records_by_id(conn, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{id: record}`` of ``ids`` (the gone left out), read 500 at a time."""
+    found: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        rows = conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
+                            f"({','.join('?' * len(chunk))})", chunk)
+        found.update((r["id"], record_of(r)) for r in rows)
+    return found
+
+
 class Writer:
     """The steps of one write transaction (:meth:`MemoryStore.writing`); each record change
     comes with its history event, and the store's version moves once at the end."""
@@ -250,14 +261,8 @@ class Writer:
 
     def get_many(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         """``{id: record}`` of ``ids`` as this transaction sees them (the gone left out): what
-        a background change re-reads before it writes, 500 at a time."""
-        found: dict[str, dict[str, Any]] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            rows = self.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
-                                     f"({','.join('?' * len(chunk))})", chunk)
-            found.update((r["id"], record_of(r)) for r in rows)
-        return found
+        a background change re-reads before it writes."""
+        return records_by_id(self.conn, ids)
 
     def insert(self, recs: list[tuple[dict[str, Any], str]]) -> None:
         """Rows and their file index, no events (creates and imports add their own)."""
@@ -531,11 +536,7 @@ class MemoryStore:
         return record_of(row) if row else None
 
     def get_many(self, ids: list[str]) -> dict[str, dict[str, Any]]:
-        if not ids:
-            return {}
-        rows = self.db.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id IN "
-                                    f"({','.join('?' * len(ids))})", ids)
-        return {r["id"]: record_of(r) for r in rows}
+        return records_by_id(self.db.conn, ids)
 
     @classmethod
     def _where(cls, f: dict[str, Any], today: str) -> tuple[list[str], dict[str, Any]]:
