@@ -272,7 +272,8 @@ class ProjectStores(Generic[S]):
         replaced under the running server (writing on would lose the writes at its next
         start, and its caches would mix the two files' rows)."""
         store = self._stores.get(project.id)
-        if store is not None and store.db.replaced():
+        db = getattr(store, "db", None)  # a store of the kernel's databases: its file checked
+        if isinstance(db, Database) and db.replaced():
             from kernel.errors import Conflict
             raise Conflict(f"the state of project {project.id} (its .neuralmind folder) was "
                            "deleted or replaced while this server ran — a fresh clone? Restart "
