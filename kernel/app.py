@@ -20,7 +20,7 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
-from kernel.errors import APIError, Conflict, Forbidden, InvalidFields, NotFound, Unauthorized
+from kernel.errors import APIError, Forbidden, InvalidFields, NotFound, Unauthorized
 from kernel.events import (KERNEL_EVENT_KINDS, Event, EventKind, EventLog, HeldEvents,
                            unknown_patterns)
 from kernel.guards import LOOPBACK_HOSTS, Guards
@@ -29,7 +29,7 @@ from kernel.leases import Leases
 from kernel.pg import PgBackend, PgDatabase
 from kernel.plugins import (PluginError, StartupError, each, make_plugin_manager,
                             plugin_label)
-from kernel.projects import Project, ProjectRegistry
+from kernel.projects import Project, ProjectRegistry, gone, refuse_a_gone_directory
 
 log = logging.getLogger("neuralmind.kernel")
 T = TypeVar("T")
@@ -380,19 +380,6 @@ class Kernel:
 
         return responder
 
-
-def gone(project: Project) -> bool:
-    """Whether the project's directory, which holds its state (``.neuralmind/``), is gone."""
-    return project.state_dir.is_relative_to(project.path) and not project.path.is_dir()
-
-
-def refuse_a_gone_directory(project: Project) -> None:
-    """A gone directory is a 409 in every worker alike, rather than a store one worker still
-    holds open and another makes anew (an empty one, inside a new directory)."""
-    if gone(project):
-        raise Conflict(f"the directory of project {project.id}, {project.path}, is gone and its "
-                       "state with it: restore it, or remove the project (`neuralmind project "
-                       f"remove --project {project.id}`)", code="project_directory_missing")
 
 
 def _entries(owner: str, hook: str, batch: Any, what: str) -> list:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernel.clock import now_iso
 from kernel.config import ConfigError
-from kernel.errors import Forbidden, InvalidFields, NotFound
+from kernel.errors import Conflict, Forbidden, InvalidFields, NotFound
 
 RESERVED_SYSTEM = ("/", "/proc", "/sys", "/dev", "/etc", "/boot", "/run")
 RESERVED_HOME = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config")
@@ -43,6 +43,20 @@ class Project:
     state_dir: Path
     registered_at: str
     alias: bool = False
+
+
+def gone(project: Project) -> bool:
+    """Whether the project's directory, which holds its state (``.neuralmind/``), is gone."""
+    return project.state_dir.is_relative_to(project.path) and not project.path.is_dir()
+
+
+def refuse_a_gone_directory(project: Project) -> None:
+    """A gone directory is a 409 in every worker alike, rather than a store one worker still
+    holds open and another makes anew (an empty one, inside a new directory)."""
+    if gone(project):
+        raise Conflict(f"the directory of project {project.id}, {project.path}, is gone and its "
+                       "state with it: restore it, or remove the project (`neuralmind project "
+                       f"remove --project {project.id}`)", code="project_directory_missing")
 
 
 def _inside(path: str, root: str) -> bool:

@@ -74,14 +74,14 @@ def write_lock(path: str | Path) -> WriteLock:
     with _write_locks_guard:
         lock = _write_locks.get(str(resolved))
         if lock is None:
-            resolved.parent.mkdir(parents=True, exist_ok=True)
             lock = _write_locks[str(resolved)] = WriteLock(resolved)
         return lock
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection in autocommit mode with the project's pragmas applied."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """A connection in autocommit mode with the project's pragmas applied. It makes no folder:
+    a thread connecting after the store's folder was deleted (a project's directory removed)
+    fails, rather than making an empty database in a new folder of that name."""
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            check_same_thread=False)
     conn.row_factory = sqlite3.Row
@@ -195,6 +195,7 @@ class Database:
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
         self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # here only: see connect()
         self._local = threading.local()
         self._write_lock = write_lock(self.path)
         if migrations is not None:
@@ -283,6 +284,8 @@ class ProjectStores(Generic[S]):
             with self._lock:
                 store = self._stores.get(project.id)
                 if store is None:
+                    from kernel.projects import refuse_a_gone_directory
+                    refuse_a_gone_directory(project)  # opening it would make the folder anew
                     state_dir(project.state_dir)
                     store = self._stores[project.id] = self._open(project)
         return store

@@ -5,6 +5,8 @@ side-thread pool, one SQL splitter, one clock, one job answer)."""
 from __future__ import annotations
 
 import re
+import shutil
+import sqlite3
 import subprocess
 import threading
 import time
@@ -105,7 +107,7 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
         return object()
 
     stores = ProjectStores(open_store)
-    a, b = (SimpleNamespace(id=pid, state_dir=tmp_path / pid) for pid in "ab")
+    a, b = (SimpleNamespace(id=pid, path=tmp_path, state_dir=tmp_path / pid) for pid in "ab")
     got = []
     threads = [threading.Thread(target=lambda p=p: got.append(stores.get(p))) for p in [a] * 8]
     for t in threads:
@@ -115,6 +117,38 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
     assert opened == ["a"] and len({id(x) for x in got}) == 1
     assert stores.get(b) is not stores.get(a) and opened == ["a", "b"]
     assert (tmp_path / "a" / ".gitignore").read_text() == "*\n"  # the state folder git ignores
+
+
+def test_a_deleted_project_folder_is_never_made_anew_by_a_store(tmp_path):
+    """A project's directory removed while the server runs: neither a thread connecting to a
+    store it already held (the memory backfill's did, under load) nor a first open makes the
+    folder again, with an empty database in it."""
+    from kernel.errors import Conflict
+    from kernel.storage import Database
+
+    held = Database(tmp_path / "held" / ".neuralmind" / "memory.db", [])
+    held.conn.execute("CREATE TABLE t (x)")
+    shutil.rmtree(tmp_path / "held")
+    failed = []
+
+    def connect_from_another_thread():
+        try:
+            held.conn.execute("SELECT 1")
+        except sqlite3.OperationalError as ex:
+            failed.append(str(ex))
+
+    thread = threading.Thread(target=connect_from_another_thread)
+    thread.start()
+    thread.join()
+    assert failed == ["unable to open database file"] and not (tmp_path / "held").exists()
+
+    stores = ProjectStores(lambda project: Database(project.state_dir / "memory.db", []))
+    removed = SimpleNamespace(id="p", path=tmp_path / "removed",
+                              state_dir=tmp_path / "removed" / ".neuralmind")
+    with pytest.raises(Conflict) as refused:
+        stores.get(removed)
+    assert refused.value.code == "project_directory_missing"
+    assert not removed.path.exists()
 
 
 def test_a_versioned_cache_reloads_when_the_stamp_moves_and_loads_once_under_contention():
