@@ -173,7 +173,8 @@ def test_a_database_a_newer_neuralmind_migrated_is_never_served(tmp_path, monkey
     from kernel.serving import CannotServe, gunicorn_options
     home, dsn = tmp_path / "home", fresh_pg_dsn()
     home.mkdir()
-    config = CONFIG + f'[storage]\nbackend = "postgres"\ndsn = "{dsn}"\n'
+    # port 0: the check below never probes the default port, which a daemon may hold
+    config = CONFIG + f'[storage]\nbackend = "postgres"\ndsn = "{dsn}"\n[server]\nport = 0\n'
     LocalServer(home, config=config).start().stop()
     monkeypatch.setenv("NEURALMIND_HOME", str(home))
     gunicorn_options(load_settings(home / "config.toml"))  # as it is: served
