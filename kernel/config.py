@@ -283,6 +283,9 @@ def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Se
             raise ConfigError(f"cannot read config {path}: {ex.strerror}") from None
         except tomllib.TOMLDecodeError as ex:
             raise ConfigError(f"config {path} is not valid TOML: {ex}") from None
+        except UnicodeDecodeError as ex:
+            raise ConfigError(f"config {path} is not valid TOML: not UTF-8 (byte "
+                              f"{ex.start})") from None
     origins = _env_overrides(data)
     for section, values in overrides.items():
         if isinstance(values, dict):

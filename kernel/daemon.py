@@ -60,10 +60,43 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_discovery(home: Path) -> dict[str, Any] | None:
+class DiscoveryDamaged(RuntimeError):
+    """``daemon.json`` is there but says no daemon's address: a command must not take it for
+    "no daemon" (a second one would start on the same home)."""
+
+    exit_code = 1
+
+    def __init__(self, home: Path, why: str):
+        pid = serving_pid(home)
+        super().__init__(
+            f"{discovery_path(home)} is damaged ({why}): " + (
+                f"the daemon serving this home is pid {pid} — `neuralmind daemon stop` stops it"
+                if pid else "no daemon holds this home: delete the file, then start the daemon"))
+
+
+def discovered(home: Path) -> dict[str, Any] | None:
+    """The running daemon's discovery info, None when there is no file, :class:`DiscoveryDamaged`
+    when the file cannot be read or is not a daemon's."""
+    path = discovery_path(home)
     try:
-        return json.loads(discovery_path(home).read_text())
-    except (OSError, ValueError):
+        info = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except OSError as ex:
+        raise DiscoveryDamaged(home, f"cannot be read: {ex.strerror}") from None
+    except ValueError:
+        raise DiscoveryDamaged(home, "not JSON") from None
+    if not (isinstance(info, dict) and isinstance(info.get("host"), str)
+            and all(type(info.get(k)) is int for k in ("pid", "port"))):
+        raise DiscoveryDamaged(home, "no pid, host and port in it")
+    return info
+
+
+def read_discovery(home: Path) -> dict[str, Any] | None:
+    """:func:`discovered`, with a damaged file taken as none (for what only reads a field)."""
+    try:
+        return discovered(home)
+    except DiscoveryDamaged:
         return None
 
 
@@ -127,8 +160,9 @@ def health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
 
 
 def status(home: Path) -> dict[str, Any] | None:
-    """The discovery info of a daemon that is alive and answering, else None."""
-    info = read_discovery(home)
+    """The discovery info of a daemon that is alive and answering, else None
+    (:class:`DiscoveryDamaged` when its file is damaged)."""
+    info = discovered(home)
     if info and pid_alive(info.get("pid")) and health(info):
         return info
     return None
@@ -166,6 +200,41 @@ def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
             yield
         finally:
             os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+SERVING = ".daemon.lock"
+
+
+def claim_home(home: Path) -> None:
+    """Hold the home as its one daemon for the rest of this process's life (``flock`` on
+    ``.daemon.lock``, which the gunicorn workers share by fork, with the pid in it):
+    :class:`HomeBusy` when another daemon holds it — whatever ``daemon.json`` says, two
+    daemons never serve one home."""
+    fd = os.open(Path(home) / SERVING, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise HomeBusy(Path(home), f"the daemon (pid {pid})") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)  # the fd stays open: the lock is the process's
+
+
+def serving_pid(home: Path) -> int | None:
+    """The pid of the daemon holding the home (:func:`claim_home`), or None."""
+    try:
+        fd = os.open(Path(home) / SERVING, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None  # nobody holds it
+    except BlockingIOError:
+        text = os.pread(fd, 20, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None
     finally:
         os.close(fd)
 
@@ -226,15 +295,21 @@ def _errors_since(log: Path, offset: int) -> str:
 
 
 def stop(home: Path, timeout: float = 15.0) -> bool:
-    info = read_discovery(home)
-    if not info or not pid_alive(info.get("pid")):
+    """Stop the daemon serving ``home``: the one holding it (:func:`claim_home`), else the
+    one its discovery file names; a damaged file with no daemon holding the home is
+    :class:`DiscoveryDamaged`."""
+    pid = serving_pid(home)
+    if pid is None:
+        info = discovered(home)
+        pid = info["pid"] if info and pid_alive(info["pid"]) else None
+    if pid is None:
         discovery_path(home).unlink(missing_ok=True)
         return False
-    os.kill(info["pid"], signal.SIGTERM)
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while pid_alive(info["pid"]) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if pid_alive(info["pid"]):
-        os.kill(info["pid"], signal.SIGKILL)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
     discovery_path(home).unlink(missing_ok=True)
     return True

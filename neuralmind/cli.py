@@ -114,8 +114,9 @@ def _utf8(arg: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernel.daemon import DiscoveryDamaged
     from kernel.plugins import PluginError, StartupError
-    from neuralmind.client import DaemonNotRunning, NeuralMindAPIError, NotAServerURL
+    from neuralmind.client import DaemonNotRunning, NeuralMindAPIError, NotAServerURL, NotAToken
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
     if bad := next((arg for arg in line if not _utf8(arg)), None):
@@ -131,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ConfigError, CommandError, PluginError, StartupError, NotAServerURL) as ex:
+    except (ConfigError, CommandError, PluginError, StartupError, NotAServerURL, NotAToken,
+            DiscoveryDamaged) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:

@@ -51,6 +51,10 @@ class NotAServerURL(NeuralMindError, ValueError):
     """The URL given, in ``NEURALMIND_API_URL`` or in the daemon's file is not http(s)://host."""
 
 
+class NotAToken(NeuralMindError, ValueError):
+    """The token given, in ``NEURALMIND_API_TOKEN`` or in the home is not one a header carries."""
+
+
 class TimedOut(NeuralMindError, TimeoutError):
     """The server took longer than the call's timeout to answer (a read is not retried)."""
 
@@ -342,7 +346,8 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
             token = (home / "token").read_text().strip() or None
         except OSError:
             token = None
-    return (url.rstrip("/") if url else None), token
+    # the address `up` prints ends in /v1, the API's own prefix, which every call adds
+    return (url.rstrip("/").removesuffix("/v1") if url else None), token
 
 
 def _not_a_server_url(url: Any) -> str | None:
@@ -350,8 +355,12 @@ def _not_a_server_url(url: Any) -> str | None:
     None."""
     if not isinstance(url, str):
         return f"it is {type(url).__name__}, not text"
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError as ex:  # an unclosed or invalid [IPv6] host
+        return f"its host is not an address ({ex})"
+    if parts.scheme not in ("http", "https") or not host:
         return "it needs http:// or https:// and a host"
     try:
         parts.port
@@ -365,11 +374,12 @@ def _not_a_server_url(url: Any) -> str | None:
 
 
 def _check_token(token: str | None) -> None:
-    """A ValueError when no HTTP header can carry ``token``."""
+    """:class:`NotAToken` (a ValueError) when no HTTP header can carry ``token``."""
     if token is not None and not (isinstance(token, str) and token.isascii()
                                   and token.isprintable() and " " not in token):
-        raise ValueError("the token holds characters no HTTP header carries (it is printable "
-                         "ASCII, without spaces)")
+        raise NotAToken("the token holds characters no HTTP header carries (it is printable "
+                        "ASCII, without spaces): check --token, NEURALMIND_API_TOKEN or the "
+                        "home's token file")
 
 
 def _check_seconds(name: str, value: float) -> None:

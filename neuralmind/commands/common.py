@@ -19,14 +19,16 @@ def common_flags() -> argparse.ArgumentParser:
     """``--json``, ``--url`` and ``--token``, shared by every client command."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--json", action="store_true", help="print JSON for scripts")
-    parent.add_argument("--url", help="server URL (default $NEURALMIND_API_URL, then the daemon)")
-    parent.add_argument("--token", help="bearer token (default $NEURALMIND_API_TOKEN, then the daemon's)")
+    parent.add_argument("--url", type=filled,
+                        help="server URL (default $NEURALMIND_API_URL, then the daemon)")
+    parent.add_argument("--token", type=filled,
+                        help="bearer token (default $NEURALMIND_API_TOKEN, then the daemon's)")
     return parent
 
 
 def project_flags() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
-    parent.add_argument("--project", "-p", metavar="PATH_OR_ID",
+    parent.add_argument("--project", "-p", metavar="PATH_OR_ID", type=filled,
                         help="a directory or a project id (default: the repository around here)")
     return parent
 

@@ -7,7 +7,7 @@ import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound, no_directory
 from neuralmind.commands.common import (CommandError, client, common_flags, emit, err, fields,
-                                        git_root, project, project_flags, ranged, repo_root)
+                                        filled, git_root, project, project_flags, ranged, repo_root)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -193,7 +193,8 @@ def add_commands(sub) -> None:
     from kernel.commands import command_group
     up = sub.add_parser("up", parents=[common_flags()],
                         help="start the daemon, register this repository and build it")
-    up.add_argument("path", nargs="?", help="the repository (default: the one around here)")
+    up.add_argument("path", nargs="?", type=filled,
+                    help="the repository (default: the one around here)")
     up.add_argument("--config", help="TOML config for the daemon")
     up.add_argument("--port", type=int, help="the daemon's port when it has to start")
     up.set_defaults(func=cmd_up)
@@ -202,7 +203,7 @@ def add_commands(sub) -> None:
                           "query, wakeup, stats")
     common, scoped = common_flags(), project_flags()
     add = group.add_parser("add", parents=[common], help="register a directory (idempotent)")
-    add.add_argument("path", nargs="?", help="default: the repository around here")
+    add.add_argument("path", nargs="?", type=filled, help="default: the repository around here")
     add.set_defaults(func=cmd_add)
     group.add_parser("list", parents=[common], help="the projects you can see").set_defaults(func=cmd_list)
     group.add_parser("show", parents=[scoped], help="one project").set_defaults(func=cmd_show)

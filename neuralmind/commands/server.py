@@ -8,7 +8,7 @@ import os
 import sys
 
 from kernel.config import load_settings
-from neuralmind.commands.common import CommandError
+from neuralmind.commands.common import CommandError, filled, ranged
 
 
 def _settings(args, **server):
@@ -133,6 +133,11 @@ def cmd_daemon(args) -> int:
                 print(f"daemon already running at {running['url']} (pid {running['pid']})"
                       + port_note(running, args.port) + daemon.other_code(running))
                 return 0
+            try:
+                daemon.claim_home(settings.home)
+            except daemon.HomeBusy as ex:
+                print(f"neuralmind: {ex}: one daemon serves a home", file=sys.stderr)
+                return 1
             _export(args, {"host": args.host or "127.0.0.1", "port": _daemon_port(args),
                            "allow_remote": False})
             try:
@@ -142,13 +147,16 @@ def cmd_daemon(args) -> int:
                 return 2
             return _run_gunicorn(options)
         info, started = start_daemon(args.config, args.port)
-        if not started:
+        home = _settings(args).home
+        if args.json:
+            print(json.dumps({"started": started, "url": info["url"], "pid": info["pid"],
+                              "discovery": str(daemon.discovery_path(home))}))
+        elif not started:
             print(f"daemon already running at {info['url']} (pid {info['pid']})"
                   + port_note(info, args.port) + daemon.other_code(info))
-            return 0
-        home = _settings(args).home
-        print(f"daemon running at {info['url']} (pid {info['pid']}); "
-              f"discovery file {daemon.discovery_path(home)}")
+        else:
+            print(f"daemon running at {info['url']} (pid {info['pid']}); "
+                  f"discovery file {daemon.discovery_path(home)}")
         return 0
     settings = _settings(args)
     if args.action == "stop":
@@ -182,12 +190,14 @@ def cmd_openapi(args) -> int:
 def add_commands(sub) -> None:
     serve = sub.add_parser("serve", help="run the team server (gunicorn)")
     serve.add_argument("--config", help="TOML config (default $NEURALMIND_CONFIG)")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    serve.add_argument("--workers", type=int)
+    serve.add_argument("--host", type=filled, help="address to bind (default [server] host, "
+                       "127.0.0.1; another needs server mode)")
+    serve.add_argument("--port", type=ranged(0, 65535), help="port (default [server] port, 8765)")
+    serve.add_argument("--workers", type=ranged(1, 64), help="gunicorn workers "
+                       "(default [server] workers)")
     serve.add_argument("--allow-remote", action="store_true", help="server mode")
-    serve.add_argument("--tls-cert")
-    serve.add_argument("--tls-key")
+    serve.add_argument("--tls-cert", type=filled, help="TLS certificate file (PEM)")
+    serve.add_argument("--tls-key", type=filled, help="TLS private key file (PEM)")
     serve.add_argument("--insecure-http", action="store_true",
                        help="acknowledge a TLS-terminating proxy in front of a non-loopback bind")
     serve.add_argument("--allow-origin", action="append", help="CORS: an exact origin (repeatable)")
@@ -195,11 +205,14 @@ def add_commands(sub) -> None:
 
     dmn = sub.add_parser("daemon", help="the local daemon: start, stop, status")
     dmn.add_argument("action", choices=["start", "stop", "status"])
-    dmn.add_argument("--config")
-    dmn.add_argument("--host", help="loopback only; use `serve` for anything else")
-    dmn.add_argument("--port", type=int, default=None)
-    dmn.add_argument("--foreground", action="store_true")
-    dmn.add_argument("--json", action="store_true")
+    dmn.add_argument("--config", help="TOML config (default $NEURALMIND_CONFIG)")
+    dmn.add_argument("--host", type=filled, help="loopback only; use `serve` for anything else")
+    dmn.add_argument("--port", type=ranged(0, 65535), default=None,
+                     help="start: the port (default [server] port, else 8765 when free, else "
+                          "one the OS picks)")
+    dmn.add_argument("--foreground", action="store_true",
+                     help="start: run in this terminal rather than in the background")
+    dmn.add_argument("--json", action="store_true", help="print JSON for scripts")
     dmn.set_defaults(func=cmd_daemon)
 
     oa = sub.add_parser("openapi", help="print the OpenAPI document")

@@ -34,19 +34,23 @@ def ensure_token(home: Path) -> str:
         token = path.read_text().strip()
         if token:
             return token
+        emptied = True  # no write of ours leaves it empty: an editor or a full disk did
     except FileNotFoundError:
-        pass
+        emptied = False
     token = new_token()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(token + "\n")
     try:
-        os.link(tmp, path)
+        if emptied:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
     except FileExistsError:  # another worker made it first: theirs is the token
         token = path.read_text().strip()
     finally:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
     return token
 
 

@@ -197,14 +197,14 @@ def test_commands_of_the_plugins_the_daemon_serves_or_the_commands_config_enable
     monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     # a daemon started with another config serves webhooks: its discovery file says so …
-    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"],
-                                        "pid": os.getpid()})
+    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "host": "127.0.0.1",
+                                        "port": 9, "plugins": ["webhooks"], "pid": os.getpid()})
     with pytest.raises(SystemExit) as shown:
         main(["webhook", "--help"])
     assert shown.value.code == 0 and "deliveries" in capsys.readouterr().out
     # … while it runs: a file a dead daemon left says nothing
-    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "plugins": ["webhooks"],
-                                        "pid": dead_pid()})
+    write_discovery(tmp_path / "home", {"url": "http://127.0.0.1:9", "host": "127.0.0.1",
+                                        "port": 9, "plugins": ["webhooks"], "pid": dead_pid()})
     assert main(["webhook", "list"]) == 2
     assert "comes with the webhooks plugin" in capsys.readouterr().err
     # a command's own --config decides too (the variable is left out, as it usually is)

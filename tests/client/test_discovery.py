@@ -157,6 +157,9 @@ def test_a_write_finds_a_daemon_that_restarted_on_another_port(tmp_path, monkeyp
     ("http://127.0.0.1:8765?x=1", "it holds a query or a fragment"),
     ("http://127.0.0.1:8765#top", "it holds a query or a fragment"),
     (8765, "it is int, not text"),
+    ("http://[::1", r"its host is not an address \(Invalid IPv6 URL\)"),
+    ("http://[zz]:1", r"its host is not an address \('zz' does not appear to be an IPv4 or "
+                      r"IPv6 address\)"),
 ])
 def test_a_url_no_path_can_be_added_to_is_refused_when_the_client_is_made(url, why, tmp_path):
     with pytest.raises(NotAServerURL, match=f"is not a server URL such as "
@@ -173,6 +176,14 @@ def test_a_url_no_path_can_be_added_to_is_refused_when_the_client_is_made(url, w
 def test_a_timeout_or_token_no_request_can_carry_is_a_value_error(kw, said, tmp_path):
     with pytest.raises(ValueError, match=said):
         NeuralMindClient("http://127.0.0.1:8765", **{"token": "t", **kw}, home=tmp_path)
+
+
+def test_the_address_up_prints_with_its_v1_is_the_servers_root(tmp_path):
+    """`up` prints the API's address (…/v1); given back as --url, it names the server."""
+    assert NeuralMindClient("http://127.0.0.1:8765/v1/", token="t",
+                            home=tmp_path).url == "http://127.0.0.1:8765"
+    assert NeuralMindClient("https://example.org/nm", token="t",
+                            home=tmp_path).url == "https://example.org/nm"
 
 
 def test_what_fails_on_the_way_to_a_server_is_the_clients_own_error(tmp_path, monkeypatch):

@@ -180,3 +180,40 @@ def test_a_start_during_a_storage_migrate_is_refused_and_the_other_way_round(tmp
     assert code == 1 and err == (f"neuralmind: daemon start (pid {os.getpid()}) is using "
                                  f"{home}: nothing was copied; run it when that ends\n")
     assert daemon.holder(home) == ""  # let go: nobody holds it now
+
+
+def test_a_damaged_discovery_file_never_lets_a_second_daemon_start(tmp_path):
+    """daemon.json damaged while its daemon runs: status says so and names the daemon holding
+    the home, a second start is refused (it once started a second daemon on the same files),
+    and stop stops the one that holds the home."""
+    home = tmp_path / "nmhome"
+    started = run(home, "daemon", "start", "--port", "0", "--json")
+    assert started.returncode == 0, started.stderr
+    said = json.loads(started.stdout)
+    pid = said["pid"]
+    try:
+        assert said["started"] is True and said["url"].startswith("http://127.0.0.1:")
+        assert said["discovery"] == str(home / "daemon.json")
+        (home / "daemon.json").write_text("{bad")
+        status = run(home, "daemon", "status")
+        assert (status.returncode, status.stdout) == (1, "")
+        assert status.stderr == (f"neuralmind: {home / 'daemon.json'} is damaged (not JSON): the "
+                                 f"daemon serving this home is pid {pid} — `neuralmind daemon "
+                                 "stop` stops it\n")
+        second = run(home, "daemon", "start", "--port", "0")
+        assert second.returncode == 1 and "is damaged (not JSON)" in second.stderr
+        # a file naming another daemon, gone (its own, rewritten by hand): the home is held
+        (home / "daemon.json").write_text(json.dumps({"pid": 2 ** 22 + 1, "host": "127.0.0.1",
+                                                      "port": 1}))
+        foreground = run(home, "daemon", "start", "--foreground", "--port", "0")
+        assert foreground.returncode == 1 and foreground.stderr == (
+            f"neuralmind: the daemon (pid {pid}) is using {home}: one daemon serves a home\n")
+        (home / "daemon.json").write_text(json.dumps({"pid": "x", "host": "127.0.0.1"}))
+        assert "is damaged (no pid, host and port in it)" in run(home, "daemon", "status").stderr
+    finally:
+        stopped = run(home, "daemon", "stop")
+    assert stopped.stdout == "daemon stopped\n" and not os.path.exists(f"/proc/{pid}")
+    (home / "daemon.json").write_text("{bad")  # no daemon holds the home now: say to delete it
+    status = run(home, "daemon", "status")
+    assert status.returncode == 1 and status.stderr.endswith(
+        "no daemon holds this home: delete the file, then start the daemon\n")

@@ -106,3 +106,16 @@ def test_first_requests_to_fresh_workers_all_authenticate(tmp_path):
             assert statuses == [200] * 64
         finally:
             server.stop()
+
+
+def test_an_emptied_token_file_gets_a_new_token(tmp_path):
+    """An empty token file (an editor, a full disk) is never the token — no request could
+    carry it: `token show` makes a new one, whole, and the file holds it."""
+    from plugins.auth.loopback import ensure_token
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "token").write_text("\n")
+    token = cli(home, "token", "show").stdout.strip()
+    assert len(token) >= 32 and (home / "token").read_text() == token + "\n"
+    assert ensure_token(home) == token
+    assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600

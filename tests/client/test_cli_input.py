@@ -1,0 +1,42 @@
+"""Wrong input to the client commands' shared flags is one line saying what is wrong, before
+any request: an empty value never falls back to the default (`project remove --project ""`
+removed the project around here), and a token no header carries is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import run_cli
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["project", "remove", "--project", ""], "--project/-p"),
+    (["project", "add", ""], "path"),
+    (["up", ""], "path"),
+    (["memory", "list", "--url", ""], "--url"),
+    (["memory", "list", "--token", " "], "--token"),
+    (["daemon", "start", "--host", ""], "--host"),
+])
+def test_an_empty_value_is_refused_not_taken_for_the_default(argv, flag, tmp_path):
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith(f"argument {flag}: cannot be empty")
+    assert not (tmp_path / "home").exists()  # nothing started, nothing made
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["daemon", "start", "--port", "70000"], "argument --port: 70000 is outside 0–65535"),
+    (["serve", "--workers", "0"], "argument --workers: 0 is outside 1–64"),
+])
+def test_a_port_or_a_worker_count_out_of_range_is_named(argv, said, tmp_path):
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (2, "") and err.splitlines()[-1].endswith(said)
+
+
+def test_a_token_no_header_carries_is_one_line(tmp_path):
+    code, out, err = run_cli("memory", "list", "--url", "http://127.0.0.1:9", "--token", "a b",
+                             env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (2, "")
+    assert err == ("neuralmind: the token holds characters no HTTP header carries (it is "
+                   "printable ASCII, without spaces): check --token, NEURALMIND_API_TOKEN or the "
+                   "home's token file\n")
