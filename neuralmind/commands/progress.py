@@ -30,6 +30,9 @@ class ProgressBar:
         self._last = ""
 
     def line(self, job: Job) -> str:
+        """The line to show; "" for another kind of job when it ends (its summary says it)."""
+        if job.kind != "build":
+            return "" if job.finished else f"{job.kind} {job.status}…"
         p = job.progress or {}
         total, done = p.get("files_total"), p.get("files_done", 0)
         if not total:
@@ -53,7 +56,10 @@ class ProgressBar:
         if self.quiet:
             return
         text = self.line(job)
-        if self.tty:
+        if not text:
+            if self.tty and self._last:
+                self.out.write("\r\033[K")
+        elif self.tty:
             self.out.write("\r\033[K" + text + ("\n" if job.finished else ""))
         elif job.finished or not self._last:  # a log gets the first and the last line only
             self.out.write(text + "\n")

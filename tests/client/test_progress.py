@@ -36,6 +36,16 @@ def test_a_build_with_nothing_to_embed_shows_its_files():
     assert "3/3 files" in line
 
 
+def test_another_kind_of_job_is_followed_without_a_builds_words():
+    """`job wait` on a decay sweep said "done: no files to index" (the build's words)."""
+    out = io.StringIO()
+    bar = ProgressBar(out)
+    bar(Job(id="j2", kind="memory.decay", status="running"))
+    bar(Job(id="j2", kind="memory.decay", status="done"))
+    assert out.getvalue() == "memory.decay running…\n"
+    assert job_summary(Job(id="j2", kind="memory.decay", status="done")) == "memory.decay done"
+
+
 def test_the_summary_says_what_was_skipped_and_why():
     result = {"files": 8, "nodes": 40, "edges": 3, "duration_ms": 1200, "files_changed": 8,
               "files_deleted": 0, "chunks_embedded": 40, "files_skipped": 3,
