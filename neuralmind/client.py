@@ -757,11 +757,14 @@ def _items(values: Iterable[str] | str | None) -> list[str] | None:
 
 def _path(*parts: str) -> str:
     """A route's path from its template's start and the ids in it, each quoted whole (an id
-    that is no text, or holds a lone surrogate, is a ValueError naming it)."""
+    that is no text, holds a ``/`` or a lone surrogate, is a ValueError naming it: quoted as
+    %2F, a ``/`` reaches the server as a separator, and ``ID/history`` another route)."""
     out = [parts[0]]
     for part in parts[1:]:
         if not isinstance(part, str) or not part:
             raise ValueError(f"an id is non-empty text, not {part!r}")
+        if "/" in part:
+            raise ValueError(f"the id {part!r} holds a /, which no id does")
         try:
             out.append(urllib.parse.quote(part, safe=""))
         except UnicodeEncodeError:

@@ -59,6 +59,21 @@ def filled(text: str) -> str:
     return text
 
 
+def path_id(what: str, listed_by: str):
+    """An argparse ``type``: an id the client puts in a URL as one path segment (a memory's,
+    a webhook's …), never empty. A ``/`` in it is refused here: quoted as ``%2F`` it reaches
+    the server as a path separator, so ``ID/history`` would be another route's answer (or
+    ``no route``) rather than "no such id". ``what`` is "a memory id"; ``listed_by`` the
+    command that shows the ids."""
+    def parse(text: str) -> str:
+        filled(text)
+        if "/" in text:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}: an id has no / in it "
+                                             f"({listed_by} shows them)")
+        return text
+    return parse
+
+
 def seconds(text: str) -> float:
     """An argparse ``type``: a time in seconds, more than 0 (not nan, not inf)."""
     try:

@@ -9,8 +9,9 @@ import json
 import os
 import sys
 
-from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, plain, project,
-                                        project_flags, ranged)
+from neuralmind.client import ValidationFailed
+from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, path_id, plain,
+                                        project, project_flags, ranged)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -33,6 +34,9 @@ def _filters(args) -> dict:
                               "kind": args.kind, "type": args.type, "author": args.author,
                               "agent": args.agent, "session_id": args.session,
                               "collection": args.collection}.items() if v}
+
+
+memory_id = path_id("a memory id", "`neuralmind memory list`")
 
 
 def _fraction(text: str) -> float:
@@ -208,17 +212,46 @@ def cmd_export(args) -> int:
     return 0
 
 
+SHOWN_PROBLEMS = 5  # an import's problems printed before "… and N more"
+
+
+def _json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested beyond reach
+        return False
+
+
 def cmd_import(args) -> int:
     if args.file == "-":
-        body = sys.stdin.buffer.read()
+        body, name = sys.stdin.buffer.read(), "stdin"
     else:
         with open(args.file, "rb") as fh:
-            body = fh.read()
-    result = project(args, register=True).memories.import_(body, mode=args.mode)
+            body, name = fh.read(), args.file
+    lines = [line for line in body.splitlines() if line.strip()]
+    if lines and not any(map(_json_object, lines)):  # before the project is registered
+        raise CommandError(f"{name} is not a JSONL export: no line of it is a JSON object "
+                           "(import reads what `neuralmind memory export` writes with its "
+                           "default --format ndjson, one record a line; --format md is for "
+                           "reading, not importing)")
+    try:
+        result = project(args, register=True).memories.import_(body, mode=args.mode)
+    except ValidationFailed as ex:  # one problem a bad line: the first few say enough
+        problems = ex.field_errors()
+        if len(problems) <= SHOWN_PROBLEMS + 1:
+            raise
+        request = f", request {ex.request_id}" if ex.request_id else ""
+        raise CommandError(
+            f"{ex.message} [{ex.code}, status {ex.status}{request}]"
+            + "".join(f"\n  {line}" for line in problems[:SHOWN_PROBLEMS])
+            + f"\n  … and {len(problems) - SHOWN_PROBLEMS:,} more", exit_code=1) from None
     return emit(args, result, text=", ".join(f"{k} {v}" for k, v in result.items()))
 
 
 def cmd_link(args) -> int:
+    if args.remove and args.note is not None:
+        raise CommandError("--note is kept on a link when it is made: --remove takes none "
+                           "(it removes the link, note and all)")
     memories = project(args).memories
     if args.remove:
         memories.unlink(args.id, args.target, args.type)
@@ -256,9 +289,12 @@ DECAY_OPTIONS = {"dry_run": "run", "enabled": "policy", "half_life": "policy",
 
 def _refuse_misplaced(args, command: str, options: dict[str, str]) -> None:
     """An option given that belongs to another action of ``command`` is an error: ignored, it
-    would let `decay run --half-life …` sweep with the old policy unnoticed."""
+    would let `decay run --half-life …` sweep with the old policy unnoticed. Given is what is
+    not the parser's default object itself: ``--enabled off`` (False) or ``--threshold 0``
+    are given as much as ``on`` or ``0.7`` (a test of falsiness would let them by)."""
+    parser = args._parser
     for name, action in options.items():
-        if action != args.action and getattr(args, name) not in (None, False):
+        if action != args.action and getattr(args, name) is not parser.get_default(name):
             raise CommandError(f"--{name.replace('_', '-')} is for `memory {command} {action}`, "
                                f"not `{args.action}`")
 
@@ -399,7 +435,7 @@ def add_commands(sub) -> None:
     def verb(name: str, func, help: str, with_id: bool = True):
         parser = group.add_parser(name, parents=[scoped], help=help)
         if with_id:
-            parser.add_argument("id", type=filled, help="the memory id")
+            parser.add_argument("id", type=memory_id, help="the memory id")
         parser.set_defaults(func=func)
         return parser
 
@@ -413,7 +449,7 @@ def add_commands(sub) -> None:
                      help="decision (default), fact, preference, procedure, episode")
     add.add_argument("--importance", type=_fraction, help="0–1 (default by kind)")
     add.add_argument("--pinned", action="store_true", help="never decays, never archived")
-    add.add_argument("--supersedes", action="append", metavar="ID",
+    add.add_argument("--supersedes", action="append", metavar="ID", type=memory_id,
                      help="a memory this one replaces (repeatable; it becomes SUPERSEDED)")
     add.add_argument("--confidence", type=_fraction, help="0–1 (default 1)")
     add.add_argument("--review-by", help="ISO date after which it reads as STALE")
@@ -422,7 +458,7 @@ def add_commands(sub) -> None:
     add.add_argument("--author", type=filled)
     add.add_argument("--agent", type=filled)
     add.add_argument("--session", type=filled)
-    add.add_argument("--id", help="a client-chosen id (409 when it exists)")
+    add.add_argument("--id", type=memory_id, help="a client-chosen id (409 when it exists)")
     verb("show", cmd_show, "one decision")
     lst = verb("list", cmd_list, "decisions, newest first", with_id=False)
     _filter_flags(lst)
@@ -430,7 +466,8 @@ def add_commands(sub) -> None:
     search = verb("search", cmd_search, "keyword, semantic or hybrid search", with_id=False)
     search.add_argument("query")
     search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])
-    search.add_argument("--limit", type=int, default=10, help="at most 25")
+    search.add_argument("--limit", type=ranged(1, 25), default=10,
+                        help="show at most this many, 1–25 (default 10)")
     search.add_argument("--expand", action="store_true",
                         help="add the records linked to the hits (scored below them)")
     _filter_flags(search)
@@ -443,7 +480,7 @@ def add_commands(sub) -> None:
     edit.add_argument("--kind", type=str.lower, choices=KINDS)
     edit.add_argument("--importance", type=_fraction)
     edit.add_argument("--pinned", type=_on_off, metavar="on|off")
-    edit.add_argument("--supersedes", action="append", metavar="ID")
+    edit.add_argument("--supersedes", action="append", metavar="ID", type=memory_id)
     edit.add_argument("--add-evidence", action="append")
     edit.add_argument("--add-rejected", action="append")
     edit.add_argument("--if-match", type=_updated_at,
@@ -469,7 +506,7 @@ def add_commands(sub) -> None:
     imp.add_argument("--mode", choices=["skip", "overwrite"], default="skip")
 
     link = verb("link", cmd_link, "link two memories (or --remove the link)")
-    link.add_argument("target", help="the memory linked to")
+    link.add_argument("target", type=memory_id, help="the memory linked to")
     link.add_argument("--type", choices=LINK_TYPES, help="supersedes makes the target SUPERSEDED")
     link.add_argument("--note")
     link.add_argument("--remove", action="store_true", help="remove links to target "
@@ -481,10 +518,13 @@ def add_commands(sub) -> None:
                "contradictions", with_id=False)
     con.add_argument("action", nargs="?", default="list",
                      choices=["list", "check", "resolve", "config"])
-    con.add_argument("target", nargs="?", help="check: a memory id; resolve: a contradiction id")
+    con.add_argument("target", nargs="?", type=path_id(
+        "an id", "`neuralmind memory list` or `neuralmind memory contradictions`"),
+        help="check: a memory id; resolve: a contradiction id")
     con.add_argument("--status", choices=["open", "resolved", "all"],
                      help="list: which (default open)")
-    con.add_argument("--memory", help="list: only those involving this memory")
+    con.add_argument("--memory", type=memory_id,
+                     help="list: only those involving this memory")
     con.add_argument("--strategy", choices=STRATEGIES, help="resolve: how")
     con.add_argument("--title", help="resolve --strategy manual: the new record's title")
     con.add_argument("--rationale", help="resolve --strategy manual: the new record's text")
@@ -493,6 +533,7 @@ def add_commands(sub) -> None:
                      help="config: check each create and patch")
     con.add_argument("--auto-resolve", choices=[*STRATEGIES[:4], "off"],
                      help="config: resolve new contradictions at once this way")
+    con.set_defaults(_parser=con)  # _refuse_misplaced tells a given value from the default
     cons = verb("consolidate", cmd_consolidate, "merge near-duplicate memories (a job)",
                 with_id=False)
     cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")
@@ -509,9 +550,10 @@ def add_commands(sub) -> None:
     dec.add_argument("--access-boost", type=_fraction, help="policy: importance added per recall")
     dec.add_argument("--archive-threshold", type=_fraction,
                      help="policy: a sweep archives records below this strength")
+    dec.set_defaults(_parser=dec)
     verb("stats", cmd_stats, "counts by kind, status, author, agent, tag", with_id=False)
     tags = verb("tags", cmd_tags, "tags in use, or --add/--remove a memory's", with_id=False)
-    tags.add_argument("id", nargs="?", type=filled, help="a memory id (to change its tags)")
+    tags.add_argument("id", nargs="?", type=memory_id, help="a memory id (to change its tags)")
     tags.add_argument("--add", action="append", metavar="TAG")
     tags.add_argument("--remove", action="append", metavar="TAG")
     tags.add_argument("--status", help="count records of this status (default ALL)")

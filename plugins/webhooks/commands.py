@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from neuralmind.commands.common import client, common_flags, emit, fields, filled, ranged, table
+from neuralmind.commands.common import client, common_flags, emit, fields, path_id, ranged, table
 
 HOOK_COLUMNS = ("id", "enabled", "url", "events", "projects", "failing_since")
 HOOK_DETAIL = ("id", "url", "events", "projects", "description", "enabled", "disabled_reason",
@@ -107,7 +107,9 @@ def add_commands(subparsers) -> None:
     for name, (func, text, with_id) in VERBS.items():
         parsers[name] = group.add_parser(name, parents=[flags], help=text)
         if with_id:
-            parsers[name].add_argument("id", type=filled, help="the webhook id (wh_…)")
+            parsers[name].add_argument("id", type=path_id("a webhook id",
+                                                          "`neuralmind webhook list`"),
+                                       help="the webhook id (wh_…)")
         parsers[name].set_defaults(func=func)
     add, upd = parsers["add"], parsers["update"]
     add.add_argument("target", metavar="URL",
@@ -134,4 +136,6 @@ def add_commands(subparsers) -> None:
     parsers["deliveries"].add_argument("--status", choices=["pending", "delivered", "failed"])
     parsers["deliveries"].add_argument("--limit", type=ranged(1), default=50,
                                        help="show at most this many (default 50)")
-    parsers["redeliver"].add_argument("delivery", type=filled, help="the delivery id (dl_…)")
+    parsers["redeliver"].add_argument(
+        "delivery", type=path_id("a delivery id", "`neuralmind webhook deliveries ID`"),
+        help="the delivery id (dl_…)")

@@ -46,7 +46,8 @@ def test_errors(repo):
         repo.memories.update(made.id, if_match="2000-01-01T00:00:00.000Z", rationale="late")
     assert stale.value.status == 412
     for wrong, said in ((["id"], r"an id is non-empty text, not \['id'\]"),
-                        ("lone \ud800", "holds a lone surrogate, which no URL carries")):
+                        ("lone \ud800", "holds a lone surrogate, which no URL carries"),
+                        (f"{made.id}/history", "holds a /, which no id does")):
         with pytest.raises(ValueError, match=said):  # named here, before any request
             repo.memories.get(wrong)
     assert repo.memories.add("Tags as a set", "r", tags={"b", "a"}).tags == ["a", "b"]
