@@ -8,7 +8,7 @@ import {clear, field, h, number, select, spinner, toast, value, when} from "./do
 import {graph} from "./graph.js";
 
 const TYPES = ["ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG"];
-const STATUSES = ["ACTIVE", "STALE", "INVALIDATED", "ALL"];
+const STATUSES = ["ACTIVE", "STALE", "INVALIDATED", "ARCHIVED", "SUPERSEDED", "MERGED", "ALL"];
 const PAGE = 25;
 const BASE = "/v1/projects/{project_id}/memories";
 const LINKS = `${BASE}/{memory_id}/links`;
