@@ -9,6 +9,7 @@ named ``neuralmind`` that we did not write is refused rather than replaced."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shlex
@@ -28,7 +29,13 @@ TOML_END = f"# end {NAME}"
 
 
 class AgentError(Exception):
-    """A configuration we cannot merge into: say which file and why; nothing was written."""
+    """A configuration we cannot merge into, or write: say which file and why; nothing was
+    written. ``exit_code``: 2 for what the user can fix in a file or a setting (its text, its
+    shape, a folder where a file belongs), 1 for what the system refused (permissions …)."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,25 @@ def _ours(entry: Any) -> bool:
     """A server entry that runs ``neuralmind mcp`` (whichever launcher wrote it)."""
     if not isinstance(entry, dict):
         return False
-    args = [str(a) for a in entry.get("args") or []]
+    args = [str(a) for a in entry.get("args") or []] if isinstance(entry.get("args"), list) \
+        else []
     runs_us = Path(str(entry.get("command", ""))).name == NAME or "neuralmind.cli" in args
     return runs_us and "mcp" in args
+
+
+def _kind(value: Any, toml: bool = False) -> str:
+    """What a JSON (or TOML) value is, in the format's own words."""
+    if isinstance(value, dict):
+        return "a table" if toml else "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else "a date or time"
 
 
 def _our_hook(hook: Any) -> bool:
@@ -112,7 +135,8 @@ class JSONServer(_JSONPart):
     def add(self, doc: dict) -> None:
         servers = doc.setdefault("mcpServers", {})
         if not isinstance(servers, dict):
-            raise AgentError(f"{self.path}: mcpServers is not an object; nothing was changed")
+            raise AgentError(f"{self.path}: mcpServers is {_kind(servers)}, not an object; "
+                             "nothing was changed")
         if NAME in servers and not _ours(servers[NAME]):
             raise AgentError(f"{self.path} already has a server named {NAME!r} that does not run "
                              f"`neuralmind mcp` ({json.dumps(servers[NAME])}); rename or remove "
@@ -144,18 +168,22 @@ class ClaudeHook(_JSONPart):
     def add(self, doc: dict) -> None:
         self.remove(doc)  # a re-install replaces our hook rather than adding a second
         hooks = doc.setdefault("hooks", {})
-        if not isinstance(hooks, dict) or not isinstance(hooks.setdefault("SessionStart", []),
-                                                          list):
-            raise AgentError(f"{self.path}: hooks.SessionStart is not a list; nothing was changed")
-        hooks["SessionStart"].append(self.group)
+        if not isinstance(hooks, dict):
+            raise AgentError(f"{self.path}: hooks is {_kind(hooks)}, not an object; nothing "
+                             "was changed")
+        groups = hooks.setdefault("SessionStart", [])
+        if not isinstance(groups, list):
+            raise AgentError(f"{self.path}: hooks.SessionStart is {_kind(groups)}, not an "
+                             "array; nothing was changed")
+        groups.append(self.group)
 
     def remove(self, doc: dict) -> bool:
         hooks = doc.get("hooks")
         groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
         if not isinstance(groups, list):
             return False
-        kept = [g for g in groups if not (isinstance(g, dict) and g.get("hooks")
-                                          and all(map(_our_hook, g["hooks"])))]
+        kept = [g for g in groups if not (isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                                          and g["hooks"] and all(map(_our_hook, g["hooks"])))]
         if len(kept) == len(groups):
             return False
         hooks["SessionStart"] = kept
@@ -186,11 +214,21 @@ class TOMLServer:
 
     def merge(self, text: str | None) -> str:
         text = self._without(text or "")
-        if NAME in (self._parse(text).get("mcp_servers") or {}):
+        servers = self._parse(text).get("mcp_servers", {})
+        if not isinstance(servers, dict):
+            raise AgentError(f"{self.path}: mcp_servers is {_kind(servers, toml=True)}, not a "
+                             "table; nothing was changed")
+        if NAME in servers:
             raise AgentError(f"{self.path} already has [mcp_servers.{NAME}] that `neuralmind "
                              "agent install` did not write; remove it, then install again")
         merged = (text.rstrip("\n") + "\n\n" if text.strip() else "") + self.snippet() + "\n"
-        self._parse(merged)
+        try:
+            tomllib.loads(merged)
+        except tomllib.TOMLDecodeError as ex:  # the file parses: our table cannot follow it
+            raise AgentError(f"{self.path}: [mcp_servers.{NAME}] cannot be added after what the "
+                             f"file holds ({ex}; an inline mcp_servers = {{ … }} table takes no "
+                             "more servers: write each as [mcp_servers.NAME]); nothing was "
+                             "changed") from None
         return merged
 
     def unmerge(self, text: str | None) -> str | None:
@@ -236,6 +274,9 @@ def parts(agent: str, project: Path, pinned: bool) -> list:
         return [JSONServer(project / ".cursor" / "mcp.json",
                            server_entry("--project", "${workspaceFolder}"))]
     codex_home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    if os.environ.get("CODEX_HOME") and os.path.lexists(codex_home) and \
+            not os.path.isdir(codex_home):
+        raise AgentError(f"CODEX_HOME {codex_home} is a file, not a folder; nothing was changed")
     args = ("--project", str(project)) if pinned else ()  # else: the directory codex runs in
     return [TOMLServer(codex_home / "config.toml", server_entry(*args))]
 
@@ -248,9 +289,55 @@ def uninstall(agent: str, project: Path, pinned: bool) -> list[Edit]:
     return [_edit(part, adding=False) for part in parts(agent, project, pinned)]
 
 
+def _read(path: Path) -> str | None:
+    """The text of an agent's file (None: there is none yet), read as ``read_text`` would in
+    UTF-8 (newlines made ``\\n``); an :class:`AgentError` naming it when it cannot be one we
+    merge into: a folder, under a file, unreadable, not UTF-8."""
+    for folder in path.parents:  # the nearest that exists must be a folder we can write in
+        if os.path.lexists(folder):
+            if not os.path.isdir(folder):
+                raise AgentError(f"{folder} is a file, not a folder, so {path} cannot be "
+                                 "written; nothing was changed")
+            break
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as ex:
+        raise AgentError(f"{in_words(ex, path, 'read')}; nothing was changed",
+                         _exit_code(ex)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as ex:
+        raise AgentError(f"{path} is not UTF-8 text (byte {ex.start} is 0x{data[ex.start]:02x}); "
+                         "save it as UTF-8, then try again; nothing was changed") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def in_words(ex: OSError, path: Path, verb: str = "write") -> str:
+    """What went wrong with ``path`` (the file or folder ``verb`` acted on), in words rather
+    than an errno."""
+    if isinstance(ex, IsADirectoryError):
+        return f"{path} is a folder, not a file"
+    if isinstance(ex, FileExistsError):  # mkdir: something that is not a folder is there
+        return f"{path} is a file, not a folder"
+    if isinstance(ex, NotADirectoryError):
+        return f"cannot {verb} {path}: a folder on its path is a file"
+    if isinstance(ex, PermissionError):
+        return f"cannot {verb} {path}: permission denied"
+    why = {errno.EROFS: "the file system is read-only", errno.ENOSPC: "the disk is full",
+           errno.EDQUOT: "the disk quota is used up"}.get(ex.errno)
+    return f"cannot {verb} {path}: {why or (ex.strerror or str(ex)).lower()}"
+
+
+def _exit_code(ex: OSError) -> int:
+    """2 when the path is the wrong kind of thing (the user's to fix), else 1."""
+    return 2 if isinstance(ex, (IsADirectoryError, NotADirectoryError, FileExistsError)) else 1
+
+
 def _edit(part, adding: bool) -> Edit:
     path = part.path
-    before = path.read_text() if path.exists() else None
+    before = _read(path)
     after = part.merge(before) if adding else part.unmerge(before)
     if adding:
         note = f"added the {NAME} {part.label}" if before != after else \
@@ -272,7 +359,8 @@ def _load_json(path: Path, text: str | None) -> dict:
     except ValueError as ex:
         raise AgentError(f"{path} is not valid JSON ({ex}); nothing was changed") from None
     if not isinstance(doc, dict):
-        raise AgentError(f"{path} does not hold a JSON object; nothing was changed")
+        raise AgentError(f"{path} does not hold a JSON object (its top level is {_kind(doc)}); "
+                         "nothing was changed")
     return doc
 
 
@@ -281,43 +369,100 @@ def _backup(path: Path) -> Path:
 
 
 def apply(edits: list[Edit]) -> list[str]:
-    """Write the edits; one line per file saying what happened."""
-    lines = []
+    """Write the edits; one line per file saying what happened. A step the system refuses
+    (permissions, a full disk …) undoes the steps before it, so every file is as it was, and
+    raises :class:`AgentError` saying which file and why."""
+    lines: list[str] = []
+    undo: list = []  # what puts each step done back, newest last
     for e in edits:
-        if e.before == e.after:
-            lines.append(f"{e.path}: {e.note}")
-            continue
-        backup = _backup(e.path)
-        extra = ""
-        if e.after is None:
-            e.path.unlink()
-            _prune(e.path.parent)
-        else:
-            if e.before is not None and not backup.exists():
-                shutil.copy2(e.path, backup)
-                extra = f" (the original is kept in {backup.name})"
-            e.path.parent.mkdir(parents=True, exist_ok=True)
-            if _restored(e.after, backup):  # its bytes back, not our rendering of the same JSON
-                os.replace(backup, e.path)
-                extra = f" (put back from {backup.name}: the file is as it was)"
-            else:
-                e.path.write_text(e.after)
-        lines.append(f"{e.path}: {e.note}{extra}")
+        try:
+            lines.append(_write(e, undo))
+        except _Failed as failed:
+            kept = _undo(undo)
+            raise AgentError(f"{failed}; " + ("nothing was changed" if kept else
+                             "undoing the files written before it failed too: check them"),
+                             failed.exit_code) from None
     return lines
 
 
-def _restored(text: str, backup: Path) -> bool:
-    """Whether ``text`` is what the backup holds (as JSON when both parse)."""
-    if not backup.exists():
-        return False
-    kept = backup.read_text()
+class _Failed(Exception):
+    def __init__(self, ex: OSError, path: Path, verb: str):
+        super().__init__(in_words(ex, path, verb))
+        self.exit_code = _exit_code(ex)
+
+
+def _step(verb: str, path: Path, action, *args):
+    """``action(*args)``, its OSError named in words for ``path`` (``cannot VERB PATH: …``)."""
     try:
-        return json.loads(kept) == json.loads(text)
+        return action(*args)
+    except OSError as ex:
+        raise _Failed(ex, path, verb) from None
+
+
+def _undo(undo: list) -> bool:
+    """Run the undo steps, newest first; whether all of them worked."""
+    ok = True
+    for action in reversed(undo):
+        try:
+            action()
+        except OSError:
+            ok = False
+    return ok
+
+
+def _write(e: Edit, undo: list) -> str:
+    if e.before == e.after:
+        return f"{e.path}: {e.note}"
+    backup = _backup(e.path)
+    original = _step("read", e.path, e.path.read_bytes) if e.before is not None else None
+
+    def put_back() -> None:
+        if original is None:
+            e.path.unlink(missing_ok=True)
+        elif not e.path.is_file() or e.path.read_bytes() != original:
+            e.path.write_bytes(original)
+    extra = ""
+    if e.after is None:
+        _step("remove", e.path, e.path.unlink)
+        undo.append(put_back)
+        _prune(e.path.parent, undo)
+        return f"{e.path}: {e.note}"
+    if e.before is not None and not backup.exists():
+        _step("write", backup, shutil.copy2, e.path, backup)
+        undo.append(lambda: backup.unlink(missing_ok=True))
+        extra = f" (the original is kept in {backup.name})"
+    for folder in reversed([f for f in e.path.parents if not os.path.lexists(f)]):
+        _step("create the folder", folder, folder.mkdir)
+        undo.append(folder.rmdir)
+    if (kept := _restored(e.after, backup)) is not None:  # its bytes back, not our rendering
+        _step("write", e.path, os.replace, backup, e.path)
+        undo.append(lambda: backup.write_bytes(kept))
+        undo.append(put_back)
+        extra = f" (put back from {backup.name}: the file is as it was)"
+    else:
+        undo.append(put_back)  # a write that failed half-way is put back too
+        _step("write", e.path, e.path.write_bytes, e.after.encode("utf-8"))
+    return f"{e.path}: {e.note}{extra}"
+
+
+def _restored(text: str, backup: Path) -> bytes | None:
+    """The backup's bytes when ``text`` is what it holds (as JSON when both parse), else None."""
+    try:
+        kept_bytes = backup.read_bytes()
+        kept = kept_bytes.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    kept = kept.replace("\r\n", "\n").replace("\r", "\n")  # as the file was read
+    try:
+        same = json.loads(kept) == json.loads(text)
     except ValueError:
-        return kept.strip() == text.strip()
+        same = kept.strip() == text.strip()
+    return kept_bytes if same else None
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, undo: list) -> None:
     """An agent's folder install created for us alone (``.cursor``, ``.claude``) goes too."""
-    if folder.name in (".cursor", ".claude", ".codex") and not any(folder.iterdir()):
-        folder.rmdir()
+    if folder.name in (".cursor", ".claude", ".codex") and \
+            not _step("read the folder", folder, os.listdir, folder):
+        _step("remove the folder", folder, folder.rmdir)
+        undo.append(folder.mkdir)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, NotFound,
-                               no_directory)
+                               Unauthorized, no_directory)
 from neuralmind.commands.common import common_flags, err, repo_root
 
 log = logging.getLogger("neuralmind.mcp")
@@ -24,9 +24,11 @@ def _client(args) -> NeuralMindClient:
     return NeuralMindClient(url=args.url, token=args.token, autostart=not remote)
 
 
-def _project_id(nm: NeuralMindClient, args) -> str | None:
+def _project_id(nm: NeuralMindClient, args, without: str) -> str | None:
     """``--project`` (a directory, registered, or an id), else the repository around the
-    working directory; a directory the server will not take there means no default."""
+    working directory; a directory the server will not take there means no default
+    (``without``: what the command does then). A refused token is no such case: it ends the
+    command as it ends every client command (401, from ``neuralmind.cli``)."""
     if args.project:
         try:
             return nm.projects.resolve(args.project).id
@@ -37,9 +39,10 @@ def _project_id(nm: NeuralMindClient, args) -> str | None:
     root = repo_root()
     try:
         return nm.projects.resolve(root).id
+    except Unauthorized:  # no project would do: the server takes nothing from this token
+        raise
     except NeuralMindAPIError as ex:  # a reserved path, a team server's fixed list, …
-        log.warning("%s cannot be the default project: %s; tool calls must name one", root,
-                    ex.message)
+        log.warning("%s cannot be the default project: %s; %s", root, ex.message, without)
         return None
 
 
@@ -53,7 +56,7 @@ def cmd_mcp(args) -> int:
     """Serve MCP on stdin/stdout for an agent, relayed to the daemon's /v1/mcp."""
     _logging(args)
     nm = _client(args)
-    project = _project_id(nm, args)
+    project = _project_id(nm, args, "tool calls must name one")
     from plugins.mcp.stdio import Relay, serve
     log.info("relaying to %s/v1/mcp (project %s)", nm.url, project or "none")
     serve(Relay(nm, project, restart=lambda: _client(args)))
@@ -64,7 +67,7 @@ def cmd_wakeup(args) -> int:
     """What a SessionStart hook prints: the project's overview (starting the daemon)."""
     _logging(args)
     nm = _client(args)
-    project = _project_id(nm, args)
+    project = _project_id(nm, args, "name one with --project")
     if project is None:
         return 1
     try:
@@ -105,8 +108,11 @@ def cmd_agent(args) -> int:
                       f"# {e.path} without neuralmind's entries\n{e.after}\n")
             return 0
         lines = agents.apply(edits)
-    except (agents.AgentError, OSError) as ex:
+    except agents.AgentError as ex:  # names the file and what is wrong; nothing was written
         err(str(ex))
+        return ex.exit_code
+    except OSError as ex:  # a step agents.py does not name (none known): still in words
+        err(agents.in_words(ex, Path(ex.filename or "the agent's configuration")))
         return 1
     print("\n".join(lines))
     if args.action == "install" and any(e.before != e.after for e in edits):

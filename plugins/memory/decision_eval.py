@@ -37,10 +37,13 @@ class BadSet(ValueError):
     """The corpus or the queries are not in the expected shape."""
 
 
-def check(decisions: list, queries: list) -> None:
-    """Raise :class:`BadSet` naming the first problem of the set."""
+def check(decisions: list, queries: list, files: tuple[Path, Path, int] | None = None) -> None:
+    """Raise :class:`BadSet` naming the first problem of the set (``files``: the corpus, the
+    queries file, and how many decisions come from the corpus, to name where each is)."""
+    corpus, qfile, own = files or ("the corpus", "the queries", len(decisions))
     for n, d in enumerate(decisions):
-        where = f"decision {d.get('id', n) if isinstance(d, dict) else n}"
+        where = f"{corpus}: decision" if n < own else f"{qfile}: extra_decisions:"
+        where += f" {d.get('id', n) if isinstance(d, dict) else n}"
         if not isinstance(d, dict):
             raise BadSet(f"{where} is not an object")
         for name, typ in FIELDS.items():
@@ -51,33 +54,55 @@ def check(decisions: list, queries: list) -> None:
                          f"{d['status']!r} is not one the store knows")
     ids = {d["id"] for d in decisions}
     if len(ids) != len(decisions):
-        raise BadSet("two decisions share an id")
+        raise BadSet(f"two decisions share an id (in {corpus}, or {qfile}'s extra_decisions)")
     for n, q in enumerate(queries):
         if not (isinstance(q, dict) and isinstance(q.get("query"), str)
                 and isinstance(q.get("gold"), list) and q.get("kind") in KINDS):
-            raise BadSet(f"query {n}: needs query (text), gold (a list of ids) and kind "
+            raise BadSet(f"{qfile}: query {n}: needs query (text), gold (a list of ids) and kind "
                          f"({', '.join(KINDS)})")
+        if not all(isinstance(g, str) for g in q["gold"]):
+            raise BadSet(f"{qfile}: query {q.get('id', n)}: gold holds something that is not a "
+                         "decision id (text)")
         if (q["kind"] == "negative") != (not q["gold"]):
-            raise BadSet(f"query {q.get('id', n)}: a negative has no gold, and only a negative")
+            raise BadSet(f"{qfile}: query {q.get('id', n)}: a negative has no gold, and only a "
+                         "negative")
         unknown = [g for g in q["gold"] if g not in ids]
         if unknown:
-            raise BadSet(f"query {q.get('id', n)}: gold {', '.join(unknown)} is no decision")
+            raise BadSet(f"{qfile}: query {q.get('id', n)}: gold {', '.join(unknown)} is no "
+                         "decision")
+
+
+def read(path: Path, option: str) -> Any:
+    """The JSON that ``path`` (given as ``option``) holds; :class:`BadSet` naming the file
+    when it cannot be read or is not UTF-8 JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadSet(f"cannot read {path}: no such file ({option})") from None
+    except IsADirectoryError:
+        raise BadSet(f"{path} is a folder, not a file ({option})") from None
+    except OSError as ex:
+        raise BadSet(f"cannot read {path}: {(ex.strerror or str(ex)).lower()} ({option})") \
+            from None
+    except UnicodeDecodeError:
+        raise BadSet(f"{path} is not UTF-8 text ({option})") from None
+    except json.JSONDecodeError as ex:
+        raise BadSet(f"{path} is not JSON ({ex.msg.removesuffix(' at')}, line {ex.lineno}, column {ex.colno}) "
+                     f"({option})") from None
 
 
 def load(corpus: Path, queries: Path) -> tuple[list[dict], list[dict]]:
-    try:
-        decisions = json.loads(corpus.read_text(encoding="utf-8"))
-        qset = json.loads(queries.read_text(encoding="utf-8"))
-    except OSError as ex:
-        raise BadSet(f"cannot read {ex.filename}: {ex.strerror}") from None
-    except ValueError as ex:
-        raise BadSet(f"not JSON: {ex}") from None
+    decisions = read(corpus, "--corpus")
+    qset = read(queries, "--queries")
     if not isinstance(decisions, list):
         raise BadSet(f"{corpus} must hold a JSON list of decisions")
     if not isinstance(qset, dict) or not isinstance(qset.get("queries"), list):
         raise BadSet(f"{queries} must hold a JSON object with a 'queries' list")
+    if not isinstance(qset.get("extra_decisions") or [], list):
+        raise BadSet(f"{queries}: extra_decisions must be a JSON list of decisions")
+    own = len(decisions)
     decisions = decisions + list(qset.get("extra_decisions") or [])
-    check(decisions, qset["queries"])
+    check(decisions, qset["queries"], (corpus, queries, own))
     titles = [{"id": f"title:{d['id']}", "kind": "title", "query": d["title"], "gold": [d["id"]]}
               for d in decisions if d["status"].upper() == "ACTIVE"]
     return decisions, qset["queries"] + titles

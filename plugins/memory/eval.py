@@ -46,28 +46,91 @@ class Collection:
     sessions: dict[str, tuple[str, str]] = field(default_factory=dict)  # id: (session, created_at)
 
 
+class BadDataset(ValueError):
+    """A dataset file that is not what its layout says; the message names the file (and the
+    line), for one line on stderr and exit 2."""
+
+
+def _not_json(path: Path, ex: json.JSONDecodeError, line: int | None = None) -> BadDataset:
+    where = f" line {line}" if line is not None else ""
+    at = f"column {ex.colno}" if line is not None else f"line {ex.lineno}, column {ex.colno}"
+    return BadDataset(f"{path}{where} is not JSON ({ex.msg.removesuffix(' at')}, {at})")
+
+
+def _read_json(path: Path):
+    """A whole JSON file; :class:`BadDataset` naming it when it is not UTF-8 JSON (an
+    OSError, for the caller to word, when it cannot be read)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BadDataset(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as ex:
+        raise _not_json(path, ex) from None
+
+
+def _jsonl(path: Path, needs: tuple[str, ...]):
+    """``(line number, object)`` for each line of a JSONL file that is not blank, each a JSON
+    object holding ``needs`` as text (``_id`` may be a number); :class:`BadDataset` naming
+    the file and the line of the first that is not."""
+    with open(path, encoding="utf-8") as fh:
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as ex:
+                    raise _not_json(path, ex, n) from None
+                if not isinstance(obj, dict):
+                    raise BadDataset(f"{path} line {n} is not a JSON object")
+                for key in needs:
+                    value = obj.get(key)
+                    if not (isinstance(value, str) or key == "_id" and isinstance(value, int)
+                            and not isinstance(value, bool)):
+                        raise BadDataset(f"{path} line {n}: {key} is "
+                                         + ("missing" if value is None else "not text"))
+                for key in ("title", "text"):
+                    if obj.get(key) is not None and not isinstance(obj[key], str):
+                        raise BadDataset(f"{path} line {n}: {key} is not text")
+                yield n, obj
+        except UnicodeDecodeError:
+            raise BadDataset(f"{path} is not UTF-8 text") from None
+
+
 def load_beir(root: Path, split: str) -> list[Collection]:
     docs = []
-    with open(root / "corpus.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            text = d.get("text") or ""
-            docs.append((str(d["_id"]), d.get("title") or text[:80] or str(d["_id"]), text or "-"))
+    for _, d in _jsonl(root / "corpus.jsonl", ("_id",)):
+        text = d.get("text") or ""
+        docs.append((str(d["_id"]), d.get("title") or text[:80] or str(d["_id"]), text or "-"))
     texts = {}
-    with open(root / "queries.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            q = json.loads(line)
-            texts[str(q["_id"])] = q["text"]
+    for _, q in _jsonl(root / "queries.jsonl", ("_id", "text")):
+        texts[str(q["_id"])] = q["text"]
     gold: dict[str, set[str]] = {}
-    with open(root / "qrels" / f"{split}.tsv", encoding="utf-8") as fh:
-        for n, line in enumerate(fh):
-            parts = line.rstrip("\n").split("\t")
-            if n == 0 and not parts[-1].strip().lstrip("-").isdigit():
-                continue  # header
-            if len(parts) >= 3 and int(parts[2]) > 0:
-                gold.setdefault(parts[0], set()).add(parts[1])
+    qrels = root / "qrels" / f"{split}.tsv"
+    with open(qrels, encoding="utf-8") as fh:
+        try:
+            for n, line in enumerate(fh):
+                parts = line.rstrip("\n").split("\t")
+                if n == 0 and not parts[-1].strip().lstrip("-").isdigit():
+                    continue  # header
+                if len(parts) < 3:
+                    continue
+                try:
+                    relevant = float(parts[2]) > 0
+                except ValueError:
+                    raise BadDataset(f"{qrels} line {n + 1}: the score {parts[2]!r} is not a "
+                                     "number (query-id, corpus-id, score: tab-separated)") from None
+                if relevant:
+                    gold.setdefault(parts[0], set()).add(parts[1])
+        except UnicodeDecodeError:
+            raise BadDataset(f"{qrels} is not UTF-8 text") from None
     col = Collection(root.name, docs)
     col.queries = [(texts[q], "all", rel) for q, rel in gold.items() if q in texts]
+    if not col.queries:
+        asked = f"{len(texts)} quer{'y' if len(texts) == 1 else 'ies'}"
+        raise BadDataset(f"no query has a gold answer: {qrels} gives a relevant document "
+                         f"(query-id, corpus-id, score above 0: tab-separated) to none of the "
+                         f"{asked} of {root / 'queries.jsonl'}")
     return [col]
 
 
@@ -84,33 +147,52 @@ def load_locomo(root: Path) -> list[Collection]:
     <session>``) and a ``created_at`` one second after the turn before it."""
     out = []
     for path in sorted(root.glob("*.json")):
-        for conv in json.loads(path.read_text(encoding="utf-8")):
-            c = conv["conversation"]
-            name = f"{path.stem}-{conv.get('sample_id', len(out))}"
-            docs, sessions = [], {}
-            for number, (key, turns) in enumerate(c.items()):
-                if not (key.startswith("session_") and isinstance(turns, list)):
-                    continue
-                date = c.get(f"{key}_date_time", "")
-                start = session_start(date, number)
-                for i, t in enumerate(turns):
-                    text = t.get("text") or "-"
-                    if t.get("blip_caption"):
-                        text += f" [shares a photo: {t['blip_caption']}]"
-                    mid = t["dia_id"].strip()
-                    docs.append((mid, f"{t['speaker']} on {date}", text))
-                    at = (start + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-                    sessions.setdefault(mid, (f"{name}:{key}", at))
-            col = Collection(name, docs, sessions=sessions)
-            ids = {d[0] for d in docs}
-            for qa in conv["qa"]:
-                cat = qa.get("category")
-                gold = {e for ev in qa.get("evidence", []) for e in re.split(r"[;,\s]+", ev)
-                        if e in ids}
-                if cat == 5 or not gold or "question" not in qa:
-                    continue  # category 5 is unanswerable by design
-                col.queries.append((qa["question"], f"category {cat}", gold))
-            out.append(col)
+        convs = _read_json(path)
+        if not isinstance(convs, list):
+            raise BadDataset(f"{path} does not hold a JSON list of LoCoMo conversations")
+        try:
+            out.extend(_conversations(path, convs, len(out)))
+        except (KeyError, TypeError, AttributeError, ValueError) as ex:
+            what = f"has no {ex.args[0]!r}" if isinstance(ex, KeyError) else f"is not as it " \
+                f"should be ({ex})"
+            raise BadDataset(f"{path} is not a list of LoCoMo conversations: a conversation "
+                             f"{what}") from None
+    if not any(col.queries for col in out):
+        raise BadDataset(f"no question has a gold answer: none in {root}/*.json has evidence "
+                         "naming one of its turns (category 5 is left out)")
+    return out
+
+
+def _conversations(path: Path, convs: list, count: int) -> list[Collection]:
+    """The collections of one LoCoMo file (``count``: those of the files before it)."""
+    out = []
+    for conv in convs:
+        c = conv["conversation"]
+        name = f"{path.stem}-{conv.get('sample_id', count + len(out))}"
+        docs, sessions = [], {}
+        for number, (key, turns) in enumerate(c.items()):
+            if not (key.startswith("session_") and isinstance(turns, list)):
+                continue
+            date = c.get(f"{key}_date_time", "")
+            start = session_start(date, number)
+            for i, t in enumerate(turns):
+                text = t.get("text") or "-"
+                if t.get("blip_caption"):
+                    text += f" [shares a photo: {t['blip_caption']}]"
+                mid = t["dia_id"].strip()
+                docs.append((mid, f"{t['speaker']} on {date}", text))
+                at = (start + dt.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                sessions.setdefault(mid, (f"{name}:{key}", at))
+        col = Collection(name, docs, sessions=sessions)
+        ids = {d[0] for d in docs}
+        for qa in conv["qa"]:
+            cat = qa.get("category")
+            gold = {e for ev in qa.get("evidence", []) for e in re.split(r"[;,\s]+", ev)
+                    if e in ids}
+            if cat == 5 or not gold or "question" not in qa:
+                continue  # category 5 is unanswerable by design
+            col.queries.append((qa["question"], f"category {cat}", gold))
+        out.append(col)
     return out
 
 
@@ -119,7 +201,7 @@ def load(root: Path, split: str) -> list[Collection]:
         return load_beir(root, split)
     if any(root.glob("*.json")):
         return load_locomo(root)
-    raise SystemExit(f"neuralmind: {root} is neither a BEIR folder nor LoCoMo *.json files")
+    raise BadDataset(f"{root} is neither a BEIR folder nor LoCoMo *.json files")
 
 
 def open_store(kernel, work: Path, col: Collection) -> MemoryStore:
@@ -229,9 +311,30 @@ class Folds:
     query is ranked by the model that did not see it, the honest figure on a training set."""
 
     def __init__(self, path: Path):
+        """:class:`BadDataset` naming ``path`` when it cannot be read or is not the folds."""
         from plugins.memory.rerank import Model
-        data = json.loads(path.read_text(encoding="utf-8"))
-        self.models = [Model(spec) for spec in data["models"]]
+        try:
+            data = _read_json(path)
+        except FileNotFoundError:
+            raise BadDataset(f"no such file: {path}") from None
+        except IsADirectoryError:
+            raise BadDataset(f"{path} is a folder, not a file") from None
+        except OSError as ex:
+            raise BadDataset(f"cannot read {path}: {(ex.strerror or str(ex)).lower()}") from None
+        shape = (f"{path} does not hold the ranker's folds: a JSON object with models (a list "
+                 "of models) and folds (query key: the number of the model that did not see it)")
+        if not (isinstance(data, dict) and isinstance(data.get("models"), list)
+                and isinstance(data.get("folds"), dict)):
+            raise BadDataset(shape)
+        if not all(isinstance(f, int) and not isinstance(f, bool)
+                   and 0 <= f < len(data["models"]) for f in data["folds"].values()):
+            raise BadDataset(f"{shape}; a fold number is not one of its "
+                             f"{len(data['models'])} models")
+        try:
+            self.models = [Model(spec) for spec in data["models"]]
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as ex:
+            raise BadDataset(f"{shape}; a model is not one the ranker reads "
+                             f"({type(ex).__name__}: {ex})") from None
         self.fold_of: dict[str, int] = data["folds"]
         self.unseen = 0  # queries no fold holds: ranked by the shipped model
 
@@ -245,7 +348,12 @@ def load_queries(root: Path, split: str) -> list[str]:
     """Any eval set's query texts, to ask of another set's records: BEIR, LoCoMo or CoSQA."""
     cosqa = sorted(root.glob("cosqa-retrieval-*.json"))
     if cosqa:
-        return [q["doc"] for q in json.loads(cosqa[0].read_text(encoding="utf-8"))]
+        items = _read_json(cosqa[0])
+        if not (isinstance(items, list) and all(isinstance(q, dict) and isinstance(q.get("doc"),
+                                                                                   str)
+                                                for q in items)):
+            raise BadDataset(f"{cosqa[0]} is not a JSON list of CoSQA pairs (each with doc)")
+        return [q["doc"] for q in items]
     return [q[0] for col in load(root, split) for q in col.queries]
 
 
@@ -400,6 +508,9 @@ def main(args) -> int:
         print(f"neuralmind: cannot read the dataset: {ex.filename or root}: "
               f"{(ex.strerror or str(ex)).lower()} (--split {args.split})", file=sys.stderr)
         return 2
+    except BadDataset as ex:  # not JSON, not the layout's shape, no query with a gold answer
+        print(f"neuralmind: {ex}", file=sys.stderr)
+        return 2
     if args.limit_queries:
         for col in collections:
             col.queries = col.queries[: args.limit_queries]
@@ -412,14 +523,18 @@ def main(args) -> int:
         try:
             negatives[folder.name] = load_queries(folder, args.split)[: args.limit_queries]
         except OSError as ex:
-            print(f"neuralmind: cannot read the --negatives dataset: {ex}", file=sys.stderr)
+            print(f"neuralmind: cannot read the --negatives dataset: {ex.filename or folder}: "
+                  f"{(ex.strerror or str(ex)).lower()}", file=sys.stderr)
+            return 2
+        except BadDataset as ex:
+            print(f"neuralmind: {ex} (--negatives)", file=sys.stderr)
             return 2
     folds = None
     if args.folds:
         try:
             folds = Folds(Path(args.folds).expanduser())
-        except (OSError, ValueError, KeyError) as ex:
-            print(f"neuralmind: cannot read the ranker folds {args.folds}: {ex}", file=sys.stderr)
+        except BadDataset as ex:
+            print(f"neuralmind: {ex} (--folds)", file=sys.stderr)
             return 2
     in_sample = (msettings.rerank and "hybrid" in modes and folds is None
                  and digest(collections) in {t.get("digest") for t in

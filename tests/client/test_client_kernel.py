@@ -130,7 +130,7 @@ def test_the_stdio_servers_project_that_is_neither_a_directory_nor_an_id_is_one_
     from plugins.mcp.commands import _project_id
     for given in ("NoSuch", "p_000000000000"):  # not an id's shape; an id nobody has
         with pytest.raises(SystemExit) as stop:
-            _project_id(nm, argparse.Namespace(project=given))
+            _project_id(nm, argparse.Namespace(project=given), "tool calls must name one")
         assert stop.value.code == 2  # the command used wrongly
         assert capsys.readouterr().err == (f"neuralmind: --project {given}: not a directory "
                                            "here, and no project has that id (`neuralmind "
