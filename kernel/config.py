@@ -46,6 +46,8 @@ def _no_nul(value: str | None) -> str | None:
     would refuse it with a ValueError far from here)."""
     if value is not None and "\0" in value:
         raise ValueError("a path cannot contain a NUL byte")
+    if value is not None and not value.strip():
+        raise ValueError("an empty path names no folder: leave the key out for the default")
     return value
 
 

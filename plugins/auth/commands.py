@@ -20,7 +20,8 @@ from neuralmind import load_settings, open_shared, record_event, unreachable
 from plugins.auth import loopback
 from plugins.auth.roles import GLOBAL_PERMISSIONS, auth_section, global_permissions_of, known_roles
 from plugins.auth.schema import PG_MIGRATIONS
-from plugins.auth.tokens import SHORT_ID, TokenError, Tokens, parse_expiry, plain, token_store
+from plugins.auth.tokens import (ACTOR_MAX, SHORT_ID, TokenError, Tokens, parse_expiry, plain,
+                                 token_store)
 
 
 class DatabaseDown(TokenError):
@@ -100,6 +101,9 @@ def cmd_create(args) -> int:
     if not args.actor.strip():
         raise TokenError("--actor must not be empty: name who the token identifies "
                          "(e.g. --actor alice)")
+    if len(args.actor) > ACTOR_MAX:
+        raise TokenError(f"--actor is {len(args.actor)} characters long: a name has at most "
+                         f"{ACTOR_MAX} (it is shown in every list, event and history entry)")
     if not plain(args.actor):
         raise TokenError(f"--actor {args.actor!r} holds a character that does not print (a "
                          "newline, a tab, a control character): give a name on one line")

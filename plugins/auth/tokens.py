@@ -121,6 +121,9 @@ class TokenRecord:
         return None if self.projects == "*" else tuple(self.projects)
 
 
+ACTOR_MAX = 200  # characters of an actor's name: it is shown in every list, event and history
+
+
 def plain(text: object) -> bool:
     """A name a listing can show in its column: a non-empty string of printable characters
     (no newline, tab or other control character to break the lines)."""

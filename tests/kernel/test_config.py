@@ -37,6 +37,9 @@ def test_bad_files_and_values_are_config_errors(tmp_path):
         load_settings(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "missing.toml")
+    bad.write_text('[kernel]\nstate_dir = " "\n')  # was taken for the current folder
+    with pytest.raises(ConfigError, match="an empty path names no folder"):
+        load_settings(bad)
     bad.write_bytes(b"[server]\nport = 1 # \xff\n")  # every command read it: a traceback
     with pytest.raises(ConfigError, match=r"is not valid TOML: not UTF-8 \(byte 20\)$"):
         load_settings(bad)

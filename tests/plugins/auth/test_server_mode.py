@@ -201,7 +201,10 @@ def test_revoke_by_actor_and_list_never_shows_secrets(team):
                        (("token", "revoke", first["id"], "--actor", "dave"),
                         "or --actor, not both"),
                        (("token", "revoke", "--actor", " "),
-                        "--actor must not be empty: name whose tokens to revoke")):
+                        "--actor must not be empty: name whose tokens to revoke"),
+                       (("token", "create", "--actor", "a" * 201, "--role", "reader"),
+                        "--actor is 201 characters long: a name has at most 200 (it is shown "
+                        "in every list, event and history entry)")):
         done = cli(team.server.home, *args, config=team.config, check=False)
         assert done.returncode == 2 and done.stderr.strip().endswith(says), done.stderr
 
