@@ -12,6 +12,7 @@ import os
 import sys
 
 from kernel import __version__
+from kernel.commands import needs_command
 from kernel.config import ConfigError, load_settings
 
 
@@ -21,7 +22,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from neuralmind.commands import jobs, memories, projects, server, storage
     parser = argparse.ArgumentParser(prog="neuralmind", description="NeuralMind memory server")
     parser.add_argument("--version", action="version", version=f"neuralmind {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
+    parser.set_defaults(func=needs_command(parser, sub))
     server.add_commands(sub)
     projects.add_commands(sub)
     memories.add_commands(sub)

@@ -40,3 +40,15 @@ def test_a_token_no_header_carries_is_one_line(tmp_path):
     assert err == ("neuralmind: the token holds characters no HTTP header carries (it is "
                    "printable ASCII, without spaces): check --token, NEURALMIND_API_TOKEN or the "
                    "home's token file\n")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--bogus"], "neuralmind: error: unrecognized arguments: --bogus"),
+    (["memory", "--bogus"], "neuralmind: error: unrecognized arguments: --bogus"),
+    (["memory"], "neuralmind memory: error: give a command: add, show, list"),
+    ([], "neuralmind: error: give a command: serve, daemon, openapi"),
+])
+def test_an_unknown_option_is_named_and_a_missing_command_listed(argv, said, tmp_path):
+    """`neuralmind --bogus` said "the following arguments are required: command"."""
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (2, "") and err.splitlines()[-1].startswith(said)
