@@ -6,8 +6,21 @@ from __future__ import annotations
 import argparse
 
 
+def fusion_rule(text: str) -> str:
+    """An argparse ``type``: a hybrid variant ``eval memory`` can build (checked before any
+    store is opened)."""
+    from plugins.memory.eval import variant
+    from plugins.memory.models import MemorySettings
+    try:
+        variant(text, MemorySettings())
+    except ValueError as ex:
+        raise argparse.ArgumentTypeError(str(ex)) from None
+    return text
+
+
 def add_commands(subparsers) -> None:
     from neuralmind import command_group
+    from neuralmind.commands.common import ranged
     p = command_group(subparsers, "eval", help="measure retrieval quality").add_parser(
         "memory", help="keyword/semantic/hybrid retrieval on a BEIR or LoCoMo dataset")
     p.add_argument("--dataset", required=True, help="a BEIR folder (corpus.jsonl, queries.jsonl, "
@@ -22,7 +35,7 @@ def add_commands(subparsers) -> None:
                    "database of --dsn")
     p.add_argument("--dsn", help="with --backend postgres: postgresql://user:password@host/db "
                    "(default: [storage] dsn of --config, or $NEURALMIND_DATABASE_URL)")
-    p.add_argument("--fusion", action="append", default=[], metavar="RULE",
+    p.add_argument("--fusion", action="append", default=[], metavar="RULE", type=fusion_rule,
                    help="extra hybrid variants to compare, e.g. rrf:10, blend:0.3 (repeatable)")
     p.add_argument("--negatives", action="append", default=[], metavar="DIR",
                    help="another eval set (BEIR, LoCoMo or CoSQA folder) whose queries are asked "
@@ -31,7 +44,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--folds", metavar="FILE", help="the ranker's out-of-fold models "
                    "(bench/data/ranker_folds.json): each training query is ranked by the model "
                    "that did not see it")
-    p.add_argument("--limit-queries", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--limit-queries", type=ranged(1), default=None, help=argparse.SUPPRESS)
     p.add_argument("--no-decay", action="store_true",
                    help="rank hybrid without the decay policy (default: the policy, on)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from neuralmind import today, unreachable
 from plugins.memory import records
 from plugins.memory.decay import policy_of
@@ -290,8 +292,12 @@ def variant(spec: str, base: MemorySettings) -> tuple[str, MemorySettings]:
     except ValueError:
         updates = None
     if updates is None:
-        raise SystemExit(f"neuralmind: unknown fusion variant {spec!r} (rrf:K, blend:W, floor:C)")
-    return f"hybrid[{spec}]", MemorySettings(**{**base.model_dump(), **updates, "rerank": False})
+        raise ValueError(f"unknown fusion variant {spec!r} (rrf:K, blend:W, floor:C)")
+    try:
+        return f"hybrid[{spec}]", MemorySettings(**{**base.model_dump(), **updates,
+                                                    "rerank": False})
+    except ValidationError as ex:
+        raise ValueError(f"fusion variant {spec!r}: {ex.errors()[0]['msg']}") from None
 
 
 def query_key(collection: str, text: str) -> str:

@@ -123,3 +123,21 @@ def test_eval_decisions_names_the_file_that_is_not_json(tmp_path):
                        '"gold": [{"id": 1}]}]}')
     _refused(*run, says=f"{queries}: query a: gold holds something that is not a decision id "
                         "(text)")
+
+
+@pytest.mark.parametrize("option, says", [
+    (("--fusion", "rrf:x"), "argument --fusion: unknown fusion variant 'rrf:x' (rrf:K, blend:W, "
+                            "floor:C)"),
+    (("--fusion", "blend:5"), "argument --fusion: fusion variant 'blend:5': Input should be less "
+                              "than or equal to 1"),
+    (("--limit-queries", "-1"), "argument --limit-queries: -1 is less than 1"),
+])
+def test_a_variant_or_a_count_it_cannot_use_is_refused_before_the_kernel_starts(
+        option, says, tmp_path):
+    """A wrong --fusion was a SystemExit with exit 1 from inside the run, after the kernel."""
+    data = tmp_path / "tiny"
+    write_beir(data)
+    code, out, err = run_cli("eval", "memory", "--dataset", str(data), *option,
+                             "--work", str(tmp_path / "work"))
+    assert (code, out) == (2, "") and err.splitlines()[-1].endswith(says)
+    assert not (tmp_path / "work").exists()
