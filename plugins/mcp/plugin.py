@@ -15,8 +15,12 @@ class State:
     """One kernel's sessions, and its tools once the route table they read is complete."""
 
     def __init__(self, kernel):
-        from plugins.mcp.sessions import MIGRATIONS, Sessions
-        self.sessions = Sessions(kernel.open_database(kernel.home / "mcp.db", MIGRATIONS))
+        from plugins.mcp.sessions import MIGRATIONS, PG_MIGRATIONS, PG_TABLE, Sessions
+        # the database every server shares ([storage] backend = "postgres"): a session opened
+        # on one server is found on the others; else mcp.db in the home
+        shared = kernel.shared_database("mcp", PG_MIGRATIONS)
+        self.sessions = (Sessions(shared, PG_TABLE) if shared is not None else
+                         Sessions(kernel.open_database(kernel.home / "mcp.db", MIGRATIONS)))
         self._bound = None
         self._lock = threading.Lock()
 
