@@ -73,3 +73,9 @@ def shutdown(kernel):
 def register_commands(kernel, subparsers):
     from plugins.mcp.commands import add_commands
     add_commands(subparsers)
+
+
+@hookimpl
+def storage_components(settings):
+    from plugins.mcp.sessions import storage_component
+    return [storage_component()]

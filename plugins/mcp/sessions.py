@@ -165,3 +165,13 @@ class Sessions:
                 self.prune()
         finally:
             self._prune_lock.release()
+
+
+def storage_component():
+    """For ``neuralmind storage``: mcp.db is checked (its version, against this release's) but
+    not copied — a session is a client's handshake, and a client whose session is not found
+    initializes again."""
+    from neuralmind import StorageComponent, StoredFile
+    return StorageComponent("mcp", PG_MIGRATIONS, (PG_TABLE,),
+                            lambda home: [StoredFile(home.path / "mcp.db", MIGRATIONS)],
+                            lambda home, target: [])

@@ -165,3 +165,27 @@ def test_opens_at_once_on_both_servers_keep_the_bound(machines):
         opened = list(pool.map(lambda i: (one, two)[i % 2].as_(token).open().session,
                                range(24)))
     assert len(set(opened)) == 24 and _live(one, "crowd") == MAX_LIVE
+
+
+def test_storage_check_names_the_sessions_file_and_refuses_a_newer_one(tmp_path):
+    """mcp.db is one of the home's files for `neuralmind storage`: checked, never copied (a
+    client initializes again); one a newer NeuralMind migrated is named, exit 1."""
+    import json
+    import sqlite3
+
+    from tests.plugins.mcp.conftest import PLUGINS
+    from plugins.mcp.sessions import MIGRATIONS
+    from tests.support import run_cli
+    home = tmp_path / "home"
+    _kernel(home).shutdown()
+    env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": ",".join(PLUGINS)}
+    code, out, _ = run_cli("storage", "check", "--json", env=env)
+    mcp = next(r for r in json.loads(out)["components"] if r["component"] == "mcp")
+    assert code == 0 and (mcp["file"], mcp["version"], mcp["pending"]) == (
+        str(home / "mcp.db"), len(MIGRATIONS), 0)
+    with sqlite3.connect(home / "mcp.db") as conn:
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    code, _, err = run_cli("storage", "check", env=env)
+    assert code == 1 and err == (f"neuralmind: {home / 'mcp.db'} is at schema version "
+                                 f"{len(MIGRATIONS) + 1}, newer than this NeuralMind's "
+                                 f"{len(MIGRATIONS)}: upgrade NeuralMind before serving it\n")
