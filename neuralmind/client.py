@@ -35,6 +35,9 @@ RETRIES = 3
 BACKOFF_S = 0.25
 JSONL = "application/x-ndjson"
 PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+MEMORIES = "/v1/projects/{project_id}/memories"  # routes as the OpenAPI document names them
+PAGING = ("limit", "cursor")
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -333,21 +336,40 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     """(url, token): arguments first, then ``NEURALMIND_API_URL``/``NEURALMIND_API_TOKEN``,
     then the daemon's discovery file, then (token only) ``$NEURALMIND_HOME/token``."""
     home = Path(home or home_dir())
-    info = read_discovery(home) or {}
+    info = read_discovery(home)
+    if not isinstance(info, dict):  # JSON, but no daemon's: as if there were none
+        info = {}
     given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
     if url and (why := _not_a_server_url(url)):
         source = ("given" if given else "from NEURALMIND_API_URL"
                   if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
         raise NotAServerURL(f"{url} ({source}) is not a server URL such as "
                             f"http://127.0.0.1:8765: {why}")
-    token = token or os.environ.get("NEURALMIND_API_TOKEN") or info.get("token")
-    if not token:
-        try:
-            token = (home / "token").read_text().strip() or None
-        except OSError:
-            token = None
     # the address `up` prints ends in /v1, the API's own prefix, which every call adds
-    return (url.rstrip("/").removesuffix("/v1") if url else None), token
+    url = url.rstrip("/").removesuffix("/v1") if url else None
+    token = token or os.environ.get("NEURALMIND_API_TOKEN") or _local_token(url, info, home)
+    return url, token
+
+
+def _local_token(url: str | None, info: dict[str, Any], home: Path) -> str | None:
+    """This machine's own token for ``url``, never sent elsewhere: the daemon's (its file's)
+    to the daemon's address alone, the home's token file to a loopback address alone (a
+    ``neuralmind serve`` on this machine). A team server, or a mistyped host, gets none."""
+    daemon = info.get("url")
+    if url and isinstance(daemon, str) and url == daemon.rstrip("/").removesuffix("/v1"):
+        return info.get("token") or _token_file(home)
+    try:
+        loopback = urllib.parse.urlsplit(url).hostname in LOOPBACK if url else False
+    except ValueError:
+        loopback = False
+    return _token_file(home) if loopback else None
+
+
+def _token_file(home: Path) -> str | None:
+    try:
+        return (home / "token").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _not_a_server_url(url: Any) -> str | None:
@@ -412,6 +434,7 @@ class NeuralMindClient:
         _check_token(self.token)
         self.timeout = timeout
         self._opener = None
+        self._contract: dict[str, Any] | None = None  # the server's OpenAPI document, read once
         self.projects = Projects(self)
         self.jobs = Jobs(self)
         self.webhooks = Webhooks(self)
@@ -444,6 +467,8 @@ class NeuralMindClient:
               stream: bool = False):
         import urllib.error
         import urllib.request  # here, not at the top: it costs more than the rest of this module
+        if not self.url:  # none when made, or the daemon was down at the last call
+            self._rediscover()
         if not self.url:
             found = self.home / "daemon.json"
             raise DaemonNotRunning(
@@ -457,7 +482,7 @@ class NeuralMindClient:
             hdrs.setdefault("Content-Type", "application/json")
         req = urllib.request.Request(self.url + path, data=body, method=method, headers=hdrs)
         if self._opener is None:  # a loopback daemon is never reached through a proxy
-            local = urllib.parse.urlsplit(self.url).hostname in ("127.0.0.1", "localhost", "::1")
+            local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK
             self._opener = urllib.request.build_opener(
                 *([urllib.request.ProxyHandler({})] if local else []))
         try:
@@ -557,6 +582,43 @@ class NeuralMindClient:
 
     def _json(self, method: str, path: str, **kw) -> Any:
         return self.request(method, path, **kw).json()
+
+    def _takes(self, call: str, method: str, route: str, given: Iterable[str],
+               leave_out: Iterable[str] = ()) -> None:
+        """A TypeError naming each of ``given`` that ``method route`` does not take. The server
+        ignores a field it does not know, so a misspelled filter (``tags=`` for ``tag=``)
+        would match every record, and a misspelled change change nothing. The names are the
+        server's own OpenAPI document's (read once); a route it does not publish goes
+        unchecked."""
+        if not given:
+            return
+        names = self._fields(method, route)
+        unknown = sorted(set(given) - names) if names is not None else []
+        if unknown:
+            takes = ", ".join(sorted(names - set(leave_out)))
+            raise TypeError(f"{call}() got {', '.join(map(repr, unknown))}, which {method} "
+                            f"{route} does not take: it takes {takes}")
+
+    def _fields(self, method: str, route: str) -> frozenset[str] | None:
+        """The query parameters and body fields of ``method route``, or None."""
+        if self._contract is None:
+            try:
+                self._contract = self._json("GET", "/v1/openapi.json") or {}
+            except NeuralMindAPIError:  # a server that publishes none: nothing is checked
+                self._contract = {}
+        op = self._contract.get("paths", {}).get(route, {}).get(method.lower())
+        if not isinstance(op, dict):
+            return None
+        names = {p["name"] for p in op.get("parameters", []) if p.get("in") == "query"}
+        body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+        schema = body.get("schema", {})
+        ref = schema.get("$ref", "")
+        if ref.startswith("#/components/schemas/"):
+            schema = self._contract.get("components", {}).get("schemas", {}).get(
+                ref.rsplit("/", 1)[1], {})
+        if schema.get("additionalProperties") not in (None, False):
+            return None
+        return frozenset(names | set(schema.get("properties", {})))
 
     def _pages(self, path: str, make: Callable[[dict], Any], params: dict | None = None,
                limit: int = 200) -> Iterator[Any]:
@@ -1079,6 +1141,7 @@ class Memories:
     def add(self, title: str, rationale: str, *, duplicates: str | None = None,
             **fields: Any) -> Memory:
         """Record a decision; the answer's ``possible_duplicates`` are advisory hints."""
+        self._nm._takes("add", "POST", MEMORIES, fields)
         return _memory(self._nm._json("POST", self._base, params={"duplicates": duplicates},
                                       json_body={"title": title, "rationale": rationale, **fields}))
 
@@ -1087,17 +1150,24 @@ class Memories:
 
     def list(self, **filters: Any) -> Iterator[Memory]:
         """Every memory matching the filters (``status``, ``file``, ``tag``, ``type``, ``author``,
-        ``agent``, ``session_id``, ``created_after``/``before``, ``min_confidence``), page by page."""
+        ``agent``, ``session_id``, ``created_after``/``before``, ``min_confidence``), page by page
+        (``page`` gives one page, with its ``limit`` and ``cursor``)."""
+        self._nm._takes("list", "GET", MEMORIES, filters, PAGING)
+        if bad := sorted(set(filters) & set(PAGING)):
+            raise TypeError(f"list() reads every page itself: {', '.join(bad)} belong to page()")
         return self._nm._pages(self._base, _memory, filters)
 
     get_all = list
 
     def page(self, limit: int = 50, cursor: str | None = None, **filters: Any) -> Page:
+        self._nm._takes("page", "GET", MEMORIES, filters)
         return self._nm._page(self._base, _memory, {**filters, "limit": limit, "cursor": cursor})
 
     def search(self, query: str, *, mode: str | None = None, limit: int = 10,
                **filters: Any) -> list[Memory]:
-        body = {"query": query, "mode": mode, "limit": limit, **filters}
+        self._nm._takes("search", "POST", MEMORIES + "/search", filters)
+        lists = {k: _items(filters[k]) for k in ("tag", "file", "kinds") if k in filters}
+        body = {"query": query, "mode": mode, "limit": limit, **filters, **lists}
         data = self._nm._json("POST", self._url("search"), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})
         return [_memory(r) for r in data.get("results", [])]
@@ -1107,6 +1177,9 @@ class Memories:
         if if_match is not None and not isinstance(if_match, str):
             raise TypeError(f"if_match is the record's updated_at text, not "
                             f"{type(if_match).__name__}")
+        if if_match is not None and not if_match.strip():
+            raise ValueError("if_match is empty: give the record's updated_at, or leave it out")
+        self._nm._takes("update", "PATCH", MEMORIES + "/{memory_id}", changes)
         headers = {"If-Match": if_match} if if_match else None
         return _memory(self._nm._json("PATCH", self._record(memory_id), json_body=changes,
                                       headers=headers))
@@ -1162,6 +1235,7 @@ class Memories:
     def save_collection(self, name: str, description: str | None = None,
                         **filters: Any) -> dict[str, Any]:
         """A named saved filter; pass ``collection=name`` to ``list`` and ``search``."""
+        self._nm._takes("save_collection", "GET", MEMORIES, filters, (*PAGING, "collection"))
         return self._nm._json("PUT", _path(self._project, "collections", name),
                               json_body={"filters": filters, "description": description})
 
@@ -1210,6 +1284,8 @@ class Memories:
         """The project's settings (check_on_store, threshold, auto_resolve); changed first
         when given."""
         url = _path(self._project, "contradictions", "config")
+        self._nm._takes("contradiction_config", "PUT",
+                        "/v1/projects/{project_id}/contradictions/config", changes)
         if changes:
             return self._nm._json("PUT", url, json_body=changes)
         return self._nm._json("GET", url)
@@ -1219,6 +1295,7 @@ class Memories:
     def decay_policy(self, **changes: Any) -> dict[str, Any]:
         """The project's decay policy (enabled, half_life_days, access_boost,
         archive_threshold); changed first when given."""
+        self._nm._takes("decay_policy", "PUT", MEMORIES + "/decay-policy", changes)
         if changes:
             return self._nm._json("PUT", self._url("decay-policy"), json_body=changes)
         return self._nm._json("GET", self._url("decay-policy"))
@@ -1337,6 +1414,7 @@ class Webhooks:
     def update(self, webhook_id: str, **changes: Any) -> Webhook:
         """PATCH ``url``, ``events``, ``projects`` (None: every project), ``description``,
         ``enabled``."""
+        self._nm._takes("update", "PATCH", "/v1/webhooks/{webhook_id}", changes)
         return _webhook(self._nm._json("PATCH", _path("/v1/webhooks", webhook_id),
                                        json_body=changes))
 

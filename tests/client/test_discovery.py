@@ -38,6 +38,46 @@ def test_token_file_when_discovery_has_none(daemon, tmp_path, monkeypatch):
     assert nm.health()["status"] == "ok" and nm.projects.page() is not None
 
 
+def test_this_machines_token_goes_to_its_own_server_alone(tmp_path, monkeypatch):
+    """The daemon's token went to any URL given without a token (a team server, a mistyped
+    host): it goes to the daemon's address alone, and the home's token file to a loopback
+    address alone."""
+    from neuralmind.client import discover
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "daemon.json").write_text(json.dumps({"url": "http://127.0.0.1:8765",
+                                                  "token": "nm_daemon"}))
+    (home / "token").write_text("nm_file\n")
+    assert discover(home=home) == ("http://127.0.0.1:8765", "nm_daemon")
+    assert discover("http://127.0.0.1:8765/v1", home=home) == ("http://127.0.0.1:8765",
+                                                               "nm_daemon")
+    assert discover("https://nm.internal:8765", home=home) == ("https://nm.internal:8765", None)
+    assert discover("http://127.0.0.1:9000", home=home) == ("http://127.0.0.1:9000", "nm_file")
+    monkeypatch.setenv("NEURALMIND_API_URL", "http://10.0.0.5:8765")
+    assert discover(home=home) == ("http://10.0.0.5:8765", None)
+    assert discover("https://nm.internal:8765", token="t", home=home)[1] == "t"
+    (home / "daemon.json").write_text('["http://127.0.0.1:8765"]')  # JSON, but no daemon's
+    monkeypatch.delenv("NEURALMIND_API_URL")
+    assert discover(home=home) == (None, None)
+
+
+def test_a_call_while_the_daemon_was_down_does_not_stop_the_client(tmp_path, monkeypatch):
+    """A client whose call found no daemon finds the one started afterwards (it kept raising
+    "holds no address" for good)."""
+    monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    nm = NeuralMindClient(home=home)
+    with pytest.raises(DaemonNotRunning, match="daemon.json does not exist"):
+        nm.health()
+    with LocalServer(tmp_path / "server", plugins=["auth"]) as server:
+        (home / "daemon.json").write_text(json.dumps({"url": server.url, "token": server.token}))
+        assert nm.health()["status"] == "ok" and nm.projects.page().items == []
+
+
 def test_environment_overrides_discovery(daemon, tmp_path, monkeypatch):
     home = tmp_path / "stale"
     home.mkdir()

@@ -195,3 +195,32 @@ def test_model_v2_verbs(repo):
     with pytest.raises(NotFound) as missing:
         repo.memories.graph("no-such-memory")
     assert missing.value.code == "memory_not_found"
+
+
+def test_a_misspelled_filter_or_change_is_refused_before_it_is_sent(repo):
+    """The server ignores a field it does not know: `list(tags="qa")` listed every record (a
+    delete loop over it would have deleted them all), `update(title=…)` changed nothing and
+    answered 200. The client names the field, from the server's own OpenAPI document."""
+    made = repo.memories.add("Tag the release", "r", tags=["qa"])
+    calls = [
+        (lambda: repo.memories.list(tags="qa"), r"^list\(\) got 'tags', which GET "
+         r"/v1/projects/\{project_id\}/memories does not take: it takes agent, author, "),
+        (lambda: repo.memories.page(limt=2), r"^page\(\) got 'limt'"),
+        (lambda: repo.memories.search("release", tags="qa"), r"^search\(\) got 'tags'"),
+        (lambda: repo.memories.add("t", "r", titel="x"), r"^add\(\) got 'titel'"),
+        (lambda: repo.memories.update(made.id, title="new"), r"^update\(\) got 'title', which "
+         r"PATCH /v1/projects/\{project_id\}/memories/\{memory_id\} does not take"),
+        (lambda: repo.memories.save_collection("qa", tags=["qa"]), r"^save_collection\(\) got "),
+        (lambda: repo.memories.decay_policy(halflife_days=3), r"^decay_policy\(\) got "),
+        (lambda: repo.memories.contradiction_config(treshold=0.5), r"^contradiction_config\(\)"),
+        (lambda: repo.memories.list(limit=5), r"^list\(\) reads every page itself: limit "
+                                              r"belong to page\(\)"),
+    ]
+    for call, said in calls:
+        with pytest.raises(TypeError, match=said):
+            call()
+    with pytest.raises(ValueError, match="if_match is empty"):  # it wrote unconditionally
+        repo.memories.update(made.id, if_match="", rationale="late")
+    assert repo.memories.get(made.id).title == "Tag the release"
+    assert [m.id for m in repo.memories.list(tag="qa")] == [made.id]  # the right names work
+    assert repo.memories.search("release", tag="qa")[0].id == made.id
