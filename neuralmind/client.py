@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 import sys
@@ -406,7 +407,8 @@ def _check_token(token: str | None) -> None:
 
 def _check_seconds(name: str, value: float) -> None:
     """A ValueError naming ``name`` unless ``value`` is a number of seconds above 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
+            or not math.isfinite(value):
         raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
 
 
@@ -518,6 +520,8 @@ class NeuralMindClient:
         # a server that cannot be reached: refused, reset, a host that does not resolve, TLS
         # spoken to a plain server (not a timeout: the request may be running)
         unreachable = (ConnectionError, socket.gaierror, ssl.SSLError)
+        if timeout is not None:  # 0 was the client's own, nan and inf an error from the socket
+            _check_seconds("timeout", timeout)
         if params:
             path += "?" + urllib.parse.urlencode(list(_flat(params)))
         body = json.dumps(json_body, default=_jsonable).encode() if json_body is not None \
@@ -720,6 +724,10 @@ class EventStream:
                 self._resp.close()
                 self._connect()
                 continue
+            except TimeoutError as ex:  # not even a heartbeat: the server is gone or stuck
+                raise TimedOut(f"GET {self._path}: no event or heartbeat from {self._nm.url} "
+                               f"within {self._timeout or self._nm.timeout:g} s (timeout=)"
+                               ) from ex
             if event.id is not None:
                 self.last_id = event.id
             return event
@@ -920,7 +928,7 @@ class Jobs:
             if job.finished:
                 return job
             if time.monotonic() > deadline:
-                raise TimeoutError(f"job {job_id} still {job.status} after {timeout:.0f} s")
+                raise TimedOut(f"job {job_id} still {job.status} after {timeout:g} s")
             time.sleep(poll)
 
 
@@ -1135,6 +1143,8 @@ class Memories:
         return self._url(memory_id, *parts)
 
     def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
+        if wait:  # before the job starts, not after it has run
+            _check_seconds("timeout", timeout)
         job = _job(self._nm._json("POST", path, json_body=body)["job"])
         return self._nm.jobs.wait(job.id, timeout=timeout) if wait else job
 
@@ -1326,9 +1336,13 @@ class Memories:
 
         def lines():
             with resp:
-                for line in resp:
-                    if line.strip():
-                        yield json.loads(line)
+                try:
+                    for line in resp:
+                        if line.strip():
+                            yield json.loads(line)
+                except TimeoutError as ex:  # the stream stalled part-way
+                    raise TimedOut(f"GET {self._url('export')}: the export stopped arriving "
+                                   f"from {self._nm.url} for {self._nm.timeout:g} s") from ex
         return lines()
 
     def export_markdown(self) -> str:
@@ -1459,6 +1473,11 @@ def verify_signature(secret: str, body: bytes, headers: Any, *,
     if not isinstance(secret, str) or not isinstance(body, (bytes, bytearray)):
         raise TypeError("verify_signature(secret, body, headers): the secret is text (whsec_…) "
                         "and the body the raw bytes received")
+    if not secret.strip():  # `os.environ.get("SECRET", "")`: anyone can sign with no key
+        raise ValueError("verify_signature: the secret is empty (is its variable set?)")
+    if not all(math.isfinite(v) for v in (tolerance_s, 0 if now is None else now)):
+        raise ValueError("verify_signature: tolerance_s and now are finite numbers of seconds "
+                         "(nan or inf would let any old delivery through)")
     if not hasattr(headers, "items"):
         return False  # no headers: nothing signed it
     found = {str(k).lower(): str(v) for k, v in headers.items()}

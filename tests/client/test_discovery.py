@@ -246,3 +246,30 @@ def test_what_fails_on_the_way_to_a_server_is_the_clients_own_error(tmp_path, mo
     with pytest.raises(DaemonNotRunning, match=r"\(autostart starts only the local daemon\)"):
         NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, autostart=True)
     assert not (tmp_path / "daemon.json").exists()
+
+
+def test_a_webhook_check_that_would_pass_anything_is_refused():
+    """An empty secret (an unset variable) verified a body anyone signed with no key; a nan
+    tolerance let a delivery from 2001 through."""
+    from neuralmind.client import verify_signature, webhook_signature
+    body, stamp = b'{"kind": "ping"}', "1000000000"
+    headers = {"NeuralMind-Timestamp": stamp,
+               "NeuralMind-Signature": webhook_signature("", stamp, body)}
+    with pytest.raises(ValueError, match="the secret is empty"):
+        verify_signature("", body, headers, now=1000000000)
+    with pytest.raises(ValueError, match="finite numbers of seconds"):
+        verify_signature("whsec_x", body, headers, tolerance_s=float("nan"))
+    with pytest.raises(ValueError, match="finite numbers of seconds"):
+        verify_signature("whsec_x", body, headers, now=float("nan"))
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
+def test_a_per_call_timeout_that_is_no_time_is_refused_before_anything_runs(timeout, tmp_path):
+    """`decay(timeout=0)` ran the sweep, then raised; `query(timeout=nan)` was the socket's
+    error; `timeout=0` silently meant the client's own."""
+    with LocalServer(tmp_path / "server", plugins=["auth"]) as server:
+        nm = NeuralMindClient(server.url, token=server.token, home=tmp_path)
+        with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+            nm.request("GET", "/v1/projects", timeout=timeout)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+        NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, timeout=timeout)

@@ -224,3 +224,13 @@ def test_a_misspelled_filter_or_change_is_refused_before_it_is_sent(repo):
     assert repo.memories.get(made.id).title == "Tag the release"
     assert [m.id for m in repo.memories.list(tag="qa")] == [made.id]  # the right names work
     assert repo.memories.search("release", tag="qa")[0].id == made.id
+
+
+def test_a_sweep_with_a_timeout_that_is_no_time_never_starts(repo):
+    """`decay(timeout=0)` ran a real sweep (records may be archived), then raised."""
+    before = [j.id for j in repo._nm.jobs.list(project=repo.id)]
+    for call in (lambda: repo.memories.decay(timeout=0),
+                 lambda: repo.memories.consolidate(timeout=-5)):
+        with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+            call()
+    assert [j.id for j in repo._nm.jobs.list(project=repo.id)] == before
