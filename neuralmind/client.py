@@ -683,11 +683,19 @@ class NeuralMindClient:
 
 
 def _flat(params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Query parameters as pairs; a value holding a lone surrogate, which no URL carries, is a
+    ValueError naming its parameter."""
     for key, value in params.items():
         if value is None:
             continue
         for v in value if isinstance(value, (list, tuple, set)) else [value]:
-            yield key, ("true" if v is True else "false" if v is False else str(v))
+            text = "true" if v is True else "false" if v is False else str(v)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{key} {text!r} holds a lone surrogate, which no URL "
+                                 "carries") from None
+            yield key, text
 
 
 class EventStream:

@@ -234,3 +234,9 @@ def test_a_sweep_with_a_timeout_that_is_no_time_never_starts(repo):
         with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
             call()
     assert [j.id for j in repo._nm.jobs.list(project=repo.id)] == before
+
+
+def test_a_lone_surrogate_in_a_query_parameter_is_named(repo):
+    """It was a UnicodeEncodeError from urllib naming no argument."""
+    with pytest.raises(ValueError, match=r"^tag 'a\\ud800' holds a lone surrogate"):
+        list(repo.memories.list(tag="a\ud800"))
