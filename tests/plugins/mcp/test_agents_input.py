@@ -169,17 +169,22 @@ def shared_dir():
         yield Path(folder)
 
 
+def _refused_as_another_user(agent: str, repo: Path, home: Path, said: str) -> None:
+    """`agent install AGENT` run by a user who may not write there: exit 1, ``said``."""
+    done = _as_another_user(["agent", "install", agent, "--project", str(repo)], repo.parent,
+                            home)
+    assert done.returncode == 1, done
+    assert done.stderr == f"neuralmind: {said}; nothing was changed\n"
+
+
 def test_a_folder_it_may_not_write_is_said_in_words_and_nothing_is_left(shared_dir):
     repo, home = shared_dir / "repo", shared_dir / "home"
     repo.mkdir(mode=0o755)
     home.mkdir(mode=0o755)
     os.chmod(repo, 0o555)  # nothing can be made in the repository
     try:
-        done = _as_another_user(["agent", "install", "cursor", "--project", str(repo)],
-                                shared_dir, home)
-        assert done.returncode == 1, done
-        assert done.stderr == (f"neuralmind: cannot create the folder {repo / '.cursor'}: "
-                               "permission denied; nothing was changed\n")
+        _refused_as_another_user("cursor", repo, home,
+                                 f"cannot create the folder {repo / '.cursor'}: permission denied")
         assert list(repo.iterdir()) == []
     finally:
         os.chmod(repo, 0o755)
@@ -202,11 +207,8 @@ def test_a_refused_second_file_puts_the_first_back(shared_dir):
             pytest.skip("cannot arrange files another user may not write")
     os.chmod(repo / ".claude", 0o555)
     try:
-        done = _as_another_user(["agent", "install", "claude-code", "--project", str(repo)],
-                                shared_dir, home)
-        assert done.returncode == 1, done
-        assert done.stderr == (f"neuralmind: cannot write {repo / '.claude' / 'settings.json'}: "
-                               "permission denied; nothing was changed\n")
+        _refused_as_another_user("claude-code", repo, home, "cannot write "
+                                 f"{repo / '.claude' / 'settings.json'}: permission denied")
         assert (repo / ".mcp.json").read_bytes() == original
         assert sorted(p.name for p in repo.iterdir()) == [".claude", ".mcp.json"]
         assert list((repo / ".claude").iterdir()) == []
