@@ -819,10 +819,23 @@ def _memory(data: dict) -> Memory:
 
 def _jsonable(value: Any) -> Any:
     """What ``json.dumps`` sends of a value it has no type for: a set as a sorted list (tags
-    given as ``{"a", "b"}``); anything else is a TypeError naming its type."""
+    given as ``{"a", "b"}``), a date or a time in ISO 8601 (as a query string sends them:
+    ``review_by=date(2027, 1, 1)``); anything else is a TypeError naming its type."""
+    import datetime as dt
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=str)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
     raise TypeError(f"a {type(value).__name__} cannot be sent as JSON")
+
+
+def _each(tags: tuple, call: str) -> list[str]:
+    """``*tags`` as given, each its own argument: a list passed as one (``untag(id, ["a"])``)
+    was sent as its repr, ``"['a']"``, and removed nothing."""
+    if not all(isinstance(t, str) for t in tags):
+        raise TypeError(f"{call}(memory_id, *tags): each tag is its own text argument "
+                        f"({call}(id, 'a', 'b'), or {call}(id, *names))")
+    return list(tags)
 
 
 def _items(values: Iterable[str] | str | None) -> list[str] | None:
@@ -1241,11 +1254,11 @@ class Memories:
 
     def tag(self, memory_id: str, *tags: str) -> Memory:
         return _memory(self._nm._json("POST", self._record(memory_id, "tags"),
-                                      json_body={"tags": list(tags)}))
+                                      json_body={"tags": _each(tags, "tag")}))
 
     def untag(self, memory_id: str, *tags: str) -> Memory:
         return _memory(self._nm._json("DELETE", self._record(memory_id, "tags"),
-                                      params={"tag": list(tags)}))
+                                      params={"tag": _each(tags, "untag")}))
 
     def collections(self) -> list[dict[str, Any]]:
         return self._nm._json("GET", _path(self._project, "collections"))["items"]

@@ -240,3 +240,16 @@ def test_a_lone_surrogate_in_a_query_parameter_is_named(repo):
     """It was a UnicodeEncodeError from urllib naming no argument."""
     with pytest.raises(ValueError, match=r"^tag 'a\\ud800' holds a lone surrogate"):
         list(repo.memories.list(tag="a\ud800"))
+
+
+def test_tags_are_each_their_own_argument_and_a_date_is_sent_as_iso(repo):
+    """`untag(id, ["a"])` sent "['a']" and removed nothing; `add(review_by=date)` was a
+    TypeError while `list(created_after=date)` worked."""
+    import datetime as dt
+    made = repo.memories.add("Review the cache", "r", tags=["a", "b"],
+                             review_by=dt.date(2031, 1, 2))
+    assert made.raw["review_by"].startswith("2031-01-02")
+    for call in (repo.memories.untag, repo.memories.tag):
+        with pytest.raises(TypeError, match=r"each tag is its own text argument"):
+            call(made.id, ["a"])
+    assert repo.memories.untag(made.id, "a").tags == ["b"]
