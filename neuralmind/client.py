@@ -893,6 +893,8 @@ class Projects:
     def find(self, path: str | os.PathLike) -> Project | None:
         """The registered project at the directory ``path``; None when none is (nothing is
         registered)."""
+        if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+            raise TypeError(f"find(path): a directory's path, not {path!r}")
         where = os.path.realpath(os.path.expanduser(str(path)))
         return next((p for p in self.list() if p.path and os.path.realpath(p.path) == where),
                     None)
@@ -1104,10 +1106,12 @@ class ProjectHandle:
                content_type: str | None = None) -> dict[str, Any]:
         """Index a document that is not in the repository: a file path, or bytes with a
         ``name``; the type comes from the name's extension unless given."""
-        if isinstance(source, bytes):
-            data = source
+        if isinstance(source, (bytes, bytearray)):
+            data = bytes(source)
             if not name:
                 raise ValueError("bytes need a name, e.g. name='notes.md'")
+        elif not isinstance(source, (str, os.PathLike)) or not str(source).strip():
+            raise ValueError(f"ingest(source): a file's path or its bytes, not {source!r}")
         else:
             data = Path(source).read_bytes()
             name = name or Path(source).name

@@ -69,6 +69,11 @@ def test_client_verbs(repo, nm, tmp_path):
     assert repo.activity("calc.py")["files"] == 1  # one file, not seven
     with pytest.raises(ValueError):
         repo.ingest(b"no name")
+    with pytest.raises(ValueError, match=r"a file's path or its bytes, not ''"):
+        repo.ingest("")  # it read the working directory: IsADirectoryError '.'
+    assert repo.ingest(bytearray(b"more words"), name="more.txt")["path"].endswith("more.txt")
+    with pytest.raises(TypeError, match=r"a directory's path, not None"):
+        nm.projects.find(None)  # it answered None, as for a folder no project is at
     jobs = len(list(nm.jobs.list(project=repo.id)))
     with pytest.raises(TypeError, match="on_progress must be a function of the job, not int"):
         repo.build(on_progress=5)  # refused before a build starts
