@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -150,65 +149,48 @@ def test_a_folder_where_a_file_belongs_and_a_file_where_a_folder_does(tmp_path, 
     assert not (tmp_path / "home" / ".codex").exists()
 
 
-def _as_another_user(argv, cwd: Path, home: Path):
-    """``neuralmind ARGV`` as a user the test's files deny writing to: this user when it is
-    not root (the modes decide), else ``nobody`` (root writes anywhere)."""
+def _refused_where_it_may_not_write(agent: str, repo: Path, home: Path, said: str) -> None:
+    """`agent install AGENT` by a process the files' modes deny writing: this user when it is
+    not root, else root without the capabilities that let it write anywhere (never another
+    user: the checkout may be a folder only its owner can read). Exit 1, ``said``."""
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": pythonpath()}
     for key in ("CODEX_HOME", *agents.PASSED_ON):
         env.pop(key, None)
-    extra = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
-    return subprocess.run([sys.executable, "-m", "neuralmind.cli", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60, **extra)
-
-
-@pytest.fixture
-def shared_dir():
-    """A folder another user can enter (pytest's tmp_path is its owner's alone)."""
-    with tempfile.TemporaryDirectory(prefix="nm-agents-") as folder:
-        os.chmod(folder, 0o755)
-        yield Path(folder)
-
-
-def _refused_as_another_user(agent: str, repo: Path, home: Path, said: str) -> None:
-    """`agent install AGENT` run by a user who may not write there: exit 1, ``said``."""
-    done = _as_another_user(["agent", "install", agent, "--project", str(repo)], repo.parent,
-                            home)
+    bare = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"] \
+        if os.geteuid() == 0 else []
+    done = subprocess.run([*bare, sys.executable, "-m", "neuralmind.cli", "agent", "install",
+                           agent, "--project", str(repo)], cwd=repo.parent, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done
     assert done.stderr == f"neuralmind: {said}; nothing was changed\n"
 
 
-def test_a_folder_it_may_not_write_is_said_in_words_and_nothing_is_left(shared_dir):
-    repo, home = shared_dir / "repo", shared_dir / "home"
-    repo.mkdir(mode=0o755)
-    home.mkdir(mode=0o755)
+def test_a_folder_it_may_not_write_is_said_in_words_and_nothing_is_left(tmp_path):
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
     os.chmod(repo, 0o555)  # nothing can be made in the repository
     try:
-        _refused_as_another_user("cursor", repo, home,
-                                 f"cannot create the folder {repo / '.cursor'}: permission denied")
+        _refused_where_it_may_not_write("cursor", repo, home, "cannot create the folder "
+                                        f"{repo / '.cursor'}: permission denied")
         assert list(repo.iterdir()) == []
     finally:
         os.chmod(repo, 0o755)
 
 
-def test_a_refused_second_file_puts_the_first_back(shared_dir):
+def test_a_refused_second_file_puts_the_first_back(tmp_path):
     """claude-code writes two files: when the second is refused, the first (written, and
     backed up) is put back byte for byte and its backup goes."""
-    repo, home = shared_dir / "repo", shared_dir / "home"
-    repo.mkdir(mode=0o755)
-    home.mkdir(mode=0o755)
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
     original = b'{"mcpServers": {"other": {"command": "x"}}}'
     (repo / ".mcp.json").write_bytes(original)
     (repo / ".claude").mkdir()
-    if os.geteuid() == 0:  # the repository is the other user's; .claude stays root's
-        try:
-            os.chown(repo, 65534, 65534)
-            os.chown(repo / ".mcp.json", 65534, 65534)
-        except OSError:
-            pytest.skip("cannot arrange files another user may not write")
     os.chmod(repo / ".claude", 0o555)
     try:
-        _refused_as_another_user("claude-code", repo, home, "cannot write "
-                                 f"{repo / '.claude' / 'settings.json'}: permission denied")
+        _refused_where_it_may_not_write("claude-code", repo, home, "cannot write "
+                                        f"{repo / '.claude' / 'settings.json'}: permission denied")
         assert (repo / ".mcp.json").read_bytes() == original
         assert sorted(p.name for p in repo.iterdir()) == [".claude", ".mcp.json"]
         assert list((repo / ".claude").iterdir()) == []
