@@ -11,7 +11,7 @@ import sys
 
 from neuralmind.client import ValidationFailed
 from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, path_id, plain,
-                                        project, project_flags, ranged)
+                                        project, project_flags, ranged, setting)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -539,7 +539,8 @@ def add_commands(sub) -> None:
     cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")
     cons.add_argument("--kind", action="append", type=str.lower, choices=KINDS,
                       help="only these (repeatable)")
-    cons.add_argument("--threshold", type=float, help="cosine 0.5–1 (default 0.85)")
+    cons.add_argument("--threshold", help="cosine 0.5–1 (default 0.85)",
+                      type=setting("plugins.memory.models:ConsolidateIn", "threshold"))
     dec = verb("decay", cmd_decay, "run a decay sweep, or show/change the decay policy",
                with_id=False)
     dec.add_argument("action", nargs="?", default="run", choices=["run", "policy"])

@@ -198,7 +198,12 @@ class Contradictions:
         return found
 
     def list(self, project, query) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of contradictions; 404 for a ``memory_id`` no record has (an empty page
+        would read as "none involve it")."""
         before = decode_cursor(query.cursor, text_pair)
+        if query.memory_id is not None and self.m.store(project).get(query.memory_id) is None:
+            from plugins.memory.service import not_found as no_memory
+            raise no_memory(query.memory_id)
         rows = self.m.store(project).contradictions(query.status, query.memory_id,
                                                      query.limit + 1,
                                                      tuple(before) if before else None)

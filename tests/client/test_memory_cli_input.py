@@ -211,3 +211,9 @@ def test_search_limit_in_range(cli):
         added(cli, title)
     code, out, err = cli("memory", "search", "wal", "--mode", "keyword", "--limit", "2", "--json")
     assert code == 0 and len(json.loads(out)) == 2, err
+
+
+def test_a_consolidate_threshold_out_of_range_is_refused_before_any_request(cli):
+    """It was a plain float: 2 reached the server, whose 422 came back after a request."""
+    refused(cli, ("memory", "consolidate", "--threshold", "2"),
+            "argument --threshold: Input should be less than or equal to 1 (got 2)")

@@ -38,6 +38,8 @@ def test_a_create_reports_the_conflict_and_both_histories_keep_it(api):
     assert api.server.get(conflicts(api) + f"?memory_id={a['id']}").json["items"] == [c]
     assert api.server.get(conflicts(api) + "?status=resolved").json["items"] == []
     assert api.server.get(conflicts(api) + "/c_nope").error["code"] == "contradiction_not_found"
+    # a record nobody has is 404, not an empty page that reads as "none involve it"
+    assert api.server.get(conflicts(api) + "?memory_id=nope").error["code"] == "memory_not_found"
     # found once: a check finds the stored one, a compatible record finds none
     again = api.server.post(conflicts(api) + f"/check/{b['id']}")
     assert again.status == 200 and again.json["items"] == [c] and again.json["count"] == 1
