@@ -207,11 +207,22 @@ def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
 SERVING = ".daemon.lock"
 
 
+_claimed: list[int] = []  # the held lock's fd: the master's alone
+
+
+def _let_go_in_child() -> None:
+    while _claimed:
+        os.close(_claimed.pop())
+
+
+os.register_at_fork(after_in_child=_let_go_in_child)
+
+
 def claim_home(home: Path) -> None:
     """Hold the home as its one daemon for the rest of this process's life (``flock`` on
-    ``.daemon.lock``, which the gunicorn workers share by fork, with the pid in it):
-    :class:`HomeBusy` when another daemon holds it — whatever ``daemon.json`` says, two
-    daemons never serve one home."""
+    ``.daemon.lock``, with the pid in it): :class:`HomeBusy` when another daemon holds it —
+    whatever ``daemon.json`` says, two daemons never serve one home. Only the gunicorn master
+    holds it (a worker outliving a killed master never keeps the next daemon out)."""
     fd = os.open(Path(home) / SERVING, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,7 +231,8 @@ def claim_home(home: Path) -> None:
         os.close(fd)
         raise HomeBusy(Path(home), f"the daemon (pid {pid})") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)  # the fd stays open: the lock is the process's
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _claimed.append(fd)  # it stays open: the lock is the process's
 
 
 def serving_pid(home: Path) -> int | None:

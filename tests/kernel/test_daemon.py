@@ -217,3 +217,29 @@ def test_a_damaged_discovery_file_never_lets_a_second_daemon_start(tmp_path):
     status = run(home, "daemon", "status")
     assert status.returncode == 1 and status.stderr.endswith(
         "no daemon holds this home: delete the file, then start the daemon\n")
+
+
+def test_the_home_is_held_by_the_master_alone(tmp_path):
+    """A worker outliving its killed master (gunicorn's notice their parent is gone only on
+    their next loop) never keeps the next daemon out: forked children let go of the lock."""
+    import signal
+    import time
+
+    from kernel import daemon
+    script = ("import os, sys, time\nfrom kernel import daemon\n"
+              f"daemon.claim_home({str(tmp_path)!r})\n"
+              "if os.fork() == 0:\n    time.sleep(30)\n    os._exit(0)\n"
+              "print(os.getpid(), flush=True)\ntime.sleep(30)\n")
+    master = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        pid = int(master.stdout.readline())
+        assert daemon.serving_pid(tmp_path) == pid
+        os.kill(pid, signal.SIGKILL)
+        master.wait(10)
+        deadline = time.monotonic() + 5
+        while daemon.serving_pid(tmp_path) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert daemon.serving_pid(tmp_path) is None  # the child still sleeps, holding nothing
+    finally:
+        os.killpg(master.pid, signal.SIGKILL)
