@@ -10,9 +10,20 @@ export const session = {
   clear() { sessionStorage.removeItem(KEY); },
 };
 
+// The message names each field a 422 refused (`query: String should have at most 2000
+// characters`), as the CLI does: "the request did not validate" alone says nothing to fix.
+function said(status, error) {
+  const fields = (error?.details?.errors || []).slice(0, 3).map((e) => {
+    const loc = (e.loc || []).filter((p, i) => !(i === 0 && (p === "body" || p === "query")));
+    return `${loc.join(".") || "body"}: ${e.msg}`;
+  });
+  const message = error?.message || `HTTP ${status}`;
+  return fields.length ? `${message}: ${fields.join("; ")}` : message;
+}
+
 export class ApiError extends Error {
   constructor(status, error) {
-    super(error?.message || `HTTP ${status}`);
+    super(said(status, error));
     this.status = status;
     this.code = error?.code || "http_error";
     this.details = error?.details || {};

@@ -162,6 +162,7 @@ function signedOut(message) {
 
 window.addEventListener("error", (e) => toast(`Something broke: ${e.message}`, "error"));
 window.addEventListener("unhandledrejection", (e) => {
+  e.preventDefault();  // said here, in the page's own words, not left to the console
   if (e.reason?.status !== 401) toast(e.reason?.message || String(e.reason), "error");
 });
 boot();

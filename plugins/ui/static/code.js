@@ -2,7 +2,7 @@
 // token counts, and open a hit at its file and line.
 
 import {api} from "./api.js";
-import {clear, field, h, number, select, spinner} from "./dom.js";
+import {clear, field, filling, h, number, select, spinner} from "./dom.js";
 
 export function render(root, ctx, [action, path, line]) {
   root.append(h("h1", {}, "Code"));
@@ -21,11 +21,12 @@ export function render(root, ctx, [action, path, line]) {
     field("Mode", mode), field("Files", kind), h("button", {type: "submit", class: "primary"}, "Search"));
   searchForm.addEventListener("submit", async (e) => {
     e.preventDefault();
-    clear(results, spinner());
     const body = {query: query.value, mode: mode.value, n: 20};
     if (kind.value) body.file_type = kind.value;
-    const out = await api("POST", `${base}/search`, {body});
-    clear(results, out.notice ? h("p", {class: "notice"}, out.notice) : null, hits(out.results));
+    await filling(results, async () => {
+      const out = await api("POST", `${base}/search`, {body});
+      clear(results, out.notice ? h("p", {class: "notice"}, out.notice) : null, hits(out.results));
+    });
   });
 
   const question = h("input", {required: true, placeholder: "how are prices rounded?"});
@@ -34,10 +35,11 @@ export function render(root, ctx, [action, path, line]) {
     field("Budget (tokens)", budget), h("button", {type: "submit", class: "primary"}, "Query"));
   queryForm.addEventListener("submit", async (e) => {
     e.preventDefault();
-    clear(results, spinner());
-    const out = await api("POST", `${base}/query`, {body: {question: question.value,
-      context_budget: Number(budget.value), trace: true}});
-    clear(results, context(out));
+    await filling(results, async () => {
+      const out = await api("POST", `${base}/query`, {body: {question: question.value,
+        context_budget: Number(budget.value), trace: true}});
+      clear(results, context(out));
+    });
   });
 
   function hits(items) {

@@ -96,3 +96,14 @@ export function select(name, options, current) {
 export function spinner(text = "Loading…") {
   return h("p", {class: "muted", role: "status"}, text);
 }
+
+// `work()` fills `box`, a spinner shown meanwhile; when it fails the box says why, in the
+// server's words (which field, what limit), rather than leaving the spinner turning.
+export async function filling(box, work) {
+  clear(box, spinner());
+  try {
+    await work();
+  } catch (error) {
+    clear(box, h("p", {class: "error", role: "alert"}, error.message));
+  }
+}

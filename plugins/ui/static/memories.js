@@ -4,7 +4,7 @@
 
 import {api, download} from "./api.js";
 import {changes} from "./diff.js";
-import {clear, field, h, number, select, spinner, toast, value, when} from "./dom.js";
+import {clear, field, filling, h, number, select, spinner, toast, value, when} from "./dom.js";
 import {graph} from "./graph.js";
 
 const TYPES = ["ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG"];
@@ -69,8 +69,11 @@ export function render(root, ctx, [openId]) {
   h("div", {class: "split"}, listBox, detailBox));
 
   // -- the list --------------------------------------------------------------------------
-  async function load() {
-    clear(listBox, spinner());
+  function load() {
+    return filling(listBox, list);
+  }
+
+  async function list() {
     if (state.search) {
       const out = await api("POST", `${base}/search`, {body: {...state.search, ...chosen(), limit: PAGE}});
       if (stopped) return;
@@ -222,8 +225,9 @@ export function render(root, ctx, [openId]) {
   }
 
   function edit(m, url) {
+    // required: an emptied field was sent as Number("") — a confidence of 0, saved unasked
     const el = {rationale: h("textarea", {rows: 5}), confidence: h("input", {type: "number",
-      min: 0, max: 1, step: 0.05, value: m.confidence}), tags: h("input", {value: m.tags.join(", ")}),
+      min: 0, max: 1, step: 0.05, value: m.confidence, required: true}), tags: h("input", {value: m.tags.join(", ")}),
     files: h("input", {value: m.files_affected.join(", ")}),
     review: h("input", {type: "date", value: m.review_by || ""}),
     evidence: h("textarea", {rows: 2, placeholder: "one per line"})};

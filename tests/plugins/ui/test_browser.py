@@ -215,6 +215,25 @@ def test_a_record_edited_invalidated_restored_exported_and_deleted(tab, local):
     assert kinds == ["created", "amended", "invalidated", "restored", "deleted"]
 
 
+def test_an_emptied_confidence_is_never_saved_and_a_refused_search_says_why(tab, local):
+    """Emptying Confidence in Edit saved 0 (Number("") is 0); a search the server refused
+    left the list on "Loading…" with "the request did not validate" in a toast."""
+    made = local.post(memories(local, local.pid), {"title": "Keep my confidence",
+                                                    "rationale": "r", "confidence": 0.9}).json
+    page = tab().signed_in(f"#/memories/{made['id']}")
+    page.click("button:has-text('Edit')")
+    page.fill("form.card input[type=number]", "")
+    page.click("form.card button:has-text('Save')")
+    assert page.locator("form.card input[type=number]:invalid").count() == 1
+    assert local.get(f"{memories(local, local.pid)}/{made['id']}").json["confidence"] == 0.9
+    page.goto(page.url.split("#")[0] + "#/memories")
+    page.fill("input[name=query]", "x" * 2001)
+    page.press("input[name=query]", "Enter")
+    said = page.wait_for_selector(".list p.error").text_content()
+    assert said.endswith("query: String should have at most 2000 characters"), said
+    assert page.locator(".list [role=status]").count() == 0  # no spinner left turning
+
+
 def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
     with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
         (tmp_path / "repo").mkdir()
