@@ -9,12 +9,26 @@ import sys
 KINDS = ("memories", "code")
 
 
+def _question(text: str) -> str:
+    """An argparse ``type``: what the route takes, said in the user's terms before a request
+    ("String should have at least 1 character" for three spaces read as a contradiction)."""
+    import argparse
+
+    from plugins.ask.models import QUESTION_MAX
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the question is blank")
+    if len(text.strip()) > QUESTION_MAX:
+        raise argparse.ArgumentTypeError(f"the question is {len(text.strip()):,} characters "
+                                         f"long: at most {QUESTION_MAX:,}")
+    return text
+
+
 def add_commands(subparsers) -> None:
     from neuralmind.commands.common import project_flags, ranged
     p = subparsers.add_parser("ask", parents=[project_flags()],
                               help="answer a question from the project's memories and code, "
                                    "with numbered sources")
-    p.add_argument("question")
+    p.add_argument("question", type=_question)
     p.add_argument("--sources", default="memories,code", type=_kinds,
                    help="comma-separated: memories, code (default both)")
     p.add_argument("--budget", type=ranged(256, 32_000), default=None,

@@ -52,7 +52,9 @@ class AskSettings(ConfigSection):
         return self
 
 
-Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000),
+QUESTION_MAX = 4000  # characters of a question, past its surrounding spaces
+Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=QUESTION_MAX),
                      AfterValidator(no_nul)]
 
 

@@ -36,6 +36,11 @@ def test_ask_json_and_wrong_input(local):
     assert code == 2 and "--budget: 10 is outside 256–32000" in err
     code, _, err = run_cli("ask", "q", "--project", "p_000000000000", env=env_of(local))
     assert code == 1 and "project_not_found" in err and "Traceback" not in err
+    # said in the user's terms, before a request ("at least 1 character" for three spaces)
+    for question, said in (("   ", "the question is blank"),
+                           ("x" * 4001, "the question is 4,001 characters long: at most 4,000")):
+        code, out, err = run_cli("ask", question, "--project", local.pid, env=env_of(local))
+        assert (code, out) == (2, "") and err.rstrip().endswith(f"argument question: {said}")
 
 
 def test_client_ask_whole_and_streamed(local):
