@@ -264,8 +264,10 @@ class Tokens(ABC):
     def lookup(self, token: str) -> tuple[str, TokenRecord] | None:
         """``(hash, record)`` for a presented token. A dict lookup by sha256 leaks nothing
         useful through timing: learning a prefix of a hash does not help find a preimage."""
+        asked = time.monotonic()
         found = self._look(token)
-        if found is None and self._recheck():  # a token created a moment ago works at once
+        if found is None:  # a token created before this request works at once, in any thread
+            self._recheck(asked)
             found = self._look(token)
         return found
 
@@ -279,9 +281,9 @@ class Tokens(ABC):
             seen[token] = (h, records[h]) if h in records else None
         return seen[token]
 
-    def _recheck(self) -> bool:
-        """Whether looking again may find a token just missed (the file is stat'ed anyway)."""
-        return False
+    def _recheck(self, asked: float) -> None:
+        """Make the next look read the records' version again, unless it was read since
+        ``asked`` (the file is stat'ed anyway)."""
 
     # -- the CLI's side: locked read-modify-write ------------------------------------------
 
@@ -378,7 +380,6 @@ CREATE TABLE auth_tokens_version (one INTEGER PRIMARY KEY CHECK (one = 1), versi
 INSERT INTO auth_tokens_version VALUES (1, 0);
 """
 PG_RECHECK_S = 0.25  # a revocation reaches every server within this
-PG_MISS_RECHECK_S = 0.01
 EDIT_LOCK = 0x6E6D_746B  # pg_advisory_xact_lock key of token edits ("nmtk")
 NEXT_VERSION = "UPDATE auth_tokens_version SET version = version + 1"  # 0: never held a token
 
@@ -394,19 +395,20 @@ class PgTokens(Tokens):
         self.db = db
         self._checked = (float("-inf"), None)  # (monotonic time, version)
 
-    def _recheck(self) -> bool:
-        """A miss looks again at once — at most every few milliseconds, so a flood of wrong
-        tokens costs the database little."""
-        if time.monotonic() - self._checked[0] < PG_MISS_RECHECK_S:
-            return False
-        self._checked = (float("-inf"), None)
-        return True
+    def _recheck(self, asked: float) -> None:
+        """A miss reads the version again unless some thread read it after the request was
+        asked (its reload, if the version moved, is then what the next look sees): a token
+        created before the request is never refused, and misses arriving together share one
+        read of a one-row table."""
+        if self._checked[0] < asked:
+            self._checked = (float("-inf"), None)
 
     def _current(self) -> Hashable | None:
         at, version = self._checked
         if time.monotonic() - at >= PG_RECHECK_S:
+            at = time.monotonic()  # before the read: what it sees was committed by then
             version = self.db.conn.execute("SELECT version FROM auth_tokens_version").fetchone()[0]
-            self._checked = (time.monotonic(), version)
+            self._checked = (at, version)
         return version
 
     def _read(self) -> dict[str, TokenRecord]:
