@@ -34,8 +34,11 @@ async function boot() {
   $(".skip").addEventListener("click", (e) => { e.preventDefault(); $("#main").focus(); });
   $("#sign-out").addEventListener("click", signOut);
   $("#project").addEventListener("change", (e) => setProject(e.target.value));
-  window.addEventListener("nm:unauthorized", () => signOut("Your token was refused (revoked, "
-    + "expired or rotated): sign in again."));
+  // a token that served this tab was revoked meanwhile; one never accepted was mistyped
+  window.addEventListener("nm:unauthorized", () => signOut(ctx.me
+    ? "Your token was refused (revoked, expired or rotated): sign in again."
+    : "That token is not valid: check it (`neuralmind token show` on the server's machine, or "
+      + "ask an admin for one)."));
   window.addEventListener("hashchange", async () => {  // a sign-in link opened in this tab
     if (!await redeem()) return;
     if (ctx.me) location.reload();  // signed in already, maybe as someone else: afresh

@@ -135,6 +135,10 @@ def team(tmp_path_factory):
 def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(browser, team):
     t = Page(browser, team, width=390, height=844)  # a phone
     try:
+        t.page.goto(t.server.url + "/ui")  # a mistyped token is said to be one, not "revoked"
+        t.page.fill("input[type=password]", "bogus")
+        t.page.press("input[type=password]", "Enter")
+        t.page.wait_for_selector("text=That token is not valid: check it")
         page = t.pasted(team.reader, "rita · reader")
         t.go("#/memories")
         page.click("a:has-text('Only admins delete')")
