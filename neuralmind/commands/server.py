@@ -120,6 +120,11 @@ def _daemon_port(args) -> int:
 def cmd_daemon(args) -> int:
     from kernel import daemon
     from kernel.serving import CannotServe, gunicorn_options, is_loopback
+    if args.action != "start" and (given := [flag for flag, value in (
+            ("--host", args.host), ("--port", args.port), ("--foreground", args.foreground))
+            if value is not None and value is not False]):  # 0 == False: a port of 0 is given
+        raise CommandError(f"{', '.join(given)}: for `daemon start` only; `daemon "
+                           f"{args.action}` takes --config and --json")
     if args.action == "start":
         if args.host and not is_loopback(args.host):
             print(f"neuralmind: the local daemon binds loopback only; {args.host} is not. "

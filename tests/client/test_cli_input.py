@@ -52,3 +52,16 @@ def test_an_unknown_option_is_named_and_a_missing_command_listed(argv, said, tmp
     """`neuralmind --bogus` said "the following arguments are required: command"."""
     code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home")})
     assert (code, out) == (2, "") and err.splitlines()[-1].startswith(said)
+
+
+@pytest.mark.parametrize("argv, given", [
+    (["daemon", "stop", "--foreground"], "--foreground"),
+    (["daemon", "status", "--port", "0"], "--port"),
+    (["daemon", "stop", "--host", "127.0.0.1", "--port", "9"], "--host, --port"),
+])
+def test_a_start_flag_given_to_stop_or_status_is_refused(argv, given, tmp_path):
+    """They were accepted and did nothing."""
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (2, "") and err == (
+        f"neuralmind: {given}: for `daemon start` only; `daemon {argv[1]}` takes --config and "
+        "--json\n")
