@@ -107,6 +107,19 @@ def setting(model: str, name: str):
     return parse
 
 
+def refuse_misplaced(args, command: str, options: dict[str, str]) -> None:
+    """An option given that belongs to another action of ``command`` (``options``: option →
+    its action) is an error: ignored, it would let `memory decay run --half-life …` sweep with
+    the old policy unnoticed. Given is what is not the parser's default object itself (the
+    parser set as ``_parser``): ``--enabled off`` (False), ``--threshold 0`` or ``--port 0``
+    are given as much as ``on``, ``0.7`` or ``8765`` (a test of falsiness would let them by)."""
+    parser = args._parser
+    for name, action in options.items():
+        if action != args.action and getattr(args, name) is not parser.get_default(name):
+            raise CommandError(f"--{name.replace('_', '-')} is for `{command} {action}`, "
+                               f"not `{args.action}`")
+
+
 class CommandError(Exception):
     """A command used wrongly: the CLI prints the message and exits 2 (or ``exit_code``: 1 for
     what went wrong after the command was understood)."""

@@ -11,7 +11,8 @@ import sys
 
 from neuralmind.client import ValidationFailed
 from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, path_id, plain,
-                                        project, project_flags, ranged, setting)
+                                        project, project_flags, ranged, refuse_misplaced,
+                                        setting)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -287,21 +288,9 @@ DECAY_OPTIONS = {"dry_run": "run", "enabled": "policy", "half_life": "policy",
                  "access_boost": "policy", "archive_threshold": "policy"}
 
 
-def _refuse_misplaced(args, command: str, options: dict[str, str]) -> None:
-    """An option given that belongs to another action of ``command`` is an error: ignored, it
-    would let `decay run --half-life …` sweep with the old policy unnoticed. Given is what is
-    not the parser's default object itself: ``--enabled off`` (False) or ``--threshold 0``
-    are given as much as ``on`` or ``0.7`` (a test of falsiness would let them by)."""
-    parser = args._parser
-    for name, action in options.items():
-        if action != args.action and getattr(args, name) is not parser.get_default(name):
-            raise CommandError(f"--{name.replace('_', '-')} is for `memory {command} {action}`, "
-                               f"not `{args.action}`")
-
-
 def cmd_contradictions(args) -> int:
     action = args.action
-    _refuse_misplaced(args, "contradictions", CONTRADICTION_OPTIONS)
+    refuse_misplaced(args, "memory contradictions", CONTRADICTION_OPTIONS)
     if args.target and action not in ("check", "resolve"):
         raise CommandError(f"memory contradictions {action} takes no id ({args.target})")
     memories = project(args).memories
@@ -353,7 +342,7 @@ def cmd_consolidate(args) -> int:
 
 
 def cmd_decay(args) -> int:
-    _refuse_misplaced(args, "decay", DECAY_OPTIONS)
+    refuse_misplaced(args, "memory decay", DECAY_OPTIONS)
     memories = project(args).memories
     if args.action == "policy":
         changes = {k: v for k, v in {"enabled": args.enabled, "access_boost": args.access_boost,
@@ -533,7 +522,7 @@ def add_commands(sub) -> None:
                      help="config: check each create and patch")
     con.add_argument("--auto-resolve", choices=[*STRATEGIES[:4], "off"],
                      help="config: resolve new contradictions at once this way")
-    con.set_defaults(_parser=con)  # _refuse_misplaced tells a given value from the default
+    con.set_defaults(_parser=con)  # refuse_misplaced tells a given value from the default
     cons = verb("consolidate", cmd_consolidate, "merge near-duplicate memories (a job)",
                 with_id=False)
     cons.add_argument("--dry-run", action="store_true", help="list the clusters, merge nothing")

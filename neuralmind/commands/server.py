@@ -8,7 +8,7 @@ import os
 import sys
 
 from kernel.config import load_settings
-from neuralmind.commands.common import CommandError, filled, ranged
+from neuralmind.commands.common import CommandError, filled, ranged, refuse_misplaced
 
 
 def _settings(args, **server):
@@ -120,11 +120,7 @@ def _daemon_port(args) -> int:
 def cmd_daemon(args) -> int:
     from kernel import daemon
     from kernel.serving import CannotServe, gunicorn_options, is_loopback
-    if args.action != "start" and (given := [flag for flag, value in (
-            ("--host", args.host), ("--port", args.port), ("--foreground", args.foreground))
-            if value is not None and value is not False]):  # 0 == False: a port of 0 is given
-        raise CommandError(f"{', '.join(given)}: for `daemon start` only; `daemon "
-                           f"{args.action}` takes --config and --json")
+    refuse_misplaced(args, "daemon", dict.fromkeys(("host", "port", "foreground"), "start"))
     if args.action == "start":
         if args.host and not is_loopback(args.host):
             print(f"neuralmind: the local daemon binds loopback only; {args.host} is not. "
@@ -218,7 +214,7 @@ def add_commands(sub) -> None:
     dmn.add_argument("--foreground", action="store_true",
                      help="start: run in this terminal rather than in the background")
     dmn.add_argument("--json", action="store_true", help="print JSON for scripts")
-    dmn.set_defaults(func=cmd_daemon)
+    dmn.set_defaults(func=cmd_daemon, _parser=dmn)  # refuse_misplaced reads its defaults
 
     oa = sub.add_parser("openapi", help="print the OpenAPI document")
     oa.add_argument("--config")
