@@ -346,24 +346,29 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
                   if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
         raise NotAServerURL(f"{url} ({source}) is not a server URL such as "
                             f"http://127.0.0.1:8765: {why}")
-    # the address `up` prints ends in /v1, the API's own prefix, which every call adds
-    url = url.rstrip("/").removesuffix("/v1") if url else None
+    url = _root(url) if url else None
     token = token or os.environ.get("NEURALMIND_API_TOKEN") or _local_token(url, info, home)
     return url, token
 
 
+def _root(url: str) -> str:
+    """The server's root: the address `up` prints ends in /v1, the prefix every call adds."""
+    return url.rstrip("/").removesuffix("/v1")
+
+
+def _loopback(url: str) -> bool:
+    return urllib.parse.urlsplit(url).hostname in LOOPBACK
+
+
 def _local_token(url: str | None, info: dict[str, Any], home: Path) -> str | None:
-    """This machine's own token for ``url``, never sent elsewhere: the daemon's (its file's)
-    to the daemon's address alone, the home's token file to a loopback address alone (a
-    ``neuralmind serve`` on this machine). A team server, or a mistyped host, gets none."""
+    """This machine's own token for ``url`` (checked already), never sent elsewhere: the
+    daemon's (its file's) to the daemon's address alone, the home's token file to a loopback
+    address alone (a ``neuralmind serve`` on this machine). A team server, or a mistyped
+    host, gets none."""
     daemon = info.get("url")
-    if url and isinstance(daemon, str) and url == daemon.rstrip("/").removesuffix("/v1"):
+    if url and isinstance(daemon, str) and url == _root(daemon):
         return info.get("token") or _token_file(home)
-    try:
-        loopback = urllib.parse.urlsplit(url).hostname in LOOPBACK if url else False
-    except ValueError:
-        loopback = False
-    return _token_file(home) if loopback else None
+    return _token_file(home) if url and _loopback(url) else None
 
 
 def _token_file(home: Path) -> str | None:
@@ -484,7 +489,7 @@ class NeuralMindClient:
             hdrs.setdefault("Content-Type", "application/json")
         req = urllib.request.Request(self.url + path, data=body, method=method, headers=hdrs)
         if self._opener is None:  # a loopback daemon is never reached through a proxy
-            local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK
+            local = _loopback(self.url)
             self._opener = urllib.request.build_opener(
                 *([urllib.request.ProxyHandler({})] if local else []))
         try:
@@ -591,7 +596,7 @@ class NeuralMindClient:
                leave_out: Iterable[str] = ()) -> None:
         """A TypeError naming each of ``given`` that ``method route`` does not take. The server
         ignores a field it does not know, so a misspelled filter (``tags=`` for ``tag=``)
-        would match every record, and a misspelled change change nothing. The names are the
+        would match every record, and a misspelled change would change nothing. The names are the
         server's own OpenAPI document's (read once); a route it does not publish goes
         unchecked."""
         if not given:
