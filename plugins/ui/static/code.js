@@ -2,7 +2,7 @@
 // token counts, and open a hit at its file and line.
 
 import {api} from "./api.js";
-import {clear, field, filling, h, number, select, spinner} from "./dom.js";
+import {clear, field, filling, h, number, select} from "./dom.js";
 
 export function render(root, ctx, [action, path, line]) {
   root.append(h("h1", {}, "Code"));
@@ -68,15 +68,12 @@ export function render(root, ctx, [action, path, line]) {
     h("pre", {class: "context"}, out.context)];
   }
 
-  async function show(file, at) {
-    clear(viewer, spinner());
-    let doc;
-    try {
-      doc = await api("GET", `${base}/documents`, {params: {path: file}});
-    } catch (error) {
-      return clear(viewer, h("p", {class: "error"}, error.message));
-    }
-    const target = Number(at) || 1;
+  function show(file, at) {
+    return filling(viewer, async () => draw(await api("GET", `${base}/documents`,
+      {params: {path: file}}), Number(at) || 1));
+  }
+
+  function draw(doc, target) {
     const lines = doc.text.split("\n");
     const list = h("ol", {class: "source", "aria-label": `${doc.path}, ${lines.length} lines`},
       lines.map((text, i) => h("li", {id: `L${i + 1}`, class: i + 1 === target ? "target" : "",
