@@ -21,7 +21,7 @@ from typing import Any
 from neuralmind import today
 from plugins.memory import records
 from plugins.memory.decay import policy_of
-from plugins.memory.eval import answers
+from plugins.memory.eval import BadDataset, answers, read_json
 from plugins.memory.models import DECISION_TYPES, STATUSES, MemorySettings
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, MemoryStore
@@ -76,7 +76,9 @@ def read(path: Path, option: str) -> Any:
     """The JSON that ``path`` (given as ``option``) holds; :class:`BadSet` naming the file
     when it cannot be read or is not UTF-8 JSON."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return read_json(path)
+    except BadDataset as ex:  # not UTF-8 JSON, as eval memory words it
+        raise BadSet(f"{ex} ({option})") from None
     except FileNotFoundError:
         raise BadSet(f"cannot read {path}: no such file ({option})") from None
     except IsADirectoryError:
@@ -84,11 +86,6 @@ def read(path: Path, option: str) -> Any:
     except OSError as ex:
         raise BadSet(f"cannot read {path}: {(ex.strerror or str(ex)).lower()} ({option})") \
             from None
-    except UnicodeDecodeError:
-        raise BadSet(f"{path} is not UTF-8 text ({option})") from None
-    except json.JSONDecodeError as ex:
-        raise BadSet(f"{path} is not JSON ({ex.msg.removesuffix(' at')}, line {ex.lineno}, column {ex.colno}) "
-                     f"({option})") from None
 
 
 def load(corpus: Path, queries: Path) -> tuple[list[dict], list[dict]]:

@@ -59,7 +59,7 @@ def _not_json(path: Path, ex: json.JSONDecodeError, line: int | None = None) -> 
     return BadDataset(f"{path}{where} is not JSON ({ex.msg.removesuffix(' at')}, {at})")
 
 
-def _read_json(path: Path):
+def read_json(path: Path):
     """A whole JSON file; :class:`BadDataset` naming it when it is not UTF-8 JSON (an
     OSError, for the caller to word, when it cannot be read)."""
     try:
@@ -149,7 +149,7 @@ def load_locomo(root: Path) -> list[Collection]:
     <session>``) and a ``created_at`` one second after the turn before it."""
     out = []
     for path in sorted(root.glob("*.json")):
-        convs = _read_json(path)
+        convs = read_json(path)
         if not isinstance(convs, list):
             raise BadDataset(f"{path} does not hold a JSON list of LoCoMo conversations")
         try:
@@ -320,7 +320,7 @@ class Folds:
         """:class:`BadDataset` naming ``path`` when it cannot be read or is not the folds."""
         from plugins.memory.rerank import Model
         try:
-            data = _read_json(path)
+            data = read_json(path)
         except FileNotFoundError:
             raise BadDataset(f"no such file: {path}") from None
         except IsADirectoryError:
@@ -354,7 +354,7 @@ def load_queries(root: Path, split: str) -> list[str]:
     """Any eval set's query texts, to ask of another set's records: BEIR, LoCoMo or CoSQA."""
     cosqa = sorted(root.glob("cosqa-retrieval-*.json"))
     if cosqa:
-        items = _read_json(cosqa[0])
+        items = read_json(cosqa[0])
         if not (isinstance(items, list) and all(isinstance(q, dict) and isinstance(q.get("doc"),
                                                                                    str)
                                                 for q in items)):
