@@ -410,6 +410,14 @@ def _check_token(token: str | None) -> None:
                         "home's token file")
 
 
+def _flag(name: str, value: bool) -> bool:
+    """``value`` when it is True or False: a TypeError naming ``name`` otherwise (a text such
+    as ``"no"`` is true to Python, and the client would do the opposite of what was meant)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
 def _check_seconds(name: str, value: float) -> None:
     """A ValueError naming ``name`` unless ``value`` is a number of seconds above 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
@@ -435,6 +443,7 @@ class NeuralMindClient:
                  timeout: float = DEFAULT_TIMEOUT, autostart: bool = False,
                  home: str | os.PathLike | None = None):
         _check_seconds("timeout", timeout)
+        _flag("autostart", autostart)
         self.home = Path(home) if home else home_dir()
         self._explicit = (url, token)
         self.url, self.token = discover(url, token, self.home)
@@ -1002,7 +1011,7 @@ class ProjectHandle:
               on_progress: Callable[[Job], None] | None = None) -> Job:
         """Start a build; with ``wait`` follow it to the end (a build already running is
         followed rather than refused)."""
-        if wait:  # before the build starts: a build is not started to be left unfollowed
+        if _flag("wait", wait):  # before the build starts: not started to be left unfollowed
             _waiting(timeout, 0.2, on_progress)
         try:
             data = self._nm._json("POST", self._url("build"), json_body={"full": full})
@@ -1041,7 +1050,7 @@ class ProjectHandle:
         picks from ``memories`` and ``code`` (default both). ``stream=True`` gives the answer's
         events as they arrive (``sources``, ``delta``…, ``done``); a provider failing midway
         raises its error (``provider_error``, ``provider_timeout``) from the iteration."""
-        body: dict[str, Any] = {"question": question, "stream": stream}
+        body: dict[str, Any] = {"question": question, "stream": _flag("stream", stream)}
         if sources is not None:
             body["sources"] = _items(sources)
         if context_budget is not None:
@@ -1080,6 +1089,7 @@ class ProjectHandle:
                    limit: int = 10, full: bool = False) -> list[dict[str, Any]] | dict[str, Any]:
         """The files to look at next, each ``{path, score, why}``; ``full``: the whole answer,
         with ``not_indexed`` (the open files the index does not hold)."""
+        _flag("full", full)
         body = {"files_open": _items(files_open), "task": task, "limit": limit}
         out = self._nm._json("POST", self._url("next"), idempotent=True, json_body={
             k: v for k, v in body.items() if v is not None})
@@ -1173,7 +1183,7 @@ class Memories:
         return self._url(memory_id, *parts)
 
     def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
-        if wait:  # before the job starts, not after it has run
+        if _flag("wait", wait):  # before the job starts, not after it has run
             _check_seconds("timeout", timeout)
         job = _job(self._nm._json("POST", path, json_body=body)["job"])
         return self._nm.jobs.wait(job.id, timeout=timeout) if wait else job

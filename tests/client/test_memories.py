@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neuralmind.client import Conflict, Memory, NotFound, Page, ValidationFailed
+from neuralmind.client import (Conflict, Memory, NeuralMindClient, NotFound, Page,
+                               ValidationFailed)
 from tests.client.conftest import client_of, git_repo, needs
 
 
@@ -234,6 +235,33 @@ def test_a_sweep_with_a_timeout_that_is_no_time_never_starts(repo):
         with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
             call()
     assert [j.id for j in repo._nm.jobs.list(project=repo.id)] == before
+
+
+def test_none_clears_what_may_be_empty_and_leaves_the_rest(repo):
+    """What docs/client.md says of ``update``: None clears tags, files and the review date;
+    a field that cannot be empty stays as it is."""
+    m = repo.memories.add("Pin numpy", "ABI breaks.", tags=["deps"], files_affected=["a.py"],
+                          review_by="2999-01-01", confidence=0.7)
+    after = repo.memories.update(m.id, tags=None, files_affected=None, review_by=None,
+                                 rationale=None, confidence=None)
+    assert (after.tags, after.files_affected, after.review_by) == ([], [], None)
+    assert (after.rationale, after.confidence) == ("ABI breaks.", 0.7)
+
+
+def test_a_flag_the_client_acts_on_is_true_or_false_never_any_truthy_value(repo):
+    """`decay(wait="no")` waited, and `build(wait="no")` followed the build: a non-empty text
+    is true to Python, so the client did the opposite of what was written."""
+    before = [j.id for j in repo._nm.jobs.list(project=repo.id)]
+    for call, name in ((lambda: repo.memories.decay(wait="no"), "wait"),
+                       (lambda: repo.memories.consolidate(wait=0), "wait"),
+                       (lambda: repo.build(wait="false"), "wait"),
+                       (lambda: repo.ask("why?", stream="no"), "stream"),
+                       (lambda: repo.next_files(["a.py"], full=1), "full")):
+        with pytest.raises(TypeError, match=f"^{name} must be True or False, not "):
+            call()
+    assert [j.id for j in repo._nm.jobs.list(project=repo.id)] == before
+    with pytest.raises(TypeError, match="^autostart must be True or False, not 'yes'"):
+        NeuralMindClient(repo._nm.url, repo._nm.token, autostart="yes")
 
 
 def test_a_lone_surrogate_in_a_query_parameter_is_named(repo):
