@@ -109,7 +109,8 @@ export function render(root, ctx, [openId]) {
   // -- one record ------------------------------------------------------------------------
   const editing = () => detailBox.querySelector("form") !== null;  // a form being filled in
 
-  // `refresh`: redrawn because an event said it changed — never under a form being filled in
+  // `refresh`: redrawn because an event said it changed — never under a form being filled in;
+  // the record drawn, or null
   async function open(id, refresh = false) {
     if (!refresh) clear(detailBox, spinner());
     const url = `${base}/${encodeURIComponent(id)}`;
@@ -118,10 +119,10 @@ export function render(root, ctx, [openId]) {
     try {
       [m, history] = await Promise.all([api("GET", url), api("GET", `${url}/history`, {params: {limit: 200}})]);
     } catch (error) {
-      if (refresh && editing()) return;
-      return clear(detailBox, h("p", {class: "error"}, error.message));
+      if (!(refresh && editing())) clear(detailBox, h("p", {class: "error"}, error.message));
+      return null;
     }
-    if (stopped || (refresh && editing())) return;
+    if (stopped || (refresh && editing())) return null;
     const status = m.effective_status || m.status;
     const facts = [["Id", m.id], ["Status", status], ["Type", m.decision_type],
       ["Confidence", number(m.confidence, 2)], ["Author", m.author], ["Agent", m.agent],
@@ -166,6 +167,7 @@ export function render(root, ctx, [openId]) {
           ev.note ? h("span", {class: "muted"}, ` — ${ev.note}`) : null),
         Object.keys(ev.changes || {}).length ? changes(ev.changes) : null))),
       extras(m));
+    return m;
   }
 
   function extras(m) {
@@ -224,7 +226,10 @@ export function render(root, ctx, [openId]) {
     el.title.focus();
   }
 
-  function edit(m, url) {
+  // `typed`: the fields a refused save had changed (values by name), filled in again over the
+  // record as it is now, so nothing typed is lost, nothing of the other write is undone by the
+  // fields left alone, and saving again is a decision
+  function edit(m, url, typed = null) {
     // required: an emptied field was sent as Number("") — a confidence of 0, saved unasked
     const el = {rationale: h("textarea", {rows: 5}), confidence: h("input", {type: "number",
       min: 0, max: 1, step: 0.05, value: m.confidence, required: true}), tags: h("input", {value: m.tags.join(", ")}),
@@ -232,6 +237,9 @@ export function render(root, ctx, [openId]) {
     review: h("input", {type: "date", value: m.review_by || ""}),
     evidence: h("textarea", {rows: 2, placeholder: "one per line"})};
     el.rationale.value = m.rationale;
+    const values = () => Object.fromEntries(Object.entries(el).map(([name, e]) => [name, e.value]));
+    const shown = values();
+    for (const [name, text] of Object.entries(typed || {})) el[name].value = text;
     slot().append(form(`Edit ${m.id}`, [field("Rationale", el.rationale),
       field("Confidence", el.confidence), field("Tags", el.tags, "comma-separated"),
       field("Files affected", el.files, "comma-separated"), field("Review by", el.review),
@@ -243,9 +251,13 @@ export function render(root, ctx, [openId]) {
       try {
         await api("PATCH", url, {body, headers: {"If-Match": m.updated_at}});
       } catch (error) {
-        if (error.status === 412) toast("Someone changed it meanwhile: shown again as it is now.", "error");
-        open(m.id);
         if (error.status !== 412) throw error;
+        const kept = Object.fromEntries(Object.entries(values()).filter(([name, text]) =>
+          text !== shown[name]));
+        const now = await open(m.id);
+        if (now) edit(now, url, kept);
+        toast("Someone changed it meanwhile: shown as it is now, your edit kept to save again.",
+          "error");
         return;
       }
       toast(`Saved ${m.id}`);

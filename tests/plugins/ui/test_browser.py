@@ -238,6 +238,27 @@ def test_an_emptied_confidence_is_never_saved_and_a_refused_search_says_why(tab,
     assert page.locator(".list [role=status]").count() == 0  # no spinner left turning
 
 
+def test_an_edit_refused_as_stale_keeps_what_was_typed_over_the_record_as_it_is_now(tab, local):
+    """A 412 redrew the record and dropped the form: what the user had typed was lost."""
+    url = f"{memories(local, local.pid)}/"
+    made = local.post(memories(local, local.pid), {"title": "Edited twice", "rationale": "First."}).json
+    page = tab().signed_in(f"#/memories/{made['id']}")
+    page.click("button:has-text('Edit')")
+    page.fill("form.card textarea >> nth=0", "Mine, typed at length.")
+    assert local.patch(url + made["id"], {"rationale": "Theirs.", "tags": ["other"]}).status == 200
+    page.click("form.card button:has-text('Save')")
+    page.wait_for_selector(".toast:has-text('Someone changed it meanwhile')")
+    page.wait_for_selector(".rationale:has-text('Theirs.')")  # the record as it is now
+    assert page.locator("form.card textarea >> nth=0").input_value() == "Mine, typed at length."
+    # a field left alone shows the other write's value: saving again does not undo it
+    assert page.locator("form.card input >> nth=1").input_value() == "other"
+    assert local.get(url + made["id"]).json["rationale"] == "Theirs."  # nothing saved unasked
+    page.click("form.card button:has-text('Save')")  # saving again is a decision, and holds
+    page.wait_for_selector(".rationale:has-text('Mine, typed at length.')")
+    assert page.locator("form.card").count() == 0
+    assert local.get(url + made["id"]).json["tags"] == ["other"]
+
+
 def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
     with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
         (tmp_path / "repo").mkdir()
