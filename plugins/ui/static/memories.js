@@ -195,6 +195,9 @@ export function render(root, ctx, [openId]) {
     const f = h("form", {class: "card"}, h("h3", {}, title), fields,
       h("div", {class: "actions"}, h("button", {type: "submit", class: "primary"}, label),
         h("button", {type: "button", onclick: () => f.remove()}, "Cancel")));
+    f.addEventListener("keydown", (e) => {  // Escape cancels, as the Cancel button does
+      if (e.key === "Escape") f.remove();
+    });
     f.addEventListener("submit", async (e) => {
       e.preventDefault();
       try {

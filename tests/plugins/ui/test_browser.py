@@ -203,6 +203,9 @@ def test_a_record_edited_invalidated_restored_exported_and_deleted(tab, local):
     page.wait_for_selector(".rationale:has-text('Second, better.')")
     assert page.locator("ol.history del").first.text_content() == "First."
     page.click("button:has-text('Invalidate')")
+    page.press("form.card input", "Escape")  # cancels, as the Cancel button does
+    assert page.locator("form.card").count() == 0
+    page.click("button:has-text('Invalidate')")
     page.fill("form.card input", "superseded")
     page.click("form.card button:has-text('Invalidate')")
     page.wait_for_selector("dd:has-text('INVALIDATED')")
