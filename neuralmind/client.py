@@ -538,6 +538,7 @@ class NeuralMindClient:
             _check_seconds("timeout", timeout)
         if params:
             path += "?" + urllib.parse.urlencode(list(_flat(params)))
+        _check_headers(headers or {})
         body = json.dumps(json_body, default=_jsonable).encode() if json_body is not None \
             else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
@@ -675,9 +676,8 @@ class NeuralMindClient:
             headers["Mcp-Session-Id"] = session_id
         if protocol_version:
             headers["MCP-Protocol-Version"] = protocol_version
-        path = "/v1/mcp" + ("?" + urllib.parse.urlencode({"project": project}) if project else "")
-        resp = self.request("POST", path, json_body=message, headers=headers, timeout=timeout,
-                            stream=True)
+        resp = self.request("POST", "/v1/mcp", params={"project": project or None},
+                            json_body=message, headers=headers, timeout=timeout, stream=True)
         streamed = (resp.headers.get("Content-Type") or "").startswith("text/event-stream")
         return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _mcp_messages(resp, streamed))
 
@@ -694,6 +694,16 @@ class NeuralMindClient:
         query = urllib.parse.urlencode(list(_flat({"project": project, "kind": _items(kinds)})))
         return EventStream(self, "/v1/events" + ("?" + query if query else ""), last_event_id,
                            timeout)
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    """A ValueError naming the header whose value no HTTP request carries (text beyond
+    Latin-1, a lone surrogate, a line break), before anything is sent."""
+    for name, value in headers.items():
+        if isinstance(value, str) and not (value.isprintable()
+                                           and all(ord(c) < 256 for c in value)):
+            raise ValueError(f"{name} {value!r} cannot be sent in an HTTP header: it holds "
+                             "a character beyond Latin-1 or a control character")
 
 
 def _flat(params: dict[str, Any]) -> Iterator[tuple[str, str]]:

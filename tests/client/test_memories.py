@@ -270,6 +270,20 @@ def test_a_lone_surrogate_in_a_query_parameter_is_named(repo):
         list(repo.memories.list(tag="a\ud800"))
 
 
+def test_a_header_no_request_carries_is_named_before_anything_is_sent(repo):
+    """``mcp(session_id=…)`` with text beyond Latin-1 was a UnicodeEncodeError from
+    http.client naming no argument; a line break, a ValueError about "header value"."""
+    nm, ping = repo._nm, {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for session, shown in (("s\ud800", r"'s\\ud800'"), ("sé€", "'sé€'"), ("a\r\nX: y", "'a")):
+        with pytest.raises(ValueError, match=f"^Mcp-Session-Id {shown}.* cannot be sent in an "
+                                             "HTTP header"):
+            nm.mcp(ping, session_id=session)
+    with pytest.raises(ValueError, match=r"^project 'p\\ud800' holds a lone surrogate"):
+        nm.mcp(ping, project="p\ud800")
+    answer = nm.mcp(ping, project=repo.id)  # the project goes as a parameter, as before
+    assert [m["result"] for m in answer.messages] == [{}]
+
+
 def test_tags_are_each_their_own_argument_and_a_date_is_sent_as_iso(repo):
     """`untag(id, ["a"])` sent "['a']" and removed nothing; `add(review_by=date)` was a
     TypeError while `list(created_after=date)` worked."""
