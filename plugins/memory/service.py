@@ -476,27 +476,31 @@ class Memories:
             raise Forbidden(f"{actor.id} may not memories.delete",
                             details={"permission": "memories.delete"})
         store = self.store(project)
-        now, head = now_iso(), gitinfo.head(project.path)
-        working = store.get_many(sorted({item.id for item in body.items if item.id}))
+        head = gitinfo.head(project.path)
         creates = _creates(body.items)
         results, ops, bad = [], [], 0
-        for i, item in enumerate(body.items):
-            errors: list[dict] = []
-            op = self._batch_op(item, ("items", i), creates.pop(i, None), working,
-                                project.path, now, head, errors)
-            if errors:
-                bad += 1
-                results.append({"op": item.op, "id": item.id, "status": "error",
-                                 "errors": [{**e, "loc": list(e["loc"])} for e in errors]})
-                continue
-            if op is not None:
-                ops.append((*op[:4], self.actor_for(actor, op[1])))
-            results.append({"op": item.op, "id": item.id or op[1]["id"], "status": "ok",
-                            "errors": []})
-        if bad and body.atomic:
-            raise records.fail([e for r in results for e in r["errors"]],
-                               f"{bad} batch item(s) did not validate; nothing was written")
-        store.apply_batch(ops, now)
+        # the records are read, changed and written in one serial write transaction, as a
+        # single change is: read before it, a patch racing the batch would be written over
+        with store.writing() as w:
+            now = now_iso()
+            working = w.get_many(sorted({item.id for item in body.items if item.id}))
+            for i, item in enumerate(body.items):
+                errors: list[dict] = []
+                op = self._batch_op(item, ("items", i), creates.pop(i, None), working,
+                                    project.path, now, head, errors)
+                if errors:
+                    bad += 1
+                    results.append({"op": item.op, "id": item.id, "status": "error",
+                                    "errors": [{**e, "loc": list(e["loc"])} for e in errors]})
+                    continue
+                if op is not None:
+                    ops.append((*op[:4], self.actor_for(actor, op[1])))
+                results.append({"op": item.op, "id": item.id or op[1]["id"], "status": "ok",
+                                "errors": []})
+            if bad and body.atomic:
+                raise records.fail([e for r in results for e in r["errors"]],
+                                   f"{bad} batch item(s) did not validate; nothing was written")
+            w.apply(ops, now)
         self.written(store)
         counts = dict.fromkeys(("create", "patch", "invalidate", "delete"), 0)
         for r in results:

@@ -304,6 +304,25 @@ class Writer:
         self.records_changed = True
         return True
 
+    def apply(self, ops: list[tuple[str, dict[str, Any], str | None, dict[str, Any],
+                                    str | None]], at: str) -> None:
+        """``[(op, record, content_sha, changes, actor)]``, ``op`` create, patch, invalidate
+        or delete: a batch's writes, each with its event."""
+        for i, (op, rec, sha, changes, actor) in enumerate(ops):
+            if op == "create" and (i == 0 or ops[i - 1][0] != "create"):
+                run = [(r, s, a) for _, r, s, _, a in itertools.takewhile(
+                    lambda o: o[0] == "create", ops[i:])]
+                self.create(run)  # a run of creates: three executemany calls
+            elif op == "create":
+                continue
+            elif op == "patch":
+                self.update(rec, sha, kind="amended", actor=actor, changes=changes)
+            elif op == "invalidate":
+                self.update(rec, sha, kind="invalidated", actor=actor,
+                            changes={"status": changes["status"]}, note=changes["reason"])
+            else:
+                self.delete(rec["id"], at, actor, rec["title"])
+
     def delete(self, memory_id: str, at: str, actor: str | None, title: str) -> bool:
         """Remove the record, its vector, links and contradictions; its events stay, closed by
         a ``deleted`` event."""
@@ -447,23 +466,9 @@ class MemoryStore:
 
     def apply_batch(self, ops: list[tuple[str, dict[str, Any], str | None, dict[str, Any],
                                           str | None]], at: str) -> None:
-        """``[(op, record, content_sha, changes, actor)]`` in one transaction (all or nothing);
-        ``op`` is create, patch, invalidate or delete."""
+        """:meth:`Writer.apply` in a transaction of its own."""
         with self.writing() as w:
-            for i, (op, rec, sha, changes, actor) in enumerate(ops):
-                if op == "create" and (i == 0 or ops[i - 1][0] != "create"):
-                    run = [(r, s, a) for _, r, s, _, a in itertools.takewhile(
-                        lambda o: o[0] == "create", ops[i:])]
-                    w.create(run)  # a run of creates: three executemany calls
-                elif op == "create":
-                    continue
-                elif op == "patch":
-                    w.update(rec, sha, kind="amended", actor=actor, changes=changes)
-                elif op == "invalidate":
-                    w.update(rec, sha, kind="invalidated", actor=actor,
-                             changes={"status": changes["status"]}, note=changes["reason"])
-                else:
-                    w.delete(rec["id"], at, actor, rec["title"])
+            w.apply(ops, at)
 
     def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]],
                                              list[dict[str, Any]]]],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
 
 import pytest
 
@@ -151,6 +153,40 @@ def test_batch_mixes_ops_with_history(api):
     assert api.server.get(api.url("new")).json["tags"] == ["x"]
     assert [e["kind"] for e in api.history("new")] == ["created", "amended"]
     assert [e["kind"] for e in api.history("old")] == ["created", "amended", "deleted"]
+
+
+def test_a_batch_racing_single_patches_on_a_record_loses_none_of_them(api):
+    """A batch read its records before validating and wrote them back whole: a PATCH landing
+    meanwhile was undone, and no event said so (its rationale went back, the next event's
+    old value skipped it)."""
+    target = api.create(title="Raced", rationale="r0")["id"]
+    done, patched = threading.Event(), []
+
+    def patches():
+        while not done.is_set():
+            text = f"r{len(patched) + 1}"
+            assert api.server.patch(api.url(target), {"rationale": text}).status == 200
+            patched.append(text)
+
+    racer = threading.Thread(target=patches)
+    racer.start()
+    try:
+        while not patched:  # the race is on before the first batch
+            time.sleep(0.005)
+        for b in range(3):  # many creates: the batch takes long enough for patches to land
+            items = [{"op": "create", "title": f"filler {b}-{i}", "rationale": "f"}
+                     for i in range(200)] + [{"op": "patch", "id": target,
+                                              "evidence_append": [f"batch {b}"]}]
+            assert api.server.post(api.url(tail="batch"), {"items": items}).status == 200
+    finally:
+        done.set()
+        racer.join()
+    history = api.history(target)
+    said = [e["changes"]["rationale"] for e in history if "rationale" in e["changes"]]
+    assert [old for old, _ in said] == ["r0", *patched[:-1]]  # each change read the one before
+    assert [e["at"] for e in history] == sorted(e["at"] for e in history)
+    now = api.get(target)
+    assert (now["rationale"], now["evidence"]) == (patched[-1], ["batch 0", "batch 1", "batch 2"])
 
 
 def test_export_import_round_trip_is_identical(server, filled, tmp_path):
