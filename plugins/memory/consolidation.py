@@ -7,8 +7,9 @@ pairs reach it), they share a file or a tag (or neither has any), and they do no
 each other — 6 of 85 contradicting pairs also reach 0.85, so the detector vetoes a merge. Clusters are stars: records in order of importance (then newest) each
 gather the unclaimed records close to them, so a chain of near-neighbours never merges end
 to end. A merge makes a new record — the lead record's title (the most important, then the
-newest), every distinct sentence of the cluster's texts in the order written, the union of
-files, tags and lists, the highest importance and confidence — and gives each original a
+newest), every distinct sentence of the cluster's texts in the order written (each text's
+lines kept), the union of files, tags and lists, the highest importance and confidence, the
+earliest review date — and gives each original a
 ``merged_into`` link to it (status MERGED, with history; restore brings one back).
 
 Each merge reads its members again in its own serial write transaction and merges only those
@@ -18,6 +19,7 @@ two consolidations of one project never merge one record twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -36,17 +38,24 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
 
 
+def _key(sentence: str) -> str:
+    return " ".join(sentence.lower().split()).rstrip(".!?")
+
+
 def merged_text(recs: list[dict[str, Any]]) -> str:
-    """Every distinct sentence of the records' rationales, first occurrence first (compared
-    ignoring case, spacing and the final stop)."""
-    seen, out = set(), []
+    """Each record's rationale without the sentences an earlier one holds (compared ignoring
+    case, spacing and the final stop), its lines kept — a list or a procedure keeps its shape,
+    and a step it repeats stays — the records' texts one after another (a paragraph each
+    when any spans lines)."""
+    seen: set[str] = set()
+    parts = []
     for rec in recs:
-        for s in sentences(rec["rationale"]):
-            key = " ".join(s.lower().split()).rstrip(".!?")
-            if key not in seen:
-                seen.add(key)
-                out.append(s)
-    return " ".join(out)
+        lines = [" ".join(s for s in sentences(line) if _key(s) not in seen)
+                 for line in rec["rationale"].splitlines()]
+        seen.update(_key(s) for s in sentences(rec["rationale"]))
+        if text := "\n".join(line for line in lines if line):
+            parts.append(text)
+    return ("\n\n" if any("\n" in p for p in parts) else " ").join(parts)
 
 
 def related(x: dict[str, Any], y: dict[str, Any]) -> bool:
@@ -140,6 +149,7 @@ class Consolidation:
                     "importance": max(r["importance"] for r in kept),
                     "confidence": max(r["confidence"] for r in kept),
                     **{f: lead[f] for f in ("author", "agent", "session_id")},
+                    "review_by": earliest_review(kept),
                     **{f: list(dict.fromkeys(x for r in ordered for x in r[f]))[:cap]
                        for f, cap in LIST_CAP.items()}}
             new = records.build(body, root=project.path, now=at, head=head, errors=[])
@@ -151,6 +161,12 @@ class Consolidation:
         self.m.written(store)
         self.m.emit("merged", project, actor, None, id=new["id"], merged_from=ids)
         return new["id"], changed
+
+
+def earliest_review(recs: list[dict[str, Any]]) -> dt.date | None:
+    """The soonest review date the records hold (each still ahead: they are ACTIVE)."""
+    dates = [r["review_by"] for r in recs if r["review_by"]]
+    return dt.date.fromisoformat(min(dates)) if dates else None
 
 
 RECALL_FIELDS = ("last_accessed_at", "access_count")  # moved by searches, not by writes

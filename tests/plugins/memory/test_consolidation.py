@@ -11,18 +11,27 @@ def test_sentences_are_kept_once_in_the_order_written():
             {"rationale": "readers never  block. Checkpoints run hourly."}]
     assert sentences(recs[0]["rationale"]) == ["Use WAL.", "Readers never block!",
                                                "One writer at a time."]
-    assert merged_text(recs) == ("Use WAL. Readers never block! One writer at a time. "
+    assert merged_text(recs) == ("Use WAL. Readers never block!\nOne writer at a time.\n\n"
                                  "Checkpoints run hourly.")
+    assert merged_text([{"rationale": "One."}, {"rationale": "one. Two."}]) == "One. Two."
+
+
+def test_a_procedure_keeps_its_lines_and_the_steps_it_repeats():
+    """Merged, a list's lines were run together and a step done twice was done once."""
+    steps = "Release steps:\n- Bump the version.\n- Run the tests.\n- Build.\n- Run the tests."
+    recs = [{"rationale": steps}, {"rationale": "Release steps:\n- Run the tests.\n- Upload."}]
+    assert merged_text(recs) == steps + "\n\n- Upload."
 
 
 def test_dry_run_lists_clusters_and_a_merge_keeps_everything(api):
     a = api.create(title="Use WAL mode for the SQLite store",
                    rationale="Readers never block the writer. Hooks write concurrently.",
                    files_affected=["store.py"], tags=["sqlite"], importance=0.6,
-                   evidence=["bench 1"])
+                   evidence=["bench 1"], review_by="2998-01-01")
     b = api.create(title="Use WAL mode for the SQLite store",
                    rationale="Readers never block the writer. The watcher writes too.",
-                   files_affected=["store.py", "watch.py"], tags=["wal"], importance=0.9)
+                   files_affected=["store.py", "watch.py"], tags=["wal"], importance=0.9,
+                   review_by="2999-01-01")
     pinned = api.create(title="Use WAL mode for the SQLite store",
                         rationale="Readers never block the writer.", files_affected=["store.py"],
                         pinned=True)
@@ -54,6 +63,7 @@ def test_dry_run_lists_clusters_and_a_merge_keeps_everything(api):
                                    "The watcher writes too.")
     assert merged["files_affected"] == ["store.py", "watch.py"]
     assert merged["tags"] == ["sqlite", "wal"] and merged["evidence"] == ["bench 1"]
+    assert merged["review_by"] == "2998-01-01"  # the lead's was dropped: the soonest is kept
     assert [e["kind"] for e in api.history(merged["id"])][:2] == ["created", "merged"]
     for original in (a, b):
         got = api.get(original["id"])
