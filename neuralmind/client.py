@@ -924,15 +924,23 @@ class Projects:
                     None)
 
     def resolve(self, path_or_id: str | os.PathLike) -> Project:
-        """A directory that exists here is registered; anything else is taken as an id
-        (``ValueError`` when it cannot be one either: a path that is not a directory here)."""
+        """A directory that exists here is registered — or, on a server that registers none
+        (server mode: its projects come from its config), found among its projects; anything
+        else is taken as an id (``ValueError`` when it cannot be one either: a path that is
+        not a directory here)."""
         text = str(path_or_id)
         if os.path.isdir(os.path.expanduser(text)):
             try:
                 return self.add(text)
-            except Forbidden as ex:  # server mode: projects come from its config
-                if ex.code != "registration_disabled" or not PROJECT_ID.match(text):
+            except Forbidden as ex:
+                if ex.code != "registration_disabled":
                     raise
+                if (found := self.find(text)) is not None:
+                    return found
+                if not PROJECT_ID.match(text):
+                    raise Forbidden(ex.status, ex.code, f"{os.path.abspath(text)} is none of "
+                                    f"the projects this server serves ({ex.message})",
+                                    ex.details, ex.request_id, ex.headers) from None
         elif not PROJECT_ID.match(text):
             raise ValueError(f"{text}: {no_directory(text)}, nor a project id")
         return self.get(text)

@@ -30,13 +30,13 @@ def team(tmp_path_factory):
     (base / "api").mkdir()
     server = LocalServer(base / "home", config=CONFIG.format(path=base / "api"), plugins=["auth"])
     tokens = {role: create_token(server.home, server.config, f"{role}-user", role)["token"]
-              for role in ("reader", "builder")}
+              for role in ("reader", "builder", "admin")}
     with server:
-        yield server.url, tokens
+        yield server.url, tokens, base
 
 
 def test_project_by_alias_and_reader_limits(team):
-    url, tokens = team
+    url, tokens, _ = team
     nm = NeuralMindClient(url, token=tokens["reader"])
     api = nm.project("api")
     assert api.id == "api" and api.info.path is None  # a reader never sees paths
@@ -49,8 +49,20 @@ def test_project_by_alias_and_reader_limits(team):
         nm.project("nope")
 
 
+def test_a_directory_is_found_among_the_projects_the_server_serves(team):
+    """On a server that registers nothing, a path — `neuralmind mcp --project PATH`, the
+    repository around `neuralmind mcp` — was refused (registration_disabled) although the
+    server serves that very directory."""
+    url, tokens, base = team
+    nm = NeuralMindClient(url, token=tokens["admin"])
+    assert nm.project(base / "api").id == "api"
+    with pytest.raises(Forbidden, match=f"{base} is none of the projects this server serves "
+                                        r"\(server mode serves only the projects in its config"):
+        nm.project(base)
+
+
 def test_rate_limit_raises_with_retry_after(team):
-    url, tokens = team
+    url, tokens, _ = team
     nm = NeuralMindClient(url, token=tokens["builder"])
     with pytest.raises(RateLimited) as info:
         for _ in range(10):
