@@ -325,10 +325,18 @@ class Writer:
 
     def delete(self, memory_id: str, at: str, actor: str | None, title: str) -> bool:
         """Remove the record, its vector, links and contradictions; its events stay, closed by
-        a ``deleted`` event."""
+        a ``deleted`` event, and each record it was linked to gets an ``unlinked`` event (the
+        statuses the links set stay, as when a link is removed: restore undoes)."""
+        links = [link_of(r) for r in self.conn.execute(
+            "SELECT * FROM memory_links WHERE source = ? OR target = ?", (memory_id, memory_id))]
         if self.conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
             return False
         self.event(memory_id, at, "deleted", actor, note=title)
+        for link in links:
+            other = link["target"] if link["source"] == memory_id else link["source"]
+            if other != memory_id:
+                self.event(other, at, "unlinked", actor, {"link": {
+                    k: link[k] for k in ("source", "target", "type")}}, f"{memory_id} was deleted")
         self.records_changed = True
         return True
 

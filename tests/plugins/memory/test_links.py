@@ -72,6 +72,23 @@ def test_a_superseded_record_leaves_search_and_comes_back_with_restore(api):
     assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", "supersedes", 0]
 
 
+def test_deleting_a_record_records_unlinked_on_each_record_it_was_linked_to(api):
+    """The superseded record stayed SUPERSEDED with no link and no event saying why: out of
+    default search for no visible reason."""
+    old = api.create(title="Sessions in memcached")["id"]
+    new = api.create(title="Sessions in redis", supersedes=[old])["id"]
+    side = api.create(title="Sessions expire")["id"]
+    assert link(api, side, new, "depends_on").status == 201
+    assert api.server.delete(api.url(new)).status == 204
+    for mid, link_type in ((old, "supersedes"), (side, "depends_on")):
+        last = api.history(mid)[-1]
+        assert (last["kind"], last["note"]) == ("unlinked", f"{new} was deleted")
+        assert last["changes"]["link"]["type"] == link_type
+        assert api.server.get(api.url(mid, "links")).json["items"] == []
+    assert api.get(old)["status"] == "SUPERSEDED"  # as when a link is removed: restore undoes
+    assert api.server.post(api.url(old, "restore"), {}).json["status"] == "ACTIVE"
+
+
 def test_patch_supersedes_and_cycles_are_refused(api):
     a, b, c = (api.create(title=t)["id"] for t in ("A", "B", "C"))
     r = api.server.patch(api.url(b), {"supersedes": [a]})
