@@ -595,7 +595,8 @@ class Memories:
                        if owners.get(ev["id"], rec["id"]) != rec["id"]]
         if errors:
             raise records.fail(errors, "the import did not validate; nothing was written")
-        created, overwritten, skipped = store.import_lines(lines, overwrite)
+        created, overwritten, skipped = store.import_lines(
+            lines, overwrite, now_iso(), lambda rec: self.actor_for(actor, rec))
         self.written(store)
         out = {"created": created, "overwritten": overwritten, "skipped": skipped}
         self.emit("imported", project, actor, request_id, **out)

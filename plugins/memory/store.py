@@ -15,7 +15,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -180,6 +180,8 @@ INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
           f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})")
 VECTOR_COLUMNS = ("v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.kind, "
                   "m.session_id, m.created_at")
+UNCOMPARED = ("updated_at", "last_accessed_at", "access_count")  # an overwrite's changes leave out
+
 EVENT = ("INSERT INTO memory_events (id, memory_id, at, kind, actor, changes, note) "
          "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
 FILES = "INSERT INTO memory_files (path, memory_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
@@ -353,6 +355,10 @@ class Writer:
             f"VALUES ({', '.join('?' * len(LINK_FIELDS))}) ON CONFLICT DO NOTHING",
             tuple(link[f] for f in LINK_FIELDS)).rowcount == 1
 
+    def links_from(self, source: str) -> list[dict[str, Any]]:
+        return [link_of(r) for r in self.conn.execute(
+            "SELECT * FROM memory_links WHERE source = ?", (source,))]
+
     def unlink(self, source: str, target: str, link_type: str | None) -> list[dict[str, Any]]:
         """Remove the links from ``source`` to ``target`` (of ``link_type``, else all); returns them."""
         sql = "FROM memory_links WHERE source = ? AND target = ?"
@@ -480,9 +486,15 @@ class MemoryStore:
 
     def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]],
                                              list[dict[str, Any]]]],
-                     overwrite: bool) -> tuple[int, int, int]:
+                     overwrite: bool, at: str, actor: Callable[[dict[str, Any]], str]
+                     ) -> tuple[int, int, int]:
         """Restore exported ``(record, content_sha, history, links)``; returns (created,
-        overwritten, skipped). Links go in after every record, so they may point forward."""
+        overwritten, skipped). Links go in after every record, so they may point forward.
+
+        A record overwritten into something else says so in its history — an ``imported``
+        event with the fields it changed, ``unlinked`` for each link of its that the line
+        does not hold (on both ends) — and is stamped ``at``, so its history explains it and
+        an ``If-Match`` read before does not hold after."""
         created = overwritten = skipped = 0
         with self.writing() as w:
             imported = [rec["id"] for rec, _, _, _ in lines]
@@ -496,14 +508,29 @@ class MemoryStore:
                     if not overwrite:
                         skipped += 1
                         continue
+                    was, had = w.get(rec["id"]), w.links_from(rec["id"])
                     w.conn.execute("DELETE FROM memories WHERE id = ?", (rec["id"],))
                     overwritten += 1
+                    changes = {f: [was[f], rec[f]] for f in rec
+                               if f in was and f not in UNCOMPARED and rec[f] != was[f]}
+                    dropped = [lk for lk in had if not any(
+                        (lk["type"], lk["target"]) == (x["type"], x["target"]) for x in out)]
+                    if changes or dropped:
+                        rec = {**rec, "updated_at": at}
                 else:
                     created += 1
+                    changes, dropped = {}, []
                 w.insert([(rec, sha)])
                 for ev in history:
                     w.event(rec["id"], ev["at"], ev["kind"], ev["actor"], ev["changes"],
                             ev["note"], event_id=ev["id"])
+                if changes:
+                    w.event(rec["id"], at, "imported", actor(rec), changes, "overwritten by an import")
+                for lk in dropped:
+                    for end in (rec["id"], lk["target"]):
+                        w.event(end, at, "unlinked", actor(rec), {"link": {
+                            k: lk[k] for k in ("source", "target", "type")}},
+                            "overwritten by an import")
                 links += out
             present = self.exists({lk["target"] for lk in links}, w.conn)
             for lk in links:

@@ -239,6 +239,39 @@ def test_overwriting_a_record_keeps_what_other_records_hold_about_it(api):
     assert kept.status == 200 and kept.json == found
 
 
+def test_an_overwrite_that_changes_a_record_says_so_in_its_history(api):
+    """The record read as exported again while its history still ended with the edit it undid;
+    its updated_at went back (an If-Match read before held again); a link it lost, unsaid."""
+    jsonl = {"Content-Type": "application/x-ndjson"}
+    other = api.create(title="Other")["id"]
+    made = api.create(title="Overwritten", rationale="v1")
+    line = api.server.get(api.url(tail="export")).body.decode().splitlines()
+    line = next(x for x in line if made["id"] in x and '"Overwritten"' in x)
+    edited = api.server.patch(api.url(made["id"]), {"rationale": "v2", "tags": ["t"]}).json
+    assert api.server.post(api.url(made["id"], "links"),
+                           {"target": other, "type": "relates_to"}).status == 201
+    r = api.server.post(api.url(tail="import") + "?mode=overwrite", body=line.encode(),
+                        headers=jsonl)
+    assert r.json == {"created": 0, "overwritten": 1, "skipped": 0}
+    now = api.get(made["id"])
+    assert (now["rationale"], now["tags"]) == ("v1", [])
+    assert now["updated_at"] > edited["updated_at"]
+    history = api.history(made["id"])
+    imported = next(e for e in history if e["kind"] == "imported")
+    assert imported["changes"] == {"rationale": ["v2", "v1"], "tags": [["t"], []]}
+    assert imported["note"] == "overwritten by an import"
+    for mid in (made["id"], other):
+        last = api.history(mid)[-1]
+        assert (last["kind"], last["note"]) == ("unlinked", "overwritten by an import")
+    stale = api.server.patch(api.url(made["id"]), {"rationale": "v3"},
+                             headers={"If-Match": edited["updated_at"]})
+    assert stale.status == 412
+    again = api.server.post(api.url(tail="import") + "?mode=overwrite",
+                            body=api.server.get(api.url(tail="export")).body, headers=jsonl)
+    assert again.json["overwritten"] == 2  # the same lines again: nothing changes, nothing said
+    assert api.history(made["id"]) == history
+
+
 def test_import_rejects_bad_input_and_writes_nothing(api):
     good = json.dumps({"memory": {"id": "i1", "title": "t", "rationale": "r",
                                   "created_at": "2024-01-01T00:00:00.000Z",
