@@ -10,11 +10,13 @@ from typing import Any
 
 MEDIA_TYPES = {"ndjson": "application/x-ndjson", "json": "application/json",
                "md": "text/markdown; charset=utf-8"}
-Row = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]
+Row = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
 
 
-def line(rec: dict[str, Any], history: list[dict[str, Any]], links: list[dict[str, Any]]) -> str:
-    return json.dumps({"memory": rec, "history": history, "links": links}, ensure_ascii=False)
+def line(rec: dict[str, Any], history: list[dict[str, Any]], links: list[dict[str, Any]],
+         contradictions: list[dict[str, Any]]) -> str:
+    return json.dumps({"memory": rec, "history": history, "links": links,
+                       "contradictions": contradictions}, ensure_ascii=False)
 
 
 def render(rows: Iterable[Row], fmt: str) -> Iterator[bytes]:
@@ -37,7 +39,7 @@ def _items(title: str, items: list[str]) -> list[str]:
 
 
 def section(rec: dict[str, Any], history: list[dict[str, Any]],
-            links: list[dict[str, Any]]) -> str:
+            links: list[dict[str, Any]], contradictions: list[dict[str, Any]]) -> str:
     """One record as Markdown: a heading, its facts on one line, its text, lists, history."""
     facts = [f"`{rec['id']}`", rec["kind"], rec["status"], rec["decision_type"],
              f"confidence {rec['confidence']}", f"importance {rec['importance']}"]
@@ -58,6 +60,8 @@ def section(rec: dict[str, Any], history: list[dict[str, Any]],
     out += _items("Rejected alternatives", rec["rejected_alternatives"])
     out += _items("Dependency constraints", rec["dependency_constraints"])
     out += _items("Links", [f"{lk['type']} `{lk['target']}`" for lk in links])
+    out += _items("Contradictions", [f"{c['status']} with `{c['a']}`: {c['explanation']}"
+                                     for c in contradictions])
     out += _items("History", [f"{e['at']} {e['kind']}" + (f" by {e['actor']}" if e["actor"] else "")
                               + (f" — {e['note']}" if e["note"] else "") for e in history])
     who = rec["author"] or rec["agent"]

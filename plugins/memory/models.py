@@ -648,6 +648,8 @@ class ExportLine(Model):
     history: list[ExportedEvent]
     links: list[ExportedLink] = Field(default_factory=list,
                                       description="Links this record is the source of")
+    contradictions: list[Contradiction] = Field(
+        default_factory=list, description="Contradictions this record is the newer of (b)")
 
 
 class ExportQuery(Model):

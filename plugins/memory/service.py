@@ -74,7 +74,8 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
 
 def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[dict[str, Any]]:
     """What an export line holds that no export writes and the API refuses: an id given twice
-    or naming a route, a link that does not start at its record or ends there."""
+    or naming a route, a link that does not start at its record or ends there, a
+    contradiction not between its record (the newer) and another."""
     mid, errors = parsed.memory.id, []
     if mid in seen:
         errors.append(records.invalid((line, "memory", "id"), f"line {seen[mid]} has this id too",
@@ -89,6 +90,11 @@ def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[d
         elif link.target == mid:
             errors.append(records.invalid((line, "links", i, "target"), "a memory cannot link "
                                           "to itself", "self_reference"))
+    for i, found in enumerate(parsed.contradictions):
+        if found.b != mid or found.a == mid:
+            errors.append(records.invalid((line, "contradictions", i), f"a line's "
+                                          f"contradictions are its memory's ({mid}) with an "
+                                          "older one", "contradiction_pair"))
     return errors
 
 
@@ -584,10 +590,11 @@ class Memories:
             rec = parsed.memory.model_dump(mode="json")
             rec["importance"] = importance_of(rec["kind"], rec["importance"])
             lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history],
-                          [lk.model_dump() for lk in parsed.links]))
+                          [lk.model_dump() for lk in parsed.links],
+                          [c.model_dump() for c in parsed.contradictions]))
             numbers.append(n)
-        owners = store.event_owners([ev["id"] for _, _, history, _ in lines for ev in history])
-        for n, (rec, _, history, _) in zip(numbers, lines, strict=True):
+        owners = store.event_owners([ev["id"] for _, _, history, *_ in lines for ev in history])
+        for n, (rec, _, history, *_) in zip(numbers, lines, strict=True):
             errors += [records.invalid((f"line {n}", "history", i, "id"),
                                        f"an event of memory {owners[ev['id']]} has this id",
                                        "event_taken")

@@ -497,13 +497,14 @@ class MemoryStore:
         an ``If-Match`` read before does not hold after."""
         created = overwritten = skipped = 0
         with self.writing() as w:
-            imported = [rec["id"] for rec, _, _, _ in lines]
+            imported = [rec["id"] for rec, *_ in lines]
             taken = self.exists(imported, w.conn)
             # an overwritten record is deleted and inserted again: what other records hold
             # about it — their links to it, its contradictions (not in an export line) — would
             # go with it, so it is read first and put back
             links, kept = self._held_about(w.conn, taken if overwrite else set(), set(imported))
-            for rec, sha, history, out in lines:
+            found: list[dict[str, Any]] = []
+            for rec, sha, history, out, contradictions in lines:
                 if rec["id"] in taken:
                     if not overwrite:
                         skipped += 1
@@ -532,11 +533,13 @@ class MemoryStore:
                             k: lk[k] for k in ("source", "target", "type")}},
                             "overwritten by an import")
                 links += out
-            present = self.exists({lk["target"] for lk in links}, w.conn)
+                found += contradictions
+            present = self.exists({lk["target"] for lk in links} | {c["a"] for c in found},
+                                  w.conn)
             for lk in links:
                 if lk["target"] in present:
                     w.link(lk)
-            for row in kept:
+            for row in kept + [c for c in found if c["a"] in present]:
                 w.contradiction(row)
         return created, overwritten, skipped
 
@@ -748,9 +751,10 @@ class MemoryStore:
         return [(r["seq"], event_of(r)) for r in rows]
 
     def export(self, batch: int = 500) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]],
+                                                          list[dict[str, Any]],
                                                           list[dict[str, Any]]]]:
-        """Every record (oldest first) with its history and the links it is the source of,
-        read page by page."""
+        """Every record (oldest first) with its history, the links it is the source of and
+        the contradictions it is the newer record of, read page by page."""
         last = ("", "")
         conn = self.db.conn
         while True:
@@ -764,8 +768,12 @@ class MemoryStore:
                                    f"({','.join('?' * len(ids))}) ORDER BY seq", ids):
                 events[ev["memory_id"]].append(event_of(ev))
             links = self.links_from(ids)
+            found: dict[str, list] = {i: [] for i in ids}
+            for c in conn.execute("SELECT * FROM memory_contradictions WHERE b IN "
+                                  f"({','.join('?' * len(ids))}) ORDER BY detected_at, id", ids):
+                found[c["b"]].append(contradiction_of(c))
             for r in rows:
-                yield record_of(r), events[r["id"]], links[r["id"]]
+                yield record_of(r), events[r["id"]], links[r["id"]], found[r["id"]]
             last = (rows[-1]["created_at"], rows[-1]["id"])
 
     def files_context(self, paths: list[str], today: str) -> list[dict[str, Any]]:

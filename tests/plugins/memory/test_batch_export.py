@@ -272,6 +272,31 @@ def test_an_overwrite_that_changes_a_record_says_so_in_its_history(api):
     assert api.history(made["id"]) == history
 
 
+def test_contradictions_go_with_an_export_into_a_fresh_project(api, server, tmp_path):
+    """They were left out: the fresh project had none open while both records' histories named
+    one (404 when asked for), and a pair settled as keep_both would be raised again."""
+    from tests.plugins.memory.test_contradictions import MD5, SCRAM
+    md5 = api.create(**MD5)
+    (found,) = api.create(**SCRAM)["contradictions"]["items"]
+    settled = api.create(**{**SCRAM, "title": "Use password_encryption = sha-512"})
+    (other,) = [c for c in settled["contradictions"]["items"] if c["a"] == md5["id"]]
+    path = f"/v1/projects/{api.pid}/contradictions/{other['id']}/resolve"
+    assert api.server.post(path, {"strategy": "keep_both"}).status == 200
+    exported = api.server.get(api.url(tail="export")).body
+    fresh = Api(server, tmp_path)
+    r = server.post(fresh.url(tail="import"), body=exported,
+                    headers={"Content-Type": "application/x-ndjson"})
+    assert r.json["created"] == 3
+    for c in (found, api.server.get(f"/v1/projects/{api.pid}/contradictions/{other['id']}").json):
+        assert server.get(f"/v1/projects/{fresh.pid}/contradictions/{c['id']}").json == c
+    assert server.get(fresh.url(tail="export")).body == exported
+    line = json.loads(exported.decode().splitlines()[0])  # a line naming another pair: refused
+    line["contradictions"] = [found]
+    r = server.post(fresh.url(tail="import") + "?mode=overwrite", body=json.dumps(line).encode(),
+                    headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 422 and r.error["details"]["errors"][0]["type"] == "contradiction_pair"
+
+
 def test_import_rejects_bad_input_and_writes_nothing(api):
     good = json.dumps({"memory": {"id": "i1", "title": "t", "rationale": "r",
                                   "created_at": "2024-01-01T00:00:00.000Z",
