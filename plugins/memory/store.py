@@ -526,7 +526,8 @@ class MemoryStore:
                     w.event(rec["id"], ev["at"], ev["kind"], ev["actor"], ev["changes"],
                             ev["note"], event_id=ev["id"])
                 if changes:
-                    w.event(rec["id"], at, "imported", actor(rec), changes, "overwritten by an import")
+                    w.event(rec["id"], at, "imported", actor(rec), changes,
+                            "overwritten by an import")
                 for lk in dropped:
                     for end in (rec["id"], lk["target"]):
                         w.event(end, at, "unlinked", actor(rec), {"link": {
