@@ -19,7 +19,9 @@ from neuralmind import STOPWORDS, Unavailable, VersionedCache, top_k
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
 CANDIDATES = 100  # per leg, before the blend
+NAMED = 50  # the most definitions of one name put first
 HUB_NEIGHBOURS = 10  # a vector's hubness: its mean cosine to this many nearest others …
 HUB_REFERENCE = 4_096  # … among at most this many of the index's vectors
 
@@ -105,6 +107,21 @@ def _matrix(matrices: VersionedCache[Matrix], store, key: str, model_id: str) ->
     return matrices.get(key, lambda: (store.version(), model_id), load)
 
 
+def named(store, query: str, file_type: str | None) -> list[int]:
+    """The definitions a query that is one identifier names (``url_for``, ``IndexStore``,
+    ``Flask.url_for``: those under the rest, else any of its last part); none for any other
+    query. The keyword leg splits an identifier into its parts (``url OR for``), and a long
+    class loses on BM25 to whatever repeats them, so a name alone rarely ranked its own
+    definition first."""
+    if not _IDENTIFIER.fullmatch(query.strip()):
+        return []
+    query = query.strip()
+    found = store.named(query.rsplit(".", 1)[-1], file_type, NAMED)
+    under = [nid for nid, qualname in found
+             if qualname == query or qualname.endswith("." + query)]
+    return under or [nid for nid, _ in found]
+
+
 def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int, float]]:
     match = fts_query(query)
     return store.keyword(match, n, file_type) if match else []
@@ -132,7 +149,11 @@ def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str
     """``([(node id, score)], notice)`` best first; notice says why hybrid fell back. The
     semantic score is the cosine less ``hub_weight`` × the node's hubness."""
     if mode == "keyword":
-        return keyword(store, query, n, file_type), None
+        lexical = keyword(store, query, n, file_type)
+        own = dict(lexical)
+        top = lexical[0][1] if lexical else 0.0
+        return _first(lexical, {nid: top + own.get(nid, 0.0)
+                                for nid in named(store, query, file_type)}, n), None
     pending = (kernel.beside(keyword, store, query, CANDIDATES, file_type)
                if mode == "hybrid" else None)
     try:
@@ -146,15 +167,28 @@ def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str
         return [(int(mat.nids[i]), float(scores[i])) for i in top_k(scores, n, mask)], None
     lexical = pending.result()
     top_kw = max((s for _, s in lexical), default=0.0) or 1.0
-    blended: dict[int, float] = {}
-    for i in top_k(scores, CANDIDATES, mask):
-        blended[int(mat.nids[i])] = (1 - keyword_weight) * float(scores[i])
-    for nid, s in lexical:
+    kw = {nid: s / top_kw for nid, s in lexical}
+
+    def blend(nid: int) -> float:
         row = mat.row.get(nid)
         cosine = float(scores[row]) if row is not None else 0.0
-        blended[nid] = (1 - keyword_weight) * cosine + keyword_weight * s / top_kw
-    ranked = sorted(blended.items(), key=lambda kv: -kv[1])[:n]
-    return [(nid, round(score, 6)) for nid, score in ranked], None
+        return (1 - keyword_weight) * cosine + keyword_weight * kw.get(nid, 0.0)
+
+    candidates = {int(mat.nids[i]) for i in top_k(scores, CANDIDATES, mask)} | set(kw)
+    ranked = sorted(((nid, blend(nid)) for nid in candidates),
+                    key=lambda kv: (-kv[1], kv[0]))
+    # a blended score is at most 1: a definition the query names scores above every other
+    return _first(ranked, {nid: 1.0 + blend(nid) for nid in named(store, query, file_type)},
+                  n), None
+
+
+def _first(ranked: list[tuple[int, float]], named: dict[int, float], n: int
+           ) -> list[tuple[int, float]]:
+    """The ``named`` definitions with their lifted scores, then the rest of ``ranked``:
+    the best ``n``, scores rounded."""
+    rest = [(nid, score) for nid, score in ranked if nid not in named]
+    ordered = sorted(named.items(), key=lambda kv: -kv[1]) + rest
+    return [(nid, round(score, 6)) for nid, score in ordered[:n]]
 
 
 def hits(store, ranked: list[tuple[int, float]]) -> list[dict]:

@@ -273,6 +273,16 @@ class IndexStore:
             f"SELECT nid, path, kind, qualname, signature, docstring, line FROM nodes "
             f"WHERE kind IN ({','.join('?' * len(kinds))}) ORDER BY path, line", kinds).fetchall()
 
+    def named(self, name: str, file_type: str | None, limit: int) -> list[tuple[int, str]]:
+        """``[(node id, qualname)]`` of the definitions (modules, classes, functions, methods)
+        called ``name``: as written, else in any case."""
+        sql = ("SELECT nid, qualname FROM nodes WHERE name = ?{} AND kind IN "
+               "('module', 'class', 'function', 'method')" + (" AND file_type = ?" if file_type
+                                                               else "") + " LIMIT ?")
+        args = [name, *([file_type] if file_type else []), limit]
+        return (self.db.conn.execute(sql.format(""), args).fetchall()
+                or self.db.conn.execute(sql.format(" COLLATE NOCASE"), args).fetchall())
+
     # -- edges --------------------------------------------------------------------------------
 
     def edges_from(self, nid: int, kind: str) -> list[str]:
