@@ -257,8 +257,11 @@ class Memories:
             hits, _ = self.searcher.search(store, rec["title"], "hybrid",
                                            {**filters, "exclude": rec["id"]}, today(), 3)
             return hits
-        return self.searcher.similar_titles(store, rec["title"], filters, today(), 3,
+        # the rare words match by their stems, the score counts words as written: a record
+        # matched by "using" for "uses" alone scores 0 — a hint of nothing, kept out
+        hits = self.searcher.similar_titles(store, rec["title"], filters, today(), 10,
                                             exclude=rec["id"])
+        return sorted((h for h in hits if h[1] > 0), key=lambda h: -h[1])[:3]
 
     def get(self, project, mid: str) -> dict[str, Any]:
         store = self.store(project)

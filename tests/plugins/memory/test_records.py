@@ -133,6 +133,15 @@ def test_duplicate_hints_share_a_file_and_are_advisory(api):
     assert r.status == 201 and r.json["possible_duplicates"] == [], r.json["possible_duplicates"]
 
 
+def test_a_stem_in_common_is_no_duplicate_hint(api):
+    """"using" matched "uses" (the keyword index stems), scored 0.0, and took a hint's place."""
+    api.create(title="Deploy the app using make deploy")
+    shared = api.create(title="Redis holds the cache")
+    hinted = api.create(title="Cache invalidation uses Redis pubsub")
+    assert [d["id"] for d in hinted["possible_duplicates"]] == [shared["id"]]
+    assert hinted["possible_duplicates"][0]["score"] > 0
+
+
 def test_patch_records_a_diff_and_honours_if_match(api):
     rec = api.create(tags=["a"], evidence=["e0"])
     r = api.server.patch(api.url(rec["id"]), {"rationale": "new why", "tags": ["b"],
