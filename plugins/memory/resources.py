@@ -31,6 +31,12 @@ def _ctx(req):
     return req.context.project, req.context.actor, req.context.request_id
 
 
+def _tagged(resp, record: dict) -> dict:
+    """``record``, its ``updated_at`` as the answer's ETag: what ``If-Match`` takes next."""
+    resp.etag = record["updated_at"]
+    return record
+
+
 class MemoryResources:
     def __init__(self, memories):
         self.m = memories
@@ -146,9 +152,7 @@ class MemoryResources:
 
     @operation(permission="memories.read", response=Memory, tags=TAGS, summary="One memory")
     def on_get_item(self, req, resp, project_id, memory_id):
-        out = self.m.get(req.context.project, memory_id)
-        resp.etag = out["updated_at"]
-        return out
+        return _tagged(resp, self.m.get(req.context.project, memory_id))
 
     @operation(permission="memories.write", body=MemoryPatch, response=Memory, tags=TAGS,
                summary="Amend a memory (optional If-Match on updated_at → 412)",
@@ -156,14 +160,15 @@ class MemoryResources:
                        409: "`link_cycle`: a `supersedes` would close a cycle"})
     def on_patch_item(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        return self.m.patch(project, memory_id, req.context.body, actor, rid,
-                            req.get_header("If-Match"))
+        return _tagged(resp, self.m.patch(project, memory_id, req.context.body, actor, rid,
+                                          req.get_header("If-Match")))
 
     @operation(permission="memories.delete", status=204, tags=TAGS,
-               summary="Hard-delete a memory (its history is kept)")
+               summary="Hard-delete a memory (its history is kept; optional If-Match → 412)",
+               errors={412: "`precondition_failed`: `If-Match` is not the current updated_at"})
     def on_delete_item(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        self.m.delete(project, memory_id, actor, rid)
+        self.m.delete(project, memory_id, actor, rid, req.get_header("If-Match"))
 
     @operation(permission="memories.read", query=PageQuery, response=Page[HistoryEvent],
                tags=TAGS, summary="A memory's history, oldest first (kept after delete)")
@@ -178,20 +183,24 @@ class MemoryResources:
         return self.m.timeline(req.context.project, memory_id)
 
     @operation(permission="memories.write", body=InvalidateIn, response=Memory, tags=TAGS,
-               summary="Mark a memory INVALIDATED, with the reason",
-               errors={409: "`invalid_transition`: it is INVALIDATED already"})
+               summary="Mark a memory INVALIDATED, with the reason (optional If-Match → 412)",
+               errors={409: "`invalid_transition`: it is INVALIDATED already",
+                       412: "`precondition_failed`: `If-Match` is not the current updated_at"})
     def on_post_invalidate(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        return self.m.set_status(project, memory_id, "INVALIDATED", kind="invalidated",
-                                 actor=actor, request_id=rid, note=req.context.body.reason)
+        return _tagged(resp, self.m.set_status(
+            project, memory_id, "INVALIDATED", kind="invalidated", actor=actor, request_id=rid,
+            note=req.context.body.reason, if_match=req.get_header("If-Match")))
 
     @operation(permission="memories.write", body=RestoreIn, response=Memory, tags=TAGS,
                summary="Make a STALE, INVALIDATED, ARCHIVED, SUPERSEDED or MERGED memory ACTIVE",
-               errors={409: "`invalid_transition`: it is ACTIVE already"})
+               errors={409: "`invalid_transition`: it is ACTIVE already",
+                       412: "`precondition_failed`: `If-Match` is not the current updated_at"})
     def on_post_restore(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        return self.m.set_status(project, memory_id, "ACTIVE", kind="restored", actor=actor,
-                                 request_id=rid, commit_sha=req.context.body.commit_sha)
+        return _tagged(resp, self.m.set_status(
+            project, memory_id, "ACTIVE", kind="restored", actor=actor, request_id=rid,
+            commit_sha=req.context.body.commit_sha, if_match=req.get_header("If-Match")))
 
     @operation(permission="memories.write", body=FeedbackIn, response=Memory, tags=TAGS,
                summary="helpful (+0.05) or unhelpful (−0.10): confidence within [0.10, 1.0]")

@@ -72,6 +72,15 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
         return records.located(ex, loc)
 
 
+def check_match(if_match: str | None, rec: dict[str, Any]) -> None:
+    """412 unless ``if_match`` (an ``If-Match`` header, if any) holds for ``rec``: its
+    ``updated_at`` (the ETag its reads and writes answer, quoted or not), or ``*``."""
+    tag = if_match.strip().removeprefix("W/").strip('"') if if_match is not None else "*"
+    if tag != "*" and tag != rec["updated_at"]:
+        raise PreconditionFailed("the memory changed since that updated_at",
+                                 details={"updated_at": rec["updated_at"]})
+
+
 def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[dict[str, Any]]:
     """What an export line holds that no export writes and the API refuses: an id given twice
     or naming a route, a link that does not start at its record or ends there, a
@@ -290,15 +299,13 @@ class Memories:
         write one record, with its event: ``(its view, changes)``. One serial write
         transaction holds all three, so changes racing on a record each read what the one
         before wrote: none is lost, none is refused. 404 when it is gone; 412 when
-        ``if_match`` (an ``updated_at``) is not the record's."""
+        ``if_match`` (an ``If-Match`` header: an ``updated_at``, or ``*``) does not hold."""
         store = self.store(project)
         with store.writing() as w:
             rec = w.get(mid)
             if rec is None:
                 raise not_found(mid)
-            if if_match is not None and if_match != rec["updated_at"]:
-                raise PreconditionFailed("the memory changed since that updated_at",
-                                         details={"updated_at": rec["updated_at"]})
+            check_match(if_match, rec)
             new, changes = make(rec)
             if changes:
                 w.update(new, records.content_sha(new), kind=kind,
@@ -327,8 +334,7 @@ class Memories:
             return made
 
         out, changes = self.change(project, mid, patched, kind="amended", actor=actor,
-                                   request_id=request_id,
-                                   if_match=if_match.strip().strip('"') if if_match else None)
+                                   request_id=request_id, if_match=if_match)
         if replaces:  # once the amend holds: a refused one links nothing
             self.links.add_supersedes(project, store, out, replaces, actor, request_id)
             out = self.view(store, store.get(mid) or out)
@@ -337,7 +343,8 @@ class Memories:
         return out
 
     def set_status(self, project, mid: str, status: str, *, kind: str, actor, request_id,
-                   note: str | None = None, commit_sha: str | None = None) -> dict[str, Any]:
+                   note: str | None = None, commit_sha: str | None = None,
+                   if_match: str | None = None) -> dict[str, Any]:
         """invalidate / restore: a status change with its event; 409 when it changes nothing."""
         def moved(rec):
             on = today()
@@ -353,7 +360,7 @@ class Memories:
                          if new[f] != rec[f]}
 
         return self.change(project, mid, moved, kind=kind, actor=actor, request_id=request_id,
-                           note=note)[0]
+                           note=note, if_match=if_match)[0]
 
     def feedback(self, project, mid: str, signal: str, note: str | None, actor,
                  request_id) -> dict[str, Any]:
@@ -371,11 +378,14 @@ class Memories:
                            request_id=request_id,
                            note=signal + (f": {note}" if note else ""))[0]
 
-    def delete(self, project, mid: str, actor, request_id) -> None:
+    def delete(self, project, mid: str, actor, request_id, if_match: str | None = None) -> None:
         store = self.store(project)
-        rec = self.get_record(store, mid)
-        if not store.delete(mid, now_iso(), self.actor_for(actor, rec), rec["title"]):
-            raise not_found(mid)
+        with store.writing() as w:
+            rec = w.get(mid)
+            if rec is None:
+                raise not_found(mid)
+            check_match(if_match, rec)
+            w.delete(mid, now_iso(), self.actor_for(actor, rec), rec["title"])
         self.written(store)
         self.emit("deleted", project, actor, request_id, id=mid)
 

@@ -256,6 +256,30 @@ def test_writes_emit_kernel_events(api):
                     ("memory.deleted", "local", mid)]
 
 
+def test_if_match_holds_for_every_write_to_a_record_and_each_answer_tags_it(api):
+    """A stale If-Match on DELETE and on invalidate was ignored (204, 200); `If-Match: *`, which
+    any current record matches, was 412; a PATCH answered no ETag to send next."""
+    rec = api.create()
+    url = api.url(rec["id"])
+    stale = {"If-Match": f'"{rec["updated_at"]}"'}
+    changed = api.server.patch(url, {"rationale": "moved on"}, headers={"If-Match": "*"})
+    assert changed.status == 200 and changed.headers["etag"] == f'"{changed.json["updated_at"]}"'
+    for call in (lambda: api.server.delete(url, headers=stale),
+                 lambda: api.server.post(url + "/invalidate", {"reason": "r"}, headers=stale)):
+        r = call()
+        assert (r.status, r.error["code"]) == (412, "precondition_failed")
+    assert api.get(rec["id"])["status"] == "ACTIVE"
+    fresh = {"If-Match": changed.headers["etag"]}
+    gone = api.server.post(url + "/invalidate", {"reason": "r"}, headers=fresh)
+    assert gone.status == 200 and gone.headers["etag"] == f'"{gone.json["updated_at"]}"'
+    r = api.server.post(url + "/restore", {}, headers=fresh)  # the invalidate moved it
+    assert (r.status, r.error["code"]) == (412, "precondition_failed")
+    back = api.server.post(url + "/restore", {}, headers={"If-Match": gone.headers["etag"]})
+    assert back.status == 200
+    assert api.server.delete(url, headers={"If-Match": back.headers["etag"]}).status == 204
+    assert api.server.delete(url, headers={"If-Match": "*"}).status == 404
+
+
 def test_changes_racing_on_one_memory_all_land_unless_if_match_was_given(api):
     mid = api.create(confidence=0.1)["id"]
 
