@@ -9,6 +9,13 @@ nearest by embedding cosine — and gives the detector each pair's cosine. A pai
 (``a`` the older record, ``b`` the newer) with its confidence and explanation, as an event in
 both records' history, and resolved later by a strategy — or at once, when the project's
 ``auto_resolve`` names one.
+
+A contradiction is between records in force (ACTIVE, or STALE as stored): one whose record
+has left that state since — invalidated, superseded, merged, archived — is dormant. It stays
+open in the store (and under ``status=all``) but is left out of the open list and of what a
+write or a check reports, and comes back if the record is restored. A resolution that would
+keep a record not in force (``keep_newest`` when the newer one was invalidated, ``keep_both``
+with either) is refused: 409 ``invalid_transition`` naming the record and its status.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from neuralmind import (APIError, Conflict, NotFound, decode_cursor, encode_cursor, gitinfo,
                         now_iso, text_pair, today, top_k)
 from plugins.memory import detector, records
+from plugins.memory.links import LIVE
 from plugins.memory.models import ContradictionConfig
 
 log = logging.getLogger("neuralmind.memory")
@@ -34,6 +42,19 @@ def older_first(x: dict[str, Any], y: dict[str, Any]) -> tuple[dict[str, Any], d
 
 def not_found(cid: str) -> NotFound:
     return NotFound(f"no contradiction with id {cid}", code="contradiction_not_found")
+
+
+def not_in_force(cid: str, strategy: str, rec: dict[str, Any] | None, mid: str) -> Conflict:
+    """409: ``strategy`` would keep a record that is no longer in force (or is gone)."""
+    status = rec["status"] if rec is not None else "deleted"
+    return Conflict(f"cannot resolve contradiction {cid} with {strategy}: it would keep {mid}, "
+                    f"which is {status}, not ACTIVE (restore it, or resolve with a strategy "
+                    "that keeps an ACTIVE record)", code="invalid_transition",
+                    details={"memory_id": mid, "status": status, "strategy": strategy})
+
+
+def in_force(rec: dict[str, Any] | None) -> bool:
+    return rec is not None and rec["status"] in LIVE
 
 
 class Contradictions:
@@ -110,9 +131,13 @@ class Contradictions:
         ``(open contradictions of these pairs, ids of the new ones)``."""
         threshold = self.config(store)["threshold"]
         found, new, at = [], [], now_iso()
+        if not in_force(rec):
+            return found, new  # its contradictions are dormant; it raises no new one
         for other in neighbours.values():
             if (other["title"], other["rationale"]) == (rec["title"], rec["rationale"]):
                 continue  # a record does not contradict its own duplicate
+            if not in_force(other):
+                continue
             a, b = older_first(other, rec)
             known = store.contradiction_between(a["id"], b["id"])
             if known is not None:
@@ -201,15 +226,27 @@ class Contradictions:
         """A page of contradictions; 404 for a ``memory_id`` no record has (an empty page
         would read as "none involve it")."""
         before = decode_cursor(query.cursor, text_pair)
-        if query.memory_id is not None and self.m.store(project).get(query.memory_id) is None:
+        store = self.m.store(project)
+        if query.memory_id is not None and store.get(query.memory_id) is None:
             from plugins.memory.service import not_found as no_memory
             raise no_memory(query.memory_id)
-        rows = self.m.store(project).contradictions(query.status, query.memory_id,
-                                                     query.limit + 1,
-                                                     tuple(before) if before else None)
+        after = tuple(before) if before else None
+        rows: list[dict[str, Any]] = []
+        while len(rows) <= query.limit:
+            batch = store.contradictions(query.status, query.memory_id, query.limit + 1, after)
+            # open: only those still between records in force (the others are dormant)
+            rows += self.in_force(store, batch) if query.status == "open" else batch
+            if len(batch) <= query.limit:
+                break
+            after = (batch[-1]["detected_at"], batch[-1]["id"])
         more = len(rows) > query.limit
         rows = rows[: query.limit]
         return rows, (encode_cursor([rows[-1]["detected_at"], rows[-1]["id"]]) if more else None)
+
+    def in_force(self, store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``rows`` without the contradictions one of whose records is no longer in force."""
+        recs = store.get_many(list({mid for c in rows for mid in (c["a"], c["b"])}))
+        return [c for c in rows if in_force(recs.get(c["a"])) and in_force(recs.get(c["b"]))]
 
     # -- resolution ----------------------------------------------------------------------
 
@@ -226,12 +263,19 @@ class Contradictions:
         winner = {"keep_newest": b, "keep_oldest": a,
                   "keep_important": a if a["importance"] > b["importance"] else b}.get(strategy)
         loser = None if winner is None else (a if winner is b else b)
+        keeps = [a, b] if strategy == "keep_both" else [winner] if winner is not None else []
+        for rec in keeps:
+            if not in_force(rec):
+                raise not_in_force(cid, strategy, rec, rec["id"])
         if loser is not None and self.m.links.reaches(store, loser["id"], winner["id"],
                                                       "supersedes"):
             raise Conflict(f"{loser['id']} already supersedes {winner['id']}", code="link_cycle")
         new = self._replacement(project, a, b, title, rationale) if strategy == "manual" else None
         at = now_iso()
         with store.writing() as w:
+            for rec in keeps:  # as this transaction reads it: not invalidated meanwhile
+                if not in_force(w.get(rec["id"])):
+                    raise not_in_force(cid, strategy, w.get(rec["id"]), rec["id"])
             if new is not None:
                 w.create([(new, records.content_sha(new), self.m.actor_for(actor, new))])
                 superseded = self.m.links.supersede(w, new, [a["id"], b["id"]], actor, at)

@@ -2,14 +2,22 @@
 5 minutes), versions, CIDRs, quoted or assigned literals (``USE_TZ = False``), counts ("one
 cluster" / "multi-cluster"), and the names a title assigns to one role ("Use X as the CI
 runner"). A scope word on each side (staging/production, read-only/read-write …) keeps two
-settings apart; where both titles give a key a value, only the titles are compared."""
+settings apart; where both titles give a key a value, only the titles are compared.
+
+Words near two values are not enough to make them one setting: each value is also named by
+its *phrase*, the words written against it ("HTTP client read_timeout = 30 s", "Retry uploads
+3 times", "a 30 second read timeout") less the verbs that say what to do with it. When each
+side's phrase holds a word found nowhere around the other value, the two name different
+settings (read_timeout / connect_timeout) or the same setting of different subjects
+(Postgres / Redis pool max_connections, uploads / webhooks retries): not one setting."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from plugins.memory.detector.words import GENERIC, NUMBER_WORDS, STOP, UNITS, Doc, Tok, stem
+from plugins.memory.detector.words import (GENERIC, NUMBER_WORDS, STOP, UNITS, Doc, Tok, among,
+                                            norm, stem)
 
 @dataclass
 class Setting:
@@ -21,6 +29,7 @@ class Setting:
     negated: bool         # written as the old value: "from X", "instead of X"
     aliases: frozenset = frozenset()  # for names: initials of multi-word names (Open Policy Agent -> opa)
     scope: frozenset = frozenset()    # scope words anywhere in the value's clause (read-only, staging)
+    phrase: frozenset = frozenset()   # the words that name the value: its setting and subject
 
 
 CIDR = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}$")
@@ -62,6 +71,55 @@ def _context_key(cl: list[Tok], i: int, skip: int = 0) -> set[str]:
     return keys
 
 
+# what a decision does to a setting, not part of the setting's name ("Set X", "Lower X to 5")
+VERBS = frozenset("""set sets use uses keep keeps make makes give gives assign assigns require
+requires need needs raise raises lower lowers increase increases decrease decreases reduce
+reduces bump bumps change changes move moves switch switches cap caps limit limits allow
+allows enable enables disable disables default defaults adopt adopts introduce introduces
+configure configures pin pins run runs get gets have has had go goes stay stays remain remains
+become becomes start starts""".split())
+# words that tie a value to the phrase that names it: "X = 5", "X is 5", "X to 5", "X of 5"
+LINKING = frozenset({"is", "are", "was", "were", "be", "to", "of", "at", "a", "an", "the", "now",
+                     "only"})
+COPULAS = frozenset({"is", "are", "was", "were", "be", "been"})  # "uploads are retried 3 times"
+# "... = 100 for the Redis pool", "... 5 times on webhooks": the subject written after a value
+SUBJECT_PREPS = frozenset({"for", "on", "in"})
+ARTICLES = frozenset({"a", "an", "the", "our", "its", "their", "each", "every", "all"})
+
+
+def _phrase(cl: list[Tok], i: int, skip: int = 0) -> frozenset:
+    """The words written against the value at ``cl[i]`` (and its unit, ``skip`` tokens after
+    it): the run of words right before it, past a linking word ("read_timeout = 30", "TTL of
+    300", "uploads are retried 3 times"), or when nothing names it there, the run right after
+    it ("a 30 second read timeout"); and the subject a preposition adds after it ("= 100 for
+    the Redis pool"). A stop word ends a run; verbs, generic words, units and numbers stay
+    out."""
+    def run(js) -> set[str]:
+        out: set[str] = set()
+        for j in js:
+            t = cl[j]
+            if t.low in COPULAS:
+                continue
+            if not t.content:
+                break
+            if not (t.low in GENERIC or t.low in VERBS or t.low in UNITS or t.low in NUMBER_WORDS
+                    or t.low in QUANT or t.low[0].isdigit()):
+                out.add(t.key)
+        return out
+
+    j = i - 1
+    while j >= 0 and cl[j].low in LINKING:
+        j -= 1
+    after = i + 1 + skip
+    words = run(range(j, -1, -1)) or run(range(after, len(cl)))
+    if after < len(cl) and cl[after].low in SUBJECT_PREPS:
+        k = after + 1
+        while k < len(cl) and cl[k].low in ARTICLES:
+            k += 1
+        words |= run(range(k, len(cl)))
+    return frozenset(words)
+
+
 def _literal(v: str) -> str:
     v = v.strip("'\"`").lower()
     return v.rsplit(".", 1)[-1] if re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", v) else v
@@ -80,6 +138,7 @@ def _values(doc: Doc) -> list[Setting]:
             raw = t.raw.strip("'\"`,")
             neg = t.pos in doc.neg_idx or (i > 0 and words[i - 1] == "from")
             nxt = words[i + 1] if i + 1 < len(cl) else ""
+            n_before, skip = len(out), 0  # skip: a unit written after the value
             if CIDR.match(raw):
                 out.append(Setting(_context_key(cl, i), raw, raw, "cidr", t.title, neg))
             elif t.raw[0] in "'\"`":
@@ -89,6 +148,7 @@ def _values(doc: Doc) -> list[Setting]:
                                    "version", t.title, neg))
             elif (n := _num(raw)) is not None and (raw[0].isdigit() or nxt in UNITS):
                 unit = "%" if raw.endswith("%") else nxt
+                skip = 1 if unit in UNITS or (unit and unit not in STOP and unit.isalpha()) else 0
                 if unit in UNITS:
                     dim, f = UNITS[unit]
                     if i > 0 and words[i - 1] in ("every", "each", "per"):
@@ -100,6 +160,8 @@ def _values(doc: Doc) -> list[Setting]:
                                        t.title, neg))
                 else:
                     out.append(Setting(_context_key(cl, i), n, raw, "number", t.title, neg))
+            for st in out[n_before:]:
+                st.phrase = _phrase(cl, i, skip)
             # quantities of a noun: "one cluster", "a single minor version", "multi-cluster"
             parts = t.raw.lower().split("-", 1)
             if parts[0] in QUANT and (len(parts) == 2 or parts[0] in ("one", "single", "two", "three",
@@ -117,12 +179,24 @@ def _values(doc: Doc) -> list[Setting]:
     return out
 
 
+def _at(doc: Doc, is_title: bool, key: str) -> tuple[list[Tok], int] | None:
+    """Where identifier ``key`` is written in the title (or the rationale): (clause, index)."""
+    for cl in doc.clauses:
+        if cl[0].title != is_title:
+            continue
+        for i, t in enumerate(cl):
+            if t.low == key:
+                return cl, i
+    return None
+
+
 ASSIGN = re.compile(r"(?:\bset\s+)?([A-Za-z][\w.]*[A-Za-z0-9_])\s*(=|\bdefaults?\s+to\b|\bto\b)\s*"
                     r"('[^']+'|\"[^\"]+\"|[\w.:/+-]+)")
 
 
-def _assignments(record: dict) -> list[Setting]:
-    """``KEY = VALUE``, ``KEY defaults to VALUE``, ``set KEY to VALUE`` for identifier-like keys."""
+def _assignments(record: dict, doc: Doc) -> list[Setting]:
+    """``KEY = VALUE``, ``KEY defaults to VALUE``, ``set KEY to VALUE`` for identifier-like keys;
+    the phrase is the key with the words written against it ("Redis pool max_connections")."""
     out = []
     for text, is_title in ((record.get("title") or "", True), (record.get("rationale") or "", False)):
         for m in ASSIGN.finditer(text):
@@ -132,7 +206,15 @@ def _assignments(record: dict) -> list[Setting]:
                 continue
             if op != "=" and not (identifier or m.group(0).lower().startswith("set ")):
                 continue
-            out.append(Setting({key.lower()}, _literal(val), val, "literal", is_title, False))
+            st = Setting({key.lower()}, _literal(val), val, "literal", is_title, False)
+            where = _at(doc, is_title, norm(key))
+            if where is not None:
+                cl, i = where
+                bare = val.strip("'\"`").lower()
+                v = next((k for k in range(i + 1, min(len(cl), i + 5))
+                          if cl[k].raw.strip("'\"`").lower() == bare), i + 1)
+                st.phrase = _phrase(cl, v) | {cl[i].key}
+            out.append(st)
     return out
 
 
@@ -180,7 +262,7 @@ def _role_assignments(doc: Doc) -> list[Setting]:
 
 
 def settings_of(record: dict, doc: Doc) -> list[Setting]:
-    return _values(doc) + _assignments(record) + _role_assignments(doc)
+    return _values(doc) + _assignments(record, doc) + _role_assignments(doc)
 
 
 def _scope_clash(x: set[str], y: set[str]) -> bool:
@@ -191,11 +273,27 @@ def _scope_clash(x: set[str], y: set[str]) -> bool:
     return False
 
 
+def _named_apart(x: Setting, y: Setting) -> bool:
+    """Each value's phrase holds a word found nowhere around the other: "read_timeout" /
+    "connect_timeout", "Postgres pool" / "Redis pool", "uploads" / "webhooks"."""
+    around_x, around_y = _singular(x.key | x.phrase), _singular(y.key | y.phrase)
+    return (any(not among(w, around_y) for w in _singular(x.phrase))
+            and any(not among(w, around_x) for w in _singular(y.phrase)))
+
+
+def _singular(words: set[str]) -> set[str]:
+    """keys / key: the stemmer leaves short plurals alone."""
+    return {w[:-1] if w.endswith("s") and not w.endswith("ss") and w.isalpha() else w
+            for w in words}
+
+
 def _same_key(x: Setting, y: Setting) -> bool:
     if x.dim != y.dim and {x.dim, y.dim} != {"number", "time"}:
         return False
     shared = x.key & y.key
     if not shared or _scope_clash(x.key | x.scope, y.key | y.scope):
+        return False
+    if _named_apart(x, y):
         return False
     if x.dim in ("names", "count", "literal"):
         return True

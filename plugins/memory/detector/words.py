@@ -60,7 +60,7 @@ NUM_HYPHEN = re.compile(r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")-([a-z]+)\b", r
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match plural and verb forms of plain words."""
-    for suf, rep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+    for suf, rep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if len(word) > len(suf) + 3 and word.endswith(suf) and not word.endswith("ss"):
             return word[: -len(suf)] + rep
     return word

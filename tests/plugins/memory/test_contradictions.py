@@ -157,3 +157,54 @@ def test_config_and_auto_resolve(api):
     api.server.request("PUT", url, json_body={"check_on_store": True, "threshold": 1.0})
     assert api.create(**{**MD5, "title": "Use password_encryption = des"}
                       )["contradictions"]["count"] == 0
+
+
+def test_a_record_no_longer_active_leaves_its_contradiction_dormant_and_is_never_kept(api):
+    """B invalidated: the pair leaves the open list (it comes back if B is restored), and a
+    resolution that would keep B is refused naming it, rather than A superseded by a record
+    that is not in force and nothing on the topic left ACTIVE."""
+    a, b, c = pair(api)
+    assert api.server.post(api.url(b["id"], "invalidate"), {"reason": "wrong value"}).status == 200
+    assert api.server.get(conflicts(api)).json["items"] == []
+    assert api.server.get(conflicts(api) + f"?memory_id={b['id']}").json["items"] == []
+    assert [x["id"] for x in api.server.get(conflicts(api) + "?status=all").json["items"]] == \
+        [c["id"]]
+    assert api.server.post(conflicts(api) + f"/check/{a['id']}").json["items"] == []
+    assert api.server.post(conflicts(api) + f"/check/{b['id']}").json["items"] == []
+    for strategy in ("keep_newest", "keep_important", "keep_both"):
+        r = api.server.post(conflicts(api) + f"/{c['id']}/resolve", {"strategy": strategy})
+        assert r.status == 409 and r.error["code"] == "invalid_transition", (strategy, r.body)
+        assert b["id"] in r.error["message"] and "INVALIDATED" in r.error["message"]
+        assert r.error["details"] == {"memory_id": b["id"], "status": "INVALIDATED",
+                                      "strategy": strategy}
+    assert api.get(a["id"])["status"] == "ACTIVE" and api.get(b["id"])["status"] == "INVALIDATED"
+    assert api.server.get(conflicts(api) + f"/{c['id']}").json["status"] == "open"
+    # restored, B is in force again and so is the pair
+    assert api.server.post(api.url(b["id"], "restore"), {}).status == 200
+    assert [x["id"] for x in api.server.get(conflicts(api)).json["items"]] == [c["id"]]
+    # invalidated again: keeping the ACTIVE record settles it, and A stays ACTIVE
+    api.server.post(api.url(b["id"], "invalidate"), {"reason": "wrong value"})
+    r = api.server.post(conflicts(api) + f"/{c['id']}/resolve", {"strategy": "keep_oldest"})
+    assert r.status == 200 and r.json["kept"] == [a["id"]], r.body
+    assert api.get(a["id"])["status"] == "ACTIVE" and api.get(b["id"])["status"] == "INVALIDATED"
+    assert api.server.get(conflicts(api) + "?status=all").json["items"][0]["status"] == "resolved"
+
+
+def test_the_open_list_pages_past_dormant_contradictions(api):
+    """A page of the open list is full and its cursor right when dormant rows lie between."""
+    made = []
+    for topic in ("alpha", "beta", "gamma", "delta"):
+        a = api.create(title=f"Set {topic}_timeout = 30 seconds", rationale="Measured.",
+                       files_affected=[f"{topic}.py"])
+        b = api.create(title=f"Set {topic}_timeout = 60 seconds", rationale="Measured again.",
+                       files_affected=[f"{topic}.py"])
+        assert b["contradictions"]["count"] == 1, b["contradictions"]
+        made.append((b, b["contradictions"]["items"][0]["id"]))
+    for b, _ in made[1:3]:  # beta and gamma: the middle ones go dormant
+        assert api.server.post(api.url(b["id"], "invalidate"), {"reason": "x"}).status == 200
+    live = [made[3][1], made[0][1]]  # newest first
+    first = api.server.get(conflicts(api) + "?limit=1").json
+    assert [x["id"] for x in first["items"]] == live[:1] and first["next_cursor"]
+    second = api.server.get(conflicts(api) + f"?limit=1&cursor={first['next_cursor']}").json
+    assert [x["id"] for x in second["items"]] == live[1:] and second["next_cursor"] is None
+    assert [x["id"] for x in api.server.get(conflicts(api) + "?limit=5").json["items"]] == live

@@ -50,6 +50,58 @@ def test_compatible_pairs_are_left_alone(a, b):
     assert not detector.detect(a, b).is_contradiction
 
 
+# a reviewer's false positives: neighbouring settings, or one setting of different subjects,
+# were flagged as one setting with two values (0.9, "same setting (client, http)")
+APART = [
+    (rec("HTTP client read_timeout = 30 seconds", "Slow reports need long reads."),
+     rec("HTTP client connect_timeout = 5 seconds", "Fail fast when the host is down.")),
+    (rec("Postgres pool max_connections = 100", "Sized for the API."),
+     rec("Redis pool max_connections = 20", "Sized for the cache.")),
+    (rec("Retry uploads 3 times", "Flaky S3."), rec("Retry webhooks 5 times", "Receivers restart.")),
+    # different key, in plain words, before or after the value
+    (rec("Set the HTTP client read timeout to 30 seconds"),
+     rec("Set the HTTP client connect timeout to 5 seconds")),
+    (rec("Use a 30 second read timeout"), rec("Use a 5 second connect timeout")),
+    (rec("Worker pool size is 8"), rec("Connection pool size is 20")),
+    # different subject: before the verb, or after the value
+    (rec("Uploads are retried 3 times"), rec("Webhooks are retried 5 times")),
+    (rec("Set max_connections = 100 for the Postgres pool"),
+     rec("Set max_connections = 20 for the Redis pool")),
+    (rec("Cache TTL for sessions is 30 minutes"), rec("Cache TTL for avatars is 1 day")),
+]
+
+
+@pytest.mark.parametrize("a, b", APART)
+def test_different_settings_or_subjects_are_not_one_setting(a, b):
+    on_a_file = {"files_affected": ["net/http.py"]}  # a shared file only raises confidence
+    for x, y in ((a, b), ({**a, **on_a_file}, {**b, **on_a_file})):
+        verdict = detector.detect(x, y)
+        assert not verdict.is_contradiction, verdict
+        assert not [f for f in detector.findings(x, y)[0] if f[1] == "setting_value"]
+
+
+@pytest.mark.parametrize("a, b, values", [
+    (rec("Postgres pool max_connections = 100", "Sized for the API."),
+     rec("Postgres pool max_connections = 20", "Smaller box."), "'100' vs B '20'"),
+    (rec("HTTP client read_timeout = 30 seconds", "Slow reports need long reads."),
+     rec("Lower the HTTP client read_timeout to 10 seconds", "Slow reads hide outages."),
+     "'30 seconds' vs B '10 seconds'"),
+    (rec("Retry uploads 3 times", "Flaky S3."), rec("Retry uploads 5 times", "S3 got flakier."),
+     "'3 times' vs B '5 times'"),
+    (rec("Uploads are retried 3 times"), rec("Retry uploads 5 times"), "'3 times' vs B '5 times'"),
+    (rec("Set max_connections = 100 for the Postgres pool"),
+     rec("Set max_connections = 20 for the Postgres pool"), "'100' vs B '20'"),
+    (rec("Use a 30 second read timeout"), rec("Use a 10 second read timeout"),
+     "'30 second' vs B '10 second'"),
+    (rec("Connection pool size is 8"), rec("Raise the connection pool size to 20"),
+     "'8' vs B '20'"),
+])
+def test_the_same_setting_of_the_same_subject_with_other_values_still_conflicts(a, b, values):
+    verdict = detector.detect(a, b)
+    assert verdict.is_contradiction and verdict.kind == "setting_value", verdict
+    assert verdict.confidence >= 0.7 and values in verdict.explanation, verdict
+
+
 def test_a_shared_subject_raises_confidence():
     a = rec("Use password_encryption = md5")
     b = rec("Use password_encryption = scram-sha-256")
