@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from neuralmind import VersionedCache, estimate_tokens
-from plugins.index.resolve import SYMBOLS
+from plugins.index.chunker import is_test
 from plugins.index.walker import contained
 
 L0_MAX = 160
@@ -129,8 +129,11 @@ def identity(project, store) -> list[str]:
 
 
 def summary(store) -> list[str]:
-    """One line per module, the most imported and largest first: what each one holds."""
-    imported = store.import_counts()
+    """One line per module, the most imported and largest first: what each one holds.
+    Importers are the files whose imports the graph resolved into the module, so a fixture
+    named ``flask.py`` or a ``typing.py`` gains nothing from ``import flask`` or the standard
+    library's ``typing``."""
+    imported = store.importers()
     rows = store.nodes_by_kind(("module", "class", "function"))
     modules: dict[str, dict] = {}
     held: dict[str, list[str]] = defaultdict(list)
@@ -141,9 +144,7 @@ def summary(store) -> list[str]:
             held[r["path"]].append(r["qualname"])
 
     def weight(path: str) -> float:
-        name = modules[path]["qualname"]
-        short = name.rsplit(".", 1)[-1]
-        return imported.get(name, 0) * 3 + imported.get(short, 0) + len(held[path]) / 5
+        return imported.get(path, 0) * 3 + len(held[path]) / 5
 
     items = []
     for path in sorted(modules, key=lambda p: (-weight(p), p)):
@@ -175,7 +176,9 @@ def _where(row) -> str:
 
 
 def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
-    """For the top hits: the enclosing class, who calls it, what it calls."""
+    """For the top hits: the enclosing class, who calls it, what it calls — the call edges
+    the graph resolved, as ``neighbors`` lists them: an agent reads them as fact, and bare
+    names made every ``super().__init__`` a caller of any ``__init__``."""
     items, seen = [], set()
     for row in hit_rows[:limit]:
         parts = []
@@ -185,19 +188,28 @@ def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
                 doc = parent["docstring"].split("\n")[0][:160]
                 parts.append(f"in {parent['signature'] or parent['qualname']} ({_where(parent)})"
                              + (f": {doc}" if doc else ""))
-        callers = ([c for c in store.callers(row["name"], 6) if c["nid"] != row["nid"]]
-                   if row["kind"] in SYMBOLS else [])  # a heading named like a call is not called
+        callers = [c for c in store.callers(row["nid"]) if c["nid"] != row["nid"]]
         if callers:
-            parts.append("called by: " + ", ".join(f"{c['qualname']} ({_where(c)})"
-                                                   for c in callers[:5]))
-        callees = store.defined(store.edges_from(row["nid"], "calls"), 8)
+            parts.append("called by: " + _linked(callers, 5, ", ", lambda c: c["qualname"]))
+        callees = [c for c in store.callees(row["nid"]) if c["nid"] != row["nid"]]
         if callees:
-            parts.append("calls: " + "; ".join(f"{c['signature'] or c['qualname']} ({_where(c)})"
-                                               for c in callees[:6]))
+            parts.append("calls: " + _linked(callees, 6, "; ",
+                                             lambda c: c["signature"] or c["qualname"]))
         if parts and row["nid"] not in seen:
             seen.add(row["nid"])
             items.append(f"{row['qualname']} ({_where(row)})\n  " + "\n  ".join(parts))
     return items
+
+
+def _linked(rows: list, limit: int, sep: str, label) -> str:
+    """The first ``limit`` of ``rows``, the project's own code before its tests and exact
+    edges before guesses (which stay marked: a guess is the one definition of that name, not
+    what the language found), and how many more there are."""
+    rows = sorted(rows, key=lambda r: (is_test(r["path"]), r["guessed"], r["path"], r["line"]))
+    shown = [f"{label(r)} ({_where(r)}{', guessed' if r['guessed'] else ''})"
+             for r in rows[:limit]]
+    more = len(rows) - limit
+    return sep.join(shown) + (f"{sep}+{more} more" if more > 0 else "")
 
 
 def snippets(hit_rows: list) -> list[str]:

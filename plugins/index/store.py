@@ -285,28 +285,29 @@ class IndexStore:
 
     # -- edges --------------------------------------------------------------------------------
 
-    def edges_from(self, nid: int, kind: str) -> list[str]:
-        return [r[0] for r in self.db.conn.execute(
-            "SELECT target FROM edges WHERE src = ? AND kind = ?", (nid, kind))]
+    def callers(self, nid: int) -> list:
+        """The nodes whose calls resolve to ``nid`` (the graph's edges, not bare names), each
+        once; ``guessed`` is 1 when none of its calls resolved but by a ``name`` guess."""
+        return self._calls("e.src", "e.dst", nid)
 
-    def callers(self, name: str, limit: int) -> list:
+    def callees(self, nid: int) -> list:
+        """The nodes ``nid``'s calls resolve to, each once (``guessed`` as for callers)."""
+        return self._calls("e.dst", "e.src", nid)
+
+    def _calls(self, other: str, this: str, nid: int) -> list:
         return self.db.conn.execute(
-            "SELECT n.* FROM edges e JOIN nodes n ON n.nid = e.src WHERE e.kind = 'calls' "
-            "AND e.target = ? ORDER BY n.path, n.line LIMIT ?", (name, limit)).fetchall()
+            f"SELECT n.nid, n.qualname, n.signature, n.path, n.line, "
+            f"MIN(e.how != 'exact') AS guessed FROM edges e JOIN nodes n ON n.nid = {other} "
+            f"WHERE {this} = ? AND e.kind = 'calls' AND e.dst IS NOT NULL GROUP BY n.nid",
+            (nid,)).fetchall()
 
-    def defined(self, names: Iterable[str], limit: int) -> list:
-        names = list(names)
-        if not names:
-            return []
-        return self.db.conn.execute(
-            f"SELECT * FROM nodes WHERE name IN ({','.join('?' * len(names))}) "
-            f"AND kind IN ('function', 'method', 'class') ORDER BY path, line LIMIT ?",
-            [*names, limit]).fetchall()
-
-    def import_counts(self) -> dict[str, int]:
-        """How many modules import each name (a module importing three of its names counts once)."""
+    def importers(self) -> dict[str, int]:
+        """Per file, how many other files hold an import resolved into it: a module named like
+        the standard library's, or like a package, is credited with nobody else's imports."""
         return {r[0]: r[1] for r in self.db.conn.execute(
-            "SELECT target, COUNT(DISTINCT src) FROM edges WHERE kind = 'imports' GROUP BY target")}
+            "SELECT d.path, COUNT(DISTINCT s.path) FROM edges e JOIN nodes s ON s.nid = e.src "
+            "JOIN nodes d ON d.nid = e.dst WHERE e.kind = 'imports' AND s.path != d.path "
+            "GROUP BY d.path")}
 
     # -- the resolved graph (plugins/index/graph.py) ------------------------------------------
 
