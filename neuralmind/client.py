@@ -410,6 +410,19 @@ def _check_token(token: str | None) -> None:
                         "home's token file")
 
 
+def _if_match(if_match: str | None) -> dict[str, str] | None:
+    """The ``If-Match`` header of a write to one record: its ``updated_at`` (or ``*``), which
+    the server refuses (412) once the record has changed."""
+    if if_match is None:
+        return None
+    if not isinstance(if_match, str):
+        raise TypeError(f"if_match is the record's updated_at text, not "
+                        f"{type(if_match).__name__}")
+    if not if_match.strip():
+        raise ValueError("if_match is empty: give the record's updated_at, or leave it out")
+    return {"If-Match": if_match}
+
+
 def _flag(name: str, value: bool) -> bool:
     """``value`` when it is True or False: a TypeError naming ``name`` otherwise (a text such
     as ``"no"`` is true to Python, and the client would do the opposite of what was meant)."""
@@ -1242,26 +1255,23 @@ class Memories:
 
     def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
         """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""
-        if if_match is not None and not isinstance(if_match, str):
-            raise TypeError(f"if_match is the record's updated_at text, not "
-                            f"{type(if_match).__name__}")
-        if if_match is not None and not if_match.strip():
-            raise ValueError("if_match is empty: give the record's updated_at, or leave it out")
+        headers = _if_match(if_match)
         self._nm._takes("update", "PATCH", MEMORIES + "/{memory_id}", changes)
-        headers = {"If-Match": if_match} if if_match else None
         return _memory(self._nm._json("PATCH", self._record(memory_id), json_body=changes,
                                       headers=headers))
 
-    def invalidate(self, memory_id: str, reason: str) -> Memory:
+    def invalidate(self, memory_id: str, reason: str, *, if_match: str | None = None) -> Memory:
         return _memory(self._nm._json("POST", self._record(memory_id, "invalidate"),
-                                      json_body={"reason": reason}))
+                                      json_body={"reason": reason}, headers=_if_match(if_match)))
 
-    def restore(self, memory_id: str, commit_sha: str | None = None) -> Memory:
+    def restore(self, memory_id: str, commit_sha: str | None = None, *,
+                if_match: str | None = None) -> Memory:
         body = {"commit_sha": commit_sha} if commit_sha else {}
-        return _memory(self._nm._json("POST", self._record(memory_id, "restore"), json_body=body))
+        return _memory(self._nm._json("POST", self._record(memory_id, "restore"), json_body=body,
+                                      headers=_if_match(if_match)))
 
-    def delete(self, memory_id: str) -> None:
-        self._nm.request("DELETE", self._record(memory_id))
+    def delete(self, memory_id: str, *, if_match: str | None = None) -> None:
+        self._nm.request("DELETE", self._record(memory_id), headers=_if_match(if_match))
 
     def history(self, memory_id: str) -> Iterator[dict[str, Any]]:
         """The record's events, oldest first: ``{id, at, kind, actor, changes, note}``."""

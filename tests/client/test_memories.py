@@ -237,6 +237,23 @@ def test_a_sweep_with_a_timeout_that_is_no_time_never_starts(repo):
     assert [j.id for j in repo._nm.jobs.list(project=repo.id)] == before
 
 
+def test_every_write_to_one_record_takes_if_match(repo):
+    m = repo.memories.add("Guard the writes", "r")
+    edited = repo.memories.update(m.id, rationale="r2")
+    for call in (lambda: repo.memories.invalidate(m.id, "old", if_match=m.updated_at),
+                 lambda: repo.memories.delete(m.id, if_match=m.updated_at)):
+        with pytest.raises(Conflict) as refused:
+            call()
+        assert (refused.value.status, refused.value.code) == (412, "precondition_failed")
+    gone = repo.memories.invalidate(m.id, "old", if_match=edited.updated_at)
+    back = repo.memories.restore(m.id, if_match=gone.updated_at)
+    with pytest.raises(ValueError, match="if_match is empty"):
+        repo.memories.delete(m.id, if_match=" ")
+    repo.memories.delete(m.id, if_match=back.updated_at)
+    with pytest.raises(NotFound):
+        repo.memories.get(m.id)
+
+
 def test_none_clears_what_may_be_empty_and_leaves_the_rest(repo):
     """What docs/client.md says of ``update``: None clears tags, files and the review date;
     a field that cannot be empty stays as it is."""
