@@ -5,7 +5,9 @@ Install keeps the user's other servers and settings, keeps a copy of a file it c
 (``<file>.neuralmind-backup``, the first original only), and is idempotent. Uninstall
 removes exactly what install added: our server entry and hook, and a file install created;
 a file back to what the backup holds gets the backup itself back, byte for byte. An entry
-named ``neuralmind`` that we did not write is refused rather than replaced."""
+named ``neuralmind`` that we did not write is refused rather than replaced, and never removed:
+what we write carries a mark (marker comments in TOML; in JSON, which has none, a variable in
+the entry's ``env``)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ PASSED_ON = ("NEURALMIND_HOME", "NEURALMIND_CONFIG", "NEURALMIND_API_URL")  # ne
 TOML_START = f"# {NAME}: written by `neuralmind agent install codex`; " \
              "`neuralmind agent uninstall codex` removes it"
 TOML_END = f"# end {NAME}"
+MARK = "NEURALMIND_AGENT_INSTALL"  # in the env of a JSON entry we wrote; its value: the agent
 
 
 class AgentError(Exception):
@@ -45,6 +48,7 @@ class Edit:
     after: str | None   # None: the file goes away
     snippet: str        # what we add, for --print
     note: str
+    keep_original: bool = True  # back up ``before``: not when it holds only what we wrote
 
 
 def launcher() -> list[str]:
@@ -70,14 +74,16 @@ def hook_command() -> str:
     return " ".join([*prefix, *map(shlex.quote, launcher()), "agent", "wakeup"])
 
 
+def marked(entry: dict[str, Any], agent: str) -> dict[str, Any]:
+    """``entry`` with our mark: how uninstall (and a second install) tell it from an entry the
+    user wrote, even one running ``neuralmind mcp`` too."""
+    return {**entry, "env": {**entry.get("env", {}), MARK: agent}}
+
+
 def _ours(entry: Any) -> bool:
-    """A server entry that runs ``neuralmind mcp`` (whichever launcher wrote it)."""
-    if not isinstance(entry, dict):
-        return False
-    args = [str(a) for a in entry.get("args") or []] if isinstance(entry.get("args"), list) \
-        else []
-    runs_us = Path(str(entry.get("command", ""))).name == NAME or "neuralmind.cli" in args
-    return runs_us and "mcp" in args
+    """A server entry install wrote (whichever launcher, env and version wrote it)."""
+    env = entry.get("env") if isinstance(entry, dict) else None
+    return isinstance(env, dict) and MARK in env
 
 
 def _kind(value: Any, toml: bool = False) -> str:
@@ -138,9 +144,9 @@ class JSONServer(_JSONPart):
             raise AgentError(f"{self.path}: mcpServers is {_kind(servers)}, not an object; "
                              "nothing was changed")
         if NAME in servers and not _ours(servers[NAME]):
-            raise AgentError(f"{self.path} already has a server named {NAME!r} that does not run "
-                             f"`neuralmind mcp` ({json.dumps(servers[NAME])}); rename or remove "
-                             "it, then install again")
+            raise AgentError(f"{self.path} already has a server named {NAME!r} that `neuralmind "
+                             f"agent install` did not write ({json.dumps(servers[NAME])}); rename "
+                             "or remove it, then install again")
         servers[NAME] = self.entry
 
     def remove(self, doc: dict) -> bool:
@@ -268,11 +274,11 @@ AGENTS = ("claude-code", "cursor", "codex")
 def parts(agent: str, project: Path, pinned: bool) -> list:
     """What ``agent`` reads, for ``project`` (``pinned``: named with --project)."""
     if agent == "claude-code":  # Claude Code starts servers and hooks in the project
-        return [JSONServer(project / ".mcp.json", server_entry()),
+        return [JSONServer(project / ".mcp.json", marked(server_entry(), agent)),
                 ClaudeHook(project / ".claude" / "settings.json", hook_command())]
     if agent == "cursor":  # Cursor expands ${workspaceFolder}; its working directory varies
         return [JSONServer(project / ".cursor" / "mcp.json",
-                           server_entry("--project", "${workspaceFolder}"))]
+                           marked(server_entry("--project", "${workspaceFolder}"), agent))]
     codex_home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     if os.environ.get("CODEX_HOME") and os.path.lexists(codex_home) and \
             not os.path.isdir(codex_home):
@@ -348,7 +354,16 @@ def _edit(part, adding: bool) -> Edit:
         note = f"removed the {NAME} {part.label}"
         if part.empty(after) and not _backup(path).exists():
             after = None  # install created this file: it goes
-    return Edit(path, before, after, part.snippet(), note)
+    return Edit(path, before, after, part.snippet(), note, not _only_ours(part, before))
+
+
+def _only_ours(part, text: str | None) -> bool:
+    """Whether ``text`` holds nothing but what install wrote: a file install created, which
+    uninstall removes, so a second install (other settings) keeps no backup of it."""
+    if text is None:
+        return False
+    rest = part.unmerge(text)
+    return rest != text and part.empty(rest)
 
 
 def _load_json(path: Path, text: str | None) -> dict:
@@ -427,7 +442,7 @@ def _write(e: Edit, undo: list) -> str:
         undo.append(put_back)
         _prune(e.path.parent, undo)
         return f"{e.path}: {e.note}"
-    if e.before is not None and not backup.exists():
+    if e.before is not None and e.keep_original and not backup.exists():
         _step("write", backup, shutil.copy2, e.path, backup)
         undo.append(lambda: backup.unlink(missing_ok=True))
         extra = f" (the original is kept in {backup.name})"

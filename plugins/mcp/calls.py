@@ -56,12 +56,15 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
 def _path_problem(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
     """A path argument must name one thing: a non-empty string without ``/``."""
     hint = " (list_projects gives the ids)" if name == "project" else ""
+    what = "a project id" if name == "project" else "an id"
     value = args.get(name)
-    if name not in args or value == "":
+    if name not in args:
         return {"loc": [name], "msg": f"Field required{hint}", "type": "missing"}
     if not isinstance(value, str):
-        what = "a project id" if name == "project" else "an id"
         return {"loc": [name], "msg": f"must be {what} string{hint}", "type": "string_type"}
+    if not value:
+        return {"loc": [name], "msg": f"must be {what}, not an empty string{hint}",
+                "type": "string_too_short"}
     if "/" in value or value in (".", ".."):
         return {"loc": [name], "msg": "must be an id, not a path", "type": "value_error"}
     return None
@@ -104,7 +107,7 @@ def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | t
     last = None
     while True:
         step = _progress(job)
-        if step is not None and step != last:  # the finished job's too: a short build reports
+        if _reports(step, last, job["status"] not in RUNNING):
             last = step
             yield step
         if job["status"] not in RUNNING:
@@ -124,12 +127,25 @@ def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | t
 
 
 def _progress(job: dict[str, Any]) -> Progress | None:
+    """A build's work done of its work known: files parsed, then symbols embedded (the model
+    runs on after the last file is read, and is most of a first build)."""
     p = job.get("progress") or {}
-    total, done = p.get("files_total"), p.get("files_done", 0)
-    if not total:
+    files, parsed = p.get("files_total"), p.get("files_done", 0)
+    if not files:
         return None
-    embedded = p.get("chunks_embedded", 0)
-    return Progress(done, total, f"{done}/{total} files parsed, {embedded} symbols embedded")
+    to_embed, embedded = p.get("chunks_total", 0), p.get("chunks_embedded", 0)
+    return Progress(parsed + embedded, files + to_embed, f"{parsed}/{files} files parsed, "
+                    f"{embedded}/{to_embed} symbols embedded")
+
+
+def _reports(step: Progress | None, last: Progress | None, finished: bool) -> bool:
+    """Whether ``step`` is sent: MCP wants each notification's progress above the last, and
+    the total reached only when the work is (the symbols to embed are known as files are
+    parsed, so a running build can have done all the work known so far). A finished job's
+    step is sent too: a short build reports."""
+    if step is None or (last is not None and step.progress <= last.progress):
+        return False
+    return finished or step.progress < step.total
 
 
 def result(tool: Tool, data: dict[str, Any]) -> types.CallToolResult:

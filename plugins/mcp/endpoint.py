@@ -57,6 +57,16 @@ class MCPQuery(Model):
     project: str | None = Field(None, description="The project a tool acts on when the call "
                                 "names none (`neuralmind mcp` sets it from its directory)")
 
+    @field_validator("project")
+    @classmethod
+    def _an_id(cls, project: str | None) -> str | None:
+        """``?project=`` names no project: refused, rather than read as no default."""
+        if project == "":
+            raise PydanticCustomError("string_too_short", "must be a project id, not an empty "
+                                      "string: name one (list_projects gives the ids), or leave "
+                                      "project out of the URL")
+        return project
+
 
 class MCPResource:
     def __init__(self, kernel, state):

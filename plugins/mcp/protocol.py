@@ -9,6 +9,7 @@ found" and falls back to ``initialize``, as the SDK's clients do."""
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -118,6 +119,8 @@ class Connection:
     # -- methods ---------------------------------------------------------------------------
 
     def _initialize(self, params: types.InitializeRequestParams) -> types.InitializeResult:
+        if self.default_project is not None:
+            self._reachable(self.default_project)
         self.session_id = self.open_session(self.version, params.client_info.model_dump(
             mode="json", exclude_none=True))
         default = f"; without one they act on {self.default_project}" if self.default_project \
@@ -129,10 +132,23 @@ class Connection:
                                                   resources=types.ResourcesCapability()),
             instructions=INSTRUCTIONS.format(default=default))
 
+    def _reachable(self, project: str) -> None:
+        """The endpoint's ``?project=`` must be a project the caller reaches: else every call
+        naming none would fail, and the instructions would name a project that is not there.
+        Refused as a route's refusal is (-32600, the envelope in ``data``), before any session
+        is opened."""
+        answer = self.caller("get", "/v1/projects/" + urllib.parse.quote(project, safe=""))
+        if not answer.ok:
+            envelope = answer.error
+            raise ProtocolError(types.INVALID_REQUEST, f"{envelope['code']}: the project query "
+                                f"parameter of this endpoint's URL, {project!r}, is no project "
+                                "this token reaches (list_projects gives the ids)", envelope)
+
     def _ping(self, params) -> types.EmptyResult:
         return types.EmptyResult()
 
-    def _tools_list(self, params) -> types.ListToolsResult:
+    def _tools_list(self, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        _one_page(params)
         default = self.default_project is not None
         return types.ListToolsResult(tools=[types.Tool(
             name=t.spec.name, title=t.spec.title, description=t.spec.description,
@@ -154,7 +170,9 @@ class Connection:
     def _resources_list(self, params: types.PaginatedRequestParams | None):
         return self.documents.listing(self.caller, params.cursor if params else None)
 
-    def _resources_templates_list(self, params) -> types.ListResourceTemplatesResult:
+    def _resources_templates_list(self, params: types.PaginatedRequestParams | None
+                                  ) -> types.ListResourceTemplatesResult:
+        _one_page(params)
         return self.documents.templates()
 
     def _resources_read(self, params: types.ReadResourceRequestParams):
@@ -175,6 +193,14 @@ class Connection:
                     params=note.model_dump(by_alias=True, mode="json", exclude_none=True))
             else:
                 yield response(request_id, "tools/call", version, step)
+
+
+def _one_page(params: types.PaginatedRequestParams | None) -> None:
+    """A list given whole, in one page, gives no cursor: any cursor is refused, as
+    ``resources/list`` refuses one it did not give, rather than answered with the first page."""
+    if params is not None and params.cursor is not None:
+        raise ProtocolError(types.INVALID_PARAMS, "invalid cursor: this list has one page, "
+                            "and gives no cursor")
 
 
 def _last(outcome: Iterator[Any]) -> types.CallToolResult:

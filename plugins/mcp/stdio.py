@@ -6,7 +6,8 @@ request is left waiting for an answer. Each message goes to the daemon through
 ``neuralmind.client``, and every message of the answer — progress included, as it arrives —
 comes back. Tools, schemas, sessions and errors are therefore the daemon's, exactly as over
 HTTP; this module adds only the session and protocol-version headers an HTTP client keeps,
-and restarts a daemon that went away: once, however many calls were in flight.
+restarts a daemon that went away (once, however many calls were in flight), opens a new
+session when the daemon forgot this one, and ends its session when it leaves.
 
 While it serves, fd 0 reads /dev/null and fd 1 writes to stderr, so neither the daemon it
 starts nor a stray print reaches the agent's pipes: protocol messages go out on a private
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +35,9 @@ from plugins.mcp.protocol import DEFAULT_VERSION, response
 log = logging.getLogger("neuralmind.mcp")
 GRACE_S = 5.0  # how long answers in flight may still take once stdin has closed
 SURROGATE = "holds a lone surrogate (\\ud800-\\udfff), which is no character: send the text whole"
+NOT_UTF8 = "the body is not valid UTF-8 JSON"  # the kernel's invalid_json, as over HTTP
+HANDSHAKE = ("initialize", "notifications/initialized")
+END_TIMEOUT_S = 2.0  # how long ending the session may hold up the exit
 
 
 class Relay:
@@ -41,7 +46,9 @@ class Relay:
         self.nm, self.project, self.restart = nm, project, restart
         self.session_id: str | None = None
         self.version: str | None = None
+        self.handshake: dict[str, dict[str, Any]] = {}  # the agent's, replayed by _reopen
         self._restarting = threading.Lock()
+        self._reopening = threading.Lock()
 
     def read(self, line: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(the message in ``line`` to relay, or None; the answer to give here instead, or
@@ -56,6 +63,8 @@ class Relay:
         except messages.Invalid as ex:
             log.warning("not a JSON-RPC message: %s", ex.why)
             return None, error(ex.request_id, INVALID_REQUEST, f"Invalid Request: {ex.why}")
+        if (bad := _not_utf8(line)) is not None:
+            return None, self._not_utf8(data, bad)
         where = _lone_surrogate(data)
         if where is None:
             return data, None
@@ -72,10 +81,23 @@ class Relay:
         return None, error(data["id"], INVALID_PARAMS,
                            f"Invalid params: {'.'.join(map(str, where))} {SURROGATE}")
 
+    @staticmethod
+    def _not_utf8(data: dict[str, Any], why: str) -> dict[str, Any] | None:
+        """What the daemon answers a body that is not UTF-8 (its 400 ``invalid_json``, the
+        caller's -32600), rather than the line relayed with U+FFFD in place of its bytes."""
+        log.warning("%s: %s", NOT_UTF8, why)
+        if "id" not in data or "method" not in data:
+            return None  # a notification or a response: nothing to answer
+        envelope = {"code": "invalid_json", "message": NOT_UTF8, "status": 400,
+                    "request_id": None, "details": {"reason": why}}
+        return error(data["id"], INVALID_REQUEST, f"invalid_json (400): {NOT_UTF8}", envelope)
+
     def post(self, message: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         """Forward one message and ``emit`` each message of the answer."""
+        if message.get("method") in HANDSHAKE:
+            self.handshake[message["method"]] = message
         try:
-            answer = self._send(message)
+            answer = self._relay(message)
             for reply in answer.messages:
                 if message.get("method") == "initialize" and "result" in reply:
                     self.version = reply["result"].get("protocolVersion")
@@ -94,6 +116,48 @@ class Relay:
             self._fail(message, emit, INTERNAL_ERROR, f"NeuralMind is not reachable at "
                        f"{self.nm.url} ({ex}); start it with `neuralmind daemon start`")
 
+    def _relay(self, message: dict[str, Any]):
+        """Send ``message``; a session the daemon no longer knows (evicted as its actor's least
+        recently used, or expired) is replaced and the message sent again, once."""
+        stale = self.session_id
+        try:
+            return self._send(message)
+        except NeuralMindAPIError as ex:
+            if ex.code != "mcp_session_not_found" or stale is None:
+                raise
+            self._reopen(stale, ex)
+        return self._send(message)
+
+    def _reopen(self, stale: str, refused: NeuralMindAPIError) -> None:
+        """Open a new session in place of ``stale`` by replaying the agent's handshake, which
+        the agent cannot do itself: it initialized once, to this relay. One at a time; the
+        calls refused meanwhile use the session it opened. When the daemon will not open
+        one, ``refused`` stands."""
+        with self._reopening:
+            if self.session_id != stale:
+                return
+            log.warning("the daemon no longer knows session %s…; opening a new one", stale[:8])
+            replies = list(self._send(self.handshake["initialize"]).messages)
+            opened = next((r["result"] for r in replies if "result" in r), None)
+            if opened is None or self.session_id == stale:
+                raise refused
+            self.version = opened.get("protocolVersion")
+            if "notifications/initialized" in self.handshake:
+                list(self._send(self.handshake["notifications/initialized"]).messages)
+
+    def end(self) -> None:
+        """End the session, best effort: each agent window launches its own relay, and a
+        session left open counts against the actor's live sessions until it is evicted."""
+        if self.session_id is None:
+            return
+        headers = {"Mcp-Session-Id": self.session_id,
+                   **({"MCP-Protocol-Version": self.version} if self.version else {})}
+        try:
+            self.nm.request("DELETE", "/v1/mcp", headers=headers, timeout=END_TIMEOUT_S,
+                            idempotent=False)
+        except (NeuralMindError, OSError) as ex:
+            log.info("the session was not ended: %s", ex)
+
     def _send(self, message: dict[str, Any]):
         nm = self.nm
         try:
@@ -111,8 +175,9 @@ class Relay:
         return answer
 
     def _post(self, nm: NeuralMindClient, message: dict[str, Any]):
-        return nm.mcp(message, session_id=self.session_id, protocol_version=self.version,
-                      project=self.project)
+        opening = message.get("method") == "initialize"  # a new session: none named
+        return nm.mcp(message, session_id=None if opening else self.session_id,
+                      protocol_version=self.version, project=self.project)
 
     @staticmethod
     def _fail(message: dict[str, Any], emit, code: int, why: str, data: Any = None) -> None:
@@ -130,6 +195,16 @@ def _nothing_sent(ex: DaemonNotRunning) -> bool:
 def error(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     body = {"code": code, "message": message, **({"data": data} if data is not None else {})}
     return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+def _not_utf8(line: str) -> str | None:
+    """Where ``line`` (read with ``surrogateescape``) held a byte that is not UTF-8, or None."""
+    raw = line.encode("utf-8", "surrogateescape")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as ex:
+        return f"byte {ex.start} of the line is 0x{raw[ex.start]:02x}, which is not UTF-8"
+    return None
 
 
 def _lone_surrogate(value: Any, path: tuple = ()) -> tuple | None:
@@ -161,7 +236,8 @@ def _wire() -> Iterator[tuple[IO[str], IO[str]]]:
     os.close(null)
     os.dup2(2, 1)
     try:
-        yield (open(wire_in, encoding="utf-8", errors="replace", closefd=False),
+        # surrogateescape: a byte that is not UTF-8 is kept, for read() to refuse
+        yield (open(wire_in, encoding="utf-8", errors="surrogateescape", closefd=False),
                open(wire_out, "w", encoding="utf-8", closefd=False))
     finally:
         os.dup2(wire_in, 0)
@@ -169,8 +245,20 @@ def _wire() -> Iterator[tuple[IO[str], IO[str]]]:
 
 
 def serve(relay: Relay) -> None:
+    """Relay until stdin closes, or until SIGTERM; either way the session is ended."""
     import anyio
-    anyio.run(_serve, relay)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _die(relay, signum))
+    try:
+        anyio.run(_serve, relay)
+    finally:
+        relay.end()
+
+
+def _die(relay: Relay, signum: int) -> None:
+    """End the session, then die of the signal as its default action would."""
+    relay.end()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 async def _serve(relay: Relay) -> None:

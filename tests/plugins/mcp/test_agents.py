@@ -112,6 +112,31 @@ def test_what_install_cannot_merge_is_refused_untouched(home):
     assert mcp_json.read_text() == "{ not json" and not list(home.glob("*backup"))
 
 
+def test_an_entry_the_user_wrote_is_refused_and_never_removed(home, monkeypatch):
+    """A ``neuralmind`` server the user wrote, even one running ``neuralmind mcp``, is not
+    ours: install refuses it (as Codex's does) rather than rewrite it, and uninstall leaves it
+    as it is, with no backup beside it."""
+    monkeypatch.setenv("NEURALMIND_HOME", "/srv/nm")
+    theirs = {"mcpServers": {"neuralmind": {"command": "neuralmind", "args": ["mcp"]}}}
+    for agent, path in (("claude-code", home / ".mcp.json"),
+                        ("cursor", home / ".cursor" / "mcp.json")):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(theirs))
+        with pytest.raises(agents.AgentError, match=r"already has a server named 'neuralmind' "
+                           r"that `neuralmind agent install` did not write"):
+            agents.install(agent, home, False)
+        assert all("no neuralmind" in line for line in _uninstall(agent, home))
+        assert json.loads(path.read_text()) == theirs
+    assert not list(home.rglob("*backup"))
+    # ours is known by its mark whatever the shell's settings were when it was written
+    (home / ".mcp.json").unlink()
+    _install("claude-code", home)
+    monkeypatch.delenv("NEURALMIND_HOME")
+    assert _install("claude-code", home)[0].endswith("added the neuralmind server")
+    _uninstall("claude-code", home)
+    assert not (home / ".mcp.json").exists()
+
+
 def _cli(*args, cwd, home_dir):
     env = {**os.environ, "HOME": str(home_dir), "PYTHONPATH": pythonpath()}
     env.pop("CODEX_HOME", None)

@@ -58,6 +58,35 @@ def test_sessions_are_checked_and_ended(local, team):
     assert stolen.status_code == 404 and stolen.json["error"]["code"] == "mcp_session_not_found"
 
 
+def test_the_endpoint_s_project_must_be_one_the_token_reaches(local, team):
+    """``?project=`` is every call's default and the instructions name it: a project that is
+    not there is refused at initialize, with no session opened; an empty one, at once."""
+    app = local.as_(local.token)
+    refused = app.post(jsonrpc("initialize", INIT), query="project=p_000000000000")
+    assert refused.status_code == 200 and "mcp-session-id" not in refused.headers
+    error = refused.json["error"]
+    assert error["code"] == -32600 and error["data"]["code"] == "project_not_found"
+    assert error["message"] == ("project_not_found: the project query parameter of this "
+                                "endpoint's URL, 'p_000000000000', is no project this token "
+                                "reaches (list_projects gives the ids)")
+    known = app.post(jsonrpc("initialize", INIT), query=f"project={local.project}").json
+    assert known["result"]["instructions"].endswith(f"without one they act on {local.project}.")
+    hidden = team.as_(team.only_a["reader"]).post(jsonrpc("initialize", INIT), query="project=b")
+    assert hidden.json["error"]["data"]["code"] == "project_not_found"
+    empty = app.post(jsonrpc("ping"), query="project=")
+    assert empty.status_code == 422
+    assert empty.json["error"]["details"]["errors"][0]["msg"] == (
+        "must be a project id, not an empty string: name one (list_projects gives the ids), or "
+        "leave project out of the URL")
+
+
+def test_lists_of_one_page_refuse_a_cursor_as_resources_list_does(local):
+    for method in ("tools/list", "resources/templates/list", "resources/list"):
+        error = local.rpc(method, {"cursor": "zzz"})["error"]
+        assert error["code"] == -32602 and error["message"].startswith("invalid cursor"), method
+    assert "tools" in local.rpc("tools/list", {})["result"]
+
+
 def test_unknown_protocol_versions_are_refused_so_a_2026_probe_falls_back(local):
     app = local.as_(local.token)
     probe = app.post(jsonrpc("server/discover", {}), **{"MCP-Protocol-Version": "2026-07-28"})
@@ -156,13 +185,44 @@ def test_build_progress_is_streamed_as_server_sent_events(local):
     *progress, last = events
     assert progress and all(e["method"] == "notifications/progress" for e in progress)
     assert all(e["params"]["progressToken"] == "b1" for e in progress)
-    assert progress[0]["params"]["total"] == 2
+    assert "/2 files parsed" in progress[0]["params"]["message"]
     assert last["id"] == 7 and last["result"]["structuredContent"]["status"] == "done"
     # without SSE in Accept the same call answers JSON, the progress dropped
     plain = app.post(jsonrpc("tools/call", {"name": "build_index", "arguments": {
         "project": local.project}, "_meta": {"progressToken": "b2"}}), Accept="application/json")
     assert plain.headers["content-type"].startswith("application/json")
     assert plain.json["result"]["structuredContent"]["status"] == "done"
+
+
+def test_build_progress_only_increases_and_reaches_its_total_when_done(tmp_path):
+    """MCP: each notification's progress above the last. The model embeds on after the last
+    file is parsed, so files alone would sit at their total (a build looking finished) and
+    repeat it: the embedding is counted, and only the finished job reaches the total."""
+    from tests.plugins.mcp.conftest import App, _kernel
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for i in range(40):
+        (repo / f"m{i}.py").write_text("".join(
+            f'def f{i}_{j}(x):\n    """Step {j} of module {i}: turn x into {j}."""\n'
+            f"    return x + {j}\n\n" for j in range(15)))
+    kernel = _kernel(tmp_path / "home")
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        pid = app.v1("POST", "/v1/projects", json={"path": str(repo)}).json["id"]
+        r = app.post(jsonrpc("tools/call", {"name": "build_index", "arguments": {"project": pid},
+                                            "_meta": {"progressToken": "p"}}),
+                     Accept="application/json, text/event-stream")
+        events = [json.loads(b.split("data: ", 1)[1]) for b in r.text.split("\n\n") if b]
+        *notes, last = events
+        assert last["result"]["structuredContent"]["status"] == "done"
+        steps = [(n["params"]["progress"], n["params"]["total"]) for n in notes]
+        assert len(steps) > 1, steps
+        assert all(a[0] < b[0] for a, b in zip(steps, steps[1:])), steps
+        assert all(p < total for p, total in steps[:-1]), steps
+        assert steps[-1][0] == steps[-1][1] == 40 + last["result"]["structuredContent"][
+            "result"]["chunks_embedded"]
+    finally:
+        kernel.shutdown()
 
 
 ARGUMENT = st.one_of(st.none(), st.booleans(), st.integers(-5, 10 ** 6), st.text(max_size=40),

@@ -98,6 +98,21 @@ def test_a_project_of_the_wrong_type_is_refused_never_replaced_by_the_default(lo
     assert number["content"][0]["text"].endswith("memory_id: must be an id string")
 
 
+def test_an_empty_id_is_refused_as_empty_not_as_missing(local):
+    """``""`` is a string, and present: "Field required" would send a model looking for an
+    argument it did send. Nor is it the default project's stand-in."""
+    refused = local.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"title": "t", "rationale": "r", "project": ""}}},
+        query=f"project={local.project}").json["result"]
+    assert refused["isError"] and refused["content"][0]["text"] == (
+        "validation_error (422): the request did not validate — project: must be a project id, "
+        "not an empty string (list_projects gives the ids)")
+    empty = local.call("get_memory", project=local.project, memory_id="")
+    assert empty["content"][0]["text"].endswith("— memory_id: must be an id, not an empty string")
+    assert local.call("get_memory", project=local.project)["content"][0]["text"].endswith(
+        "— memory_id: Field required")
+
+
 def test_an_argument_of_another_json_type_or_none_the_tool_takes_is_refused(local):
     """A GET route reads its arguments from a query string, where "5" and 5 look alike: each
     is checked as JSON first, so ``limit: "5"`` is refused as ``search_code``'s ``n: "5"`` is."""
@@ -304,6 +319,35 @@ def test_resources_list_what_can_be_read(tmp_path):
         assert sorted(line.split("  ", 2)[2:] for line in listing) == [
             [], ["(its directory is gone: restore it, or `neuralmind project remove` it)"],
             ["(no index yet)"]]
+    finally:
+        kernel.shutdown()
+
+
+def test_a_project_whose_state_outlives_its_directory_is_listed_and_read(tmp_path):
+    """With ``[kernel] state_dir`` a project's index and memories live outside its directory:
+    when the directory goes they stay, readable, so the project is listed as ever."""
+    import shutil
+
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    from tests.plugins.mcp.conftest import PLUGINS, App, repo_with_code
+    from tests.support import SharedModel
+    settings = load_settings(None, kernel={"home": str(tmp_path / "home"), "plugins": PLUGINS,
+                                           "state_dir": str(tmp_path / "state")},
+                             embeddings={"warm": False})
+    kernel = Kernel(settings, load_entrypoints=False, extra_plugins=[SharedModel()])
+    try:
+        app = App(kernel, (kernel.home / "token").read_text().strip())
+        pid = app.v1("POST", "/v1/projects", json={
+            "path": str(repo_with_code(tmp_path / "moved"))}).json["id"]
+        mid = app.call("remember", project=pid, title="Kept", rationale="r")[
+            "structuredContent"]["id"]
+        assert not app.call("build_index", project=pid)["isError"]
+        shutil.rmtree(tmp_path / "moved")
+        uris = [r["uri"] for r in app.rpc("resources/list")["result"]["resources"]]
+        assert uris == [f"neuralmind://projects/{pid}/wakeup",
+                        f"neuralmind://projects/{pid}/memories/{mid}"]
+        assert all("result" in app.rpc("resources/read", {"uri": uri}) for uri in uris)
     finally:
         kernel.shutdown()
 

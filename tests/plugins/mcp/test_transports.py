@@ -5,10 +5,13 @@ team server where roles and project isolation must hold."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
 import tomllib
+import urllib.error
+import urllib.request
 
 import anyio
 import pytest
@@ -16,7 +19,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from mcp.types import Implementation
+
 from plugins.auth.tokens import TokenFile
+from plugins.mcp.sessions import MAX_LIVE
 from plugins.mcp.tools import SPECS
 from tests.client.conftest import Daemon, git_repo
 from tests.plugins.auth.helpers import server_config
@@ -38,9 +44,10 @@ def daemon(tmp_path_factory):
     d.stop()
 
 
-def run(session_body, params: StdioServerParameters):
+def run(session_body, params: StdioServerParameters, **session_options):
     async def main():
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        async with stdio_client(params) as (read, write), \
+                ClientSession(read, write, **session_options) as session:
             await session.initialize()
             return await session_body(session)
     return anyio.run(main)
@@ -88,7 +95,7 @@ def test_stdio_starts_the_daemon_finds_the_project_and_calls_every_tool(daemon):
         cwd=str(daemon.repo)))
     assert daemon.info["pid"]  # started by the stdio command, found through its discovery file
     assert set(seen["tools"]) == {s.name for s in SPECS}
-    assert seen["build"]["status"] == "done" and progress[-1][1] == 2
+    assert seen["build"]["status"] == "done" and progress[-1][2].startswith("2/2 files parsed")
     *fine, (_, refused) = seen["calls"]
     calls = dict(fine)
     assert not any(c.is_error for c in calls.values()), [c.content[0].text for c in calls.values()
@@ -136,7 +143,7 @@ def test_streamable_http_on_the_daemon(daemon):
     tools, built, made, nope, listed = http(f"{daemon.url}/v1/mcp", daemon.token, body)
     assert {t.name for t in tools} == {s.name for s in SPECS}
     assert built.structured_content["status"] == "done"
-    assert progress and progress[0][1] == 2
+    assert progress and "/2 files parsed" in progress[0][2]
     assert project.memories.get(made.structured_content["id"]).title == "Over HTTP"
     assert nope.is_error and nope.content[0].text.startswith("project_not_found (404)")
     mid = made.structured_content["id"]
@@ -227,6 +234,98 @@ def test_stdio_outlives_a_daemon_restart(daemon):
     assert all(not a.is_error and a.structured_content == before.structured_content
                for a in after), [a.content[0].text for a in after if a.is_error]
     assert daemon.client().health()["status"] == "ok"
+
+
+def _sessions_of(daemon, client: str) -> list:
+    """When each session a client of that name opened ended (None: live), oldest first."""
+    conn = sqlite3.connect(daemon.home / "mcp.db")
+    try:
+        return [row[0] for row in conn.execute(
+            "SELECT ended_at FROM sessions WHERE json_extract(client, '$.name') = ? "
+            "ORDER BY created_at", (client,))]
+    finally:
+        conn.close()
+
+
+def test_stdio_opens_a_new_session_when_the_daemon_forgot_its_own(daemon):
+    """The relay's session is evicted (its actor opened 100 newer ones: other agents'
+    windows): the relay, which owns the session, replays the agent's handshake and sends the
+    call again; the agent, which initialized once, sees nothing. Leaving (stdin closed), the
+    relay ends its session."""
+    daemon.start()
+    initialize = jsonrpc_initialize("another-window")
+
+    async def body(s: ClientSession):
+        before = await s.call_tool("list_projects", {})
+        assert _sessions_of(daemon, "evicted-agent") == [None]
+        nm = daemon.client()
+        for _ in range(MAX_LIVE):
+            list(nm.mcp(initialize).messages)
+        assert _sessions_of(daemon, "evicted-agent") == []  # forgotten by the daemon
+        after = [await s.call_tool("list_projects", {}), await s.call_tool("list_projects", {})]
+        await s.send_ping()
+        return before, after
+
+    before, after = run(body, StdioServerParameters(
+        command=sys.executable, args=["-m", "neuralmind.cli", "mcp"], env=daemon.env,
+        cwd=str(daemon.repo)), client_info=Implementation(name="evicted-agent", version="1"))
+    assert all(not a.is_error and a.structured_content == before.structured_content
+               for a in after), [a.content[0].text for a in after if a.is_error]
+    ended = _sessions_of(daemon, "evicted-agent")
+    assert len(ended) == 1 and ended[0] is not None  # one session opened again, then ended
+
+
+def test_stdio_ends_its_session_when_stopped(daemon):
+    """SIGTERM (what an agent sends a server that does not leave): the session ends first."""
+    daemon.start()
+    relay = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "mcp"], cwd=daemon.repo,
+                             env=daemon.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        relay.stdin.write(json.dumps(jsonrpc_initialize("stopped-agent")) + "\n")
+        relay.stdin.flush()
+        assert "result" in json.loads(relay.stdout.readline())
+        assert _sessions_of(daemon, "stopped-agent") == [None]
+        relay.terminate()
+        assert relay.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        relay.kill()
+        relay.communicate()
+    assert _sessions_of(daemon, "stopped-agent")[0] is not None
+
+
+def test_stdio_refuses_a_line_that_is_not_utf8_as_http_refuses_the_body(daemon):
+    """Bytes that are not UTF-8 (a Latin-1 é) are no JSON text: over HTTP a 400 invalid_json,
+    so over stdio that refusal's -32600, never the line stored with U+FFFD in their place."""
+    daemon.start()
+    remember = (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember",'
+                b'"arguments":{"title":"caf\xe9","rationale":"latin-1"}}}')
+    over_http = urllib.request.Request(
+        f"{daemon.url}/v1/mcp", data=remember, method="POST", headers={
+            "Authorization": f"Bearer {daemon.token}", "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(over_http, timeout=30)
+    envelope = json.loads(http_error.value.read())["error"]
+    lines = [json.dumps(jsonrpc_initialize("t")).encode(), remember,
+             b'{"jsonrpc":"2.0","method":"notifications/x","params":{"t":"\xff"}}',
+             b'{"jsonrpc":"2.0","id":3,"method":"ping"}']
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "mcp"], cwd=daemon.repo,
+                          input=b"\n".join(lines) + b"\n", env=daemon.env, capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    by_id = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    assert set(by_id) == {1, 2, 3}
+    refused = by_id[2]["error"]
+    assert (refused["code"], refused["message"]) == (
+        -32600, f"{envelope['code']} ({envelope['status']}): {envelope['message']}")
+    assert refused["data"]["details"] == {
+        "reason": f"byte {remember.index(0xe9)} of the line is 0xe9, which is not UTF-8"}
+
+
+def jsonrpc_initialize(client: str) -> dict:
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": client, "version": "1"}}}
 
 
 @pytest.fixture(scope="module")
