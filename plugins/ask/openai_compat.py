@@ -128,6 +128,10 @@ class OpenAICompatible:
                                 "completion") from None
 
     def _deltas(self, resp, deadline: float) -> Iterator[str]:
+        """The text of each chunk. A stream ends with ``data: [DONE]`` or a chunk's
+        ``finish_reason``: one that stops before either (the connection closed, a chunked
+        body cut off) broke off midway, and half an answer must not read as a whole one."""
+        finished = False
         for raw in resp:
             if time.monotonic() > deadline:
                 raise self._timeout()
@@ -149,3 +153,7 @@ class OpenAICompatible:
                 text = (choice.get("delta") or {}).get("content")
                 if text:
                     yield text
+                finished = finished or bool(choice.get("finish_reason"))
+        if not finished:
+            raise ProviderError(f"the provider at {self.where} broke off: its stream ended "
+                                "before the answer did")

@@ -14,14 +14,16 @@ from plugins.ask.models import AskIn, AskOut, AskSource
 from plugins.ask.providers import pieces
 from plugins.ask.sources import gather
 
-CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+# a run of markers not glued to what precedes it: ``argv[2]`` or ``rows()[1]`` index code
+CITATIONS = re.compile(r"(?<![\w)\]])((?:\[\d+(?:\s*,\s*\d+)*\])+)")
 
 
 def cited(answer: str, count: int) -> list[int]:
-    """The source numbers ``answer`` cites (``[2]``, ``[1][3]``, ``[1, 3]``), first use first."""
+    """The source numbers ``answer`` cites (``[2]``, ``[1][3]``, ``[1, 3]``), first use first;
+    an index in quoted code (``sys.argv[2]``) is none."""
     found: dict[int, None] = {}
-    for group in CITATION.findall(answer):
-        for n in map(int, group.split(",")):
+    for run in CITATIONS.findall(answer):
+        for n in map(int, re.findall(r"\d+", run)):
             if 1 <= n <= count:
                 found[n] = None
     return list(found)

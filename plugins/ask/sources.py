@@ -45,7 +45,8 @@ def _memories(caller, project_id, question, budget, notices) -> list[dict[str, A
         notices.append(f"memories: {answer.data['notice']}")
     out, spent = [], 0
     for record in answer.data["results"]:
-        text = _cut(record["rationale"], min(MEMORY_MAX_TOKENS, budget - spent))
+        text = _cut(record["rationale"], min(MEMORY_MAX_TOKENS, budget - spent
+                                             - estimate_tokens(record["title"])))
         if not text:
             break
         spent += estimate_tokens(record["title"]) + estimate_tokens(text)
@@ -63,10 +64,18 @@ def _code(caller, project_id, question, budget, notices) -> list[dict[str, Any]]
         return []
     hits = (answer.data.get("trace") or {}).get("hits") or []
     snippets = _snippets(answer.data["context"], hits)
-    return [{"kind": "code", "cite": f"{h['source_file']}:{h['line']}", "title": h["label"],
-             "text": snippets.get(i, ""), "score": h["score"], "path": h["source_file"],
-             "line": h["line"], "file_type": h.get("file_type")}
-            for i, h in enumerate(hits) if i in snippets]
+    out, spent = [], 0  # the query's floor may exceed this share: the snippets keep to it
+    for i, h in enumerate(hits):
+        text = _cut(snippets[i], budget - spent - estimate_tokens(h["label"])) \
+            if i in snippets else ""
+        if not text:
+            continue
+        spent += estimate_tokens(h["label"]) + estimate_tokens(text)
+        out.append({"kind": "code", "cite": f"{h['source_file']}:{h['line']}",
+                    "title": h["label"], "text": text, "score": h["score"],
+                    "path": h["source_file"], "line": h["line"],
+                    "file_type": h.get("file_type")})
+    return out
 
 
 def _snippets(context: str, hits: list[dict[str, Any]]) -> dict[int, str]:

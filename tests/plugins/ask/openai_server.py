@@ -4,7 +4,8 @@ LLM provider (something outside us): it answers by the model name it is asked fo
 - ``echo``: a fixed answer citing [1], streamed as three chunks when ``stream`` is true;
 - ``slow``: waits ``SLOW_S`` before answering anything;
 - ``broken``: 500 with an OpenAI-style error body;
-- ``midway``: streams one chunk, then an error chunk.
+- ``midway``: streams one chunk, then an error chunk;
+- ``cut``: streams one chunk, then closes the connection (no ``[DONE]``, no finish).
 
 Every request is kept (path, headers, body) for the test to read."""
 
@@ -42,12 +43,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
         self.end_headers()
-        pieces = ANSWER[:1] if model == "midway" else ANSWER
+        pieces = ANSWER[:1] if model in ("midway", "cut") else ANSWER
         for piece in pieces:
             self._event({"choices": [{"index": 0, "delta": {"content": piece}}]})
         if model == "midway":
             self._event({"error": {"message": "context length exceeded"}})
-        else:
+        elif model != "cut":
             self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
         self.close_connection = True

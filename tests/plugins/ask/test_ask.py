@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel.config import ConfigError
+from neuralmind import estimate_tokens
+from plugins.ask.resources import cited
 from tests.plugins.ask.conftest import MEMORIES, shop, stock
 from tests.plugins.ask.openai_server import ANSWER
 from tests.plugins.auth.helpers import create_token, events, server_config
@@ -43,6 +45,42 @@ def test_extractive_answer_cites_the_memory_that_answers(local, llm):
     assert "Readers never block writers" in out["answer"]
     assert [s["n"] for s in out["sources"]] == list(range(1, len(out["sources"]) + 1))
     assert llm.seen == []  # nothing configured: nothing sent anywhere
+
+
+def test_an_index_in_quoted_code_is_no_citation(local):
+    """"reads sys.argv[2] as the CSV path [1]" cited [2, 1]: a source nothing came from was
+    marked cited, and listed first."""
+    made = local.post(f"/v1/projects/{local.pid}/memories", {
+        "title": "The import script takes the CSV path second",
+        "rationale": "The import script reads sys.argv[2] as the CSV path. The first argument "
+                     "names the tenant."}).json
+    out = ask(local, local.pid, "which argument does the import script read as the CSV path?",
+              sources=["memories"]).json
+    source = next(s for s in out["sources"] if s.get("memory_id") == made["id"])
+    assert "sys.argv[2]" in out["answer"] and out["cited"] == [source["n"]]
+    local.delete(f"/v1/projects/{local.pid}/memories/{made['id']}")
+    assert cited("a [1][3], b [2, 1]; x[0], f()[3], ([2])", 3) == [1, 3, 2]
+
+
+def test_the_smallest_budget_holds_every_source_asked_for(tmp_path):
+    """At 256 with both kinds, the code half (128) went up to the query route's floor (256):
+    341 tokens of sources for a budget of 256."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for i in range(4):
+        (repo / f"refunds_{i}.py").write_text(f'def refund_{i}(order):\n    """Refund rule {i}: '
+                                              + "the card that paid gets the money back. " * 12
+                                              + '"""\n    return order.total\n')
+    with LocalServer(tmp_path / "home", plugins=["auth", "memory", "index", "ask"]) as server:
+        pid = server.register(repo)
+        for i in range(6):
+            server.post(f"/v1/projects/{pid}/memories", {
+                "title": f"Refund rule {i}", "rationale": "Refunds go back to the card. " * 30})
+        assert server.post(f"/v1/projects/{pid}/build", {"wait": True}).status == 200
+        out = ask(server, pid, "how are refunds paid back?", context_budget=256).json
+    assert {s["kind"] for s in out["sources"]} == {"memory", "code"}
+    assert sum(estimate_tokens(s["title"]) + estimate_tokens(s["text"])
+               for s in out["sources"]) <= 256
 
 
 def test_extractive_answer_cites_code_by_file_and_line(local):
@@ -181,6 +219,17 @@ def test_provider_failing_midway_ends_the_stream_with_an_error_event(provider, l
     assert [k for k, _ in stream] == ["sources", "delta", "error"]
     error = stream[-1][1]["error"]
     assert error["code"] == "provider_error" and "context length exceeded" in error["message"]
+
+
+def test_a_stream_cut_off_midway_is_an_error_never_a_finished_answer(provider, llm):
+    """The connection closed after the first words: the answer so far came back as `done`,
+    and was recorded as answered."""
+    server = provider(llm, "cut")
+    stream = sse(ask(server, server.pid, "why WAL?", stream=True).body)
+    assert [k for k, _ in stream] == ["sources", "delta", "error"]
+    error = stream[-1][1]["error"]
+    assert error["code"] == "provider_error" and "stream ended before the answer" in error["message"]
+    assert events(server.home, "ask.answered") == []
 
 
 def test_unreachable_provider_is_a_502(tmp_path):
