@@ -103,9 +103,11 @@ def job_summary(job: Job) -> str:
     seconds = r.get("duration_ms", 0) / 1000
     skipped = r.get("skipped") or {}
     why = ", ".join(f"{n} {reason}" for reason, n in skipped.items())
-    ingested = r.get("files", 0) - r.get("files_total", r.get("files", 0))
+    # files_total: the repository's files indexed and skipped; files: those indexed, ingested too
+    repository = r.get("files_total", r.get("files", 0)) - r.get("files_skipped", 0)
+    ingested = r.get("files", 0) - repository
     return (f"indexed {r.get('files')} files"
-            + (f" (the repository's {r['files_total']}, {ingested} ingested documents)"
+            + (f" (the repository's {repository}, {ingested} ingested documents)"
                if ingested > 0 else "")
             + f", {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "

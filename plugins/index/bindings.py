@@ -23,14 +23,18 @@ def _string(node) -> str | None:
 
 
 def javascript(node) -> Iterator[Binding]:
-    """``import …`` and ``export … from`` statements (JS and TS)."""
+    """``import …`` and ``export … from`` statements (JS and TS): what each binds (a
+    re-export binds its names for the modules that import this one)."""
     source = node.child_by_field_name("source")
     spec = _text(source).strip("\"'`") if source is not None else _string(node)
     if not spec:
         return
+    if node.type == "export_statement":
+        yield from _reexports(node, spec)
+        return
     clause = next((c for c in node.named_children if c.type == "import_clause"), None)
     if clause is None:
-        yield spec, ""  # a side-effect import or a re-export
+        yield spec, ""  # a side-effect import
         return
     for part in clause.named_children:
         if part.type == "identifier":  # the default export
@@ -43,6 +47,29 @@ def javascript(node) -> Iterator[Binding]:
                     name = _text(item.child_by_field_name("name"))
                     alias = item.child_by_field_name("alias")
                     yield f"{spec}#{name}", _text(alias) if alias is not None else name
+
+
+def _reexports(node, spec: str) -> Iterator[Binding]:
+    """``export {a as b} from "m"`` binds ``b`` to ``m#a`` (``default``: the module, as a
+    default import does), ``export * as ns from "m"`` binds ``ns`` to ``m``, ``export * from
+    "m"`` is a wildcard: a module importing from this one finds them as its own names."""
+    found = False
+    for child in node.named_children:
+        if child.type == "export_clause":
+            for item in child.named_children:
+                if item.type != "export_specifier":
+                    continue
+                name = item.child_by_field_name("name")
+                alias = item.child_by_field_name("alias")
+                name_text = _text(name) if name is not None else "default"
+                bound = _text(alias) if alias is not None else name_text
+                found = True
+                yield (spec if name_text == "default" else f"{spec}#{name_text}"), bound
+        elif child.type == "namespace_export":
+            found = True
+            yield spec, _text(child.named_children[-1])
+    if not found:
+        yield (f"{spec}#*", "*") if any(c.type == "*" for c in node.children) else (spec, "")
 
 
 def require(declarator) -> Iterator[Binding]:

@@ -46,6 +46,26 @@ def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
     return named
 
 
+def walk_named(root: str, rules: RuleSet, check=lambda: None,
+               skipped: Counter | None = None) -> list[FileEntry]:
+    """The files a build considers: the walk's (:func:`walker.walk`, which counts the files
+    over the size cap in ``skipped``) whose names are UTF-8 (the others counted too).
+    ``validate`` compares the disk with the index through this and :func:`read_project_file`,
+    so it leaves out exactly what a build leaves out."""
+    walked = walk(root, rules, check, skipped)
+    entries = utf8_named(walked)
+    if skipped is not None:
+        skipped[BAD_NAME] += len(walked) - len(entries)
+    return entries
+
+
+def read_project_file(root: str, rel: str) -> tuple[bytes, str] | str | None:
+    """:func:`read_text` of a project file, None when it is gone or a symlink on its way
+    leads out of the project since the walk (:func:`walker.contained`)."""
+    path = contained(root, rel)
+    return read_text(path) if path else None
+
+
 def read_text(path: str) -> tuple[bytes, str] | str | None:
     """The file's bytes and text; else why it is not indexed (:data:`NOT_TEXT`,
     :data:`MINIFIED`), or None when it cannot be read (gone since the walk)."""
@@ -84,8 +104,10 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
              texts: dict[str, str], parsed: chunker.Parsed | None = None) -> FileRow:
     """A parsed file as rows (``parsed``: already parsed, an ingested document); its embed
     texts are added to ``texts`` by hash."""
+    # an ingested document is prose whatever its name: the name rules are for project files
+    named = "" if parsed else entry.path
     parsed = parsed or chunker.parse(entry.path, text)
-    file_type = chunker.file_type_of(parsed.language)
+    file_type = chunker.file_type_of(parsed.language, named)
     rows, seen = [], {}
     for node in parsed.nodes:
         key = f"{entry.path}\0{node.kind}\0{node.qualname}"
@@ -111,16 +133,19 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
                    rows, edges)
 
 
-def reindex_reason(full: bool, stamp: str | None) -> str:
+def reindex_reason(full: bool, stamp: str | None, parse: str | None = str(chunker.PARSE)
+                   ) -> str:
     """Why a build re-parsed files whose content did not change: ``full`` (asked for),
     ``settings`` (the index was made with another ``[index]`` embed_mode, embed_chars or
     test_embed_chars) or ``layout`` (another NeuralMind made it: its stamp — ``LAYOUT:mode:
     chars:test_chars`` today — is of another revision or form, or missing, as releases before
-    the stamp left it)."""
+    the stamp left it; or its ``parse`` stamp is not :data:`chunker.PARSE`: edges or file
+    types are read otherwise now)."""
     if full:
         return "full"
     parts = (stamp or "").split(":")
-    return "settings" if len(parts) == 4 and parts[0] == str(chunker.LAYOUT) else "layout"
+    same = len(parts) == 4 and parts[0] == str(chunker.LAYOUT) and parse == str(chunker.PARSE)
+    return "settings" if same else "layout"
 
 
 class Build:
@@ -137,18 +162,25 @@ class Build:
         root = str(self.project.path)
         skipped: Counter = Counter()
         if paths is None:
-            walked, gone = walk(root, self.rules, self.check, skipped), None
+            entries, gone = walk_named(root, self.rules, self.check, skipped), None
         else:
             walked, gone = select(root, self.rules, paths)
-        entries = utf8_named(walked)
-        skipped[BAD_NAME] += len(walked) - len(entries)
+            entries = utf8_named(walked)
+            skipped[BAD_NAME] += len(walked) - len(entries)
+        # every file the walk found counts in files_total, skipped or not (over the size cap,
+        # a name not UTF-8 — left out before they are read — binary, minified): files_total =
+        # the project's files indexed + files_skipped, whatever the reason
+        unread = skipped.total()
         known = self.store.file_states()
         layout = (f"{chunker.LAYOUT}:{self.settings.embed_mode}:{self.settings.embed_chars}:"
                   f"{self.settings.test_embed_chars}")
         stamp = self.store.meta().get("embed_text")
-        # vectors of another text layout: re-parse everything (texts unchanged keep theirs)
-        reparse = full or (paths is None and stamp != layout)
-        self.progress(files_total=len(entries), files_done=0, chunks_embedded=0, chunks_total=0)
+        parse = self.store.meta().get("parse", "1")
+        # vectors of another text layout, edges of another parser: re-parse everything (texts
+        # unchanged keep their vectors)
+        reparse = full or (paths is None and (stamp != layout or parse != str(chunker.PARSE)))
+        self.progress(files_total=len(entries) + unread, files_done=unread, chunks_embedded=0,
+                      chunks_total=0)
         changed: list[FileRow] = []
         touched, seen, texts = [], set(), {}
         reindexed = 0  # files re-parsed only because of ``reparse``: their content is the same
@@ -156,13 +188,12 @@ class Build:
             for done, entry in enumerate(entries, start=1):
                 if done % 100 == 0:
                     self.check()
-                    self.progress(files_done=done)
+                    self.progress(files_done=unread + done)
                 old = known.get(entry.path)
                 if not reparse and old and old[:2] == (entry.size, entry.mtime_ns):
                     seen.add(entry.path)
                     continue
-                path = contained(root, entry.path)
-                content = read_text(path) if path else None
+                content = read_project_file(root, entry.path)
                 if not isinstance(content, tuple):
                     if content:  # why it is not indexed
                         skipped[content] += 1
@@ -179,7 +210,7 @@ class Build:
                 if len(texts) >= self.settings.embed_batch:
                     embedding.submit(texts)
                     texts = {}
-            self.progress(files_done=len(entries))
+            self.progress(files_done=len(entries) + unread)
             if gone is None:
                 deleted = [p for p in known if p not in seen]
             else:
@@ -189,7 +220,7 @@ class Build:
         head = gitinfo.head(self.project.path) or None
         meta = {"built_at": now_iso(), "built_head": head or "", "token_counter": TOKEN_COUNTER}
         if paths is None:
-            meta["embed_text"] = layout
+            meta["embed_text"], meta["parse"] = layout, str(chunker.PARSE)
         if model_id:
             meta["model_id"] = model_id
         names = None if full else {n["name"] for f in changed for n in f.nodes}
@@ -205,9 +236,9 @@ class Build:
         stats = self.store.stats()
         per = stats["languages"].values()
         return {
-            "files_total": len(entries), "files_changed": len(changed) - reindexed,
+            "files_total": len(entries) + unread, "files_changed": len(changed) - reindexed,
             "files_reindexed": reindexed,
-            "reindex_reason": reindex_reason(full, stamp) if reindexed else None,
+            "reindex_reason": reindex_reason(full, stamp, parse) if reindexed else None,
             "files_deleted": len(deleted), "files_skipped": skipped.total(),
             "skipped": {why: n for why, n in skipped.items() if n},
             "files": sum(v["files"] for v in per), "nodes": sum(v["nodes"] for v in per),

@@ -26,10 +26,18 @@ LANGUAGES = {
 }
 DOCS = {"markdown", "rst", "text"}
 CONFIG = {"json", "yaml", "toml", "ini", "xml"}
+# text files that are settings, not prose, whatever their extension: a lock file (`uv.lock`,
+# `Cargo.lock`, `yarn.lock`, `poetry.lock`, `Gemfile.lock`, `go.sum`) and a dot-file
+# (`.gitignore`, `.editorconfig`, `.npmrc`, `.env.example`); a question about the docs never
+# wants them (`package-lock.json` or `pnpm-lock.yaml` are `config` by their extension already)
+LOCK_FILES = ("go.sum",)
 TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$"
                        r"|(^|/)conftest\.py$|\.(test|spec)\.[cm]?[jt]sx?$")
 # embed_text's revision: a change to what it makes of the same node re-parses every index
 LAYOUT = 2
+# the parse's revision (its edges, the file types): a change re-parses every index at its
+# next build too, whose texts keep their vectors (1: indexes that hold no such stamp)
+PARSE = 2
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
@@ -98,9 +106,14 @@ def language_of(path: str) -> str:
     return LANGUAGES.get(os.path.splitext(name)[1], "text")
 
 
-def file_type_of(language: str) -> str:
+def file_type_of(language: str, path: str = "") -> str:
+    """``code``, ``docs`` or ``config`` by the language, except that a lock file (``*.lock``,
+    ``go.sum``) or a dot-file (``.gitignore``) the language would call ``docs`` is ``config``:
+    settings, not prose."""
     if language in DOCS:
-        return "docs"
+        name = os.path.basename(path).lower()
+        settings = name.startswith(".") or name.endswith(".lock") or name in LOCK_FILES
+        return "config" if settings else "docs"
     if language in CONFIG:
         return "config"
     return "code"

@@ -1,7 +1,9 @@
 """Python through the standard ``ast``: classes, functions and methods with qualified
 names, signatures and docstrings; imports with the names they bind, calls and base classes
 as dotted references (``self.save``, ``helpers.parse``) that the graph resolves after the
-build. Calls in module or class bodies (outside any function) belong to that module or class."""
+build. Calls in module or class bodies (outside any function) belong to that module or class;
+what a function defines inside it (functions, classes) is no node: their calls and the
+classes' bases belong to the function."""
 
 from __future__ import annotations
 
@@ -215,6 +217,11 @@ def parse_python(source: str, module: str, package: bool = False) -> Parsed | No
                                    docstring=ast.get_docstring(stmt) or "", parent=parent))
                 types = _local_types(stmt)
                 calls(idx, [stmt], in_class, types)
+                # a class defined in the function is no node (as a nested function is not:
+                # its calls are the function's): its bases are kept as the function's
+                out.edges.extend(Edge(idx, "inherits", n, ref=_ref(b, False))
+                                 for sub in ast.walk(stmt) if isinstance(sub, ast.ClassDef)
+                                 for b in sub.bases if (n := _name(b)))
                 returned = _returns(stmt, types)
                 if returned:
                     out.edges.append(Edge(idx, "returns", returned.rsplit(".", 1)[-1],

@@ -150,6 +150,53 @@ def _call_ref(node, selves: frozenset[str]) -> str:
     return "?." + ref.rsplit("?.", 1)[1] if "?." in ref else ref
 
 
+# Rust keywords a parenthesised group may follow inside a macro's tokens (`if (a)`, `match (x)`)
+_RUST_KEYWORDS = frozenset({"if", "else", "while", "match", "return", "for", "in", "loop", "as",
+                            "let", "mut", "ref", "move", "fn", "impl", "where", "unsafe", "async",
+                            "await", "dyn", "box", "yield", "break", "continue", "const",
+                            "static", "struct", "enum", "type", "use", "mod", "pub", "crate"})
+_PATH_HEADS = ("identifier", "self", "crate", "super", "metavariable")
+
+
+def _macro_calls(macro) -> list[tuple[str, str]]:
+    """``(ref, name)`` of the calls written in a Rust macro's arguments, which the grammar
+    leaves as a token tree: an identifier followed by a parenthesised group, with the path or
+    receiver before it (``area(&s)``, ``Sq::new(2.0)``, ``self.side()``, ``make().run()`` →
+    ``?.run``). Nested macros are walked too (``format!`` inside ``println!``)."""
+    found = []
+    stack = [c for c in macro.named_children if c.type == "token_tree"]
+    while stack:
+        tree = stack.pop()
+        tokens = tree.children
+        for i, tok in enumerate(tokens):
+            if tok.type != "token_tree":
+                continue
+            stack.append(tok)
+            if i >= 2 and tokens[i - 1].type == "!" and tokens[i - 2].type == "identifier":
+                found.append((_text(tokens[i - 2]),) * 2)  # a macro in a macro: as one outside
+                continue
+            if i == 0 or not _text(tok).startswith("(") or tokens[i - 1].type != "identifier":
+                continue
+            name = _text(tokens[i - 1])
+            if name in _RUST_KEYWORDS:
+                continue
+            parts, j = [name], i - 2
+            while j >= 1 and tokens[j].type in ("::", "."):
+                head, sep = tokens[j - 1], tokens[j].type
+                if head.type not in _PATH_HEADS or (head.type == "identifier"
+                                                    and _text(head) in _RUST_KEYWORDS):
+                    parts = ["?"]  # `f().g(`, `<T as Tr>::g(`: a receiver with no name
+                    break
+                text = _text(head)
+                parts[:0] = ["self" if text in _SELF else text, sep]
+                j -= 2
+            if parts == ["?"]:
+                found.append((f"?.{name}", name))
+                continue
+            found.append(("".join(parts), name))
+    return found
+
+
 def _import(node) -> str:
     for child in node.named_children:
         if child.type in ("string", "interpreted_string_literal", "raw_string_literal"):
@@ -216,6 +263,23 @@ def _receiver(node) -> str:
     return names[-1] if names else ""
 
 
+def _in_module(ref: str, mods: tuple[str, ...]) -> str:
+    """A Rust ``use`` path written inside the inline modules ``mods`` of a file, from the
+    file itself: in ``mod tests`` ``super::area`` is the file's own ``self::area``, and
+    ``self::x`` is ``self::tests::x``."""
+    spec, hash_, member = ref.partition("#")
+    parts = spec.split("::") if spec else []
+    if parts[:1] == ["self"]:
+        parts = ["self", *mods, *parts[1:]]
+    elif parts[:1] == ["super"]:
+        up = next((i for i, p in enumerate(parts) if p != "super"), len(parts))
+        if up <= len(mods):
+            parts = ["self", *mods[:len(mods) - up], *parts[up:]]
+        else:
+            parts = ["super"] * (up - len(mods)) + parts[up:]
+    return "::".join(parts) + hash_ + member
+
+
 def parse(language: str, source: str, module: str) -> Parsed | None:
     spec = SPECS[language]
     try:
@@ -228,21 +292,31 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
     types: dict[str, int] = {}
 
     def calls_in(node, src: int, selves: frozenset[str] = frozenset()) -> None:
+        """The calls in a function, and the bases of the classes it defines (no nodes)."""
         seen: dict[str, str] = {}
+        bases: dict[str, None] = {}
         stack = [node]
         while stack:
             cur = stack.pop()
+            if cur.type in spec.classes and cur is not node:
+                bases.update((ref, None) for sub in cur.named_children
+                             if sub.type in spec.heritage for ref in _bases(sub))
             if cur.type in spec.calls:
                 name = _callee(cur)
                 if name:
                     ref = _call_ref(cur, selves)
                     seen.setdefault(f"?.{name}" if ref == "?" else ref, name)
+            if cur.type == "macro_invocation":
+                for ref, name in _macro_calls(cur):
+                    seen.setdefault(ref, name)
             stack.extend(cur.named_children)
         out.edges.extend(Edge(src, "calls", name, ref=ref) for ref, name in seen.items())
+        out.edges.extend(Edge(src, "inherits", ref.rsplit(".", 1)[-1], ref=ref) for ref in bases)
 
-    def imports(node) -> None:
+    def imports(node, mods: tuple[str, ...] = ()) -> None:
         target = _import(node)
-        found = list(bindings.READERS[language](node))
+        found = [(_in_module(ref, mods), alias) if mods else (ref, alias)
+                 for ref, alias in bindings.READERS[language](node)]
         out.edges.extend(Edge(root, "imports", target, ref=ref, alias=alias)
                          for ref, alias in found or [(target, "")])
 
@@ -251,11 +325,14 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                             node.end_point[0] + 1, signature=_signature(node),
                             docstring=_doc(node, spec), parent=parent))
 
-    def visit(node, parent: int, prefix: str, in_class: bool) -> None:
+    def visit(node, parent: int, prefix: str, in_class: bool, mods: tuple[str, ...] = ()
+              ) -> None:
+        """``mods``: the Rust modules declared inline around ``node`` (``mod tests { … }``),
+        which ``self`` and ``super`` in a ``use`` start from."""
         for child in node.named_children:
             kind = child.type
             if kind == "mod_item" and child.child_by_field_name("body") is None:
-                imports(child)  # `mod m;`: the module lives in its own file
+                imports(child, mods)  # `mod m;`: the module lives in its own file
             elif kind in spec.classes:
                 name = _name(child, spec) or kind
                 idx = add(child, "class", name, parent, prefix)
@@ -269,7 +346,8 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                     ref = _reference(trait)
                     out.edges.append(Edge(idx, "inherits", ref.rsplit(".", 1)[-1], ref=ref))
                 body = child.child_by_field_name("body") or child.child_by_field_name("type")
-                visit(body if body is not None else child, idx, prefix + name + ".", True)
+                inner = (*mods, name) if kind == "mod_item" else mods
+                visit(body if body is not None else child, idx, prefix + name + ".", True, inner)
             elif kind in spec.functions:
                 receiver = _receiver(child)
                 method = in_class or bool(receiver) or kind in ("method_elem", "method_signature")
@@ -285,13 +363,13 @@ def parse(language: str, source: str, module: str) -> Parsed | None:
                 calls_in(child, idx)
             elif kind in spec.imports or (kind == "export_statement"
                                           and child.child_by_field_name("source") is not None):
-                imports(child)
+                imports(child, mods)
             elif kind in spec.declarators and language in ("javascript", "typescript", "tsx") \
                     and any(bindings.require(child)):
                 out.edges.extend(Edge(root, "imports", ref.split("#")[0], ref=ref, alias=alias)
                                  for ref, alias in bindings.require(child))
             else:
-                visit(child, parent, prefix, in_class)
+                visit(child, parent, prefix, in_class, mods)
 
     visit(tree.root_node, root, "", False)
     return out

@@ -265,6 +265,9 @@ class Resolver:
         parts = [p for p in spec.split("::") if p]
         here = _rust_dir(path)
         starts = []
+        # `crate::`, `self::`, `super::` name the module they start from: what no file holds
+        # after it may be a module declared inside it (`self::tests::X`, `mod tests { … }`)
+        explicit = bool(parts) and parts[0] in ("crate", "self", "super")
         if parts and parts[0] == "crate":
             starts.append(self._crate_root(path))
             parts = parts[1:]
@@ -284,7 +287,9 @@ class Resolver:
                 if nxt is None:
                     break
                 module, folder = nxt, posixpath.join(folder, rest.pop(0))
-            if module is not None and (not parts or len(rest) < len(parts)):
+            inline = explicit and module is not None and bool(rest) and bool(
+                self.qual.get((self.path[module], rest[0])))  # `self::tests::X`
+            if module is not None and (inline or not parts or len(rest) < len(parts)):
                 return [module], rest
         return [], []
 

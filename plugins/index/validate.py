@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from plugins.index import resolve, walker
-from plugins.index.build import read_text
+from plugins.index import resolve
+from plugins.index.build import read_project_file, walk_named
 from plugins.index.search import fts_text
 from plugins.index.service import LOCK_TTL_S, build_lease
 from plugins.index.watch import TTL_S, watch_lease
@@ -59,11 +59,13 @@ def validate(service, project, write: bool, actor=None, request_id: str | None =
 def _files(service, project, store, write: bool, built: bool, actor, request_id) -> Check:
     root = str(project.path)
     known = store.file_states()
-    present = {e.path: e for e in walker.walk(root, service.ruleset(project))}
+    # what a build would index: no file it skips (over the size cap, a name not UTF-8,
+    # binary, minified, a symlink out) is ever new on disk
+    present = {e.path: e for e in walk_named(root, service.ruleset(project))}
     changed = [p for p, (size, mtime, _) in known.items()
                if p not in present or (present[p].size, present[p].mtime_ns) != (size, mtime)]
-    added = [p for p in present if p not in known  # a binary file is never indexed
-             and isinstance(read_text(f"{root}/{p}"), tuple)]
+    added = [p for p in present if p not in known
+             and isinstance(read_project_file(root, p), tuple)]
     stale = len(changed) + len(added)
     detail = (f"{len(known)} files indexed; {len(changed)} changed or removed and "
               f"{len(added)} new on disk since the build")

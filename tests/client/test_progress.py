@@ -54,7 +54,8 @@ def test_the_summary_says_what_was_skipped_and_why():
     assert "indexed 8 files" in text
     assert "skipped 3 files: 2 binary or not UTF-8 text, 1 file name not valid UTF-8" in text
     with_docs = job_summary(Job(id="j", kind="build", status="done",
-                                result={**result, "files": 13, "files_total": 8}))
+                                result={**result, "files": 13, "files_total": 11}))
+    # files_total is the repository's files indexed (8) and skipped (3)
     assert with_docs.startswith("indexed 13 files (the repository's 8, 5 ingested documents), ")
     del result["skipped"], result["files_skipped"]
     assert "skipped" not in job_summary(Job(id="j", kind="build", status="done", result=result))

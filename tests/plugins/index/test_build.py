@@ -230,3 +230,80 @@ def test_a_file_name_that_is_not_utf8_is_skipped_and_counted(server, tmp_path):
     assert labels(server, pid, "ok.py") == ["ok", "fine"]
     again = build(server, pid)  # and the next build too
     assert again["files_skipped"] == 2 and again["files_changed"] == 0
+
+
+def test_files_total_counts_every_skipped_file_whatever_the_reason(server, tmp_path):
+    """files_total = the project's files indexed + files_skipped, for every reason: a file
+    over the size cap and a name not UTF-8 (left out before they are read) count in it as a
+    binary or a minified file does."""
+    import os
+    root = tmp_path / "skips"
+    root.mkdir()
+    (root / "ok.py").write_text("def fine():\n    return 1\n")
+    (root / "notes.md").write_text("# Notes\n")
+    (root / "logo.png").write_bytes(b"\x89PNG\0binary")
+    (root / "vendor.js").write_text("".join(f"function f{n}(a){{return a+{n}}};"
+                                            for n in range(3000)))
+    (root / "huge.py").write_text("x = 1\n" * 200_000)  # 1.2 MB: over the 1 MB cap
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "w") as fh:
+        fh.write("def hidden():\n    return 2\n")
+    pid = server.register(root)
+    result = build(server, pid)
+    assert result["files"] == 2 and result["files_skipped"] == 4
+    assert set(result["skipped"]) == {
+        "binary or not UTF-8 text", "minified or generated (lines of thousands of characters)",
+        "larger than the size cap ([index] max_file_bytes, or a max_file_size rule)",
+        "file name not valid UTF-8"}
+    assert result["files_total"] == result["files"] + result["files_skipped"] == 6
+    again = build(server, pid)  # an incremental build counts the same way
+    assert again["files_total"] == 6 and again["files_skipped"] == 4
+
+
+def test_lock_files_and_dot_files_are_config_not_docs(server, tmp_path):
+    """`uv.lock` and `.gitignore` were typed `docs`, so a docs search quoted them."""
+    root = tmp_path / "types"
+    root.mkdir()
+    files = {"README.md": "# Deploy\n\nRun gunicorn behind nginx to deploy.\n",
+             "notes.txt": "deploy with gunicorn: workers and timeouts\n",
+             ".gitignore": "# deploy with gunicorn\n*.log\n",
+             "web/.dockerignore": "deploy gunicorn\n",
+             "uv.lock": 'version = 1\n[[package]]\nname = "gunicorn"  # deploy\n',
+             "Cargo.lock": '[[package]]\nname = "deploy-gunicorn"\n',
+             "go.sum": "example.com/deploy/gunicorn v1.0.0 h1:abc=\n",
+             "app.py": "def deploy():\n    return 'gunicorn'\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    pid = server.register(root)
+    build(server, pid)
+    types = {rel: server.get(f"/v1/projects/{pid}/documents?path={quote(rel)}").json["file_type"]
+             for rel in files}
+    assert types == {"README.md": "docs", "notes.txt": "docs", ".gitignore": "config",
+                     "web/.dockerignore": "config", "uv.lock": "config", "Cargo.lock": "config",
+                     "go.sum": "config", "app.py": "code"}
+    hits = server.post(f"/v1/projects/{pid}/search", {"query": "deploy with gunicorn",
+                                                      "file_type": "docs",
+                                                      "mode": "keyword"}).json["results"]
+    assert {h["source_file"] for h in hits} == {"README.md", "notes.txt"}
+
+
+def test_an_index_of_the_previous_parser_is_re_parsed_at_once(server, project):
+    """The edges and file types a parse makes changed (re-exports, macros, nested classes,
+    lock and dot-files): an index built before holds no `parse` stamp, and its next build
+    re-parses every file (`layout`) without embedding anything again, so `.gitignore` is
+    `config` at once rather than when it is next edited."""
+    pid, root = project
+    first = build(server, pid)
+    db = sqlite3.connect(root / ".neuralmind" / "index.db")
+    with db:  # what the previous release left: no parse stamp, .gitignore typed docs
+        db.execute("DELETE FROM meta WHERE key = 'parse'")
+        db.execute("UPDATE nodes SET file_type = 'docs' WHERE path = '.gitignore'")
+        db.execute("UPDATE files SET file_type = 'docs' WHERE path = '.gitignore'")
+    db.close()
+    result = build(server, pid)
+    assert (result["files_changed"], result["files_reindexed"], result["reindex_reason"],
+            result["chunks_embedded"]) == (0, first["files_changed"], "layout", 0)
+    r = server.get(f"/v1/projects/{pid}/documents?path=.gitignore")
+    assert r.json["file_type"] == "config"
+    again = build(server, pid)
+    assert (again["files_reindexed"], again["reindex_reason"]) == (0, None)

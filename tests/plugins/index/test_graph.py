@@ -72,8 +72,29 @@ def test_place(order):
     "pricing/price.go": "package pricing\n\nfunc Round(x int) int { return x }\n",
     "main.go": 'package main\n\nimport p "example.com/shop/pricing"\n\n'
                "func main() { p.Round(1) }\n",
-    "rs/src/lib.rs": "mod money;\nuse crate::money::Cents;\n\n"
-                     "pub fn total() -> Cents { Cents::new(1) }\n",
+    "rs/src/lib.rs": "mod money;\nmod m;\nuse crate::money::Cents;\n"
+                     "use crate::m::shapes::{area, Square as Sq};\n\n"
+                     "pub fn total() -> Cents { Cents::new(1) }\n\n"
+                     'pub fn report() { let s = Sq::new(2.0); println!("{}", area(&s)); }\n',
+    # a call inside a macro's tokens, and `use super::*` in an inline `mod tests`
+    "rs/src/m/mod.rs": "pub mod shapes;\n\npub fn unit() -> f64 { 1.0 }\n",
+    "rs/src/m/shapes.rs": "pub struct Square { side: f64 }\n\n"
+                          "impl Square { pub fn new(side: f64) -> Square { Square { side } } }\n\n"
+                          "pub fn area(s: &Square) -> f64 { s.side * s.side }\n\n"
+                          "#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n"
+                          "    fn unit_square() {\n        let s = Square::new(1.0);\n"
+                          "        assert_eq!(area(&s), 1.0);\n    }\n}\n",
+    # a re-export through a barrel file, with its alias, and `export * from`
+    "web/lib/names.js": "export function formatName(u) { return u.first; }\n",
+    "web/lib/more.js": "export function shout(s) { return s + \"!\"; }\n",
+    "web/lib/index.js": 'export { formatName as fmtName } from "./names";\n'
+                        'export * from "./more";\n',
+    "web/only.js": 'import { fmtName, shout } from "./lib";\n'
+                   "export function useIt() { return shout(fmtName({})); }\n",
+    # a class defined inside a test function: its base is kept on the function
+    "tests/test_nested.py": "from app import models as m\n\n\ndef test_custom_order():\n"
+                            "    class Custom(m.Order):\n        pass\n\n"
+                            "    assert Custom\n",
     "rs/src/money.rs": "pub struct Cents(u32);\n\n"
                        "impl Cents { pub fn new(v: u32) -> Cents { Cents(v) } }\n",
     "java/com/shop/util/Money.java": "package com.shop.util;\n\n"
@@ -158,6 +179,57 @@ def test_each_language_resolves_calls_through_its_imports(served, label, path, c
     out = neighbours(server, pid, node=node_id(server, pid, label, path))
     assert labels(out["callers"]) == callers
     assert all(i["how"] == "exact" for i in out["callers"])
+
+
+@pytest.mark.parametrize("label, path", [("formatName", "web/lib/names.js"),
+                                         ("shout", "web/lib/more.js")])
+def test_a_re_export_through_a_barrel_resolves_to_the_function(served, label, path):
+    """`export {formatName as fmtName} from "./names"` and `export * from "./more"` in
+    web/lib/index.js: `fmtName()` in a module importing "./lib" calls names.formatName, not
+    the barrel module, and impact of formatName reaches its caller."""
+    server, pid, _ = served
+    target = node_id(server, pid, label, path)
+    callers = neighbours(server, pid, node=target)["callers"]
+    assert [(i["node"]["path"], i["node"]["label"], i["how"]) for i in callers] == [
+        ("web/only.js", "useIt", "exact")]
+    out = server.post(f"/v1/projects/{pid}/impact", {"nodes": [target]}).json
+    assert ("web/only.js", "useIt") in labels(out["impacted"])
+    callees = neighbours(server, pid, node=node_id(server, pid, "useIt", "web/only.js"))
+    assert {i["node"]["kind"] for i in callees["callees"]} == {"function"}  # no module called
+
+
+def test_rust_calls_inside_macros_are_edges(served):
+    """`assert_eq!(area(&s), 1.0)` in a test and `println!("{}", area(&s))`: the grammar
+    leaves a macro's arguments as tokens, and the calls in them are read from those."""
+    server, pid, _ = served
+    out = neighbours(server, pid, node=node_id(server, pid, "area", "rs/src/m/shapes.rs"))
+    assert labels(out["callers"]) == {("rs/src/lib.rs", "report"),
+                                      ("rs/src/m/shapes.rs", "tests.unit_square")}
+    assert all(i["how"] == "exact" for i in out["callers"])
+    impact = server.post(f"/v1/projects/{pid}/impact", {"files": ["rs/src/m/shapes.rs"]}).json
+    assert ("rs/src/lib.rs", "report") in labels(impact["impacted"])
+
+
+def test_use_super_in_an_inline_module_is_the_file_itself(served):
+    """`use super::*` inside `mod tests { … }` of m/shapes.rs names shapes, not m/mod.rs."""
+    server, pid, _ = served
+    out = neighbours(server, pid, file="rs/src/m/shapes.rs")
+    assert "rs/src/m/mod.rs" not in {i["node"]["path"] for i in out["imports"]}
+    assert "super::*" not in {u["ref"] for u in out["unresolved"]}
+    importers = neighbours(server, pid, file="rs/src/m/mod.rs")["importers"]
+    assert "rs/src/m/shapes.rs" not in {i["node"]["path"] for i in importers}
+
+
+def test_a_class_defined_in_a_function_keeps_its_bases_on_the_function(served):
+    """`class Custom(m.Order)` inside test_custom_order() is no node; its base is kept as an
+    `inherits` edge of the test, so impact of the base's file lists the test."""
+    server, pid, _ = served
+    order = node_id(server, pid, "Order", "app/models.py")
+    subclasses = neighbours(server, pid, node=order)["subclasses"]
+    assert [(i["node"]["path"], i["node"]["label"], i["how"]) for i in subclasses] == [
+        ("tests/test_nested.py", "test_custom_order", "exact")]
+    out = server.post(f"/v1/projects/{pid}/impact", {"files": ["app/models.py"]}).json
+    assert "tests/test_nested.py" in {f["path"] for f in out["files"]}
 
 
 def test_file_neighbours_and_unresolved_references(served):

@@ -146,7 +146,7 @@ def test_tree_sitter_references_and_bindings():
                        "class A extends B.C { f() { this.g(); ns.h(); b(); make().run(); } }\n")
     assert {("web.a", "./m", "x"), ("web.a", "./m#a", "b"), ("web.a", "../n", "ns"),
             ("web.a", "./s#p", "p"), ("web.a", "./s#q", "r"),
-            ("web.a", "./x", "")} <= refs(js, "imports")
+            ("web.a", "./x#*", "*")} <= refs(js, "imports")
     assert {"self.g", "ns.h", "b", "?.run"} <= {r for _, r, _ in refs(js, "calls")}
     assert ("A", "B.C", "") in refs(js, "inherits")
     go = chunker.parse("svc/main.go", 'package main\nimport (\n "fmt"\n u "example.com/p/util"\n)\n'
@@ -190,3 +190,70 @@ def test_test_code_is_embedded_cut_at_test_embed_chars():
                          "", True, "")
     assert len(as_test) == 128 and as_test.startswith("test cookie is secure\n")
     assert len(as_code) == 320 and as_code.startswith(as_test)
+
+
+def test_a_re_export_binds_its_names_for_the_modules_importing_it():
+    """``export … from`` is a binding, as an import is: a module importing the barrel finds
+    the re-exported names through it (docs/index.md, the structural graph)."""
+    barrel = chunker.parse("lib/index.ts", 'export { formatName as fmtName, b } from "./helpers";\n'
+                           'export * from "./x";\nexport * as ns from "./y";\n'
+                           'export { default as Foo } from "./w";\nexport type { T } from "./t";\n')
+    assert refs(barrel, "imports") == {
+        ("lib.index", "./helpers#formatName", "fmtName"), ("lib.index", "./helpers#b", "b"),
+        ("lib.index", "./x#*", "*"), ("lib.index", "./y", "ns"), ("lib.index", "./w", "Foo"),
+        ("lib.index", "./t#T", "T")}
+
+
+def test_rust_calls_in_a_macro_s_tokens():
+    """The grammar leaves a macro's arguments as a token tree: an identifier followed by a
+    parenthesised group is a call, with the path or receiver written before it."""
+    rs = chunker.parse("src/a.rs", "fn t() {\n"
+                       "    assert_eq!(area(&s), 1.0);\n"
+                       '    println!("{}", Sq::new(2.0).side());\n'
+                       "    assert!(self.f(x) && crate::m::g(1) && Self::make(1));\n"
+                       "    let v = vec![foo(1); n];\n"
+                       '    write!(f, "{}", format!("{}", bar(if (x) {1} else {2})));\n'
+                       "    assert!(<T as Tr>::h(1) && x.iter().any(|v| v == 1));\n}\n")
+    calls = {r for _, r, _ in refs(rs, "calls")}
+    assert {"area", "Sq::new", "?.side", "self.f", "crate::m::g", "self::make", "foo", "bar",
+            "format", "?.h", "x.iter", "?.any", "assert_eq", "println"} <= calls
+    assert not calls & {"if", "else", "s", "x", "n", "f", "T", "Tr"}
+
+
+def test_rust_use_in_an_inline_module_starts_from_it():
+    """In ``mod tests { use super::*; }`` of shapes.rs, ``super`` is shapes itself (``self``
+    from the file); ``self::`` inside it is ``self::tests::``."""
+    rs = chunker.parse("m/shapes.rs", "use super::Shape;\npub fn area() -> f64 { 1.0 }\n"
+                       "mod tests {\n    use super::*;\n    use self::inner::X;\n"
+                       "    use super::super::other::Y;\n"
+                       "    mod deeper { use super::super::area as a2; use super::Z; }\n}\n")
+    assert refs(rs, "imports") == {
+        ("m.shapes", "super#Shape", "Shape"), ("m.shapes", "self#*", "*"),
+        ("m.shapes", "self::tests::inner#X", "X"), ("m.shapes", "super::other#Y", "Y"),
+        ("m.shapes", "self#area", "a2"), ("m.shapes", "self::tests#Z", "Z")}
+
+
+def test_a_class_defined_in_a_function_keeps_its_bases_on_the_function():
+    py = chunker.parse("tests/test_config.py", "import flask\n\n"
+                       "def test_custom_config_class():\n"
+                       "    class Config(flask.Config):\n        pass\n"
+                       "    def helper():\n        class Deep(Other):\n            pass\n"
+                       "    app = flask.Flask(__name__)\n")
+    assert [n.qualname for n in py.nodes] == ["tests.test_config", "test_custom_config_class"]
+    assert refs(py, "inherits") == {("test_custom_config_class", "flask.Config", ""),
+                                    ("test_custom_config_class", "Other", "")}
+    js = chunker.parse("a.js", "function f() { class A extends B { m() { g(); } }; "
+                       "const C = class extends D.E {}; return new A(); }\n")
+    assert refs(js, "inherits") == {("f", "B", ""), ("f", "D.E", "")}
+
+
+def test_lock_files_and_dot_files_are_config():
+    typed = {p: chunker.file_type_of(chunker.language_of(p), p) for p in (
+        "uv.lock", "sub/Cargo.lock", "yarn.lock", "go.sum", ".gitignore", "web/.npmrc",
+        ".env.example", "package-lock.json", "README.md", "notes.txt", "docs/guide.rst",
+        "LICENSE", ".eslintrc.js", "app.py")}
+    assert typed == {"uv.lock": "config", "sub/Cargo.lock": "config", "yarn.lock": "config",
+                     "go.sum": "config", ".gitignore": "config", "web/.npmrc": "config",
+                     ".env.example": "config", "package-lock.json": "config",
+                     "README.md": "docs", "notes.txt": "docs", "docs/guide.rst": "docs",
+                     "LICENSE": "docs", ".eslintrc.js": "code", "app.py": "code"}

@@ -106,3 +106,32 @@ def test_repairs_need_an_admin(tmp_path):
         r = server.post("/v1/projects/shop/documents", {"name": "x.md", "content": "x"},
                         token=reader)
         assert r.status == 403
+
+
+def test_files_the_build_skips_are_never_new_on_disk(tmp_path):
+    """A name not UTF-8 (Latin-1 `café.py`) is skipped by the build; validate counted it `1
+    new on disk since the build` for ever, and `--write` could not mend it. Validate leaves
+    out what the build leaves out: that name, binary and minified files, the size cap."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "ok.py").write_text("def fine():\n    return 1\n")
+    (root / "logo.png").write_bytes(b"\x89PNG\0binary")
+    (root / "vendor.js").write_text("".join(f"function f{n}(a){{return a+{n}}};"
+                                            for n in range(3000)))
+    (root / "huge.py").write_text("x = 1\n" * 200_000)
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.py"), "w") as fh:
+        fh.write("def hidden():\n    return 2\n")
+    with LocalServer(tmp_path / "home", plugins=["auth", "index"]) as server:
+        pid = server.register(root)
+        base = f"/v1/projects/{pid}"
+        assert build(server, pid)["files_skipped"] == 4
+        out = server.post(base + "/validate", {}).json
+        assert checks(out)["files"] == {
+            "name": "files", "ok": True, "count": 0, "repaired": False,
+            "detail": "1 files indexed; 0 changed or removed and 0 new on disk since the build"}
+        assert out["ok"], out
+        (root / "new.py").write_text("def new():\n    return 3\n")  # a real new file still is
+        stale = checks(server.post(base + "/validate", {}).json)["files"]
+        assert not stale["ok"] and stale["count"] == 1
+        assert checks(server.post(base + "/validate", {"write": True}).json)["files"]["repaired"]
+        assert server.post(base + "/validate", {}).json["ok"]
