@@ -105,6 +105,16 @@ def build(server, pid: str, **body) -> dict:
     return job["result"]
 
 
+def built(server, root: Path, files: dict[str, str]) -> str:
+    """``files`` written under ``root``, registered and built: the project id."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    pid = server.register(root)
+    build(server, pid)
+    return pid
+
+
 def wait_for(predicate, timeout: float = 15.0, every: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.plugins.index.conftest import build
+from tests.plugins.index.conftest import build, built
 
 HANDLERS = {
     "app/__init__.py": "",
@@ -88,13 +88,7 @@ def node_id(server, pid, path, label) -> str:
 
 @pytest.fixture(scope="module")
 def handlers(server, tmp_path_factory):
-    root = tmp_path_factory.mktemp("handlers")
-    for rel, text in HANDLERS.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    pid = server.register(root)
-    build(server, pid)
-    return pid
+    return built(server, tmp_path_factory.mktemp("handlers"), HANDLERS)
 
 
 def query(server, pid, question) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugins.index.conftest import build
+from tests.plugins.index.conftest import built
 
 TESTS = "".join(f"def test_url_for_{i}(app):\n    assert app.url_for('x{i}') == url_for('x{i}')\n"
                 f"    assert url_for('y') != url_for('z')\n\n\n" for i in range(12))
@@ -28,13 +28,7 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def shop(server, tmp_path_factory):
-    root = tmp_path_factory.mktemp("shop")
-    for rel, text in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    pid = server.register(root)
-    build(server, pid)
-    return pid
+    return built(server, tmp_path_factory.mktemp("shop"), FILES)
 
 
 def labels(server, pid: str, query: str, mode: str, n: int = 5) -> list[str]:
