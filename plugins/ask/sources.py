@@ -32,6 +32,9 @@ def gather(caller: Caller, project_id: str, question: str, kinds: list[str],
 def _refused(what: str, error: dict[str, Any]) -> str:
     if error["code"] == "not_found":  # the route is not mounted: its plugin is off
         return f"{what}: not served here (plugin disabled)"
+    if error["code"] == "project_not_found":  # asked of a project ask reached: a role that
+        # may not read this kind there is answered as if the project were not there
+        return f"{what}: forbidden — this token may not read {what} in this project"
     return f"{what}: {error['code']} — {error['message']}"
 
 

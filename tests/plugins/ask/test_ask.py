@@ -257,7 +257,8 @@ def test_a_bad_ask_section_stops_start_up(tmp_path, section, says):
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("ask-team")
-    extra = '[auth.roles]\nasker = ["ask.read", "projects.read", "index.read"]\n'
+    extra = ('[auth.roles]\nasker = ["ask.read", "projects.read", "index.read"]\n'
+             'bare = ["ask.read"]\n')
     config = server_config(root, {"a": shop(root / "a"), "b": shop(root / "b")}, extra)
     with LocalServer(root / "home", config=config, plugins=["auth", "memory", "index", "ask"]) as srv:
         cfg = srv.home / "config.toml"
@@ -267,6 +268,7 @@ def team(tmp_path_factory):
                 assert srv.post(f"/v1/projects/{pid}/memories", memory, token=srv.admin).status == 201
         srv.only_a = create_token(srv.home, cfg, "rita", "reader", "a")["token"]
         srv.asker = create_token(srv.home, cfg, "asa", "asker")["token"]
+        srv.bare = create_token(srv.home, cfg, "ben", "bare")["token"]
         srv.cfg = cfg
         yield srv
 
@@ -277,6 +279,16 @@ def test_sources_are_read_with_the_askers_own_permissions(team):
     assert any(n.startswith("memories: forbidden") for n in out["notices"])
     reader = ask(team, "a", "why do we use WAL mode?", token=team.only_a).json
     assert "memory" in {s["kind"] for s in reader["sources"]}
+
+
+def test_a_kind_the_role_may_not_read_is_a_forbidden_notice_never_a_missing_project(team):
+    """With ask.read alone the notices said "project_not_found — no project with id a", of
+    the very project just asked."""
+    out = ask(team, "a", "why do we use WAL mode?", token=team.bare).json
+    assert out["sources"] == []
+    assert sorted(out["notices"]) == [
+        "code: forbidden — this token may not read code in this project",
+        "memories: forbidden — this token may not read memories in this project"]
 
 
 def test_a_token_never_asks_outside_its_projects(team):
