@@ -1447,6 +1447,9 @@ class Webhook:
     created_by: str | None = None
     created_at: str | None = None
     failing_since: str | None = None
+    paused_at: str | None = None  # enabled false by a PATCH: events are kept for the resume
+    previous_secret_until: str | None = None
+    previous_secrets_until: list = field(default_factory=list)  # each replaced secret's grace
     secret: str | None = None  # only in what create() and rotate_secret() return
     raw: dict = field(default_factory=dict, repr=False)
 

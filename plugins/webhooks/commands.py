@@ -8,8 +8,8 @@ from neuralmind.commands.common import client, common_flags, emit, fields, path_
 
 HOOK_COLUMNS = ("id", "enabled", "url", "events", "projects", "failing_since")
 HOOK_DETAIL = ("id", "url", "events", "projects", "description", "enabled", "disabled_reason",
-               "created_by", "created_at", "updated_at", "failing_since", "last_success_at",
-               "secret_rotated_at", "previous_secret_until")
+               "paused_at", "created_by", "created_at", "updated_at", "failing_since",
+               "last_success_at", "secret_rotated_at", "previous_secrets_until")
 DELIVERY_COLUMNS = ("id", "kind", "event_id", "status", "attempts", "last_status_code",
                     "last_latency_ms", "next_attempt_at", "last_error")
 
@@ -58,8 +58,11 @@ def cmd_delete(args) -> int:
 
 def cmd_rotate(args) -> int:
     hook = client(args).webhooks.rotate_secret(args.id, keep_previous_s=args.keep_previous)
+    earlier = hook.raw.get("previous_secrets_until") or []
     note = (f"\nthe previous secret also signs until {hook.raw.get('previous_secret_until')}"
-            if args.keep_previous else "\nthe previous secret no longer signs anything")
+            if args.keep_previous else "\nno earlier secret signs anything any more")
+    if args.keep_previous and len(earlier) > 1:
+        note += f"\nand {len(earlier) - 1} earlier one(s) until {', '.join(earlier[1:])}"
     return emit(args, hook.raw, text=f"new secret for {hook.id}: {hook.secret}{note}")
 
 
@@ -89,7 +92,7 @@ VERBS = {  # name: (what it runs, its help, whether it takes a hook id)
     "add": (cmd_add, "subscribe a URL; prints the signing secret once", False),
     "list": (cmd_list, "the hooks you manage", False),
     "show": (cmd_show, "one hook", True),
-    "update": (cmd_update, "change a hook, or enable/disable it", True),
+    "update": (cmd_update, "change a hook, or pause/resume it", True),
     "delete": (cmd_delete, "delete a hook and its deliveries", True),
     "rotate-secret": (cmd_rotate, "replace the signing secret; prints the new one", True),
     "test": (cmd_test, "send a ping now; exit 1 unless the receiver took it", True),
@@ -128,11 +131,14 @@ def add_commands(subparsers) -> None:
     scope.add_argument("--all-projects", action="store_true", help="every project")
     upd.add_argument("--description", "-d")
     onoff = upd.add_mutually_exclusive_group()
-    onoff.add_argument("--enable", dest="enabled", action="store_const", const=True)
-    onoff.add_argument("--disable", dest="enabled", action="store_const", const=False)
+    onoff.add_argument("--enable", dest="enabled", action="store_const", const=True,
+                       help="resume (or enable a hook disabled for failing): send what it kept")
+    onoff.add_argument("--disable", dest="enabled", action="store_const", const=False,
+                       help="pause: send nothing, queue the events of the next keep_days")
     parsers["rotate-secret"].add_argument(
         "--keep-previous", type=ranged(0, 86400), default=0, metavar="SECONDS",
-        help="keep signing with the old secret too for this long (0–86400)")
+        help="keep signing with the replaced secret too for this long (0–86400); "
+             "0 ends every earlier secret's grace")
     parsers["deliveries"].add_argument("--status", choices=["pending", "delivered", "failed"])
     parsers["deliveries"].add_argument("--limit", type=ranged(1), default=50,
                                        help="show at most this many (default 50)")

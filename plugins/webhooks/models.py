@@ -58,14 +58,16 @@ class WebhooksSettings(ConfigSection):
     retry_base_s: float = Field(10.0, gt=0, le=86_400, description="wait after the first failure")
     retry_max_s: float = Field(21_600.0, gt=0, le=604_800, description="longest wait between tries")
     disable_after_s: float = Field(86_400.0, gt=0, description=(
-        "a hook whose deliveries keep failing this long is disabled"))
+        "a hook whose tries keep failing this long is disabled, once the delivery being tried "
+        "has used its last try or has failed this long itself"))
     lease_s: float = Field(30.0, ge=1, le=3_600, description=(
         "the sending worker's lease; another worker takes over this long after it dies"))
     poll_s: float = Field(0.5, gt=0, le=60, description="how often each worker looks for events "
                           "written by other processes")
     concurrency: int = Field(4, ge=1, le=64, description="hooks sent to at once (one delivery "
                              "in flight per hook, so each hook gets its events in order)")
-    keep_days: int = Field(30, ge=1, le=3_650, description="finished deliveries kept this long")
+    keep_days: int = Field(30, ge=1, le=3_650, description="finished deliveries kept this long; "
+                           "a paused hook queues the events of this long after its pause")
 
     @field_validator("allow_private")
     @classmethod
@@ -116,8 +118,10 @@ class WebhookPatch(Model):
     events: Events | None = None
     projects: Projects | None = None
     description: Description | None = None
-    enabled: bool | None = Field(None, description="false pauses deliveries; true resumes them "
-                                 "(and clears the failure streak)")
+    enabled: bool | None = Field(None, description="false pauses the hook: nothing is sent, and "
+                                 "the events of the next `keep_days` are queued for it; true "
+                                 "resumes it (or enables a hook disabled for failing), sends "
+                                 "what it kept in order, and clears the failure streak")
 
 
 class DeliveriesQuery(PageQuery):
@@ -133,7 +137,11 @@ class Webhook(Model):
     projects: list[str] | None
     description: str
     enabled: bool
-    disabled_reason: str | None = Field(None, description="Why the server disabled the hook")
+    disabled_reason: str | None = Field(None, description="Why the hook is off: `paused by …`, or "
+                                        "why the server disabled it")
+    paused_at: str | None = Field(None, description="When a person paused the hook (events are "
+                                  "queued for `keep_days` after it); null when enabled, or "
+                                  "disabled for failing (nothing is queued)")
     created_at: str
     updated_at: str
     created_by: str = Field(description="The actor whose read access the hook delivers with")
@@ -141,8 +149,11 @@ class Webhook(Model):
     last_success_at: str | None = None
     secret_rotated_at: str | None = None
     previous_secret_until: str | None = Field(
-        None, description="After a rotation, deliveries are signed with the old secret too "
-        "until then")
+        None, description="After a rotation with `keep_previous_s`, deliveries are signed with "
+        "the secret it replaced too until then")
+    previous_secrets_until: list[str] = Field(
+        default_factory=list, description="The end of each replaced secret's grace that still "
+        "runs, the latest replaced first: each signs deliveries too until its own end")
 
 
 class WebhookCreated(Webhook):
@@ -151,7 +162,9 @@ class WebhookCreated(Webhook):
 
 class RotateIn(Model):
     keep_previous_s: int = Field(0, ge=0, le=86_400, description=(
-        "Keep signing with the old secret too for this long, so receivers can switch"))
+        "Keep signing with the replaced secret too for this long, so receivers can switch; "
+        "earlier secrets whose grace runs keep signing until their own end (at most 4 at "
+        "once). 0: only the new secret signs from now on, every grace ends"))
 
 
 class Delivery(Model):

@@ -18,7 +18,8 @@ from neuralmind import (Actor, Conflict, InvalidFields, NotFound, __version__, d
 from neuralmind.client import webhook_signature
 from plugins.webhooks.models import WebhookIn, WebhookPatch, WebhooksSettings
 from plugins.webhooks.sender import Sender
-from plugins.webhooks.store import FILE, MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore
+from plugins.webhooks.store import (FILE, MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore,
+                                    in_grace)
 from plugins.webhooks.targets import TargetPolicy, TargetRefused, host_of, post
 
 BATCH = 500  # events taken into the queue per transaction, so other workers get their turn
@@ -124,15 +125,18 @@ class Webhooks:
 
     def out(self, hook: Hook, secret: str | None = None) -> dict[str, Any]:
         at = self.clock()
+        previous = in_grace(hook.previous_secrets, at)
+        latest = hook.previous_secrets[0] if hook.previous_secrets else None
         data = {"id": hook.id, "url": hook.url, "events": hook.events, "projects": hook.projects,
                 "description": hook.description, "enabled": hook.enabled,
-                "disabled_reason": hook.disabled_reason, "created_at": iso(hook.created_at),
+                "disabled_reason": hook.disabled_reason, "paused_at": iso(hook.paused_at),
+                "created_at": iso(hook.created_at),
                 "updated_at": iso(hook.updated_at), "created_by": hook.owner_id,
                 "failing_since": iso(hook.failing_since),
                 "last_success_at": iso(hook.last_success_at),
                 "secret_rotated_at": iso(hook.secret_rotated_at),
-                "previous_secret_until": iso(hook.previous_until)
-                if hook.previous_until and hook.previous_until > at else None}
+                "previous_secret_until": iso(latest[1]) if latest in previous else None,
+                "previous_secrets_until": [iso(until) for _, until in previous]}
         return data if secret is None else {**data, "secret": secret}
 
     def create(self, actor: Actor, body: WebhookIn, request_id: str | None) -> dict[str, Any]:
@@ -142,8 +146,8 @@ class Webhooks:
         at = self.clock()
         hook = Hook(id=_new_id("wh", 8), url=url, events=list(dict.fromkeys(body.events)),
                     projects=projects, description=body.description, secret=new_secret(),
-                    previous_secret=None, previous_until=None, enabled=True,
-                    disabled_reason=None, owner_id=actor.id, owner_role=actor.role,
+                    previous_secrets=[], enabled=True, disabled_reason=None, paused_at=None,
+                    owner_id=actor.id, owner_role=actor.role,
                     owner_kind=actor.kind,
                     owner_projects=None if actor.projects is None else list(actor.projects),
                     after_event=self.kernel.events.last_id(), created_at=at, updated_at=at,
@@ -184,7 +188,9 @@ class Webhooks:
             changes["description"] = given["description"]
         at = self.clock()
         if given.get("enabled") is False and hook.enabled:
-            changes.update(enabled=False, disabled_reason=f"disabled by {actor.id}")
+            # a pause: nothing is sent, what happens meanwhile is queued (for keep_days at
+            # most). A hook disabled for failing stays so: it queues nothing (docs/webhooks.md)
+            changes.update(enabled=False, disabled_reason=f"paused by {actor.id}", paused_at=at)
         if changes:
             hook = self.store.change_hook(hook.id, {**changes, "updated_at": at})
         if given.get("enabled") is True and not hook.enabled:
@@ -205,8 +211,14 @@ class Webhooks:
         hook = self.hook(actor, hook_id)
         at = self.clock()
         secret = new_secret()
-        self.store.set_secret(hook.id, secret, at + keep_previous_s if keep_previous_s else None,
-                              at)
+        running = self.store.set_secret(hook.id, secret,
+                                        at + keep_previous_s if keep_previous_s else None, at)
+        if running is not None:
+            raise InvalidFields.one(
+                "keep_previous_s", f"{len(running)} replaced secrets sign already, the most "
+                f"there may be; the first grace ends at {iso(running[0])}: rotate then, or "
+                "with keep_previous_s=0 to end every grace now (a leaked secret)",
+                "secrets_in_grace")
         self._emit("webhook.secret_rotated", hook, actor, request_id,
                    keep_previous_s=keep_previous_s)
         return self.out(self.store.hook(hook.id), secret)
@@ -242,8 +254,9 @@ class Webhooks:
     def redeliver(self, actor: Actor, hook_id: str, delivery_id: str) -> dict[str, Any]:
         hook = self.hook(actor, hook_id)
         if not hook.enabled:
-            raise Conflict(f"webhook {hook.id} is disabled: enable it (PATCH enabled=true) "
-                           "before redelivering", code="webhook_disabled")
+            raise Conflict(f"webhook {hook.id} is {'paused' if hook.paused_at else 'disabled'}: "
+                           "enable it (PATCH enabled=true) before redelivering",
+                           code="webhook_disabled")
         before = self.store.requeue(hook.id, delivery_id, self.clock())
         if before is None:
             raise NotFound(f"no delivery {delivery_id} for webhook {hook.id}",
@@ -263,7 +276,7 @@ class Webhooks:
                            "actor": actor.id, "request_id": request_id,
                            "data": {"webhook_id": hook.id}}, separators=(",", ":"))
         outcome = self.send(hook.url, did, "ping", body.encode(), self.signing_secrets(
-            hook.secret, hook.previous_secret, hook.previous_until, at))
+            hook.secret, hook.previous_secrets, at))
         self.store.record_ping(did, hook.id, body, at, outcome.code, outcome.error,
                                outcome.latency_ms)
         return self.delivery_out(self.store.delivery(hook.id, did))
@@ -271,13 +284,16 @@ class Webhooks:
     # -- the queue: filled from the event log, emptied by the sender ---------------------------
 
     def take_in(self) -> int:
-        """Queue a delivery for every enabled hook that wants each event committed since the
-        cursor; returns how many events were read. Safe in any number of workers at once."""
+        """Queue a delivery for every hook that wants each event committed since the cursor —
+        enabled, or paused less than ``keep_days`` ago; returns how many events were read.
+        Safe in any number of workers at once."""
         events = self.kernel.events
         if self.store.cursor() >= events.last_id():  # the usual case, without a write lock
             return 0
         total = 0
-        while n := self.store.queue_events(events.after, self._plan, BATCH, self.clock()):
+        at = self.clock()
+        paused_after = at - self.settings.keep_days * 86_400
+        while n := self.store.queue_events(events.after, self._plan, BATCH, at, paused_after):
             total += n
             if n < BATCH:
                 break
@@ -309,12 +325,14 @@ class Webhooks:
 
     def attempt(self, row) -> bool:
         """One try of a queued delivery (a row of ``store.due``): recorded, and on failure
-        due again after a back-off, failed after the last try, and the hook disabled once it
-        has failed for ``disable_after_s``. True when the receiver took it."""
+        due again after a back-off, failed after the last try, and the hook disabled once its
+        tries have failed for ``disable_after_s`` and this delivery has used its last try or
+        failed every try for that long itself (:meth:`WebhookStore.try_failed`). True when
+        the receiver took it."""
         at = self.clock()
         outcome = self.send(row["url"], row["id"], row["kind"], row["body"].encode(),
-                            self.signing_secrets(row["secret"], row["previous_secret"],
-                                                 row["previous_until"], at), row["hook_id"])
+                            self.signing_secrets(row["secret"], row["previous_secrets"], at),
+                            row["hook_id"])
         if outcome.ok:
             self.store.delivered(row["id"], row["hook_id"], outcome.code, outcome.latency_ms, at)
             return True
@@ -340,10 +358,9 @@ class Webhooks:
         return JITTER.uniform(0.8 * min(wait, s.retry_max_s), min(1.2 * wait, s.retry_max_s))
 
     @staticmethod
-    def signing_secrets(secret: str, previous: str | None, previous_until: float | None,
-                        at: float) -> list[str]:
-        return [secret, previous] if previous and previous_until and previous_until > at \
-            else [secret]
+    def signing_secrets(secret: str, previous: list[list] | str | None, at: float) -> list[str]:
+        """The current secret, then every replaced one whose grace runs at ``at``."""
+        return [secret, *(s for s, _ in in_grace(previous, at))]
 
     def send(self, url: str, delivery_id: str, kind: str, body: bytes, keys: list[str],
              hook_id: str | None = None):

@@ -75,19 +75,42 @@ CREATE TABLE IF NOT EXISTS webhooks_meta (
 INSERT OR IGNORE INTO webhooks_meta (key, value, until) VALUES ('event_cursor', NULL, NULL);
 INSERT OR IGNORE INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 0);
 """, "DELETE FROM webhooks_meta WHERE key = 'sender';"]  # the lease is a kernel lease now
+# A hook signs with every replaced secret whose grace runs (``previous_secrets``: JSON
+# ``[[secret, until], …]``, the latest replaced first; ``previous_secret`` and
+# ``previous_until``, which held one, are left empty: SQLite before 3.35 cannot drop a
+# column); a hook paused by a person (``paused_at``) keeps queueing, unlike one disabled for
+# failing; and a delivery remembers its own first failed try (``first_failed_at``), so a hook
+# is disabled for an outage, not for one old failure and one new blip (docs/webhooks.md).
+_LIFECYCLE = """
+ALTER TABLE hooks ADD COLUMN previous_secrets TEXT;
+ALTER TABLE hooks ADD COLUMN paused_at REAL;
+ALTER TABLE deliveries ADD COLUMN first_failed_at REAL;
+UPDATE hooks SET previous_secrets = {pair}, previous_secret = NULL, previous_until = NULL
+    WHERE previous_secret IS NOT NULL AND previous_until IS NOT NULL;
+UPDATE hooks SET previous_secret = NULL, previous_until = NULL;
+UPDATE hooks SET paused_at = updated_at WHERE enabled = 0 AND disabled_reason LIKE 'disabled by %';
+"""
+MIGRATIONS.append(_LIFECYCLE.format(
+    pair="json_array(json_array(previous_secret, previous_until))"))
 # PostgreSQL's tables are SQLite's at their last version, with PostgreSQL's types: 8-byte
-# floats for times (its REAL has 4 bytes), 8-byte integers for event ids and seq
+# floats for times (its REAL has 4 bytes), 8-byte integers for event ids and seq. Its first
+# step is SQLite's first without the row SQLite's second removes; its second, SQLite's third
 PG_MIGRATIONS = [MIGRATIONS[0].replace(" REAL", " DOUBLE PRECISION")
                  .replace("event_id INTEGER", "event_id BIGINT").replace("seq INTEGER", "seq BIGINT")
                  .replace("INSERT OR IGNORE", "INSERT")
                  .replace("INSERT INTO webhooks_meta (key, value, until) VALUES ('sender', NULL, 0);\n",
-                          "")]
+                          ""),
+                 _LIFECYCLE.replace(" REAL", " DOUBLE PRECISION").format(
+                     pair="CAST(json_build_array(json_build_array(previous_secret, previous_until)) "
+                          "AS TEXT)")]
+MAX_PREVIOUS = 4  # replaced secrets that may sign at once: five signatures in a header at most
 
 FILE = "webhooks.db"
 TABLES = ("hooks", "deliveries", "webhooks_meta")
 HOOK_FIELDS = ("url", "events", "projects", "description", "enabled", "disabled_reason",
-               "failing_since", "updated_at")  # what change_hook may set
-_JSON_FIELDS = ("events", "projects", "owner_projects")  # lists, stored as JSON text
+               "paused_at", "failing_since", "updated_at")  # what change_hook may set
+_JSON_FIELDS = ("events", "projects", "owner_projects", "previous_secrets")  # JSON text
+_EMPTIED = ("previous_secret", "previous_until")  # columns of an older release, left empty
 
 
 @dataclass(frozen=True)
@@ -98,10 +121,10 @@ class Hook:
     projects: list[str] | None
     description: str
     secret: str
-    previous_secret: str | None
-    previous_until: float | None
+    previous_secrets: list[list]  # [secret, until] of each replaced secret, the latest first
     enabled: bool
     disabled_reason: str | None
+    paused_at: float | None  # paused by a person (not disabled for failing): still queueing
     owner_id: str
     owner_role: str
     owner_kind: str
@@ -116,10 +139,21 @@ class Hook:
 
 def _hook(row: sqlite3.Row) -> Hook:
     data = dict(row)
+    for key in _EMPTIED:
+        data.pop(key, None)
     for key in _JSON_FIELDS:
         data[key] = None if data[key] is None else json.loads(data[key])
+    data["previous_secrets"] = data["previous_secrets"] or []
     data["enabled"] = bool(data["enabled"])
     return Hook(**data)
+
+
+def in_grace(previous: list[list] | str | None, at: float) -> list[list]:
+    """The replaced secrets still signing at ``at`` (``previous_secrets``, as stored or read)."""
+    if isinstance(previous, str):
+        previous = json.loads(previous)
+    return [[secret, until] for secret, until in previous or [] if until is not None
+            and until > at]
 
 
 def _stored(value: Any, key: str) -> Any:
@@ -173,23 +207,36 @@ class WebhookStore:
         return _hook(row) if row else None
 
     def resume_hook(self, hook_id: str, at: float) -> None:
-        """A hook enabled again: what it kept pending is due now, its failure streak forgotten."""
+        """A hook enabled again (paused, or disabled for failing): what it kept pending is due
+        now, in its order, and its failure streak — the hook's and its deliveries' — forgotten."""
         with self.db.transaction() as conn:
-            conn.execute("UPDATE hooks SET enabled = 1, disabled_reason = NULL, "
+            conn.execute("UPDATE hooks SET enabled = 1, disabled_reason = NULL, paused_at = NULL, "
                          "failing_since = NULL, updated_at = ? WHERE id = ?", (at, hook_id))
-            conn.execute("UPDATE deliveries SET next_at = ? WHERE hook_id = ? "
-                         "AND status = 'pending'", (at, hook_id))
+            conn.execute("UPDATE deliveries SET next_at = ?, first_failed_at = NULL "
+                         "WHERE hook_id = ? AND status = 'pending'", (at, hook_id))
 
     def set_secret(self, hook_id: str, secret: str, previous_until: float | None,
-                   at: float) -> bool:
-        """A new secret; the old one keeps signing until ``previous_until`` (None: at once)."""
+                   at: float) -> list[float] | None:
+        """A new secret. With ``previous_until``, the one it replaces keeps signing until then,
+        and every earlier one whose grace runs keeps signing until its own end; without, none
+        but the new one signs from now on. Returns None when done, or — refused, nothing
+        changed — the ends of the graces that run already, when :data:`MAX_PREVIOUS` replaced
+        secrets sign (a gone hook is None too: the caller has just read it)."""
         with self.db.transaction() as conn:
-            done = conn.execute(
-                "UPDATE hooks SET previous_secret = CASE WHEN ? THEN secret END, "
-                "previous_until = ?, secret = ?, secret_rotated_at = ?, updated_at = ? "
-                "WHERE id = ?", (previous_until is not None, previous_until, secret, at, at,
-                                 hook_id))
-        return done.rowcount == 1
+            row = conn.execute("SELECT secret, previous_secrets FROM hooks WHERE id = ?",
+                               (hook_id,)).fetchone()
+            if row is None:
+                return None
+            previous = []
+            if previous_until is not None:
+                previous = in_grace(row["previous_secrets"], at)
+                if len(previous) >= MAX_PREVIOUS:
+                    return sorted(until for _, until in previous)
+                previous = [[row["secret"], previous_until], *previous]  # latest first
+            conn.execute("UPDATE hooks SET previous_secrets = ?, secret = ?, "
+                         "secret_rotated_at = ?, updated_at = ? WHERE id = ?",
+                         (json.dumps(previous), secret, at, at, hook_id))
+        return None
 
     def remove_hook(self, hook_id: str) -> bool:
         """Delete a hook and its deliveries — the deliveries first, in the order the sender
@@ -218,15 +265,18 @@ class WebhookStore:
 
     def queue_events(self, read_after: Callable[[int, int], Sequence[Any]],
                      plan: Callable[[Sequence[Any], list[Hook]], Iterable[Queued]],
-                     batch: int, at: float) -> int:
+                     batch: int, at: float, paused_after: float) -> int:
         """One transaction: read up to ``batch`` events after the cursor (``read_after(cursor,
-        limit)``, each with an ``id``), queue what ``plan(events, enabled_hooks)`` says, and
-        move the cursor past them. Returns how many events were taken in."""
+        limit)``, each with an ``id``), queue what ``plan(events, hooks)`` says for the hooks
+        that queue — the enabled ones, and those paused after ``paused_after`` (a hook disabled
+        for failing, or paused before then, queues nothing) — and move the cursor past them.
+        Returns how many events were taken in."""
         with self.db.transaction(serial=True) as conn:
             events = read_after(self._cursor(conn), batch)
             if not events:
                 return 0
-            hooks = [_hook(r) for r in conn.execute("SELECT * FROM hooks WHERE enabled = 1")]
+            hooks = [_hook(r) for r in conn.execute(
+                "SELECT * FROM hooks WHERE enabled = 1 OR paused_at > ?", (paused_after,))]
             rows = list(plan(events, hooks)) if hooks else []
             if rows:
                 seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM deliveries").fetchone()[0]
@@ -248,7 +298,7 @@ class WebhookStore:
         in order."""
         one = "AND h.id = ? " if hook_id is not None else ""
         rows = self.db.conn.execute(
-            "SELECT d.*, h.url, h.secret, h.previous_secret, h.previous_until "
+            "SELECT d.*, h.url, h.secret, h.previous_secrets "
             "FROM hooks h JOIN deliveries d ON d.id = (SELECT id FROM deliveries "
             "WHERE hook_id = h.id AND status = 'pending' ORDER BY seq LIMIT 1) "
             f"WHERE h.enabled = 1 AND d.next_at <= ? {one}ORDER BY d.seq",
@@ -271,20 +321,28 @@ class WebhookStore:
                    latency_ms: float | None, at: float, next_at: float | None,
                    disable_if_failing_since: float, reason: str) -> float | None:
         """Record a failed try: due again at ``next_at``, or failed for good when it is None.
-        The hook's failure streak starts now unless it runs already; a streak that began at
-        or before ``disable_if_failing_since`` disables the hook with ``reason``. Returns the
-        streak's start when this call disabled the hook, else None."""
+        The hook's failure streak, and the delivery's own, start now unless they run already.
+        The hook is disabled with ``reason`` when its streak began at or before
+        ``disable_if_failing_since`` *and* this delivery has either used its last try or has
+        itself failed every try since then: an outage that lasted, never one old failure and
+        one new blip (a blip's next try may still succeed and end the streak). Returns the
+        hook's streak's start when this call disabled it, else None."""
         with self.db.transaction() as conn:
             conn.execute("UPDATE deliveries SET status = ?, attempts = attempts + 1, "
                          "last_status_code = ?, last_error = ?, last_latency_ms = ?, "
-                         "last_attempt_at = ?, next_at = ? WHERE id = ? AND status = 'pending'",
+                         "last_attempt_at = ?, next_at = ?, "
+                         "first_failed_at = COALESCE(first_failed_at, ?) "
+                         "WHERE id = ? AND status = 'pending'",
                          ("pending" if next_at is not None else "failed", code, error,
-                          latency_ms, at, next_at, delivery_id))
+                          latency_ms, at, next_at, at, delivery_id))
             conn.execute("UPDATE hooks SET failing_since = COALESCE(failing_since, ?) "
                          "WHERE id = ?", (at, hook_id))
-            row = conn.execute("SELECT failing_since FROM hooks WHERE id = ? AND enabled = 1 "
-                               "AND failing_since <= ?", (hook_id, disable_if_failing_since)
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT h.failing_since FROM hooks h JOIN deliveries d ON d.hook_id = h.id "
+                "WHERE h.id = ? AND d.id = ? AND h.enabled = 1 AND h.failing_since <= ? "
+                "AND (d.status = 'failed' OR d.first_failed_at <= ?)",
+                (hook_id, delivery_id, disable_if_failing_since, disable_if_failing_since)
+            ).fetchone()
             if row is None:
                 return None
             conn.execute("UPDATE hooks SET enabled = 0, disabled_reason = ?, updated_at = ? "
@@ -335,7 +393,8 @@ class WebhookStore:
             if row is None or row["status"] == "pending":
                 return row
             conn.execute("UPDATE deliveries SET status = 'pending', attempts = 0, next_at = ?, "
-                         "delivered_at = NULL, seq = (SELECT MAX(seq) + 1 FROM deliveries) "
+                         "delivered_at = NULL, first_failed_at = NULL, "
+                         "seq = (SELECT MAX(seq) + 1 FROM deliveries) "
                          "WHERE id = ?", (at, delivery_id))
         return row
 

@@ -36,7 +36,7 @@ def test_a_hook_from_add_to_delete(cli, receiver):
     code, out, _ = cli("rotate-secret", hook_id, "--keep-previous", "60")
     assert code == 0 and "the previous secret also signs until" in out
     code, out, _ = cli("update", hook_id, "--disable")
-    assert code == 0 and "disabled by local" in out
+    assert code == 0 and "paused by local" in out
     code, out, _ = cli("delete", hook_id)
     assert code == 0 and f"deleted webhook {hook_id}" in out
     code, _, err = cli("show", hook_id)

@@ -49,6 +49,9 @@ def test_list_pages_oldest_first(served):
                                                      "cursor": pages[-1].next_cursor}))
     assert [[h["id"] for h in page.items] for page in pages] == [ids[:2], ids[2:4], ids[4:]]
     assert [h.id for h in nm.webhooks.list()] == ids
+    paused = nm.webhooks.update(ids[0], enabled=False)  # the client's Webhook shows the pause
+    assert paused.paused_at and paused.previous_secrets_until == []
+    assert nm.webhooks.update(ids[0], enabled=True).paused_at is None
     served.delete(f"/v1/webhooks/{ids[1]}")  # the hook a cursor names is gone: no place lost
     after_first = nm._page("/v1/webhooks", dict, {"limit": 2, "cursor": pages[0].next_cursor})
     assert [h["id"] for h in after_first.items] == ids[2:4]
@@ -68,7 +71,7 @@ def test_patch_changes_what_it_names_and_keeps_the_rest(served, tmp_path):
     r = served.patch(f"/v1/webhooks/{hook['id']}", {"projects": None})
     assert r.json["projects"] is None and r.json["events"] == ["index.*"]
     r = served.patch(f"/v1/webhooks/{hook['id']}", {"enabled": False})
-    assert r.json["enabled"] is False and r.json["disabled_reason"] == "disabled by local"
+    assert r.json["enabled"] is False and r.json["disabled_reason"] == "paused by local"
     r = served.patch(f"/v1/webhooks/{hook['id']}", {"enabled": True, "url": "http://127.0.0.1:8/x"})
     assert r.json["enabled"] is True and r.json["disabled_reason"] is None
     assert r.json["url"] == "http://127.0.0.1:8/x"
