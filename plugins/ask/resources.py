@@ -14,16 +14,22 @@ from plugins.ask.models import AskIn, AskOut, AskSource
 from plugins.ask.providers import pieces
 from plugins.ask.sources import gather
 
-# a run of markers not glued to what precedes it: ``argv[2]`` or ``rows()[1]`` index code
-CITATIONS = re.compile(r"(?<![\w)\]])((?:\[\d+(?:\s*,\s*\d+)*\])+)")
+CITATIONS = re.compile(r"(?:\[\d+(?:\s*,\s*\d+)*\])+")
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+ACCESSED = re.compile(r"(?:[)\]]|\w[\w.]*[._]\w+)$")  # f(), rows[0], sys.argv, my_list
 
 
 def cited(answer: str, count: int) -> list[int]:
-    """The source numbers ``answer`` cites (``[2]``, ``[1][3]``, ``[1, 3]``), first use first;
-    an index in quoted code (``sys.argv[2]``) is none."""
+    """The source numbers ``answer`` cites (``[2]``, ``[1][3]``, ``[1, 3]``, ``WAL[1]``), first
+    use first. Code is no citation: what a code span or block holds, and an index into a call,
+    an index, a dotted or snake_case name (``sys.argv[2]``, ``rows()[1]``) — a model cites
+    glued to a word as often as not, so a plain word before the marker is allowed."""
     found: dict[int, None] = {}
-    for run in CITATIONS.findall(answer):
-        for n in map(int, re.findall(r"\d+", run)):
+    text = CODE.sub(" ", answer)
+    for run in CITATIONS.finditer(text):
+        if ACCESSED.search(text, 0, run.start()):
+            continue
+        for n in map(int, re.findall(r"\d+", run.group())):
             if 1 <= n <= count:
                 found[n] = None
     return list(found)

@@ -60,6 +60,9 @@ def test_an_index_in_quoted_code_is_no_citation(local):
     assert "sys.argv[2]" in out["answer"] and out["cited"] == [source["n"]]
     local.delete(f"/v1/projects/{local.pid}/memories/{made['id']}")
     assert cited("a [1][3], b [2, 1]; x[0], f()[3], ([2])", 3) == [1, 3, 2]
+    # glued to a word, or after a sentence's stop, a marker cites; code never does
+    assert cited("proceed[1]. WAL[2][3]", 3) == [1, 2, 3]
+    assert cited("my_list[2], `cfg[3]`, ```\nx = a[2]\n``` and done.[1]", 3) == [1]
 
 
 def test_the_smallest_budget_holds_every_source_asked_for(tmp_path):
