@@ -60,7 +60,7 @@ class MemoryResources:
         project, actor, rid = _ctx(req)
         out = self.m.create(project, req.context.body, actor, rid, req.context.query.duplicates)
         resp.location = f"/v1/projects/{project.id}/memories/{out['id']}"
-        return out
+        return _tagged(resp, out)
 
     @operation(permission="memories.read", query=ListQuery, response=Page[Memory], tags=TAGS,
                summary="List memories, newest first, with filters or a collection")
@@ -207,19 +207,22 @@ class MemoryResources:
     def on_post_feedback(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         body = req.context.body
-        return self.m.feedback(project, memory_id, body.signal, body.note, actor, rid)
+        return _tagged(resp, self.m.feedback(project, memory_id, body.signal, body.note, actor,
+                                             rid))
 
     @operation(permission="memories.write", body=TagsIn, response=Memory, tags=TAGS,
                summary="Add tags to a memory")
     def on_post_tags(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        return self.m.retag(project, memory_id, req.context.body.tags, [], actor, rid)
+        return _tagged(resp, self.m.retag(project, memory_id, req.context.body.tags, [], actor,
+                                          rid))
 
     @operation(permission="memories.write", query=TagsQuery, response=Memory, tags=TAGS,
                summary="Remove tags from a memory (?tag=… repeatable)")
     def on_delete_tags(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
-        return self.m.retag(project, memory_id, [], req.context.query.tag, actor, rid)
+        return _tagged(resp, self.m.retag(project, memory_id, [], req.context.query.tag, actor,
+                                          rid))
 
     @operation(permission="memories.write", body=LinkIn, response=Link, status=201, tags=TAGS,
                summary="Link this memory to another (supersedes makes the target SUPERSEDED)",

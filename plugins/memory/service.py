@@ -74,8 +74,9 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
 
 def check_match(if_match: str | None, rec: dict[str, Any]) -> None:
     """412 unless ``if_match`` (an ``If-Match`` header, if any) holds for ``rec``: its
-    ``updated_at`` (the ETag its reads and writes answer, quoted or not), or ``*``."""
-    tag = if_match.strip().removeprefix("W/").strip('"') if if_match is not None else "*"
+    ``updated_at`` (the ETag its reads and writes answer, quoted or not), or ``*``. A weak
+    tag (``W/"…"``) never holds: If-Match compares strongly (RFC 9110)."""
+    tag = if_match.strip().strip('"') if if_match is not None else "*"
     if tag != "*" and tag != rec["updated_at"]:
         raise PreconditionFailed("the memory changed since that updated_at",
                                  details={"updated_at": rec["updated_at"]})

@@ -276,7 +276,17 @@ def test_if_match_holds_for_every_write_to_a_record_and_each_answer_tags_it(api)
     assert (r.status, r.error["code"]) == (412, "precondition_failed")
     back = api.server.post(url + "/restore", {}, headers={"If-Match": gone.headers["etag"]})
     assert back.status == 200
-    assert api.server.delete(url, headers={"If-Match": back.headers["etag"]}).status == 204
+    weak = api.server.patch(url, {"rationale": "r"},
+                            headers={"If-Match": "W/" + back.headers["etag"]})
+    assert weak.status == 412  # If-Match compares strongly: a weak tag never holds
+    for answer in (api.server.post(api.base, {"title": "t", "rationale": "r"}),
+                   api.server.post(url + "/feedback", {"signal": "helpful"}),
+                   api.server.post(url + "/tags", {"tags": ["a"]}),
+                   api.server.delete(url + "/tags?tag=a")):
+        assert answer.status in (200, 201), answer.body
+        assert answer.headers["etag"] == f'"{answer.json["updated_at"]}"'
+    now = api.server.get(url).headers["etag"]
+    assert api.server.delete(url, headers={"If-Match": now}).status == 204
     assert api.server.delete(url, headers={"If-Match": "*"}).status == 404
 
 
