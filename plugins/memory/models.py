@@ -21,6 +21,7 @@ KINDS = ("decision", "fact", "preference", "procedure", "episode")
 MAX_ITEMS = 200  # a record's evidence, rejected alternatives, dependency constraints: each
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
+CONFLICTS = ("replaces", "forbids", "setting_value", "polarity")  # the detector's kinds
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -643,12 +644,32 @@ class ExportedLink(Link):
     created_at: Timestamp
 
 
+class ExportedContradiction(Contradiction):
+    """A contradiction as an export line holds it: what the detector and a resolution write,
+    checked as the record's own fields are (its times sort and page the list)."""
+
+    id: Annotated[str, StringConstraints(pattern=r"^c_[0-9a-f]{12}$")]
+    a: MemoryId
+    b: MemoryId
+    confidence: Confidence
+    kind: Literal[CONFLICTS] | None
+    detected_at: Timestamp
+    resolved_at: Timestamp | None = None
+    strategy: Literal[STRATEGIES] | None = None
+
+    @model_validator(mode="after")
+    def _resolved_when_closed(self) -> ExportedContradiction:
+        if (self.status == "resolved") != (self.resolved_at is not None):
+            raise ValueError("resolved_at is given when, and only when, status is resolved")
+        return self
+
+
 class ExportLine(Model):
     memory: StoredMemory
     history: list[ExportedEvent]
     links: list[ExportedLink] = Field(default_factory=list,
                                       description="Links this record is the source of")
-    contradictions: list[Contradiction] = Field(
+    contradictions: list[ExportedContradiction] = Field(
         default_factory=list, description="Contradictions this record is the newer of (b)")
 
 

@@ -108,6 +108,22 @@ def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[d
     return errors
 
 
+def _taken_contradictions(store, numbers: list[int], lines: list[tuple]) -> list[dict[str, Any]]:
+    """A contradiction id of the import that another pair holds, here or on an earlier line:
+    a taken id would be dropped without a word (a pair is stored once)."""
+    errors, pairs = [], {}
+    for n, (*_, contradictions) in zip(numbers, lines, strict=True):
+        for i, c in enumerate(contradictions):
+            known = pairs.get(c["id"]) or store.contradiction(c["id"])
+            if known is not None and (known["a"], known["b"]) != (c["a"], c["b"]):
+                errors.append(records.invalid((f"line {n}", "contradictions", i, "id"),
+                                              f"contradiction {c['id']} is between "
+                                              f"{known['a']} and {known['b']}",
+                                              "contradiction_taken"))
+            pairs.setdefault(c["id"], c)
+    return errors
+
+
 def _creates(items: list[BatchItem]) -> dict[int, MemoryIn | list[dict[str, Any]]]:
     """Each create item's body by its index, or its errors: the items in one pydantic-core
     call (a call per item cost ~30% more), each alone when one is bad, so its errors name it."""
@@ -614,10 +630,11 @@ class Memories:
                                        "event_taken")
                        for i, ev in enumerate(history)
                        if owners.get(ev["id"], rec["id"]) != rec["id"]]
+        errors += _taken_contradictions(store, numbers, lines)
         if errors:
             raise records.fail(errors, "the import did not validate; nothing was written")
         created, overwritten, skipped = store.import_lines(
-            lines, overwrite, now_iso(), lambda rec: self.actor_for(actor, rec))
+            lines, overwrite, lambda rec: self.actor_for(actor, rec))
         self.written(store)
         out = {"created": created, "overwritten": overwritten, "skipped": skipped}
         self.emit("imported", project, actor, request_id, **out)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from neuralmind import statements
+from neuralmind import now_iso, statements
 from plugins.memory.decay import DEFAULT_IMPORTANCE
 
 LIST_FIELDS = ("files_affected", "evidence", "rejected_alternatives", "dependency_constraints",
@@ -485,23 +485,27 @@ class MemoryStore:
             w.apply(ops, at)
 
     def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]],
-                                             list[dict[str, Any]]]],
-                     overwrite: bool, at: str, actor: Callable[[dict[str, Any]], str]
+                                             list[dict[str, Any]], list[dict[str, Any]]]],
+                     overwrite: bool, actor: Callable[[dict[str, Any]], str]
                      ) -> tuple[int, int, int]:
-        """Restore exported ``(record, content_sha, history, links)``; returns (created,
-        overwritten, skipped). Links go in after every record, so they may point forward.
+        """Restore exported ``(record, content_sha, history, links, contradictions)``; returns
+        (created, overwritten, skipped). Links and contradictions go in after every record, so
+        they may point forward; a pair whose older record is in neither the import nor the
+        store is left out, as a link to a missing record is.
 
         A record overwritten into something else says so in its history — an ``imported``
-        event with the fields it changed, ``unlinked`` for each link of its that the line
-        does not hold (on both ends) — and is stamped ``at``, so its history explains it and
-        an ``If-Match`` read before does not hold after."""
+        event with the fields it changed (by ``actor(record)``), ``unlinked`` for each link of
+        its that the line does not hold (on both ends) — and is stamped with the import's
+        time, taken in its transaction, so its history explains it in order and an
+        ``If-Match`` read before does not hold after."""
         created = overwritten = skipped = 0
         with self.writing() as w:
+            at = now_iso()
             imported = [rec["id"] for rec, *_ in lines]
             taken = self.exists(imported, w.conn)
             # an overwritten record is deleted and inserted again: what other records hold
-            # about it — their links to it, its contradictions (not in an export line) — would
-            # go with it, so it is read first and put back
+            # about it — their links to it, the contradictions it is in — would go with it, so
+            # it is read first and put back; a pair its line holds too is the line's
             links, kept = self._held_about(w.conn, taken if overwrite else set(), set(imported))
             found: list[dict[str, Any]] = []
             for rec, sha, history, out, contradictions in lines:
@@ -540,7 +544,7 @@ class MemoryStore:
             for lk in links:
                 if lk["target"] in present:
                     w.link(lk)
-            for row in kept + [c for c in found if c["a"] in present]:
+            for row in [c for c in found if c["a"] in present] + kept:
                 w.contradiction(row)
         return created, overwritten, skipped
 

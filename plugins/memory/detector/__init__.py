@@ -27,7 +27,6 @@ from plugins.memory.detector.values import rule_settings
 from plugins.memory.detector.words import GENERIC, Doc, parse, share_salience
 
 THRESHOLD = 0.5
-KINDS = ("replaces", "forbids", "setting_value", "polarity")
 
 
 class Verdict(NamedTuple):

@@ -295,6 +295,30 @@ def test_contradictions_go_with_an_export_into_a_fresh_project(api, server, tmp_
     r = server.post(fresh.url(tail="import") + "?mode=overwrite", body=json.dumps(line).encode(),
                     headers={"Content-Type": "application/x-ndjson"})
     assert r.status == 422 and r.error["details"]["errors"][0]["type"] == "contradiction_pair"
+    # checked as the record's own fields are: times sort and page the list
+    newest = json.loads(exported.decode().splitlines()[-1])
+    own = newest["contradictions"][0]
+    taken = next(c["id"] for c in (found, other) if (c["a"], c["b"]) != (own["a"], own["b"]))
+    for bad, where in (({"detected_at": "yesterday"}, "detected_at"),
+                       ({"confidence": 42}, "confidence"), ({"kind": "vibes"}, "kind"),
+                       ({"status": "resolved", "resolved_at": None}, None),
+                       ({"id": taken}, "id")):  # another pair's id: it would be dropped
+        line = {**newest, "contradictions": [{**own, **bad}]}
+        r = server.post(fresh.url(tail="import") + "?mode=overwrite",
+                        body=json.dumps(line).encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+        assert r.status == 422, (bad, r.body)
+        locs = [e["loc"] for e in r.error["details"]["errors"]]
+        assert all(loc[1:4] == ["line 1", "contradictions", 0] for loc in locs), locs
+        assert where is None or any(loc[-1] == where for loc in locs), locs
+    # an overwrite takes the line's state of a pair it holds (the project had resolved it)
+    path = f"/v1/projects/{fresh.pid}/contradictions/{found['id']}"
+    assert server.post(path + "/resolve", {"strategy": "keep_both"}).status == 200
+    line = next(x for x in exported.decode().splitlines()
+                if found["id"] in [c["id"] for c in json.loads(x)["contradictions"]])
+    r = server.post(fresh.url(tail="import") + "?mode=overwrite", body=line.encode(),
+                    headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 200 and server.get(path).json == found
 
 
 def test_import_rejects_bad_input_and_writes_nothing(api):
