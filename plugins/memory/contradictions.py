@@ -48,8 +48,9 @@ def not_in_force(cid: str, strategy: str, rec: dict[str, Any] | None, mid: str) 
     """409: ``strategy`` would keep a record that is no longer in force (or is gone)."""
     status = rec["status"] if rec is not None else "deleted"
     return Conflict(f"cannot resolve contradiction {cid} with {strategy}: it would keep {mid}, "
-                    f"which is {status}, not ACTIVE (restore it, or resolve with a strategy "
-                    "that keeps an ACTIVE record)", code="invalid_transition",
+                    f"which is {status}, no longer in force (ACTIVE or STALE): restore it, or "
+                    "resolve with a strategy that keeps a record in force",
+                    code="invalid_transition",
                     details={"memory_id": mid, "status": status, "strategy": strategy})
 
 
@@ -235,7 +236,7 @@ class Contradictions:
         while len(rows) <= query.limit:
             batch = store.contradictions(query.status, query.memory_id, query.limit + 1, after)
             # open: only those still between records in force (the others are dormant)
-            rows += self.in_force(store, batch) if query.status == "open" else batch
+            rows += self.live(store, batch) if query.status == "open" else batch
             if len(batch) <= query.limit:
                 break
             after = (batch[-1]["detected_at"], batch[-1]["id"])
@@ -243,7 +244,7 @@ class Contradictions:
         rows = rows[: query.limit]
         return rows, (encode_cursor([rows[-1]["detected_at"], rows[-1]["id"]]) if more else None)
 
-    def in_force(self, store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def live(self, store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``rows`` without the contradictions one of whose records is no longer in force."""
         recs = store.get_many(list({mid for c in rows for mid in (c["a"], c["b"])}))
         return [c for c in rows if in_force(recs.get(c["a"])) and in_force(recs.get(c["b"]))]

@@ -276,7 +276,7 @@ class ContradictionResources:
     @operation(permission="memories.write", body=ResolveIn, response=Resolved, tags=TAGS,
                summary="Resolve: keep_newest, keep_oldest, keep_important, keep_both or manual",
                errors={409: "`invalid_transition`: it is resolved already, or the strategy "
-                            "would keep a record no longer ACTIVE"})
+                            "would keep a record no longer in force (ACTIVE or STALE)"})
     def on_post_resolve(self, req, resp, project_id, contradiction_id):
         project, actor, rid = _ctx(req)
         b = req.context.body

@@ -355,7 +355,8 @@ class Writer:
             f"VALUES ({', '.join('?' * len(LINK_FIELDS))}) ON CONFLICT DO NOTHING",
             tuple(link[f] for f in LINK_FIELDS)).rowcount == 1
 
-    def links_from(self, source: str) -> list[dict[str, Any]]:
+    def outgoing(self, source: str) -> list[dict[str, Any]]:
+        """The links ``source`` is the source of, as this transaction sees them."""
         return [link_of(r) for r in self.conn.execute(
             "SELECT * FROM memory_links WHERE source = ?", (source,))]
 
@@ -474,10 +475,6 @@ class MemoryStore:
             return w.update(rec, content_sha, kind=kind, actor=actor, changes=changes, note=note,
                             expect_updated_at=expect_updated_at)
 
-    def delete(self, memory_id: str, at: str, actor: str | None, title: str) -> bool:
-        with self.writing() as w:
-            return w.delete(memory_id, at, actor, title)
-
     def apply_batch(self, ops: list[tuple[str, dict[str, Any], str | None, dict[str, Any],
                                           str | None]], at: str) -> None:
         """:meth:`Writer.apply` in a transaction of its own."""
@@ -513,7 +510,7 @@ class MemoryStore:
                     if not overwrite:
                         skipped += 1
                         continue
-                    was, had = w.get(rec["id"]), w.links_from(rec["id"])
+                    was, had = w.get(rec["id"]), w.outgoing(rec["id"])
                     w.conn.execute("DELETE FROM memories WHERE id = ?", (rec["id"],))
                     overwritten += 1
                     changes = {f: [was[f], rec[f]] for f in rec

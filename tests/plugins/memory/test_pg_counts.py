@@ -80,8 +80,7 @@ def test_the_lexicons_counts_follow_creates_edits_and_deletes(pg):
         edited = {**rec, "title": "Vacuum the quantum annealer", "rationale": "Annealing."}
         assert store.update(edited, records.content_sha(edited), kind="updated", actor="test",
                             changes={"title": [rec["title"], edited["title"]]})
-    for _, rec, _, _, _ in ops[5:10]:
-        assert store.delete(rec["id"], NOW, "test", rec["title"])
+    store.apply_batch([("delete", rec, None, {}, "test") for _, rec, _, _, _ in ops[5:10]], NOW)
     assert lexicon(store) == truth(store)
     assert lexicon(store)["anneal"] == 5
     assert postings(store) == postings_truth(store)

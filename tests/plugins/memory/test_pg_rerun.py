@@ -96,8 +96,8 @@ def stored(pg):
             edited = {**rec, "title": "Vacuum the quantum annealer", "rationale": "Annealing."}
             assert store.update(edited, records.content_sha(edited), kind="updated",
                                 actor="test", changes={"title": [rec["title"], edited["title"]]})
-        for _, rec, _, _, _ in ops[3:6]:
-            assert store.delete(rec["id"], NOW, "test", rec["title"])
+        store.apply_batch([("delete", rec, None, {}, "test") for _, rec, _, _, _ in ops[3:6]],
+                          NOW)
     assert stores["alpha"].build_nearest(MemorySettings())
     for store in stores.values():
         consistent(store)
