@@ -173,9 +173,9 @@ def test_a_batch_racing_single_patches_on_a_record_loses_none_of_them(api):
     try:
         while not patched:  # the race is on before the first batch
             time.sleep(0.005)
-        for b in range(3):  # many creates: the batch takes long enough for patches to land
+        for b in range(4):  # many creates: the batch takes long enough for patches to land
             items = [{"op": "create", "title": f"filler {b}-{i}", "rationale": "f"}
-                     for i in range(200)] + [{"op": "patch", "id": target,
+                     for i in range(300)] + [{"op": "patch", "id": target,
                                               "evidence_append": [f"batch {b}"]}]
             assert api.server.post(api.url(tail="batch"), {"items": items}).status == 200
     finally:
@@ -186,7 +186,7 @@ def test_a_batch_racing_single_patches_on_a_record_loses_none_of_them(api):
     assert [old for old, _ in said] == ["r0", *patched[:-1]]  # each change read the one before
     assert [e["at"] for e in history] == sorted(e["at"] for e in history)
     now = api.get(target)
-    assert (now["rationale"], now["evidence"]) == (patched[-1], ["batch 0", "batch 1", "batch 2"])
+    assert (now["rationale"], now["evidence"]) == (patched[-1], [f"batch {b}" for b in range(4)])
 
 
 def test_export_import_round_trip_is_identical(server, filled, tmp_path):
