@@ -33,9 +33,10 @@ MINIFIED = "minified or generated (lines of thousands of characters)"
 LONG_LINE, LONG_AVERAGE = 5_000, 500
 
 
-def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
-    """The entries whose path is valid UTF-8. The OS hands any other name over with
-    surrogates (PEP 383), which SQLite, JSON and a client cannot hold."""
+def utf8_named(entries: list[FileEntry], skipped: Counter | None) -> list[FileEntry]:
+    """The entries whose path is valid UTF-8, the others counted in ``skipped``. The OS hands
+    any other name over with surrogates (PEP 383), which SQLite, JSON and a client cannot
+    hold."""
     named = []
     for entry in entries:
         try:
@@ -43,6 +44,8 @@ def utf8_named(entries: list[FileEntry]) -> list[FileEntry]:
         except UnicodeEncodeError:
             continue
         named.append(entry)
+    if skipped is not None:
+        skipped[BAD_NAME] += len(entries) - len(named)
     return named
 
 
@@ -52,11 +55,7 @@ def walk_named(root: str, rules: RuleSet, check=lambda: None,
     over the size cap in ``skipped``) whose names are UTF-8 (the others counted too).
     ``validate`` compares the disk with the index through this and :func:`read_project_file`,
     so it leaves out exactly what a build leaves out."""
-    walked = walk(root, rules, check, skipped)
-    entries = utf8_named(walked)
-    if skipped is not None:
-        skipped[BAD_NAME] += len(walked) - len(entries)
-    return entries
+    return utf8_named(walk(root, rules, check, skipped), skipped)
 
 
 def read_project_file(root: str, rel: str) -> tuple[bytes, str] | str | None:
@@ -165,8 +164,7 @@ class Build:
             entries, gone = walk_named(root, self.rules, self.check, skipped), None
         else:
             walked, gone = select(root, self.rules, paths)
-            entries = utf8_named(walked)
-            skipped[BAD_NAME] += len(walked) - len(entries)
+            entries = utf8_named(walked, skipped)
         # every file the walk found counts in files_total, skipped or not (over the size cap,
         # a name not UTF-8 — left out before they are read — binary, minified): files_total =
         # the project's files indexed + files_skipped, whatever the reason

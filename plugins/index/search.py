@@ -116,7 +116,7 @@ def named(store, query: str, file_type: str | None) -> list[int]:
     if not _IDENTIFIER.fullmatch(query.strip()):
         return []
     query = query.strip()
-    found = store.named(query.rsplit(".", 1)[-1], file_type, NAMED)
+    found = store.named(query, file_type, NAMED)
     under = [nid for nid, qualname in found
              if qualname == query or qualname.endswith("." + query)]
     return under or [nid for nid, _ in found]
@@ -150,10 +150,7 @@ def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str
     semantic score is the cosine less ``hub_weight`` × the node's hubness."""
     if mode == "keyword":
         lexical = keyword(store, query, n, file_type)
-        own = dict(lexical)
-        top = lexical[0][1] if lexical else 0.0
-        return _first(lexical, {nid: top + own.get(nid, 0.0)
-                                for nid in named(store, query, file_type)}, n), None
+        return _first(lexical, _lifted(store, query, file_type, lexical), n), None
     pending = (kernel.beside(keyword, store, query, CANDIDATES, file_type)
                if mode == "hybrid" else None)
     try:
@@ -161,7 +158,9 @@ def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str
     except Unavailable as ex:
         if mode == "semantic":
             raise
-        return pending.result()[:n], f"keyword results only: {ex.message}"
+        lexical = pending.result()
+        return (_first(lexical, _lifted(store, query, file_type, lexical), n),
+                f"keyword results only: {ex.message}")
     mask = (mat.types == file_type) if file_type else None
     if mode == "semantic":
         return [(int(mat.nids[i]), float(scores[i])) for i in top_k(scores, n, mask)], None
@@ -180,6 +179,15 @@ def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str
     # a blended score is at most 1: a definition the query names scores above every other
     return _first(ranked, {nid: 1.0 + blend(nid) for nid in named(store, query, file_type)},
                   n), None
+
+
+def _lifted(store, query: str, file_type: str | None, lexical: list[tuple[int, float]]
+            ) -> dict[int, float]:
+    """The definitions the query names, scored above every keyword hit: the best keyword
+    score + their own."""
+    own = dict(lexical)
+    top = lexical[0][1] if lexical else 0.0
+    return {nid: top + own.get(nid, 0.0) for nid in named(store, query, file_type)}
 
 
 def _first(ranked: list[tuple[int, float]], named: dict[int, float], n: int

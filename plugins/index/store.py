@@ -100,6 +100,9 @@ DROP TABLE IF EXISTS locks;
 -- each vector's hubness (plugins/index/search.py), NULL until the next build measures it
 ALTER TABLE vectors ADD COLUMN hub REAL;
 CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
+""", """
+-- a one-word search names a definition in any case (plugins/index/search.py named)
+CREATE INDEX nodes_by_name_nocase ON nodes (name COLLATE NOCASE);
 """]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
@@ -273,13 +276,18 @@ class IndexStore:
             f"SELECT nid, path, kind, qualname, signature, docstring, line FROM nodes "
             f"WHERE kind IN ({','.join('?' * len(kinds))}) ORDER BY path, line", kinds).fetchall()
 
-    def named(self, name: str, file_type: str | None, limit: int) -> list[tuple[int, str]]:
+    def named(self, qualified: str, file_type: str | None, limit: int
+              ) -> list[tuple[int, str]]:
         """``[(node id, qualname)]`` of the definitions (modules, classes, functions, methods)
-        called ``name``: as written, else in any case."""
+        called as ``qualified``'s last part — as written, else in any case — those whose
+        qualname is ``qualified`` or ends with it first."""
         sql = ("SELECT nid, qualname FROM nodes WHERE name = ?{} AND kind IN "
-               "('module', 'class', 'function', 'method')" + (" AND file_type = ?" if file_type
-                                                               else "") + " LIMIT ?")
-        args = [name, *([file_type] if file_type else []), limit]
+               "('module', 'class', 'function', 'method')"
+               + (" AND file_type = ?" if file_type else "")
+               + " ORDER BY (qualname = ? OR substr(qualname, -?) = ?) DESC, path, line LIMIT ?")
+        tail = "." + qualified
+        args = [qualified.rsplit(".", 1)[-1], *([file_type] if file_type else []), qualified,
+                len(tail), tail, limit]
         return (self.db.conn.execute(sql.format(""), args).fetchall()
                 or self.db.conn.execute(sql.format(" COLLATE NOCASE"), args).fetchall())
 

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from urllib.parse import quote
 
-from tests.plugins.index.conftest import build, wait_for
+from tests.plugins.index.conftest import build, built, wait_for
 from tests.support import LocalServer
 
 
@@ -261,8 +261,6 @@ def test_files_total_counts_every_skipped_file_whatever_the_reason(server, tmp_p
 
 def test_lock_files_and_dot_files_are_config_not_docs(server, tmp_path):
     """`uv.lock` and `.gitignore` were typed `docs`, so a docs search quoted them."""
-    root = tmp_path / "types"
-    root.mkdir()
     files = {"README.md": "# Deploy\n\nRun gunicorn behind nginx to deploy.\n",
              "notes.txt": "deploy with gunicorn: workers and timeouts\n",
              ".gitignore": "# deploy with gunicorn\n*.log\n",
@@ -271,11 +269,7 @@ def test_lock_files_and_dot_files_are_config_not_docs(server, tmp_path):
              "Cargo.lock": '[[package]]\nname = "deploy-gunicorn"\n',
              "go.sum": "example.com/deploy/gunicorn v1.0.0 h1:abc=\n",
              "app.py": "def deploy():\n    return 'gunicorn'\n"}
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    pid = server.register(root)
-    build(server, pid)
+    pid = built(server, tmp_path / "types", files)
     types = {rel: server.get(f"/v1/projects/{pid}/documents?path={quote(rel)}").json["file_type"]
              for rel in files}
     assert types == {"README.md": "docs", "notes.txt": "docs", ".gitignore": "config",

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.plugins.index.conftest import build, built
+from tests.plugins.index.conftest import built
 
 HANDLERS = {
     "app/__init__.py": "",
@@ -153,11 +153,7 @@ LAYOUT = {
 def test_l1_ranks_modules_by_the_imports_that_resolve_into_them(server, tmp_path):
     """Issue: ``import typing`` (the standard library's) credited ``pkg/typing.py`` and
     ``import pkg`` a fixture called ``pkg.py``, ahead of the module every file imports."""
-    for rel, text in LAYOUT.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    pid = server.register(tmp_path)
-    build(server, pid)
+    pid = built(server, tmp_path, LAYOUT)
     out = server.get(f"/v1/projects/{pid}/wakeup").json
     layout = out["context"].split("## Layout\n", 1)[1]
     paths = [line[2:].split(":")[0].split(" [")[0] for line in layout.splitlines()

@@ -23,6 +23,10 @@ def test_keyword_only_without_a_model(tmp_path, monkeypatch):
         r = server.post(f"/v1/projects/{pid}/search", {"query": "sales tax", "mode": "hybrid"})
         assert r.status == 200 and r.json["notice"].startswith("keyword results only")
         assert r.json["results"][0]["label"] == "compute_sales_tax"
+        # a name alone: the fallback answers what keyword search answers, definitions lifted
+        named = [server.post(f"/v1/projects/{pid}/search", {"query": "round_money", "mode": mode})
+                 .json["results"] for mode in ("hybrid", "keyword")]
+        assert named[0] == named[1] and named[0][0]["label"] == "round_money"
         q = server.post(f"/v1/projects/{pid}/query", {"question": "sales tax", "trace": True}).json
         assert q["layers_used"][0] == "L0" and "compute_sales_tax" in q["context"]
         assert q["trace"]["notice"].startswith("keyword results only")
