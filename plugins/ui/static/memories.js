@@ -257,10 +257,10 @@ export function render(root, ctx, [openId]) {
         if (error.status !== 412) throw error;
         const kept = Object.fromEntries(Object.entries(values()).filter(([name, text]) =>
           text !== shown[name]));
-        const now = await open(m.id);
+        const now = await open(m.id);  // null: it could not be read again (its error shown)
         if (now) edit(now, url, kept);
-        toast("Someone changed it meanwhile: shown as it is now, your edit kept to save again.",
-          "error");
+        toast(now ? "Someone changed it meanwhile: shown as it is now, your edit kept to save again."
+          : "Someone changed it meanwhile, and it could not be read again.", "error");
         return;
       }
       toast(`Saved ${m.id}`);
