@@ -145,7 +145,8 @@ class Kernel:
              actor: Actor | str | None = None, data: dict[str, Any] | None = None,
              request_id: str | None = None) -> None:
         """Record an event after a write has committed, then fan it out to ``track_event``.
-        Inside a request, the request's events are recorded together when it ends."""
+        Inside a request, the request's events are recorded together once its handler and the
+        plugins' middleware (``api.call``) are done, before any ``after_events`` middleware."""
         if kind not in self.event_kinds and kind not in self._undeclared:
             self._undeclared.add(kind)
             log.warning("event kind %r is emitted but no plugin declares it "
@@ -291,10 +292,17 @@ class Kernel:
         return frozenset(hosts)
 
     def _build_app(self) -> falcon.App:
-        middleware = [HeldEvents(self.events),
-                      Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes)]
+        # Falcon calls process_response innermost first: the plugins' middleware (api.call),
+        # then HeldEvents writes the request's events, then the middleware that asked to run
+        # after them (``after_events``: bookkeeping that may wait on a lock, as tier2's seat
+        # note does) — so nothing that can block stands between a write and its events
+        inner: list[object] = []
+        outer: list[object] = []
         for owner, batch in each(self.pm, "register_middleware", kernel=self):
-            middleware.extend(_entries(owner, "register_middleware", batch, "middleware objects"))
+            for entry in _entries(owner, "register_middleware", batch, "middleware objects"):
+                (outer if getattr(entry, "after_events", False) is True else inner).append(entry)
+        middleware = [*outer, HeldEvents(self.events),
+                      Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes), *inner]
         app = falcon.App(middleware=middleware)
         app.req_options.auto_parse_qs_csv = False
         app.resp_options.default_media_type = JSON

@@ -266,8 +266,12 @@ class EventLog:
 
 
 class HeldEvents:
-    """Falcon middleware, the kernel's outermost: the events of a request are written together
-    after every other middleware's ``process_response`` (``api.call`` included)."""
+    """Falcon middleware, outside the kernel's guards and the plugins' middleware: the events
+    of a request are written together right after the handler and those middleware's
+    ``process_response`` (``api.call`` included) — the write they tell of has committed, so
+    nothing that may wait belongs before them. Middleware marked ``after_events`` sit outside
+    this one: their ``process_response`` runs once the events are written (tier2's seat note,
+    which can wait on seats.db's lock)."""
 
     def __init__(self, events: EventLog):
         self.events = events
@@ -286,21 +290,28 @@ class HeldEvents:
 def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,
                  project_id: str | None = None) -> bool:
     """An event from a CLI command (``cli:<user>`` as actor), appended to the event log — the
-    shared database's, or the home's when a server has made one (a command never creates
-    ``kernel.db``). ``/v1/events`` and the audit see it; ``track_event`` plugins are not
-    called, as no kernel runs in the CLI."""
+    shared database's, or the home's ``kernel.db``, made with the kernel's migrations when no
+    server has run there yet (a token created before the first start is an event too: the
+    server's ``/v1/events`` and the audit find it in the log). ``track_event`` plugins are
+    not called, as no kernel runs in the CLI. False when the event could not be written (the
+    database out of reach or locked past its busy timeout; the log says why)."""
     from kernel.app import kernel_migrations
     from kernel.pg import open_shared
     from kernel.storage import Database
-    db = open_shared(settings, "kernel", kernel_migrations(postgres=True))
-    if db is None:
-        path = settings.home / "kernel.db"
-        if not path.exists():
-            return False
-        db = Database(path)
     try:
-        EventLog(db, lambda event: None).append(kind, project_id, f"cli:{getpass.getuser()}",
-                                                data, None)
+        db = open_shared(settings, "kernel", kernel_migrations(postgres=True))
+        if db is None:
+            home = settings.home
+            if not home.exists():
+                home.mkdir(parents=True, mode=0o700)  # as a server makes it
+            db = Database(home / "kernel.db", kernel_migrations(postgres=False))
+    except Exception as ex:  # unreadable, not a database, a newer schema: the caller says so
+        log.error("the %s event cannot be recorded: %s", kind, ex)
+        return False
+    events = EventLog(db, lambda event: None)
+    try:
+        events.append(kind, project_id, f"cli:{getpass.getuser()}", data, None)
+        events.close()  # what an outage kept is tried once more, else said lost
+        return not events._unwritten
     finally:
         db.close()
-    return True

@@ -55,7 +55,12 @@ def register_event_kinds(kernel: Kernel) -> list[EventKind]:
 
 @hookspec
 def register_middleware(kernel: Kernel) -> list[object]:
-    """Falcon middleware objects, run after the kernel's own guards (CORS, rate limits)."""
+    """Falcon middleware objects, run after the kernel's own guards (CORS, rate limits).
+    Their ``process_response`` runs before the request's events are written; one whose
+    ``after_events`` attribute is ``True`` is placed outside the kernel's middleware instead,
+    so its ``process_response`` runs once they are written (bookkeeping that may wait on a
+    lock must not stand between a committed write and its events) — and its
+    ``process_request``, if it has one, before the guards."""
 
 
 @hookspec(firstresult=True)

@@ -5,9 +5,10 @@ The mode is the config's (``--config`` or ``NEURALMIND_CONFIG``): ``create`` ref
 mode and ``show``/``rotate`` refuse server mode, since a server accepts only its own mode's
 tokens and a token it would answer with 401 helps nobody.
 
-Token changes are also written to the kernel's event table (``token.created`` …) when the
-state home has one, so ``/v1/events`` and the audit see them; ``track_event`` plugins are not
-called from the CLI (no kernel runs here), see docs/security.md.
+Token changes are also written to the kernel's event table (``token.created`` …) — made with
+the kernel's migrations when no server has run in the state home yet — so ``/v1/events`` and
+the audit see them; ``track_event`` plugins are not called from the CLI (no kernel runs
+here), see docs/security.md. An event that cannot be written is said on stderr.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def create_command(settings) -> str:
         return ("`neuralmind token create --config F --actor A --role R` (F: a config with "
                 "[server] allow_remote = true)")
     return f"`neuralmind token create --config {shlex.quote(settings.source)} --actor A --role R`"
+
+
+def _record(settings, kind: str, data: dict) -> None:
+    """The event of a change already made: one that cannot be written is a warning (the
+    change stands; exit 0), never silence — the audit trail misses it."""
+    if not record_event(settings, kind, data):
+        print(f"neuralmind: warning: the {kind} event could not be written to the event log "
+              "(the line above says why): /v1/events and the audit trail miss this change",
+              file=sys.stderr)
 
 
 def _settings(args):
@@ -115,7 +125,7 @@ def cmd_create(args) -> int:
     withheld = global_permissions_of(auth_section(settings), args.role) if projects != "*" else []
     tokens = _tokens(settings)
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
-    record_event(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
+    _record(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
                                         "role": rec.role, "projects": rec.projects})
     if withheld:  # stderr, like the reminder: stdout stays the description and the token
         print(scoped_note(args.role, projects, withheld), file=sys.stderr)
@@ -164,9 +174,9 @@ def cmd_revoke(args) -> int:
         print(f"neuralmind: no token matches {args.id or args.actor}", file=sys.stderr)
         return 1
     for digest, rec in removed:
-        record_event(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
-                                            "token_actor": rec.actor, "role": rec.role,
-                                            "projects": rec.projects})
+        _record(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
+                                       "token_actor": rec.actor, "role": rec.role,
+                                       "projects": rec.projects})
         print(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})")
     return 0
 
@@ -186,7 +196,7 @@ def cmd_rotate(args) -> int:
     if info is not None and "token" in info:
         info["token"] = token
         write_discovery(settings.home, info)
-    record_event(settings, "token.rotated", {"token": "loopback"})
+    _record(settings, "token.rotated", {"token": "loopback"})
     print("the old token is refused from now on; the running server reads the new one",
           file=sys.stderr)
     print(token)

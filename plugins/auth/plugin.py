@@ -2,7 +2,7 @@
 
 Loopback mode (the default): one per-user token, the local user holds every permission.
 Server mode: per-user tokens from the tokens file, each with a role and a project list,
-rate-limited per actor across workers.
+rate-limited per actor and role across workers.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def actor_from_request(kernel, request, again):
     if time.time() >= expires:
         raise Unauthorized("this token has expired", code="token_expired")
     if not again:
-        state.limiter.take(actor.id, limit)
+        state.limiter.take(actor.id, limit, role=actor.role)  # per (actor, role)
     return actor
 
 

@@ -37,6 +37,9 @@ class Bridge:
                         "licensed to %s", status.active_actors, self.seats.ledger.window.days,
                         status.seats, status.licensee)
             self.kernel.emit("seats.exceeded", data=status.as_dict())
+        elif status.seats is None:
+            log.warning("tier2 seats: seat checks are off (%s); seats are no longer exceeded",
+                        status.license_problem)
         else:
             log.warning("tier2 seats: back within the %s seats licensed (%d active)",
                         status.seats, status.active_actors)
@@ -55,7 +58,13 @@ def bridge(kernel) -> Bridge:
 
 
 class SeatCounter:
-    """Falcon middleware: after each authenticated request, note a token actor as active."""
+    """Falcon middleware: after each authenticated request, note a token actor as active.
+
+    ``after_events``: the kernel runs it once the request's events are written, since noting
+    can wait on seats.db's lock (up to its busy timeout) — a worker that dies meanwhile must
+    not take a committed write's events with it."""
+
+    after_events = True
 
     def __init__(self, bridge_: Bridge):
         self.bridge = bridge_

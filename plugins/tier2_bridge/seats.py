@@ -149,6 +149,8 @@ class SeatStatus:
     licensee: str | None
     expires: str | None
     license_problem: str | None = None
+    # when the count next falls by itself: the oldest active actor leaves the window then
+    recount_at: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"seats": self.seats, "active_actors": self.active_actors,
@@ -162,28 +164,43 @@ class SeatLedger:
         self.db = db
         self.window = timedelta(days=window_days)
 
-    def _active(self, conn, now: datetime) -> int:
-        return conn.execute("SELECT COUNT(*) FROM seen WHERE last_seen >= ?",
-                            (_iso(now - self.window),)).fetchone()[0]
-
     def touch(self, actor: str, lic: License, now: datetime | None = None
               ) -> tuple[SeatStatus, bool]:
-        """Mark ``actor`` seen; returns the status and whether ``exceeded`` just changed
-        (decided inside the write transaction, so exactly one worker sees each change)."""
+        """Mark ``actor`` seen, then :meth:`settle` in the same write transaction."""
         now = now or datetime.now(UTC)
         with self.db.get().transaction(serial=True) as conn:
             conn.execute("INSERT INTO seen (actor, last_seen) VALUES (?, ?) ON CONFLICT (actor) "
                          "DO UPDATE SET last_seen = excluded.last_seen "
                          "WHERE excluded.last_seen > seen.last_seen",
                          (actor, _iso(now)))
-            status = self._status(conn, lic, now)
-            row = conn.execute("SELECT value FROM seat_state WHERE key = 'exceeded'").fetchone()
-            changed = (row[0] == "1" if row else False) != status.exceeded
-            if changed:
-                conn.execute("INSERT INTO seat_state (key, value) VALUES ('exceeded', ?) "
-                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                             ("1" if status.exceeded else "0",))
+            return self._decide(conn, lic, now)
+
+    def settle(self, lic: License, now: datetime | None = None) -> tuple[SeatStatus, bool]:
+        """Whether ``exceeded`` changed under ``lic`` (a new licence, actors gone from the
+        window) without noting anyone: returns the status and whether this call recorded the
+        change. Decided inside a write transaction, so exactly one worker sees each change;
+        when nothing changed (every worker but one) it is a read and takes no write lock."""
+        now = now or datetime.now(UTC)
+        db = self.db.get()
+        status = self._status(db.conn, lic, now)
+        if self._stored(db.conn) == status.exceeded:
+            return status, False
+        with db.transaction(serial=True) as conn:
+            return self._decide(conn, lic, now)
+
+    def _decide(self, conn, lic: License, now: datetime) -> tuple[SeatStatus, bool]:
+        status = self._status(conn, lic, now)
+        changed = self._stored(conn) != status.exceeded
+        if changed:
+            conn.execute("INSERT INTO seat_state (key, value) VALUES ('exceeded', ?) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         ("1" if status.exceeded else "0",))
         return status, changed
+
+    @staticmethod
+    def _stored(conn) -> bool:
+        row = conn.execute("SELECT value FROM seat_state WHERE key = 'exceeded'").fetchone()
+        return row[0] == "1" if row else False
 
     def status(self, lic: License, now: datetime | None = None) -> SeatStatus:
         try:
@@ -192,17 +209,34 @@ class SeatLedger:
             raise StoreUnavailable(f"cannot read {self.db.path}: {ex}") from ex
 
     def _status(self, conn, lic: License, now: datetime) -> SeatStatus:
-        active = self._active(conn, now)
+        active, oldest = conn.execute("SELECT COUNT(*), MIN(last_seen) FROM seen "
+                                      "WHERE last_seen >= ?",
+                                      (_iso(now - self.window),)).fetchone()
         exceeded = lic.seats is not None and active > lic.seats
-        return SeatStatus(lic.seats, active, exceeded, lic.licensee, lic.expires, lic.problem)
+        # times are whole seconds: the oldest still counts through its last second
+        return SeatStatus(lic.seats, active, exceeded, lic.licensee, lic.expires, lic.problem,
+                          _instant(oldest) + self.window + timedelta(seconds=1)
+                          if oldest else None)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        at = datetime.fromisoformat(text)
+    except (TypeError, ValueError):  # not written by us: look again at the next request
+        return datetime.now(UTC) - timedelta(days=36500)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 class SeatWatch:
     """Per process: notes token actors as requests arrive, and reports transitions.
 
     A worker writes an actor's ``last_seen`` at most every ``TOUCH_EVERY_S``, so the
-    per-request cost is a dict lookup; a new actor is written at once, so crossing the
-    seat count is noticed on the first request of the actor that crosses it.
+    per-request cost is a dict lookup and a stat of the licence; a new actor is written at
+    once, so crossing the seat count is noticed on the first request of the actor that
+    crosses it. Whether seats are exceeded is decided again, without noting anyone, at the
+    first noted request after this worker finds a new licence, and after the oldest active
+    actor leaves the window — so a licence change (either way) and a count that falls are
+    warned about, and emitted, at the next noted request, whichever worker serves it, once.
     """
 
     def __init__(self, ledger: SeatLedger, license_file: LicenseFile, on_change):
@@ -210,14 +244,23 @@ class SeatWatch:
         self.license_file = license_file
         self._on_change = on_change
         self._touched: dict[str, float] = {}
+        self._decided_under: License | None = None  # the licence of this worker's last decision
+        self._recount_at = float("-inf")  # epoch seconds: when to decide again regardless
 
     def seen(self, actor: str) -> None:
+        lic = self.license_file.current()
         last = self._touched.get(actor)
         clock = time.monotonic()
-        if last is not None and clock - last < TOUCH_EVERY_S:
+        if last is None or clock - last >= TOUCH_EVERY_S:
+            status, changed = self.ledger.touch(actor, lic)
+            self._touched[actor] = clock  # noted once written: a failed write is tried again
+        elif lic is not self._decided_under or time.time() >= self._recount_at:
+            status, changed = self.ledger.settle(lic)
+        else:
             return
-        status, changed = self.ledger.touch(actor, self.license_file.current())
-        self._touched[actor] = clock  # noted once written: a failed write is tried again
+        self._decided_under = lic
+        self._recount_at = (status.recount_at.timestamp() if status.recount_at is not None
+                            else float("inf"))
         if changed:
             self._on_change(status)
 

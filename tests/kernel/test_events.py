@@ -148,3 +148,45 @@ def test_a_worker_keeps_a_thread_for_requests_whatever_streams_are_open(make_ser
         assert time.monotonic() < deadline
         time.sleep(0.1)
     again.close()
+
+
+def test_a_requests_events_are_written_before_after_events_middleware_runs(tmp_path, backend):
+    """A request's events (its write's and those the plugins' middleware add, as api.call)
+    are written as soon as the handler and that middleware are done; a middleware marked
+    ``after_events`` — bookkeeping that may wait on a lock, as tier2's seat note on seats.db —
+    runs after, so a worker dying while it waits cannot take a committed write's events with
+    it. (They were held until the outermost middleware ended, behind every other one.)"""
+    from kernel.events import EventKind
+    from tests.support import LocalServer
+    found: list[list[str]] = []
+
+    class Bookkeeping:
+        @hookimpl
+        def register_event_kinds(self, kernel):
+            return [EventKind("test.noted", "what the test's middleware notes")]
+
+        @hookimpl
+        def register_middleware(self, kernel):
+            class Noted:  # emits in process_response, as the auth plugin's api.call does
+                def process_response(self, req, resp, resource, req_succeeded):
+                    if req.method == "POST":
+                        kernel.emit("test.noted", request_id=req.context.request_id)
+
+            class After:
+                after_events = True
+
+                def process_response(self, req, resp, resource, req_succeeded):
+                    if req.method == "POST":
+                        rid = req.context.request_id
+                        found.append([e.kind for e in kernel.events.after(0)
+                                      if e.request_id == rid])
+
+            return [After(), Noted()]  # listed first: the flag, not the order, places it
+
+    with LocalServer(tmp_path / "home", plugins=["auth"], extra_plugins=[Bookkeeping()]) as server:
+        (tmp_path / "repo").mkdir()
+        server.register(tmp_path / "repo")
+        assert [sorted(kinds) for kinds in found] == [["api.call", "project.registered",
+                                                       "test.noted"]]
+        assert server.get("/v1/projects").status == 200
+        assert len(found) == 1  # a read: nothing held, nothing looked for

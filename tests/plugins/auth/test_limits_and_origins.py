@@ -16,7 +16,7 @@ from kernel.config import ConfigError
 from kernel.errors import RateLimited
 from plugins.auth.cors import check_origin
 from plugins.auth.ratelimit import (RATE_FILE, SLOT, FileBuckets, PgBuckets, RateLimiter,
-                                    actor_key, lease_size)
+                                    actor_key, grant, lease_size)
 from plugins.auth.schema import PG_MIGRATIONS
 from tests.support import fresh_pg_dsn
 from plugins.auth.roles import RateLimit
@@ -180,3 +180,37 @@ def test_a_broken_tokens_file_fails_closed(tmp_path):
     assert tokens.lookup(token)[0] == digest
     (tmp_path / "tokens.json").write_text('{"tokens": {"%s": {"actor": "eve", "bogus": 1}}}' % digest)
     assert tokens.lookup(token) is None
+
+
+def test_a_bucket_further_ahead_than_its_burst_is_empty_never_refilled():
+    """A tat further ahead than the burst allows (the clock went back, the role's limit was
+    lowered, another role's requests once shared the bucket) is an empty bucket: the next
+    request waits one interval. (It was taken as a new bucket, its whole burst granted.)"""
+    limit, now = RateLimit(rate=0.2, burst=2), 1_000_000.0
+    assert grant(now + 3600, limit, now) == (0, now + 10, 5.0)  # stored so: the wait ends
+    assert grant(now + 10, limit, now + 5) == (1, now + 15, 0.0)
+    assert grant(None, limit, now) == (1, now + 5, 0.0)  # a new bucket is full
+
+
+def test_a_bucket_far_ahead_is_waited_out_in_one_interval(tmp_path):
+    """The emptied bucket is stored, so its wait ends (an interval, not the hour ahead)."""
+    buckets, key = FileBuckets(tmp_path), "ann\nslow"
+    limit = RateLimit(rate=0.2, burst=2)
+    offset = buckets._slot(actor_key(key))
+    SLOT.pack_into(buckets._map, offset, actor_key(key), time.time() + 3600)
+    granted, wait = buckets.grab(key, limit)
+    assert granted == 0 and 4.9 < wait <= 5.0
+    assert SLOT.unpack_from(buckets._map, offset)[1] < time.time() + 10.1
+
+
+def test_an_actors_buckets_and_leases_are_per_role(where):
+    """One actor, two roles: a large limit's lease (many tokens a worker spends alone) is
+    never spent by a request of the small role, and the small role's bucket is its own."""
+    limiter = RateLimiter(buckets_of(where))
+    large, small = RateLimit(rate=1000, burst=1000), RateLimit(rate=0.01, burst=1)
+    limiter.take("max", large, role="builder")  # leases 62 tokens to this process
+    limiter.take("max", small, role="slow")
+    with pytest.raises(RateLimited):
+        limiter.take("max", small, role="slow")
+    for _ in range(10):
+        limiter.take("max", large, role="builder")

@@ -52,3 +52,24 @@ def test_rate_limit_is_shared_across_workers(team):
     assert r.error["details"]["retry_after"] == int(r.headers["retry-after"])
     assert team.get("/v1/auth/whoami", token=other).status == 200
     assert team.get("/v1/projects", token=limited).status in (403, 429)
+
+
+def test_one_actors_tokens_of_two_roles_each_keep_their_roles_limit(team):
+    """One actor holding a `limited` token (burst 3, one more every 2 s) and a reader token
+    (the default limit, far larger): the reader token's requests, whichever worker serves
+    them, neither refill nor spend the limited token's bucket — each (actor, role) has its
+    own. (The bucket was the actor's, checked with the current role's limit: a reader request
+    found it further ahead than its own burst window, took that for a clock gone back and
+    reset it, so each one gave the limited token its burst again.)"""
+    config = team.home / "config.toml"
+    limited = create_token(team.home, config, "mix", "limited")["token"]
+    reader = create_token(team.home, config, "mix", "reader")["token"]
+    started = time.monotonic()
+    granted = 0
+    for _ in range(4):
+        for _ in range(3):
+            granted += team.get("/v1/auth/whoami", token=limited).status == 200
+        assert team.get("/v1/auth/whoami", token=reader).status == 200
+    allowed = 3 + int((time.monotonic() - started) / 2)  # the burst, and one per 2 s since
+    assert 3 <= granted <= allowed, (granted, allowed)
+    assert team.get("/v1/auth/whoami", token=reader).status == 200  # its own bucket is full

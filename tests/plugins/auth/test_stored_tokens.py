@@ -216,3 +216,28 @@ def test_a_token_made_on_one_server_is_taken_at_once_by_another_that_just_missed
     finally:
         one.shutdown()
         two.shutdown()
+
+
+def test_token_commands_record_their_event_before_any_server_ran(tmp_path, backend):
+    """`token create` in a fresh home — the bootstrap the server's start-up hint gives — writes
+    ``token.created`` to the kernel's event log, making it (with the kernel's migrations) when
+    no server ran yet; the server then streams it. An event log that cannot take it is a
+    warning on stderr, never silence (the token stands: exit 0)."""
+    from tests.plugins.auth.helpers import events, replay_events
+    home = tmp_path / "home"
+    config = tmp_path / "server.toml"
+    config.write_text(server_config(tmp_path, {"a": tmp_path / "repo-a"},
+                                    "[kernel]\nsse_heartbeat_s = 0.5"))
+    made = create_token(home, config, "boss", "admin")
+    assert [e["data"]["token_id"] for e in events(home, "token.created")] == [made["id"]]
+    with LocalServer(home, config=config.read_text(), plugins=["auth"]) as server:
+        seen = replay_events(server.port, made["token"])
+        assert [(e["kind"], e["data"]["token_id"]) for e in seen] == [("token.created",
+                                                                      made["id"])]
+    if backend == "sqlite":
+        (home / "kernel.db").unlink()
+        (home / "kernel.db").write_bytes(b"this is not a database " * 200)
+        done = cli(home, "token", "create", "--actor", "second", "--role", "reader",
+                   config=config)
+        assert done.returncode == 0 and done.stdout.strip().splitlines()[-1].startswith("nm_")
+        assert "warning: the token.created event could not be written" in done.stderr

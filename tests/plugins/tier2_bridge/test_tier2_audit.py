@@ -163,3 +163,31 @@ def test_the_trail_refuses_updates_and_deletes(busy, tmp_path):
                 conn.execute(sql)
     finally:
         conn.close()
+
+
+def test_tokens_made_before_the_first_start_are_in_the_trail(tmp_path):
+    """The bootstrap the server's start-up message recommends: `token create` (and `revoke`)
+    in a home no server has used yet. The CLI makes the kernel's event log (its migrations)
+    to record them, so the first server's trail holds the creation of its first admin token.
+    (The events were dropped when kernel.db did not exist yet, without a word.)"""
+    from tests.plugins.auth.helpers import cli, create_token, server_config
+    from tests.support import LocalServer
+    home = tmp_path / "home"
+    config = tmp_path / "server.toml"
+    config.write_text(server_config(tmp_path, {"a": tmp_path / "repo-a"}))
+    admin = create_token(home, config, "boss", "admin")
+    spare = create_token(home, config, "spare", "reader")
+    assert cli(home, "token", "revoke", spare["id"], config=config).stderr == ""
+    assert (home / "kernel.db").exists()
+    assert [(e["kind"], json.loads(e["data"])["token_id"], e["actor"].startswith("cli:"))
+            for e in kernel_events(home)] == [("token.created", admin["id"], True),
+                                             ("token.created", spare["id"], True),
+                                             ("token.revoked", spare["id"], True)]
+    with LocalServer(home, config=config.read_text(), plugins=PLUGINS) as server:
+        r = server.get("/v1/admin/audit", token=admin["token"])
+        assert r.status == 200
+        assert [(x["seq"], x["action"], x["target"]) for x in r.json["items"]] == [
+            (1, "token.created", admin["id"]), (2, "token.created", spare["id"]),
+            (3, "token.revoked", spare["id"])]
+    code, verdict = verify(home)
+    assert code == 0 and verdict["records"] == 3

@@ -4,12 +4,19 @@ Served from this process: the copier is a thread of the kernel that serves."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sqlite3
+import threading
 import time
 from contextlib import closing, contextmanager
 
+import psutil
+
+from tests.plugins.auth.helpers import create_token, server_config
 from tests.plugins.tier2_bridge.helpers import PLUGINS, audit_rows, kernel_events, settled, verify
-from tests.support import LocalServer
+from tests.support import LocalServer, Server, request
 
 BOOBY_TRAP = ("CREATE TRIGGER injected_failure BEFORE INSERT ON audit "
               "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
@@ -92,3 +99,57 @@ def test_a_record_edited_to_hold_no_text_is_a_503_the_log_names(tmp_path):
         r = server.get("/v1/admin/audit")
         assert r.status == 503 and r.error["code"] == "audit_unavailable"
         assert "record 2 of" in server.output() and "its actor holds bytes" in server.output()
+
+
+def test_a_worker_killed_while_its_seat_note_waits_keeps_the_writes_events(tmp_path):
+    """seats.db held locked (a backup, a slow disk, another process's long transaction): the
+    seat note of a new actor waits on it, up to the busy timeout. The request's write and its
+    events are in kernel.db before that wait, so a worker killed (-9) meanwhile leaves the
+    committed write with its ``token.revoked`` and ``api.call``, and the audit copies them.
+    (They were held in the worker's memory behind the seat note, and died with it.)"""
+    server = Server(tmp_path / "home", config=server_config(tmp_path, {"a": tmp_path / "repo-a"}),
+                    plugins=PLUGINS, workers=1, env={"HOME": str(tmp_path)})
+    config = server.home / "config.toml"
+    admin = create_token(server.home, config, "admin", "admin")["token"]
+    newcomer = create_token(server.home, config, "newcomer", "admin")["token"]  # not yet a seat
+    victim = create_token(server.home, config, "victim", "reader")["id"]
+    with server:
+        assert server.get("/v1/admin/seats", token=admin).status == 200  # seats.db exists
+        worker = psutil.Process(server.proc.pid).children()[0].pid
+        lock = sqlite3.connect(server.home / "seats.db", isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        answers: list[object] = []
+
+        def revoke() -> None:
+            try:
+                answers.append(request(server.port, "DELETE", f"/v1/auth/tokens/{victim}",
+                                       token=newcomer).status)
+            except OSError as ex:  # the worker is killed before it answers
+                answers.append(ex)
+
+        caller = threading.Thread(target=revoke)
+        try:
+            caller.start()
+
+            def written() -> list[str]:
+                return sorted(e["kind"] for e in kernel_events(server.home)
+                              if e["actor"] == "newcomer")
+
+            deadline = time.monotonic() + 5  # half the busy timeout the seat note waits
+            while written() != ["api.call", "token.revoked"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert written() == ["api.call", "token.revoked"], "events held behind the seat note"
+            assert answers == []  # the note still waits: the request has not ended
+            os.kill(worker, signal.SIGKILL)
+            caller.join(30)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert len(answers) == 1 and isinstance(answers[0], OSError)
+        assert victim not in json.loads((server.home / "tokens.json").read_text())["tokens"]
+        revoked = [e for e in kernel_events(server.home) if e["kind"] == "token.revoked"]
+        assert [json.loads(e["data"])["token_id"] for e in revoked] == [victim]
+        trail = server.get("/v1/admin/audit?actor=newcomer", token=admin)  # a new worker
+        assert trail.status == 200
+        assert sorted((r["action"], r["target"]) for r in trail.json["items"]) == [
+            ("api.call", f"DELETE /v1/auth/tokens/{victim} 204"), ("token.revoked", victim)]

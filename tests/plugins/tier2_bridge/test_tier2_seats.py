@@ -5,6 +5,7 @@ workers; the licence is re-read when it changes, and a bad one is a warning, nev
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,7 @@ import pytest
 
 from plugins.tier2_bridge.seats import LICENSE_ENV, license_path, read_license, warn_about
 from tests.plugins.auth.helpers import create_token, server_config
-from tests.plugins.tier2_bridge.helpers import PLUGINS, kernel_events, settled
+from tests.plugins.tier2_bridge.helpers import PLUGINS, kernel_events, rows, settled
 from tests.support import Server
 
 SEATS = 3
@@ -167,7 +168,9 @@ def test_token_changes_made_by_the_cli_reach_the_trail(team):
     made = create_token(server.home, server.home / "config.toml", "erin", "reader")
     rows = settled(server.home)  # no request follows: the copier's poll finds the CLI's event
     created = [r for r in rows if r["action"] == "token.created"]
-    assert [(r["target"], r["actor"].startswith("cli:")) for r in created] == [(made["id"], True)]
+    # the five made before the server's first start, then erin's
+    assert len(created) == len(tokens) + 1 and all(r["actor"].startswith("cli:") for r in created)
+    assert created[-1]["target"] == made["id"]
 
 
 def test_the_licence_is_found_by_env_then_config_then_home(tmp_path, monkeypatch):
@@ -204,3 +207,93 @@ def test_an_actor_whose_write_failed_is_written_at_its_next_request(tmp_path):
     seen.seen("dave")  # within the minutes a noted actor is not written again
     assert seen.status().active_actors == 1
     conn.close()
+
+
+def put_licence(path, seats: int) -> None:
+    """A new licence in the file's place, as a deploy puts it (a new file, renamed over)."""
+    new = path.with_suffix(".new")
+    new.write_text(json.dumps({"licensee": "Acme", "seats": seats}))
+    os.replace(new, path)
+
+
+def test_a_licence_change_is_decided_at_the_next_request_either_way(tmp_path):
+    """Seats exceeded, then a licence with more seats: the next request — of an actor every
+    worker has seen, so none writes its last_seen for minutes — says "back within" and clears
+    the state, which re-arms the event; fewer seats again emit a second ``seats.exceeded``.
+    Each transition once across the workers. (Transitions were decided only where an actor
+    was written, so the first went unsaid for up to 5 minutes and the breach after it was
+    never reported.)"""
+    licence = tmp_path / "license.json"
+    put_licence(licence, 5)
+    server = Server(tmp_path / "home", config=server_config(tmp_path, {"a": tmp_path / "repo-a"}),
+                    plugins=PLUGINS, workers=2, env={"NEURALMIND_LICENSE_PATH": str(licence),
+                                                     "HOME": str(tmp_path)})
+    config = server.home / "config.toml"
+    tokens = {actor: create_token(server.home, config, actor, role)["token"]
+              for actor, role in [("admin", "admin"), ("ann", "reader"), ("ben", "reader"),
+                                  ("cy", "reader")]}
+
+    def ask(*actors: str, times: int = 1) -> None:
+        for _ in range(times):
+            for actor in actors:
+                assert server.get("/v1/auth/whoami", token=tokens[actor]).status == 200
+
+    def stored() -> str:
+        return rows(server.home / "seats.db",
+                    "SELECT value FROM seat_state WHERE key = 'exceeded'")[0]["value"]
+
+    def said() -> tuple[int, int]:
+        out = server.output()
+        return out.count("token actors in the last 30 days exceed"), out.count("back within")
+
+    with server:
+        ask("admin", "ann", "ben", times=6)  # 3 actors on 5 seats, noted by both workers
+        assert exceeded_events(server) == [] and said() == (0, 0)
+
+        put_licence(licence, 2)
+        ask("ann")  # the next request, whichever worker serves it
+        assert [json.loads(e["data"])["seats"] for e in exceeded_events(server)] == [2]
+        assert stored() == "1" and said() == (1, 0)
+
+        put_licence(licence, 20)
+        ask("ben")
+        assert stored() == "0" and said() == (1, 1)
+        assert "back within the 20 seats licensed (3 active)" in server.output()
+        assert seats(server, tokens)["exceeded"] is False
+
+        put_licence(licence, 3)
+        ask("cy")  # a fourth actor on three seats: a breach again, reported again
+        events = [json.loads(e["data"]) for e in exceeded_events(server)]
+        assert [(e["seats"], e["active_actors"]) for e in events] == [(2, 3), (3, 4)]
+        ask("admin", "ann", "ben", "cy", times=6)
+        assert len(exceeded_events(server)) == 2 and said() == (2, 1)  # once per transition
+        assert stored() == "1"
+        assert [r["action"] for r in settled(server.home)].count("seats.exceeded") == 2
+
+
+def test_a_count_that_falls_by_itself_is_decided_at_the_next_request(tmp_path):
+    """No licence change and no new actor: the oldest active actor leaves the window, and the
+    next request of an actor the worker noted a moment ago says "back within" (a worker
+    decides again when the oldest ``last_seen`` it counted leaves the window)."""
+    import time
+
+    from kernel.storage import Database
+    from plugins.tier2_bridge.seats import MIGRATIONS, LicenseFile, SeatLedger, SeatWatch
+    from plugins.tier2_bridge.storage import LazyDatabase
+    path = tmp_path / "seats.db"
+    (tmp_path / "license.json").write_text('{"licensee": "Acme", "seats": 1}')
+    changes = []
+    watch = SeatWatch(SeatLedger(LazyDatabase(str(path), lambda: Database(path, MIGRATIONS))),
+                      LicenseFile(tmp_path / "license.json"), on_change=changes.append)
+    watch.status()  # makes seats.db
+    leaving = (datetime.now(UTC) - timedelta(days=30) + timedelta(seconds=2))
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO seen VALUES ('leaving', ?)",
+                     (leaving.strftime("%Y-%m-%dT%H:%M:%SZ"),))
+    watch.seen("staying")
+    assert [(s.active_actors, s.exceeded) for s in changes] == [(2, True)]
+    watch.seen("staying")  # nothing changed yet: no decision, no write
+    assert len(changes) == 1
+    time.sleep(max(0.0, leaving.timestamp() + 30 * 86400 + 1 - time.time()) + 0.2)  # whole s
+    watch.seen("staying")  # noted moments ago, so not written: decided all the same
+    assert [(s.active_actors, s.exceeded) for s in changes] == [(2, True), (1, False)]
