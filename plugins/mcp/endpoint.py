@@ -55,7 +55,8 @@ class MCPReplies(RootModel[Reply | list[Reply]]):
 
 class MCPQuery(Model):
     project: str | None = Field(None, description="The project a tool acts on when the call "
-                                "names none (`neuralmind mcp` sets it from its directory)")
+                                "names none (`neuralmind mcp` sets it from its directory)",
+                                json_schema_extra={"minLength": 1})  # the check is _an_id's
 
     @field_validator("project")
     @classmethod
