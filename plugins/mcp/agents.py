@@ -7,7 +7,7 @@ removes exactly what install added: our server entry and hook, and a file instal
 a file back to what the backup holds gets the backup itself back, byte for byte. An entry
 named ``neuralmind`` that we did not write is refused rather than replaced, and never removed:
 what we write carries a mark (marker comments in TOML; in JSON, which has none, a variable in
-the entry's ``env``)."""
+the entry's ``env``). A JSON entry from before the mark is known by its exact shape."""
 
 from __future__ import annotations
 
@@ -80,10 +80,13 @@ def marked(entry: dict[str, Any], agent: str) -> dict[str, Any]:
     return {**entry, "env": {**entry.get("env", {}), MARK: agent}}
 
 
-def _ours(entry: Any) -> bool:
-    """A server entry install wrote (whichever launcher, env and version wrote it)."""
+def _ours(entry: Any, unmarked: dict[str, Any]) -> bool:
+    """A server entry install wrote: marked (whichever launcher, env and version wrote it), or
+    exactly ``unmarked``, what install writes today bar the mark — as installs before the mark
+    wrote it, so an upgrade replaces and uninstall removes theirs. Anything else is the user's,
+    even an entry running ``neuralmind mcp`` too."""
     env = entry.get("env") if isinstance(entry, dict) else None
-    return isinstance(env, dict) and MARK in env
+    return (isinstance(env, dict) and MARK in env) or entry == unmarked
 
 
 def _kind(value: Any, toml: bool = False) -> str:
@@ -132,8 +135,8 @@ class JSONServer(_JSONPart):
 
     label = "server"
 
-    def __init__(self, path: Path, entry: dict[str, Any]):
-        self.path, self.entry = path, entry
+    def __init__(self, path: Path, entry: dict[str, Any], agent: str):
+        self.path, self.unmarked, self.entry = path, entry, marked(entry, agent)
 
     def snippet(self) -> str:
         return json.dumps({"mcpServers": {NAME: self.entry}}, indent=2)
@@ -143,7 +146,7 @@ class JSONServer(_JSONPart):
         if not isinstance(servers, dict):
             raise AgentError(f"{self.path}: mcpServers is {_kind(servers)}, not an object; "
                              "nothing was changed")
-        if NAME in servers and not _ours(servers[NAME]):
+        if NAME in servers and not _ours(servers[NAME], self.unmarked):
             raise AgentError(f"{self.path} already has a server named {NAME!r} that `neuralmind "
                              f"agent install` did not write ({json.dumps(servers[NAME])}); rename "
                              "or remove it, then install again")
@@ -151,7 +154,7 @@ class JSONServer(_JSONPart):
 
     def remove(self, doc: dict) -> bool:
         servers = doc.get("mcpServers")
-        if not isinstance(servers, dict) or not _ours(servers.get(NAME)):
+        if not isinstance(servers, dict) or not _ours(servers.get(NAME), self.unmarked):
             return False
         del servers[NAME]
         if not servers:
@@ -274,11 +277,11 @@ AGENTS = ("claude-code", "cursor", "codex")
 def parts(agent: str, project: Path, pinned: bool) -> list:
     """What ``agent`` reads, for ``project`` (``pinned``: named with --project)."""
     if agent == "claude-code":  # Claude Code starts servers and hooks in the project
-        return [JSONServer(project / ".mcp.json", marked(server_entry(), agent)),
+        return [JSONServer(project / ".mcp.json", server_entry(), agent),
                 ClaudeHook(project / ".claude" / "settings.json", hook_command())]
     if agent == "cursor":  # Cursor expands ${workspaceFolder}; its working directory varies
         return [JSONServer(project / ".cursor" / "mcp.json",
-                           marked(server_entry("--project", "${workspaceFolder}"), agent))]
+                           server_entry("--project", "${workspaceFolder}"), agent)]
     codex_home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     if os.environ.get("CODEX_HOME") and os.path.lexists(codex_home) and \
             not os.path.isdir(codex_home):

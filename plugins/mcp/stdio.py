@@ -35,7 +35,10 @@ from plugins.mcp.protocol import DEFAULT_VERSION, response
 log = logging.getLogger("neuralmind.mcp")
 GRACE_S = 5.0  # how long answers in flight may still take once stdin has closed
 SURROGATE = "holds a lone surrogate (\\ud800-\\udfff), which is no character: send the text whole"
-NOT_UTF8 = "the body is not valid UTF-8 JSON"  # the kernel's invalid_json, as over HTTP
+# the kernel's invalid_json message, as over HTTP: neuralmind exports no InvalidJSON and a
+# plugin imports nothing of kernel/ (test_tier2_boundary.py); test_transports.py's
+# test_stdio_refuses_a_line_that_is_not_utf8_as_http_refuses_the_body holds the two in step
+NOT_UTF8 = "the body is not valid UTF-8 JSON"
 HANDSHAKE = ("initialize", "notifications/initialized")
 END_TIMEOUT_S = 2.0  # how long ending the session may hold up the exit
 
@@ -255,9 +258,13 @@ def serve(relay: Relay) -> None:
 
 
 def _die(relay: Relay, signum: int) -> None:
-    """End the session, then die of the signal as its default action would."""
-    relay.end()
+    """End the session, then die of the signal as its default action would — within
+    ``END_TIMEOUT_S`` whatever the daemon does, and at once on a second signal: an agent that
+    repeats SIGTERM kept the relay alive, each handler ending the session anew."""
     signal.signal(signum, signal.SIG_DFL)
+    ending = threading.Thread(target=relay.end, name="end-session", daemon=True)
+    ending.start()
+    ending.join(END_TIMEOUT_S)
     os.kill(os.getpid(), signum)
 
 

@@ -12,7 +12,8 @@ log has been read (:meth:`WebhookStore.queue_events`): two workers never queue a
 and a worker that dies mid-way leaves the cursor where its last commit put it, so no event is
 skipped. Deliveries leave the queue in ``seq`` order per hook, one at a time. The writes that
 read the queue's last ``seq`` are serial (one at a time in every server, as SQLite's writers
-always are), so ``seq`` never repeats and a cursor is never read by two servers at once.
+always are), so ``seq`` never repeats and a cursor is never read by two servers at once; so is
+a rotation, which reads the secrets it keeps signing.
 """
 
 from __future__ import annotations
@@ -221,8 +222,10 @@ class WebhookStore:
         and every earlier one whose grace runs keeps signing until its own end; without, none
         but the new one signs from now on. Returns None when done, or — refused, nothing
         changed — the ends of the graces that run already, when :data:`MAX_PREVIOUS` replaced
-        secrets sign (a gone hook is None too: the caller has just read it)."""
-        with self.db.transaction() as conn:
+        secrets sign (a gone hook is None too: the caller has just read it). Serial: two
+        rotations at once under PostgreSQL's READ COMMITTED both read the same secrets, and
+        the later write dropped the earlier's new secret, answered all the same."""
+        with self.db.transaction(serial=True) as conn:
             row = conn.execute("SELECT secret, previous_secrets FROM hooks WHERE id = ?",
                                (hook_id,)).fetchone()
             if row is None:

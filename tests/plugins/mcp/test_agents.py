@@ -112,14 +112,61 @@ def test_what_install_cannot_merge_is_refused_untouched(home):
     assert mcp_json.read_text() == "{ not json" and not list(home.glob("*backup"))
 
 
-def test_an_entry_the_user_wrote_is_refused_and_never_removed(home, monkeypatch):
+@pytest.fixture
+def on_path(tmp_path, monkeypatch):
+    """A ``neuralmind`` on PATH, so install's command is ``neuralmind`` whatever the machine."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "neuralmind").write_text("#!/bin/sh\n")
+    (folder / "neuralmind").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_an_entry_installed_before_the_mark_is_upgraded_and_removed(home, monkeypatch, on_path):
+    """Installs before 2026-12-02 wrote no mark: an entry exactly as install writes it today,
+    bar the mark, is ours — install marks it (it refused it), uninstall removes it (it removed
+    the hook and left the server)."""
+    monkeypatch.setenv("NEURALMIND_HOME", "/srv/nm")
+    for agent, path, args in (("claude-code", home / ".mcp.json", []),
+                              ("cursor", home / ".cursor" / "mcp.json",
+                               ["--project", "${workspaceFolder}"])):
+        old = {"command": "neuralmind", "args": ["mcp", *args],
+               "env": {"NEURALMIND_HOME": "/srv/nm"}}
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"mcpServers": {"other": OTHER, "neuralmind": old}}))
+        assert _install(agent, home)[0].endswith("added the neuralmind server (the original is "
+                                                 "kept in mcp.json.neuralmind-backup)"
+                                                 .replace("mcp.json", path.name))
+        servers = json.loads(path.read_text())["mcpServers"]
+        assert servers == {"other": OTHER, "neuralmind": {**old, "env": {
+            "NEURALMIND_HOME": "/srv/nm", agents.MARK: agent}}}
+        assert _uninstall(agent, home)[0].endswith("removed the neuralmind server")
+        assert json.loads(path.read_text()) == {"mcpServers": {"other": OTHER}}
+
+    # an install of the release before, never upgraded, uninstalled: server and hook both go
+    project = home.parent / "installed-before"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"neuralmind": {
+        "command": "neuralmind", "args": ["mcp"], "env": {"NEURALMIND_HOME": "/srv/nm"}}}}))
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"SessionStart": [
+        {"hooks": [{"type": "command", "command": agents.hook_command()}]}]}}))
+    lines = _uninstall("claude-code", project)
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "removed the neuralmind server", "removed the neuralmind SessionStart hook"]
+    assert list(project.iterdir()) == []
+
+
+def test_an_entry_the_user_wrote_is_refused_and_never_removed(home, monkeypatch, on_path):
     """A ``neuralmind`` server the user wrote, even one running ``neuralmind mcp``, is not
     ours: install refuses it (as Codex's does) rather than rewrite it, and uninstall leaves it
-    as it is, with no backup beside it."""
+    as it is, with no backup beside it — also when it is install's own entry but for its
+    ``env`` (here the NEURALMIND_HOME install would write) or one key more."""
     monkeypatch.setenv("NEURALMIND_HOME", "/srv/nm")
-    theirs = {"mcpServers": {"neuralmind": {"command": "neuralmind", "args": ["mcp"]}}}
-    for agent, path in (("claude-code", home / ".mcp.json"),
-                        ("cursor", home / ".cursor" / "mcp.json")):
+    plain = {"mcpServers": {"neuralmind": {"command": "neuralmind", "args": ["mcp"]}}}
+    keyed = {"mcpServers": {"neuralmind": {**agents.server_entry(), "type": "stdio"}}}
+    for agent, path, theirs in (("claude-code", home / ".mcp.json", plain),
+                                ("cursor", home / ".cursor" / "mcp.json", plain),
+                                ("claude-code", home / ".mcp.json", keyed)):
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(theirs))
         with pytest.raises(agents.AgentError, match=r"already has a server named 'neuralmind' "

@@ -6,6 +6,7 @@ carried over. The service's clock is moved by the tests where hours must pass.""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from neuralmind.client import verify_signature
@@ -30,6 +31,16 @@ def tried(server, hook_id: str, event_id: int, attempts: int, status: str = "pen
         d["event_id"] == event_id and d["attempts"] == attempts and d["status"] == status
         for d in items))
     return next(d for d in items if d["event_id"] == event_id)
+
+
+def taken_in(server, event_id: int, timeout: float = 15.0) -> None:
+    """Once the queue's cursor has passed ``event_id``: what the event queues is in the queue
+    by then (one transaction fills the queue and moves the cursor)."""
+    store = server.kernel.state("webhooks").store
+    deadline = time.monotonic() + timeout
+    while store.cursor() < event_id:
+        assert time.monotonic() < deadline, f"the queue never took in event {event_id}"
+        time.sleep(0.02)
 
 
 def fail_for_good(server, service, clock, receiver, hook_id: str, n: int) -> int:
@@ -101,7 +112,11 @@ def test_a_rarely_firing_hook_whose_endpoint_is_gone_is_still_disabled(make_serv
 
 # -- pausing: what happens meanwhile is kept ------------------------------------------------
 
-def test_a_paused_hook_keeps_what_happens_and_sends_it_in_order_on_resume(served, receiver):
+def test_a_paused_hook_keeps_what_happens_and_sends_it_in_order_on_resume(make_server,
+                                                                         receiver):
+    # one sending thread sends what is due in queue order: a later event's delivery to
+    # another hook shows the paused hook's earlier ones were passed over, not still coming
+    served = make_server(plugins=["auth", "webhooks"], config=FAST + "concurrency = 1\n")
     hook = subscribe(served, receiver, events=["memory.*"])
     first = emit(served, "memory.created", n=0)
     receiver.wait(1)
@@ -111,15 +126,18 @@ def test_a_paused_hook_keeps_what_happens_and_sends_it_in_order_on_resume(served
     pending = settled(served, hook["id"], lambda items: sum(
         d["status"] == "pending" for d in items) == 3)
     assert sorted(d["event_id"] for d in pending if d["status"] == "pending") == during
-    time.sleep(0.3)
-    assert len(receiver.received) == 1  # queued, not sent
+    subscribe(served, receiver, events=["index.built"])
+    witness = emit(served, "index.built")
+    receiver.wait(1, kind="index.built")
+    assert [r.json["id"] for r in receiver.received] == [first, witness]  # queued, not sent
     assert paused.json["disabled_reason"] == "paused by local"
     assert paused.json["paused_at"] is not None
 
     r = served.patch(f"/v1/webhooks/{hook['id']}", {"enabled": True})
     assert r.json["enabled"] is True and r.json["paused_at"] is None
     after = emit(served, "memory.created", n=4)
-    assert [x.json["id"] for x in receiver.wait(5)] == [first, *during, after]
+    assert [x.json["id"] for x in receiver.wait(5, kind="memory.created")] == \
+        [first, *during, after]
 
 
 def test_a_hook_paused_longer_than_keep_days_queues_no_more(make_server, receiver):
@@ -136,8 +154,7 @@ def test_a_hook_paused_longer_than_keep_days_queues_no_more(make_server, receive
     kept.append(emit(server, "memory.created", n=1))
     settled(server, hook["id"], lambda items: len(items) == 2)
     clock.now += 120  # paused for more than two days now
-    emit(server, "memory.created", n=2)
-    time.sleep(0.3)
+    taken_in(server, emit(server, "memory.created", n=2))
     assert sorted(d["event_id"] for d in deliveries(server, hook["id"])) == kept
 
     assert server.patch(hook_url, {"enabled": True}).status == 200
@@ -157,8 +174,7 @@ def test_a_hook_disabled_for_failing_queues_nothing_and_a_pause_does_not_change_
     assert hook_of(server, hook["id"])["enabled"] is False
     r = server.patch(f"/v1/webhooks/{hook['id']}", {"enabled": False})
     assert r.json["disabled_reason"].startswith("every try failed") and r.json["paused_at"] is None
-    emit(server, "memory.created", n=2)
-    time.sleep(0.3)
+    taken_in(server, emit(server, "memory.created", n=2))
     assert len(deliveries(server, hook["id"])) == 2
     assert server.patch(f"/v1/webhooks/{hook['id']}", {"enabled": True}).json["enabled"] is True
     r = server.post(f"/v1/webhooks/{hook['id']}/deliveries/"
@@ -225,6 +241,35 @@ def test_a_grace_that_has_ended_stops_signing_and_frees_its_place(served, receiv
     assert not verify_signature(hook["secret"], got.body, receiver.headers[-1])
     assert got.verified and len(got.signature.split(",")) == 5
 
+
+def test_rotations_at_once_each_keep_the_secret_they_answered_signing(served, receiver):
+    """Rotations of one hook at once go one at a time: each answered secret signs (the last)
+    or is in grace (replaced by a later one), and the cap holds. Under PostgreSQL's READ
+    COMMITTED two read the same secrets, and the later write dropped the other's new one,
+    answered 200 all the same."""
+    for n in range(3):
+        hook = subscribe(served, receiver, events=["memory.*"])
+        url = f"/v1/webhooks/{hook['id']}/rotate-secret"
+        start = threading.Barrier(6)
+        answers: list = []
+
+        def rotate():
+            start.wait()
+            answers.append(served.post(url, {"keep_previous_s": 600}))
+
+        threads = [threading.Thread(target=rotate) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(r.status for r in answers) == [200] * 4 + [422] * 2
+        emit(served, "memory.created", n=n)
+        got = receiver.wait(n + 1)[-1]
+        headers = receiver.headers[-1]
+        assert len(got.signature.split(",")) == 5  # the current secret and four in grace
+        for secret in [hook["secret"], *(r.json["secret"] for r in answers if r.status == 200)]:
+            assert verify_signature(secret, got.body, headers)
+        served.delete(f"/v1/webhooks/{hook['id']}")
 
 # -- a store of the release before ----------------------------------------------------------
 
