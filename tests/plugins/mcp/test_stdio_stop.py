@@ -86,14 +86,14 @@ def hung(daemon):
             daemon.start()
 
 
-@pytest.mark.parametrize("times, every", [(1, 0), (2, 0.05)])
-def test_a_relay_whose_daemon_answers_dies_of_sigterm_at_once(daemon, times, every):
+def test_a_relay_whose_daemon_answers_dies_of_sigterm_at_once(daemon):
     with relay(daemon) as proc:
         send(proc, CALL)
-        assert stop(proc, times, every) < PROMPT_S
+        assert stop(proc) < PROMPT_S
 
 
-@pytest.mark.parametrize("times, every", [(1, 0), (2, 0.3), (20, 0.25)])
+# each signal restarted the old handler's 2-second session end: 8 signals kept it alive ~3.8 s
+@pytest.mark.parametrize("times, every", [(1, 0), (8, 0.25)])
 def test_a_relay_whose_daemon_hangs_mid_call_dies_of_sigterm_within_seconds(daemon, times,
                                                                              every):
     """The call waits on a daemon that never answers; ending the session would wait too: it
