@@ -23,18 +23,25 @@ def ago(days: float) -> str:
     return (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def seated(root, licence, workers: int, actors: list[tuple[str, str]]):
+    """A server-mode server (not started) under ``root`` reading the licence file
+    ``licence``, and a token per ``(actor, role)``: ``(server, {actor: token})``."""
+    server = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
+                    plugins=PLUGINS, workers=workers,
+                    env={"NEURALMIND_LICENSE_PATH": str(licence), "HOME": str(root)})
+    config = server.home / "config.toml"
+    return server, {actor: create_token(server.home, config, actor, role)["token"]
+                    for actor, role in actors}
+
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory):
     root = tmp_path_factory.mktemp("seats")
     licence = root / "license.json"
     licence.write_text(json.dumps({"licensee": "Acme", "seats": SEATS, "expires": "2099-12-31"}))
-    server = Server(root / "home", config=server_config(root, {"a": root / "repo-a"}),
-                    plugins=PLUGINS, workers=4, env={"NEURALMIND_LICENSE_PATH": str(licence),
-                                                     "HOME": str(root)})
-    config = server.home / "config.toml"
-    tokens = {actor: create_token(server.home, config, actor, role)["token"]
-              for actor, role in [("admin", "admin"), ("alice", "reader"), ("bob", "builder"),
-                                  ("carol", "reader"), ("dave", "reader")]}
+    server, tokens = seated(root, licence, 4, [("admin", "admin"), ("alice", "reader"),
+                                               ("bob", "builder"), ("carol", "reader"),
+                                               ("dave", "reader")])
     server.start()
     try:
         yield server, tokens, licence
@@ -225,13 +232,8 @@ def test_a_licence_change_is_decided_at_the_next_request_either_way(tmp_path):
     never reported.)"""
     licence = tmp_path / "license.json"
     put_licence(licence, 5)
-    server = Server(tmp_path / "home", config=server_config(tmp_path, {"a": tmp_path / "repo-a"}),
-                    plugins=PLUGINS, workers=2, env={"NEURALMIND_LICENSE_PATH": str(licence),
-                                                     "HOME": str(tmp_path)})
-    config = server.home / "config.toml"
-    tokens = {actor: create_token(server.home, config, actor, role)["token"]
-              for actor, role in [("admin", "admin"), ("ann", "reader"), ("ben", "reader"),
-                                  ("cy", "reader")]}
+    server, tokens = seated(tmp_path, licence, 2, [("admin", "admin"), ("ann", "reader"),
+                                                   ("ben", "reader"), ("cy", "reader")])
 
     def ask(*actors: str, times: int = 1) -> None:
         for _ in range(times):
