@@ -268,6 +268,17 @@ def _die(relay: Relay, signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
+async def _stopped_by_signal(relay: Relay) -> None:
+    """SIGTERM through the event loop, whichever thread the kernel hands it to. Handed to a
+    worker (the stdin reader, a call waiting on a hung daemon), a plain handler ran only when
+    the main thread next woke — when that call timed out, 30 s and more later; the loop's
+    receiver wakes it at once."""
+    import anyio
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for signum in signals:
+            _die(relay, signum)
+
+
 async def _serve(relay: Relay) -> None:
     import anyio
     from anyio import to_thread
@@ -290,6 +301,7 @@ async def _serve(relay: Relay) -> None:
                 pending.discard(id(data))
 
         async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_stopped_by_signal, relay)
             async for line in anyio.wrap_file(stdin):
                 if not line.strip():
                     continue
