@@ -113,7 +113,17 @@ def _our_hook(hook: Any) -> bool:
 # Each part merges into (or out of) the text of its file: ``merge(text) -> text``,
 # ``unmerge(text) -> text`` (the same text when there is nothing of ours), ``empty(text)``.
 
-class _JSONPart:
+class _Part:
+    def foreign(self, text: str | None) -> bool:
+        """Whether ``text`` holds an entry of ours by name that install did not write."""
+        return False
+
+    def legacy(self, text: str) -> bool:
+        """Whether ``text`` holds our entry without the mark (an install before it)."""
+        return False
+
+
+class _JSONPart(_Part):
     path: Path
 
     def merge(self, text: str | None) -> str:
@@ -128,6 +138,7 @@ class _JSONPart:
     @staticmethod
     def empty(text: str) -> bool:
         return json.loads(text) == {}
+
 
 
 class JSONServer(_JSONPart):
@@ -151,6 +162,17 @@ class JSONServer(_JSONPart):
                              f"agent install` did not write ({json.dumps(servers[NAME])}); rename "
                              "or remove it, then install again")
         servers[NAME] = self.entry
+
+    def _named(self, text: str | None) -> Any:
+        servers = _load_json(self.path, text).get("mcpServers")
+        return servers.get(NAME) if isinstance(servers, dict) else None
+
+    def foreign(self, text: str | None) -> bool:
+        entry = self._named(text)
+        return entry is not None and not _ours(entry, self.unmarked)
+
+    def legacy(self, text: str) -> bool:
+        return self._named(text) == self.unmarked
 
     def remove(self, doc: dict) -> bool:
         servers = doc.get("mcpServers")
@@ -203,7 +225,7 @@ class ClaudeHook(_JSONPart):
         return True
 
 
-class TOMLServer:
+class TOMLServer(_Part):
     """``[mcp_servers.neuralmind]`` in Codex's ``config.toml``, between two marker comments
     (no TOML writer in the standard library, so the user's text is kept as it is)."""
 
@@ -352,7 +374,8 @@ def _edit(part, adding: bool) -> Edit:
         note = f"added the {NAME} {part.label}" if before != after else \
             f"{NAME} {part.label} already there"
     elif before == after:
-        note = f"no {NAME} {part.label} to remove"
+        note = (f"the {NAME} {part.label} there is not one `neuralmind agent install` wrote: "
+                "left as it is" if part.foreign(before) else f"no {NAME} {part.label} to remove")
     else:
         note = f"removed the {NAME} {part.label}"
         if part.empty(after) and not _backup(path).exists():
@@ -361,9 +384,10 @@ def _edit(part, adding: bool) -> Edit:
 
 
 def _only_ours(part, text: str | None) -> bool:
-    """Whether ``text`` holds nothing but what install wrote: a file install created, which
-    uninstall removes, so a second install (other settings) keeps no backup of it."""
-    if text is None:
+    """Whether ``text`` holds nothing but what install wrote, marked: a file install created,
+    which uninstall removes, so a second install (other settings) keeps no backup of it. An
+    unmarked entry taken for a legacy install's may be the user's: its file is kept."""
+    if text is None or part.legacy(text):
         return False
     rest = part.unmerge(text)
     return rest != text and part.empty(rest)

@@ -143,6 +143,19 @@ def test_an_entry_installed_before_the_mark_is_upgraded_and_removed(home, monkey
         assert _uninstall(agent, home)[0].endswith("removed the neuralmind server")
         assert json.loads(path.read_text()) == {"mcpServers": {"other": OTHER}}
 
+    # alone in its file, an unmarked entry may be the user's after all: the upgrade keeps the
+    # original, and uninstall leaves the file (it deleted it, no copy kept)
+    alone = {"mcpServers": {"neuralmind": {"command": "neuralmind", "args": ["mcp"],
+                                           "env": {"NEURALMIND_HOME": "/srv/nm"}}}}
+    fresh = home.parent / "alone"
+    fresh.mkdir()
+    (fresh / ".mcp.json").write_text(json.dumps(alone))
+    assert _install("claude-code", fresh)[0].endswith("(the original is kept in "
+                                                      ".mcp.json.neuralmind-backup)")
+    _uninstall("claude-code", fresh)
+    assert (fresh / ".mcp.json").exists()
+    assert json.loads((fresh / ".mcp.json.neuralmind-backup").read_text()) == alone
+
     # an install of the release before, never upgraded, uninstalled: server and hook both go
     project = home.parent / "installed-before"
     (project / ".claude").mkdir(parents=True)
@@ -172,7 +185,10 @@ def test_an_entry_the_user_wrote_is_refused_and_never_removed(home, monkeypatch,
         with pytest.raises(agents.AgentError, match=r"already has a server named 'neuralmind' "
                            r"that `neuralmind agent install` did not write"):
             agents.install(agent, home, False)
-        assert all("no neuralmind" in line for line in _uninstall(agent, home))
+        said = _uninstall(agent, home)
+        assert said[0].endswith("the neuralmind server there is not one `neuralmind agent "
+                                "install` wrote: left as it is")
+        assert all("no neuralmind" in line for line in said[1:])
         assert json.loads(path.read_text()) == theirs
     assert not list(home.rglob("*backup"))
     # ours is known by its mark whatever the shell's settings were when it was written
