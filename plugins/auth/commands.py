@@ -14,6 +14,7 @@ here), see docs/security.md. An event that cannot be written is said on stderr.
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import sys
 
@@ -40,12 +41,32 @@ def create_command(settings) -> str:
     return f"`neuralmind token create --config {shlex.quote(settings.source)} --actor A --role R`"
 
 
+class _Said(logging.Handler):
+    """What the event log says while a command's event is written, kept for one warning."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def _record(settings, kind: str, data: dict) -> None:
-    """The event of a change already made: one that cannot be written is a warning (the
-    change stands; exit 0), never silence — the audit trail misses it."""
-    if not record_event(settings, kind, data):
-        print(f"neuralmind: warning: the {kind} event could not be written to the event log "
-              "(the line above says why): /v1/events and the audit trail miss this change",
+    """The event of a change already made: one that cannot be written is a warning, in one
+    line with the reason (the change stands; exit 0), never silence — the audit trail misses
+    it."""
+    events_log, said = logging.getLogger("neuralmind.events"), _Said()
+    events_log.addHandler(said)
+    events_log.propagate = False
+    try:
+        written = record_event(settings, kind, data)
+    finally:
+        events_log.removeHandler(said)
+        events_log.propagate = True
+    if not written:
+        why = "; ".join(said.lines) or "the event log could not be written"
+        print(f"neuralmind: warning: {why} — /v1/events and the audit trail miss this change",
               file=sys.stderr)
 
 
