@@ -255,8 +255,8 @@ class Webhooks:
         hook = self.hook(actor, hook_id)
         if not hook.enabled:
             raise Conflict(f"webhook {hook.id} is {'paused' if hook.paused_at else 'disabled'}: "
-                           "enable it (PATCH enabled=true) before redelivering",
-                           code="webhook_disabled")
+                           "enable it (PATCH enabled=true, or `neuralmind webhook update "
+                           f"{hook.id} --enable`) before redelivering", code="webhook_disabled")
         before = self.store.requeue(hook.id, delivery_id, self.clock())
         if before is None:
             raise NotFound(f"no delivery {delivery_id} for webhook {hook.id}",

@@ -217,7 +217,7 @@ def test_a_hook_failing_for_24_hours_is_disabled_and_an_event_says_so(served, re
     kept = deliveries(served, hook["id"])[0]["id"]
     r = served.post(f"/v1/webhooks/{hook['id']}/deliveries/{kept}/redeliver")
     assert r.status == 409 and r.error["code"] == "webhook_disabled"
-    assert "enable it (PATCH enabled=true)" in r.error["message"]
+    assert "enable it (PATCH enabled=true, or `neuralmind webhook update" in r.error["message"]
 
     # enabled again: the streak is forgotten and what it kept pending goes now
     receiver.reset()
