@@ -143,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except NeuralMindAPIError as ex:
         request = f", request {ex.request_id}" if ex.request_id else ""
-        print(f"neuralmind: {ex.message} [{ex.code}, status {ex.status}{request}]"
-              + "".join(f"\n  {line}" for line in ex.field_errors()), file=sys.stderr)
+        wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
+        head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
+        print(f"neuralmind: {head} [{ex.code}, status {ex.status}{request}]"
+              + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1), file=sys.stderr)
         return 1
     except DaemonNotRunning as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)

@@ -47,7 +47,7 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
         assert code == 2 and says in err, args
     code, _, err = cli("memory", "add", "T", "-r", "why", "--review-by", "tomorrow",
                        "--project", str(cli.repo))
-    assert code == 1 and "\n  review_by: " in err
+    assert code == 1 and err.startswith("neuralmind: review_by: ") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -103,7 +103,8 @@ def test_a_field_named_query_and_a_file_that_is_not_there(cli):
     assert cli("project", "add", str(cli.repo))[0] == 0
     for blank in ("", "   "):
         code, _, err = cli("project", "search", blank, "--project", str(cli.repo))
-        assert code == 1 and "\n  query: String should have at least 1 character" in err
+        assert code == 1 and err.startswith("neuralmind: query: String should have at least "
+                                            "1 character (the request did not validate)")
     code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
                        str(cli.repo))
     assert code == 2 and "Traceback" not in err
