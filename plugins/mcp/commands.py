@@ -114,6 +114,12 @@ def cmd_agent(args) -> int:
     except OSError as ex:  # a step agents.py does not name (none known): still in words
         err(agents.in_words(ex, Path(ex.filename or "the agent's configuration")))
         return 1
+    if args.json:
+        print(json.dumps({"agent": args.agent, "action": args.action, "project": str(project),
+                          "files": [{"path": str(e.path), "changed": e.before != e.after,
+                                     "said": line.removeprefix(f"{e.path}: ")}
+                                    for e, line in zip(edits, lines, strict=True)]}, indent=2))
+        return 0
     print("\n".join(lines))
     if args.action == "install" and any(e.before != e.after for e in edits):
         where = ("in whichever directory it runs (its config is global; --project pins one)"
@@ -142,8 +148,11 @@ def add_commands(subparsers) -> None:
         p.add_argument("agent", choices=AGENTS)
         p.add_argument("--project", metavar="PATH",
                        help="the repository (default: the one around here)")
-        p.add_argument("--print", action="store_true",
-                       help="print the configuration instead of writing it")
+        shown = p.add_mutually_exclusive_group()
+        shown.add_argument("--print", action="store_true",
+                           help="print the configuration instead of writing it")
+        shown.add_argument("--json", action="store_true",
+                           help="say what was written as JSON: {agent, action, project, files}")
         p.set_defaults(func=cmd_agent, action=action)
     wakeup = group.add_parser("wakeup", parents=[scoped],
                               help="print the project's overview (the SessionStart hook)")

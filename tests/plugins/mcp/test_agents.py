@@ -207,6 +207,22 @@ def _cli(*args, cwd, home_dir):
                           capture_output=True, text=True, timeout=60)
 
 
+def test_install_and_uninstall_say_what_they_wrote_as_json(home):
+    home_dir = home.parent / "home"
+    done = _cli("agent", "install", "cursor", "--json", cwd=home, home_dir=home_dir)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    path = str(home / ".cursor" / "mcp.json")
+    assert (out["agent"], out["action"], out["project"]) == ("cursor", "install", str(home))
+    assert out["files"] == [{"path": path, "changed": True, "said": "added the neuralmind server"}]
+    gone = json.loads(_cli("agent", "uninstall", "cursor", "--json", cwd=home,
+                           home_dir=home_dir).stdout)
+    assert gone["files"] == [{"path": path, "changed": True,
+                              "said": "removed the neuralmind server"}]
+    both = _cli("agent", "install", "cursor", "--json", "--print", cwd=home, home_dir=home_dir)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
 def test_the_cli_says_what_is_wrong(home):
     home_dir = home.parent / "home"
     wrong = _cli("agent", "install", "claude", cwd=home, home_dir=home_dir)
