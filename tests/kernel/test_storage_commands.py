@@ -6,6 +6,7 @@ without change, resumed after a cut, and a server on the database carries on fro
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -106,7 +107,8 @@ def test_a_home_of_a_newer_neuralmind_is_said_once_and_never_served(tmp_path, mo
         conn.execute(f"PRAGMA user_version = {latest + 1}")
     code, text, err = storage(home, "check")
     assert code == 1 and "kernel.db  " in text and "newer" in text.split("kernel.db")[1]
-    assert "every schema is at this version's" not in text and "-1" not in text
+    # no version shown as -1 (the home's path may hold "-1": pytest-1000)
+    assert "every schema is at this version's" not in text and not re.search(r"\s-1\s", text)
     assert err == (f"neuralmind: {home / 'kernel.db'} is at schema version {latest + 1}, newer "
                    f"than this NeuralMind's {latest}: upgrade NeuralMind before serving it\n")
     code, report, _ = storage(home, "check", "--json")
