@@ -72,14 +72,19 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
         return records.located(ex, loc)
 
 
-def check_match(if_match: str | None, rec: dict[str, Any]) -> None:
-    """412 unless ``if_match`` (an ``If-Match`` header, if any) holds for ``rec``: its
-    ``updated_at`` (the ETag its reads and writes answer, quoted or not), or ``*``. A weak
-    tag (``W/"…"``) never holds: If-Match compares strongly (RFC 9110)."""
+def matched(w, mid: str, if_match: str | None) -> dict[str, Any]:
+    """The record ``mid`` as the write transaction ``w`` reads it: 404 when it is gone, 412
+    unless ``if_match`` (an ``If-Match`` header, if any) holds for it — its ``updated_at``
+    (the ETag its reads and writes answer, quoted or not), or ``*``. A weak tag (``W/"…"``)
+    never holds: If-Match compares strongly (RFC 9110)."""
+    rec = w.get(mid)
+    if rec is None:
+        raise not_found(mid)
     tag = if_match.strip().strip('"') if if_match is not None else "*"
     if tag != "*" and tag != rec["updated_at"]:
         raise PreconditionFailed("the memory changed since that updated_at",
                                  details={"updated_at": rec["updated_at"]})
+    return rec
 
 
 def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[dict[str, Any]]:
@@ -319,10 +324,7 @@ class Memories:
         ``if_match`` (an ``If-Match`` header: an ``updated_at``, or ``*``) does not hold."""
         store = self.store(project)
         with store.writing() as w:
-            rec = w.get(mid)
-            if rec is None:
-                raise not_found(mid)
-            check_match(if_match, rec)
+            rec = matched(w, mid, if_match)
             new, changes = make(rec)
             if changes:
                 w.update(new, records.content_sha(new), kind=kind,
@@ -398,10 +400,7 @@ class Memories:
     def delete(self, project, mid: str, actor, request_id, if_match: str | None = None) -> None:
         store = self.store(project)
         with store.writing() as w:
-            rec = w.get(mid)
-            if rec is None:
-                raise not_found(mid)
-            check_match(if_match, rec)
+            rec = matched(w, mid, if_match)
             w.delete(mid, now_iso(), self.actor_for(actor, rec), rec["title"])
         self.written(store)
         self.emit("deleted", project, actor, request_id, id=mid)
