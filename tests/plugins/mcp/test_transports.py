@@ -199,8 +199,10 @@ def test_stdio_answers_each_request_it_cannot_relay_by_its_id(daemon):
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     by_id = {m["id"]: m for m in answers if m["id"] is not None}
-    assert set(by_id) == {1, 3, 4, 5, 6, 7} and by_id[7]["result"] == {}
-    assert sorted(m["error"]["code"] for m in answers if m["id"] is None) == [-32700, -32600]
+    said = f"stdout:\n{done.stdout[:4000]}\nstderr:\n{done.stderr[-4000:]}"
+    assert set(by_id) == {1, 3, 4, 5, 6, 7} and by_id[7]["result"] == {}, said
+    assert sorted(m["error"]["code"] for m in answers if m["id"] is None) == [-32700,
+                                                                             -32600], said
     assert by_id[3]["error"] == {"code": -32600,
                                  "message": "Invalid Request: params must be an object"}
     assert by_id[4]["error"] == {"code": -32600,
@@ -209,7 +211,7 @@ def test_stdio_answers_each_request_it_cannot_relay_by_its_id(daemon):
     assert surrogate["isError"] and surrogate["content"][0]["text"] == (
         "validation_error (422): the request did not validate — query: holds a lone surrogate "
         "(\\ud800-\\udfff), which is no character: send the text whole")
-    assert by_id[6]["error"]["code"] == -32600
+    assert by_id[6]["error"]["code"] == -32600, said
     assert by_id[6]["error"]["message"].startswith("payload_too_large (413): the body is larger")
 
 

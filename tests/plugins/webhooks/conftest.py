@@ -3,6 +3,8 @@ post to 127.0.0.1. Every test runs on both storage backends (tests/conftest.py `
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from neuralmind import EventKind, hookimpl
@@ -69,3 +71,13 @@ def subscribe(server, receiver: Receiver, events=("*",), projects=None, **extra)
 def served(make_server):
     """The auth and webhooks plugins served from this process with the fast settings."""
     return make_server(plugins=["auth", "webhooks"], config=FAST)
+
+
+def emitted(server, kind: str, timeout: float = 15.0) -> list:
+    """The kernel's events of ``kind``, once there is one: the sender records a try and then
+    emits what the try caused (``webhook.disabled``), so the event follows the hook's state."""
+    deadline = time.monotonic() + timeout
+    while not (found := [e for e in server.kernel.events.after(0) if e.kind == kind]):
+        assert time.monotonic() < deadline, f"no {kind} event in {timeout} s"
+        time.sleep(0.02)
+    return found

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from neuralmind.client import verify_signature, webhook_signature
-from tests.plugins.webhooks.conftest import FAST, SERVED, subscribe
+from tests.plugins.webhooks.conftest import FAST, SERVED, emitted, subscribe
 from tests.support import LocalServer
 
 
@@ -203,7 +203,7 @@ def test_a_hook_failing_for_24_hours_is_disabled_and_an_event_says_so(served, re
     got = served.get(f"/v1/webhooks/{hook['id']}").json
     assert got["enabled"] is False and got["failing_since"] == started
     assert "every try failed for 24 h" in got["disabled_reason"]
-    disabled = [e for e in served.kernel.events.after(0) if e.kind == "webhook.disabled"]
+    disabled = emitted(served, "webhook.disabled")
     assert [e.data["webhook_id"] for e in disabled] == [hook["id"]]
     assert disabled[0].data["failing_since"] == started and "500" in disabled[0].data["last_error"]
 

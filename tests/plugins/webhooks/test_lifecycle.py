@@ -11,7 +11,7 @@ import time
 
 from neuralmind.client import verify_signature
 from plugins.webhooks.store import FILE, MIGRATIONS, PG_MIGRATIONS
-from tests.plugins.webhooks.conftest import FAST, SERVED, subscribe
+from tests.plugins.webhooks.conftest import FAST, SERVED, emitted, subscribe
 from tests.plugins.webhooks.test_delivery import Clock, deliveries, emit, settled
 from tests.support import SESSION, LocalServer, home_dsn
 
@@ -106,7 +106,7 @@ def test_a_rarely_firing_hook_whose_endpoint_is_gone_is_still_disabled(make_serv
     assert got["enabled"] is False and got["failing_since"] == started
     assert got["disabled_reason"] == "every try failed for 1 min; last: answered 500"
     assert got["paused_at"] is None
-    disabled = [e for e in server.kernel.events.after(0) if e.kind == "webhook.disabled"]
+    disabled = emitted(server, "webhook.disabled")
     assert [e.data["webhook_id"] for e in disabled] == [hook["id"]]
 
 
