@@ -23,6 +23,13 @@ LANGUAGES = {
     ".sh": "shell", ".bash": "shell", ".sql": "sql", ".html": "html", ".css": "css",
     ".rst": "rst", ".txt": "text", ".json": "json", ".yaml": "yaml", ".yml": "yaml",
     ".toml": "toml", ".ini": "ini", ".cfg": "ini", ".xml": "xml",
+    # source without a parser here: one whole-file node, but typed code, not docs (a docs
+    # query quoted Cython)
+    ".pyx": "cython", ".pxd": "cython", ".pxi": "cython", ".cxx": "cpp", ".hh": "cpp",
+    ".hxx": "cpp", ".lua": "lua", ".pl": "perl", ".pm": "perl", ".zsh": "shell",
+    ".ps1": "powershell", ".r": "r", ".dart": "dart", ".ex": "elixir", ".exs": "elixir",
+    ".erl": "erlang", ".hs": "haskell", ".ml": "ocaml", ".mli": "ocaml", ".clj": "clojure",
+    ".groovy": "groovy", ".jl": "julia", ".zig": "zig", ".vue": "vue", ".svelte": "svelte",
 }
 DOCS = {"markdown", "rst", "text"}
 CONFIG = {"json", "yaml", "toml", "ini", "xml"}
@@ -36,8 +43,9 @@ TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|
 # embed_text's revision: a change to what it makes of the same node re-parses every index
 LAYOUT = 2
 # the parse's revision (its edges, the file types): a change re-parses every index at its
-# next build too, whose texts keep their vectors (1: indexes that hold no such stamp)
-PARSE = 2
+# next build too, whose texts keep their vectors (1: indexes that hold no such stamp; 3:
+# source without a parser, `.pyx` …, typed code)
+PARSE = 3
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)
@@ -194,9 +202,11 @@ def embed_text(kind: str, qualname: str, text: str, docstring: str, whole: bool,
     docstring — what the node is for comes before the cut, its code fills the rest (CoSQA
     dev, docs/index.md). ``code``: kind, name and the code as written. ``metadata``: kind,
     name, signature and docstring only (faster, weaker; kept to measure the difference).
-    The file path is left out so a renamed file re-embeds nothing. A module without a
-    docstring that has child nodes adds nothing its children do not say, so it gets no
-    vector; a module's opening comment block is left out.
+    The file path is left out of a symbol's text, so a renamed file re-embeds none of its
+    functions, classes or sections; a module's or a file node's text opens with its name
+    (the path as words: what says what it is about), so that one vector is embedded again.
+    A module without a docstring that has child nodes adds nothing its children do not say,
+    so it gets no vector; a module's opening comment block is left out.
     """
     if kind == "module" and not docstring and not whole:
         return None

@@ -320,8 +320,8 @@ class IndexService:
         """A client's path as the indexed file it names; 404 ``file_not_indexed`` else."""
         rel = self.relative(project, raw, field)
         if store.file(rel) is None:
-            raise NotFound(f"{rel} is not an indexed file of {project.id} (ignored, binary, "
-                           "or not built yet)", code="file_not_indexed", details={"field": field})
+            raise NotFound(_not_indexed(project, rel), code="file_not_indexed",
+                           details={"field": field})
         return rel
 
     def seeds(self, project, store, files: list[str], nodes: list[str]
@@ -647,3 +647,12 @@ def _ingested_out(project, doc, nodes: int) -> dict[str, Any]:
 def _node_out(n) -> dict[str, Any]:
     return {"id": n["id"], "kind": n["kind"], "label": n["qualname"], "signature": n["signature"],
             "docstring": n["docstring"], "line": n["line"], "end_line": n["end_line"]}
+
+
+def _not_indexed(project, rel: str) -> str:
+    """Why ``rel`` is no indexed file: a directory is named as one (impact and neighbours
+    take files), not as a file the build left out."""
+    full = contained(str(project.path), rel)
+    if full is not None and os.path.isdir(full):
+        return f"{rel} is a directory of {project.id}, not a file: name the files in it"
+    return f"{rel} is not an indexed file of {project.id} (ignored, binary, or not built yet)"

@@ -7,7 +7,8 @@ keyword index against the nodes (repair: the missing rows re-derived, orphans dr
 vectors (nodes without one — repair: embedded when a model is available — orphans, dropped,
 and vectors whose hubness no build measured, measured); graph links never resolved or left dangling (repair: every edge re-resolved);
 ingested documents against their nodes (repair: re-derived from the stored text, strays
-purged); learned links to files no longer indexed (repair: forgotten); the project's build
+purged); learned links to files no longer indexed (information, not a failure: a
+deleted or moved file's links fade like any; repair: forgotten); the project's build
 and watch leases held by dead processes (repair: released); last, files changed, removed or added on disk since the build
 (repair: an incremental build, which takes the build lock like any build)."""
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from plugins.index import resolve
 from plugins.index.build import read_project_file, walk_named
+from plugins.index.learning import FLOOR
 from plugins.index.search import fts_text
 from plugins.index.service import LOCK_TTL_S, build_lease
 from plugins.index.watch import TTL_S, watch_lease
@@ -130,6 +132,9 @@ def _documents(service, project, store, write: bool) -> Check:
 
 
 def _learned(service, project, store, write: bool) -> Check:
+    """Only a damaged ``usage.db`` fails: links to files no longer indexed are what any
+    ``git rm`` or ``git mv`` leaves, kept on purpose to fade like every link, so they are
+    counted for information (and forgotten at once with ``write``)."""
     usage = service.learning.store(project)
     service.learning.flush(project)
     integrity = usage.integrity()
@@ -137,9 +142,12 @@ def _learned(service, project, store, write: bool) -> Check:
     gone = sorted(p for p in usage.synapse_files() if p not in indexed)
     detail = f"usage.db quick_check {integrity}; {len(gone)} linked files no longer indexed"
     if not gone or not write:
-        return Check("learned", integrity == "ok" and not gone, detail, len(gone))
+        kept = (f" (kept on purpose: their links fade, half-life "
+                f"{service.learning.settings.learn_half_life_days:g} days, until below {FLOOR}; "
+                "`write: true` (`--write`) forgets them now)") if gone else ""
+        return Check("learned", integrity == "ok", detail + kept, len(gone))
     usage.forget(gone)
-    return Check("learned", integrity == "ok", detail, len(gone), repaired=True)
+    return Check("learned", integrity == "ok", detail + " (forgotten)", len(gone), repaired=True)
 
 
 def _locks(leases, project, write: bool) -> Check:

@@ -148,6 +148,20 @@ def test_edits_deletes_and_renames_are_followed_exactly(server, project):
     assert hits[0]["source_file"] == "shop/money.py" and hits[0]["label"] == "round_money"
 
 
+def test_a_rename_re_embeds_only_the_texts_that_open_with_the_files_name(server, project):
+    """The docs said a rename re-embeds nothing; `git mv` of falcon's misc.py embedded 1 of
+    its 16 texts. What opens with the file's name re-embeds — a module with a docstring, a
+    text file's one node — and nothing else: functions keep their vectors."""
+    pid, root = project
+    build(server, pid)
+    (root / "shop/cart.py").rename(root / "shop/basket.py")  # module docstring: 1 of 5
+    (root / "shop/prices.py").rename(root / "shop/money.py")  # no module docstring: 0 of 2
+    (root / "notes.txt").rename(root / "invoices.txt")  # its one whole-file node: 1
+    result = build(server, pid)
+    assert (result["files_changed"], result["files_deleted"]) == (3, 3)
+    assert result["chunks_embedded"] == 2
+
+
 def test_a_second_build_is_409_with_the_running_job_and_cancel_stops_it(server, project):
     pid, root = project
     for i in range(400):  # enough work that the first build is still running
@@ -301,3 +315,23 @@ def test_an_index_of_the_previous_parser_is_re_parsed_at_once(server, project):
     assert r.json["file_type"] == "config"
     again = build(server, pid)
     assert (again["files_reindexed"], again["reindex_reason"]) == (0, None)
+
+
+def test_cython_and_other_unparsed_source_is_code_not_docs(server, tmp_path):
+    """`.pyx` and `.pxd` were typed `docs` (no parser reads them), so `query --type docs`
+    quoted Cython; they are `code`, as a whole-file node each."""
+    files = {"README.md": "# Speedups\n\nThe C accelerated parser of the header values.\n",
+             "falcon/cyutil/reader.pyx": "cdef class BufferedReader:\n"
+                                         "    # parse the header values fast\n"
+                                         "    cdef bytes _buffer\n",
+             "falcon/cyutil/reader.pxd": "cdef class BufferedReader:\n    cdef bytes _buffer\n",
+             "tools/bench.lua": "-- parse the header values in a loop\nlocal n = 0\n"}
+    pid = built(server, tmp_path / "cy", files)
+    types = {rel: server.get(f"/v1/projects/{pid}/documents?path={quote(rel)}").json["file_type"]
+             for rel in files}
+    assert types == {"README.md": "docs", "falcon/cyutil/reader.pyx": "code",
+                     "falcon/cyutil/reader.pxd": "code", "tools/bench.lua": "code"}
+    docs = server.post(f"/v1/projects/{pid}/query", {"question": "parse the header values",
+                                                     "query_type": "docs", "trace": True}).json
+    assert {h["source_file"] for h in docs["trace"]["hits"]} == {"README.md"}, docs["trace"]
+

@@ -289,6 +289,8 @@ def test_bad_graph_requests_say_what_is_wrong(served, tmp_path):
     assert r.status == 404 and r.error["code"] == "node_not_found"
     r = server.post(base + "/impact", {"files": ["logo.png"]})
     assert r.status == 404 and r.error["code"] == "file_not_indexed"
+    assert r.error["message"] == (f"logo.png is not an indexed file of {pid} (ignored, "
+                                  "binary, or not built yet)")
     r = server.post(base + "/impact", {"files": ["../outside.py"]})
     assert r.status == 422 and r.error["details"]["errors"][0]["type"] == "path_outside_project"
     for body in ({}, {"files": []}, {"files": ["a.py"], "depth": 0},
@@ -302,6 +304,17 @@ def test_bad_graph_requests_say_what_is_wrong(served, tmp_path):
     fresh = server.register(write(tmp_path / "unbuilt", {"a.py": "x = 1\n"}))
     r = server.post(f"/v1/projects/{fresh}/impact", {"files": ["a.py"]})
     assert r.status == 409 and r.error["code"] == "index_not_built"
+
+
+def test_a_directory_is_named_a_directory_not_a_file_left_out(served):
+    """`project impact odd`, odd a folder of the repository, answered `odd is not an indexed
+    file … (ignored, binary, or not built yet)`: it says it is a directory and takes files."""
+    server, pid, _ = served
+    said = f"app is a directory of {pid}, not a file: name the files in it"
+    r = server.post(f"/v1/projects/{pid}/impact", {"files": ["app/"]})
+    assert (r.status, r.error["code"], r.error["message"]) == (404, "file_not_indexed", said)
+    r = server.get(f"/v1/projects/{pid}/neighbors/structural?file=app")
+    assert (r.status, r.error["message"]) == (404, said)
 
 
 @settings(max_examples=40, deadline=None,

@@ -257,3 +257,24 @@ def test_lock_files_and_dot_files_are_config():
                      ".env.example": "config", "package-lock.json": "config",
                      "README.md": "docs", "notes.txt": "docs", "docs/guide.rst": "docs",
                      "LICENSE": "docs", ".eslintrc.js": "code", "app.py": "code"}
+
+
+def test_source_without_a_parser_is_code_and_nothing_else_moves():
+    """`.pyx`, `.pxd` (and other source no parser here reads) were `text`, so `docs`: a docs
+    query quoted Cython. Prose, settings and parsed code keep their types."""
+    def typed(paths):
+        return {p: chunker.file_type_of(chunker.language_of(p), p) for p in paths}
+    source = ("fast/_speedups.pyx", "fast/_speedups.pxd", "fast/defs.pxi", "lib/x.cxx",
+              "lib/x.hh", "lib/x.hxx", "init.lua", "tool.pl", "Lib.pm", "env.zsh", "run.ps1",
+              "plot.R", "app.dart", "mix.ex", "mix.exs", "srv.erl", "Main.hs", "a.ml", "a.mli",
+              "core.clj", "build.groovy", "m.jl", "main.zig", "App.vue", "App.svelte")
+    assert typed(source) == dict.fromkeys(source, "code")
+    kept = {"README.md": "docs", "notes.txt": "docs", "docs/guide.rst": "docs",
+            "LICENSE": "docs", "CHANGES": "docs", "AUTHORS.in": "docs", ".gitignore": "config",
+            "uv.lock": "config", "setup.cfg": "config", "a.json": "config", "app.py": "code",
+            "lib.c": "code", "lib.h": "code", "run.sh": "code", "Makefile": "code",
+            "tox.ini": "config", "page.html": "code"}
+    assert typed(kept) == kept
+    whole = chunker.parse("fast/_speedups.pyx", "cdef int add(int a, int b):\n    return a + b\n")
+    assert whole.language == "cython" and kinds(whole) == [("file", "fast/_speedups.pyx")]
+

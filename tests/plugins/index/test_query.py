@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neuralmind.client import NeuralMindClient, ValidationFailed
 from tests.plugins.index.conftest import build, write_repo
 
 
@@ -58,6 +59,23 @@ def test_bad_search_bodies_are_422(server, built):
                  {"query": "x", "file_type": "video"}, {"n": 3}):
         r = server.post(f"/v1/projects/{pid}/search", body)
         assert r.status == 422 and r.error["code"] == "validation_error", body
+
+
+def test_a_blank_query_or_question_is_refused_as_blank(server, built):
+    """Three spaces were answered `String should have at least 1 character` (the strip ran
+    first): the field is named blank, over HTTP and in what the client (the CLI) prints."""
+    pid, _ = built
+    for route, field in (("search", "query"), ("query", "question")):
+        r = server.post(f"/v1/projects/{pid}/{route}", {field: " \t\n "})
+        assert r.status == 422 and r.error["details"]["errors"] == [
+            {"loc": ["body", field], "msg": "is blank: it holds only whitespace",
+             "type": "value_error"}], r.body
+    project = NeuralMindClient(server.url, token=server.token).project(pid)
+    for ask in (lambda: project.query("   "), lambda: project.search("   ")):
+        with pytest.raises(ValidationFailed) as refused:
+            ask()
+        assert ": is blank: it holds only whitespace (422 validation_error" in str(refused.value)
+    assert search(server, pid, query="  parse config ", mode="keyword")["query"] == "parse config"
 
 
 def test_query_has_all_layers_and_stays_in_the_default_budget(server, built):

@@ -1,7 +1,8 @@
 """POST …/validate: a healthy index reports ok; real damage to the state files (keyword
-rows, links, lock rows, ingested nodes, learned links to gone files, a file edited after the
-build) is reported without changing anything, and repaired with write=true by an admin —
-inside the state dir only: the repository's files are never written."""
+rows, links, lock rows, ingested nodes, a file edited after the build) is reported without
+changing anything, and repaired with write=true by an admin — inside the state dir only: the
+repository's files are never written. Learned links to files gone are information, not
+damage: counted, ok, forgotten with write=true."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 
 from kernel.leases import HOST
 from plugins.auth.tokens import TokenFile
-from tests.plugins.index.conftest import build
+from tests.plugins.index.conftest import build, built
 from tests.plugins.index.test_graph import REPO, write
 from tests.support import LocalServer
 
@@ -67,7 +68,7 @@ def test_validate_reports_damage_and_repairs_it_in_the_state_dir(tmp_path):
         found = checks(damaged)
         assert not damaged["ok"]
         assert {n for n, c in found.items() if not c["ok"]} == {
-            "files", "keywords", "graph", "documents", "learned", "locks"}
+            "files", "keywords", "graph", "documents", "locks"}
         assert found["files"]["count"] == 1 and found["learned"]["count"] == 1
         assert found["keywords"]["count"] >= 3 and found["locks"]["count"] == 1
         assert not any(c["repaired"] for c in found.values())
@@ -83,6 +84,32 @@ def test_validate_reports_damage_and_repairs_it_in_the_state_dir(tmp_path):
         assert hits["results"][0]["source"] == "ingested"
         callers = server.get(base + "/neighbors/structural?file=app/models.py").json["callers"]
         assert callers  # links resolved again
+
+
+def test_links_to_a_deleted_file_are_counted_but_not_a_failure(server, tmp_path):
+    """`git rm` + build left learned links to the file gone, as the docs intend (they fade),
+    and validate failed — `project validate` exits 1 — on that ordinary state. It counts them,
+    says they fade and that write forgets them, and stays ok."""
+    root = tmp_path / "repo"
+    pid = built(server, root, {"a.py": "def a():\n    return 1\n",
+                               "b.py": "def b():\n    return 2\n",
+                               "c.py": "def c():\n    return 3\n"})
+    base = f"/v1/projects/{pid}"
+    server.post(base + "/activity", {"files": ["a.py", "b.py", "c.py"], "kind": "edit"})
+    (root / "b.py").unlink()
+    (root / "c.py").rename(root / "d.py")
+    build(server, pid)
+    out = server.post(base + "/validate", {}).json
+    learned = checks(out)["learned"]
+    assert out["ok"] and learned["ok"] and learned["count"] == 2, out
+    assert learned["detail"].startswith("usage.db quick_check ok; 2 linked files no longer "
+                                        "indexed (kept on purpose: their links fade")
+    assert "half-life 365 days" in learned["detail"] and "forgets them" in learned["detail"]
+    forgot = checks(server.post(base + "/validate", {"write": True}).json)["learned"]
+    assert forgot["ok"] and forgot["repaired"] and forgot["count"] == 2
+    assert checks(server.post(base + "/validate", {}).json)["learned"] == {
+        "name": "learned", "ok": True, "count": 0, "repaired": False,
+        "detail": "usage.db quick_check ok; 0 linked files no longer indexed"}
 
 
 def test_repairs_need_an_admin(tmp_path):
