@@ -115,10 +115,27 @@ def _utf8(arg: str) -> bool:
     return True
 
 
+def client_error(ex: Exception) -> int:
+    """Print what the client raised (``NeuralMindError``: about the server, or what was
+    given — never a bug here, so no traceback) and answer the exit code: 2 for a URL or token
+    given wrongly (the ValueErrors), else 1. A timeout's hint names the Python client's
+    ``timeout=``, which no flag sets here: it is left out."""
+    from neuralmind.client import NeuralMindAPIError, TimedOut
+    if isinstance(ex, NeuralMindAPIError):
+        request = f", request {ex.request_id}" if ex.request_id else ""
+        wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
+        head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
+        print(f"neuralmind: {head} [{ex.code}, status {ex.status}{request}]"
+              + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1), file=sys.stderr)
+        return 1
+    print(f"neuralmind: {ex.message if isinstance(ex, TimedOut) else ex}", file=sys.stderr)
+    return 2 if isinstance(ex, ValueError) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     from kernel.daemon import DiscoveryDamaged
     from kernel.plugins import PluginError, StartupError
-    from neuralmind.client import DaemonNotRunning, NeuralMindAPIError, NotAServerURL, NotAToken
+    from neuralmind.client import NeuralMindError
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
     if bad := next((arg for arg in line if not _utf8(arg)), None):
@@ -134,23 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ConfigError, CommandError, PluginError, StartupError, NotAServerURL, NotAToken,
-            DiscoveryDamaged) as ex:
+    except (ConfigError, CommandError, PluginError, StartupError, DiscoveryDamaged) as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:
         print("\nneuralmind: interrupted", file=sys.stderr)
         return 130
-    except NeuralMindAPIError as ex:
-        request = f", request {ex.request_id}" if ex.request_id else ""
-        wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
-        head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
-        print(f"neuralmind: {head} [{ex.code}, status {ex.status}{request}]"
-              + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1), file=sys.stderr)
-        return 1
-    except DaemonNotRunning as ex:
-        print(f"neuralmind: {ex}", file=sys.stderr)
-        return 1
+    except NeuralMindError as ex:  # before OSError: a timeout or no daemon is one too
+        return client_error(ex)
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

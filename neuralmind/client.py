@@ -60,7 +60,18 @@ class NotAToken(NeuralMindError, ValueError):
 
 
 class TimedOut(NeuralMindError, TimeoutError):
-    """The server took longer than the call's timeout to answer (a read is not retried)."""
+    """The server took longer than the call's timeout to answer (a read is not retried).
+    ``hint``, the message's end, tells a caller of this module how to wait longer; the
+    command line, which has no such setting, shows ``message`` alone."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(f"{message} ({hint})" if hint else message)
+        self.message, self.hint = message, hint
+
+
+class BrokenAnswer(NeuralMindError, ConnectionError):
+    """Something answered at the server's address, but not with HTTP, or its answer broke off
+    before its end (a read is retried, a write never: it may have landed)."""
 
 
 class NeuralMindAPIError(NeuralMindError):
@@ -539,11 +550,12 @@ class NeuralMindClient:
         ``stream``, a success is the open response, to be read as it arrives.
 
         Idempotent requests (GET, DELETE, and POSTs the caller marks so) are retried with
-        backoff on connection errors and 503; nothing else is, so a write never lands twice —
-        but a refused connection sent nothing, so any call goes again once the discovery file
-        names a daemon that restarted on another port."""
+        backoff on connection errors, broken answers and 503; nothing else is, so a write never
+        lands twice — but a refused connection sent nothing, so any call goes again once the
+        discovery file names a daemon that restarted on another port."""
+        import http.client
         import socket
-        import ssl  # http.client has loaded both by the first call
+        import ssl  # http.client has loaded these by the first call
         # a server that cannot be reached: refused, reset, a host that does not resolve, TLS
         # spoken to a plain server (not a timeout: the request may be running)
         unreachable = (ConnectionError, socket.gaierror, ssl.SSLError)
@@ -564,7 +576,7 @@ class NeuralMindClient:
                 raise
             except TimeoutError as ex:
                 raise TimedOut(f"{method} {path}: no answer from {self.url} within "
-                               f"{timeout or self.timeout:g} s (timeout=)") from ex
+                               f"{timeout or self.timeout:g} s", _wait_longer(timeout)) from ex
             except unreachable as ex:
                 if body and isinstance(ex, (BrokenPipeError, ConnectionResetError)) \
                         and self._answers():
@@ -576,6 +588,11 @@ class NeuralMindClient:
                 failed += 1
                 if failed == attempts:
                     raise DaemonNotRunning(self._unreachable(ex)) from ex
+            except http.client.HTTPException as ex:  # after `unreachable`: RemoteDisconnected is both
+                failed += 1
+                if failed == attempts:
+                    raise BrokenAnswer(f"{method} {path}: the server at {self.url} "
+                                       f"{_what_broke(ex)}") from ex
             else:
                 if resp.status < 400:
                     return resp
@@ -587,9 +604,10 @@ class NeuralMindClient:
     def _answers(self) -> bool:
         """Whether the server answers at all (it may have refused only a body it would not
         read, closing the connection under the upload)."""
+        import http.client
         try:
             return self._send("GET", "/v1/health", timeout=5).status == 200
-        except OSError:
+        except (OSError, http.client.HTTPException):  # an answer that is not HTTP is none
             return False
 
     def _unreachable(self, ex: Exception) -> str:
@@ -709,6 +727,25 @@ class NeuralMindClient:
                            timeout)
 
 
+def _wait_longer(call_timeout: float | None) -> str:
+    """How to wait longer: the call's own ``timeout=`` when it was given one (``query``,
+    ``ask``, ``events`` …), else the client's."""
+    return ("a longer timeout= for this call waits more" if call_timeout is not None
+            else "a client made with a longer timeout= waits more")
+
+
+def _what_broke(ex: Exception) -> str:
+    """What was wrong with an answer ``http.client`` could not read, said of the server."""
+    import http.client
+    if isinstance(ex, (http.client.BadStatusLine, http.client.UnknownProtocol)):
+        sent = ex.args[0] if ex.args and isinstance(ex.args[0], str) else ""
+        return f"did not answer with HTTP (it sent {sent.strip()[:60]!r})"
+    if isinstance(ex, http.client.IncompleteRead):
+        more = f", {ex.expected} more expected" if ex.expected else ""
+        return f"sent a broken answer (its body ended after {len(ex.partial)} bytes{more})"
+    return f"sent a broken answer ({ex})"
+
+
 def _check_headers(headers: dict[str, str]) -> None:
     """A ValueError naming the header whose value no HTTP request carries (text beyond
     Latin-1, a lone surrogate, a line break), before anything is sent."""
@@ -771,8 +808,8 @@ class EventStream:
                 continue
             except TimeoutError as ex:  # not even a heartbeat: the server is gone or stuck
                 raise TimedOut(f"GET {self._path}: no event or heartbeat from {self._nm.url} "
-                               f"within {self._timeout or self._nm.timeout:g} s (timeout=)"
-                               ) from ex
+                               f"within {self._timeout or self._nm.timeout:g} s",
+                               _wait_longer(self._timeout)) from ex
             if event.id is not None:
                 self.last_id = event.id
             return event

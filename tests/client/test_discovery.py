@@ -240,7 +240,8 @@ def test_what_fails_on_the_way_to_a_server_is_the_clients_own_error(tmp_path, mo
         nm = NeuralMindClient(f"http://127.0.0.1:{hung.getsockname()[1]}", token="t",
                               home=tmp_path)
         with pytest.raises(TimedOut, match=r"^GET /v1/projects: no answer from "
-                                           r"http://127\.0\.0\.1:\d+ within 0\.2 s \(timeout=\)"):
+                                           r"http://127\.0\.0\.1:\d+ within 0\.2 s \(a longer "
+                                           r"timeout= for this call waits more\)$"):
             nm.request("GET", "/v1/projects", timeout=0.2)
     # autostart starts the local daemon only, never one for a URL it was given
     with pytest.raises(DaemonNotRunning, match=r"\(autostart starts only the local daemon\)"):

@@ -101,10 +101,11 @@ def test_an_option_of_another_action_is_refused(args, says):
 
 def test_a_field_named_query_and_a_file_that_is_not_there(cli):
     assert cli("project", "add", str(cli.repo))[0] == 0
-    for blank in ("", "   "):
+    for blank, why in (("", "String should have at least 1 character"),
+                       ("   ", "is blank: it holds only whitespace")):
         code, _, err = cli("project", "search", blank, "--project", str(cli.repo))
-        assert code == 1 and err.startswith("neuralmind: query: String should have at least "
-                                            "1 character (the request did not validate)")
+        assert code == 1 and err.startswith(f"neuralmind: query: {why} (the request did not "
+                                            "validate)"), err
     code, _, err = cli("memory", "import", str(cli.plain / "missing.jsonl"), "--project",
                        str(cli.repo))
     assert code == 2 and "Traceback" not in err

@@ -1,33 +1,46 @@
 """Retries and the error map for statuses the kernel cannot be made to send on demand (503,
-400, 412) — against a real local HTTP server that answers as a proxy or an overloaded
-server would. Only idempotent requests are retried; a write is never sent twice."""
+400, 412), and for answers no HTTP server sends — against a real local HTTP server that
+answers as a proxy, an overloaded server or another service would. Only idempotent requests
+are retried; a write is never sent twice."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, RateLimited,
-                               Unavailable, ValidationFailed)
+from neuralmind.client import (BrokenAnswer, Conflict, NeuralMindAPIError, NeuralMindClient,
+                               RateLimited, Unavailable, ValidationFailed)
+from tests.support import run_cli
+
+NOT_HTTP = b"garbage not http\r\n"
+CUT_SHORT = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n"
+             + b'{"ok": true, "x": 1}'[:19])  # 19 bytes of the 20 announced, then closed
 
 
 class Scripted(BaseHTTPRequestHandler):
-    """Answers each request with the next (status, code) of the script, then 200."""
+    """Answers each request with the next step of the script — a (status, code), or bytes
+    written as they are before the connection is closed — then 200."""
 
-    script: list[tuple[int, str]] = []
+    script: list[tuple[int, str] | bytes] = []
     seen: list[str] = []
 
     def _answer(self):
         self.seen.append(self.command)
-        status, code = self.script.pop(0) if self.script else (200, "")
+        step = self.script.pop(0) if self.script else (200, "")
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        if isinstance(step, bytes):
+            self.wfile.write(step)
+            self.close_connection = True
+            return
+        status, code = step
         body = json.dumps({"ok": True} if status < 400 else {"error": {
             "code": code, "message": f"scripted {status}", "status": status,
             "request_id": "r-1", "details": {}}}).encode()
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -94,3 +107,42 @@ def test_status_maps_to_class(nm, status, cls):
     assert (err.status, err.code, err.request_id) == (status, "some_code", "r-1")
     if cls is RateLimited:
         assert err.retry_after == 7.0
+
+
+@pytest.mark.parametrize("answer, said, cause", [
+    (NOT_HTTP, r"did not answer with HTTP \(it sent 'garbage not http'\)", http.client.BadStatusLine),
+    (CUT_SHORT, r"sent a broken answer \(its body ended after 19 bytes, 1 more expected\)",
+     http.client.IncompleteRead),
+])
+def test_an_answer_no_http_server_sends_is_broken_answer(nm, server, answer, said, cause):
+    """It was http.client's own exception, a traceback to the user."""
+    Scripted.script = [answer] * 4
+    with pytest.raises(BrokenAnswer, match=rf"^GET /v1/health: the server at {server} {said}$"
+                       ) as info:
+        nm.health()
+    assert isinstance(info.value.__cause__, cause)
+    assert Scripted.seen == ["GET"] * 4  # a read is retried: the next answer may be whole
+
+
+def test_a_write_answered_brokenly_is_never_sent_again(nm):
+    """The server read it: the write may have landed."""
+    Scripted.script = [CUT_SHORT]
+    with pytest.raises(BrokenAnswer, match="sent a broken answer"):
+        nm.request("POST", "/v1/x", json_body={})
+    assert Scripted.seen == ["POST"]
+
+
+def test_a_read_answered_brokenly_once_succeeds_when_retried(nm):
+    Scripted.script = [NOT_HTTP]
+    assert nm.health() == {"ok": True} and Scripted.seen == ["GET", "GET"]
+
+
+@pytest.mark.parametrize("answer, said", [(NOT_HTTP, "did not answer with HTTP"),
+                                          (CUT_SHORT, "sent a broken answer")])
+def test_the_cli_says_in_one_line_that_the_answer_was_broken(nm, server, tmp_path, answer, said):
+    Scripted.script = [answer] * 4
+    code, out, err = run_cli("memory", "list", "--url", server, "--token", "x",
+                             env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (1, "")
+    assert err.startswith(f"neuralmind: GET /v1/projects") and err.count("\n") == 1
+    assert f"the server at {server} {said}" in err

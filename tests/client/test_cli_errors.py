@@ -1,0 +1,46 @@
+"""What the client raises reaches the `neuralmind` command's user as one line and an exit
+code, never a traceback — every ``NeuralMindError`` subclass, one added later too. A timeout
+stopped the command with a 21-frame traceback: `TimedOut` is an OSError, which the command's
+handler for files re-raised."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from neuralmind.cli import client_error
+from neuralmind.client import NeuralMindAPIError, NeuralMindClient, NeuralMindError, TimedOut
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
+def _example(cls: type) -> NeuralMindError:
+    if issubclass(cls, NeuralMindAPIError):
+        return cls(500, "some_code", "what went wrong", request_id="r-1")
+    return cls("what went wrong")
+
+
+@pytest.mark.parametrize("cls", [NeuralMindError, *_subclasses(NeuralMindError)],
+                         ids=lambda cls: cls.__name__)
+def test_every_client_error_is_one_line_and_an_exit_code(cls, capsys):
+    code = client_error(_example(cls))
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("neuralmind: what went wrong") and err.count("\n") == 1
+    assert code == (2 if issubclass(cls, ValueError) else 1)  # a URL or a token given wrongly
+
+
+def test_a_timeout_names_no_setting_the_command_line_lacks(tmp_path, capsys):
+    """`(timeout=)` read as an empty slot. The Python client's message says how to wait
+    longer; the command has no flag for it, and says nothing of one."""
+    with socket.create_server(("127.0.0.1", 0)) as hung:  # takes the connection, never answers
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        nm = NeuralMindClient(url, token="t", timeout=0.2, home=tmp_path)
+        with pytest.raises(TimedOut) as info:
+            nm.health()
+    said = f"GET /v1/health: no answer from {url} within 0.2 s"
+    assert str(info.value) == f"{said} (a client made with a longer timeout= waits more)"
+    assert client_error(info.value) == 1
+    assert capsys.readouterr().err == f"neuralmind: {said}\n"
