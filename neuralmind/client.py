@@ -452,12 +452,18 @@ def _check_seconds(name: str, value: float) -> None:
 # -- the transport -------------------------------------------------------------------------
 
 class _Response:
-    def __init__(self, status: int, headers: dict[str, str], body: bytes):
-        self.status, self.headers, self.body = status, headers, body
+    def __init__(self, status: int, headers: dict[str, str], body: bytes, url: str = ""):
+        self.status, self.headers, self.body, self.url = status, headers, body, url
 
     def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
+        """The body as JSON; a body that is none is a :class:`BrokenAnswer` (an address that
+        serves a web page, not NeuralMind), not the decoder's traceback."""
+        try:
+            return json.loads(self.body) if self.body else None
+        except ValueError:
+            kind = self.headers.get("content-type") or "no Content-Type"
+            raise BrokenAnswer(f"the server at {self.url} answered {self.status} with a body "
+                               f"that is not JSON ({kind}): is it NeuralMind?") from None
 
 
 class NeuralMindClient:
@@ -531,7 +537,7 @@ class NeuralMindClient:
             with ex:
                 raw = ex.read()
             hdr = {k.lower(): v for k, v in ex.headers.items()}
-            return _Response(ex.code, hdr, raw)
+            return _Response(ex.code, hdr, raw, self.url)
         except urllib.error.URLError as ex:  # refused, reset, timed out: the OSError itself
             if isinstance(ex.reason, OSError):
                 raise ex.reason from None
@@ -540,7 +546,7 @@ class NeuralMindClient:
         if stream:
             return resp
         with resp:
-            return _Response(resp.status, hdr, resp.read())
+            return _Response(resp.status, hdr, resp.read(), self.url)
 
     def request(self, method: str, path: str, *, json_body: Any = None, data: bytes | None = None,
                 params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,

@@ -19,6 +19,8 @@ from tests.support import run_cli
 NOT_HTTP = b"garbage not http\r\n"
 CUT_SHORT = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n"
              + b'{"ok": true, "x": 1}'[:19])  # 19 bytes of the 20 announced, then closed
+WEB_PAGE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 15\r\n\r\n"
+            b"<html>hi</html>")
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -146,3 +148,17 @@ def test_the_cli_says_in_one_line_that_the_answer_was_broken(nm, server, tmp_pat
     assert (code, out) == (1, "")
     assert err.startswith(f"neuralmind: GET /v1/projects") and err.count("\n") == 1
     assert f"the server at {server} {said}" in err
+
+
+def test_a_web_page_where_the_server_should_be_is_said_in_one_line(nm, server, tmp_path):
+    """An address that serves some other web site answers 200 with HTML: the decoder's
+    JSONDecodeError was a traceback."""
+    Scripted.script = [WEB_PAGE]
+    with pytest.raises(BrokenAnswer, match=rf"^the server at {server} answered 200 with a body "
+                       r"that is not JSON \(text/html\): is it NeuralMind\?$"):
+        nm.health()
+    Scripted.script = [WEB_PAGE] * 2
+    code, out, err = run_cli("memory", "list", "--url", server, "--token", "x",
+                             env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith(f"neuralmind: the server at {server} answered 200")
