@@ -391,7 +391,7 @@ def raw_cost(store, embedder, queries: list[str]) -> dict[str, float]:
     searcher = Searcher(settings, kernel=None)  # the keyword leg only
     native = searcher.native_covers(store)
     started = time.perf_counter()  # what each worker pays again after any server's write
-    matrix = None if native else VectorIndex.load(store, embedder.model_id, embedder.dim).matrix
+    matrix = None if native else VectorIndex.from_rows(store.vectors(embedder.model_id), embedder.dim).matrix
     load_ms = (time.perf_counter() - started) * 1000
     embed_ms, topk_ms, fts_ms = [], [], []
     for q in queries:

@@ -35,6 +35,8 @@ BUILD_TIMEOUT = 600.0
 RETRIES = 3
 BACKOFF_S = 0.25
 JSONL = "application/x-ndjson"
+# the last line of a Markdown export that was not cut short
+EXPORT_END = re.compile(r"^_End of the export: \d+ records\._\n\Z", re.M)
 PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MEMORIES = "/v1/projects/{project_id}/memories"  # routes as the OpenAPI document names them
@@ -1446,20 +1448,35 @@ class Memories:
                                 headers={"Accept": JSONL})
 
         def lines():
+            import http.client
+            count, line = 0, b"\n"
             with resp:
                 try:
                     for line in resp:
                         if line.strip():
+                            count += 1
                             yield json.loads(line)
                 except TimeoutError as ex:  # the stream stalled part-way
                     raise TimedOut(f"GET {self._url('export')}: the export stopped arriving "
                                    f"from {self._nm.url} for {self._nm.timeout:g} s") from ex
+                except http.client.HTTPException as ex:
+                    raise self._cut_short(count) from ex
+            if not line.endswith(b"\n"):  # the server ends every complete export with one
+                raise self._cut_short(count)
         return lines()
 
     def export_markdown(self) -> str:
-        """Every record as a Markdown section (title, facts, text, lists, links, history)."""
-        return self._nm.request("GET", self._url("export"), params={"format": "md"}
-                                ).body.decode()
+        """Every record as a Markdown section (title, facts, text, lists, links, history),
+        ending with the line that counts them."""
+        text = self._nm.request("GET", self._url("export"), params={"format": "md"}).body.decode()
+        if not EXPORT_END.search(text):
+            raise self._cut_short(text.count("\n## "))
+        return text
+
+    def _cut_short(self, count: int) -> BrokenAnswer:
+        return BrokenAnswer(f"GET {self._url('export')}: the export from {self._nm.url} broke "
+                            f"off after {count} records, without its end (the server's log "
+                            "says why); export again")
 
     def import_(self, lines: Iterable[dict[str, Any]] | bytes | str, mode: str = "skip"
                 ) -> dict[str, Any]:

@@ -34,10 +34,19 @@ class Backfiller:
     def notify(self, store) -> None:
         """A write happened in ``store``: embed its changes once writes pause."""
         with self._cond:
+            self._last_write[str(store.db.path)] = time.monotonic()
+            self._schedule(store, self.settings.backfill_delay_s)
+
+    def held(self, store) -> None:
+        """A search embedded vectors of ``store`` it could not store (a read writes nothing):
+        store them now, unless writes go on (not a write itself: a pass under way goes on)."""
+        self._schedule(store, 0.0)
+
+    def _schedule(self, store, delay: float) -> None:
+        with self._cond:
             key, now = str(store.db.path), time.monotonic()
-            self._last_write[key] = now
             idle = not self._due
-            self._due[key] = (store, now + self.settings.backfill_delay_s)
+            self._due[key] = (store, now + delay)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="memory-backfill",
                                                 daemon=True)

@@ -1,12 +1,18 @@
 """Export formats (spec 000 G8): ``ndjson`` (what import reads back), ``json`` (one array of
 the same objects) and ``md`` (Markdown, one section per record, for a code review). Each is
-streamed, record by record, from :meth:`MemoryStore.export`."""
+streamed, record by record, from :meth:`MemoryStore.export`, and ends with its format's end —
+ndjson's last newline, json's ``]``, md's closing line — only once every record is written:
+an export cut short by an error after its status was sent ends without it."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+log = logging.getLogger("neuralmind.memory")
 
 MEDIA_TYPES = {"ndjson": "application/x-ndjson", "json": "application/json",
                "md": "text/markdown; charset=utf-8"}
@@ -19,12 +25,40 @@ def line(rec: dict[str, Any], history: list[dict[str, Any]], links: list[dict[st
                        "contradictions": contradictions}, ensure_ascii=False)
 
 
+def stream(rows: Iterator[Row], fmt: str, request_id: str | None) -> Iterator[bytes]:
+    """The export of ``rows`` as ``fmt``. The first page is read now, in the responder: an
+    error there is answered as any route's. One later (the status is sent) is logged and ends
+    the body without its format's end, which tells the client the export is incomplete."""
+    first = next(rows, None)
+    return _cut_short(render(rows if first is None else itertools.chain([first], rows), fmt),
+                      request_id)
+
+
+def _cut_short(chunks: Iterator[bytes], request_id: str | None) -> Iterator[bytes]:
+    try:
+        yield from chunks
+    except Exception:
+        log.exception("export of request %s cut short: its body ends without the format's end",
+                      request_id)
+
+
 def render(rows: Iterable[Row], fmt: str) -> Iterator[bytes]:
     if fmt == "ndjson":
-        return ((line(*row) + "\n").encode() for row in rows)
+        return _lines(rows)
     if fmt == "json":
         return _array(rows)
     return _markdown(rows)
+
+
+def _lines(rows: Iterable[Row]) -> Iterator[bytes]:
+    """One line per record; each line's newline goes out with the next line, the last one
+    once every record is written."""
+    sep = ""
+    for row in rows:
+        yield (sep + line(*row)).encode()
+        sep = "\n"
+    if sep:
+        yield b"\n"
 
 
 def _array(rows: Iterable[Row]) -> Iterator[bytes]:
@@ -73,5 +107,7 @@ def section(rec: dict[str, Any], history: list[dict[str, Any]],
 
 def _markdown(rows: Iterable[Row]) -> Iterator[bytes]:
     yield b"# Memories\n\n"
-    for row in rows:
+    count = 0
+    for count, row in enumerate(rows, start=1):
         yield section(*row).encode()
+    yield f"_End of the export: {count} records._\n".encode()

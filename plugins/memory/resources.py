@@ -87,7 +87,7 @@ class MemoryResources:
     def on_get_export(self, req, resp, project_id):
         fmt = req.context.query.format
         resp.content_type = MEDIA_TYPES[fmt]
-        resp.stream = self.m.export(req.context.project, fmt)
+        resp.stream = self.m.export(req.context.project, fmt, req.context.request_id)
 
     @operation(permission="memories.write", query=ImportQuery, response=ImportOut, tags=TAGS,
                summary="Restore an export (JSONL body, application/x-ndjson as export "

@@ -95,10 +95,6 @@ class VectorIndex:
     _masks: dict = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store, model_id: str, dim: int, passages: bool = True) -> VectorIndex:
-        return cls.from_rows(store.vectors(model_id), dim, passages)
-
-    @classmethod
     def from_rows(cls, rows, dim: int, passages: bool = True) -> VectorIndex:
         """From rows of ``MemoryStore.vectors`` (or of any subset of them)."""
         import numpy as np
@@ -153,6 +149,21 @@ class VectorIndex:
         return keep
 
 
+RECORD_COLUMNS = ("status", "review_by", "confidence", "kind", "session_id", "created_at")
+
+
+def with_fresh(store, stored: list, fresh: list[tuple[str, bytes, str]]) -> list:
+    """``stored`` vector rows (``MemoryStore.vectors``) with ``fresh`` ``(id, blob, sha)``
+    in place of any row of the same record, each with its record's columns."""
+    if not fresh:
+        return stored
+    ids = {mid for mid, _, _ in fresh}
+    recs = store.get_many(list(ids))
+    return [*(r for r in stored if r["memory_id"] not in ids),
+            *({"memory_id": mid, "vector": blob, **{k: recs[mid][k] for k in RECORD_COLUMNS}}
+              for mid, blob, _ in fresh if mid in recs)]
+
+
 # Keyword pruning (see Searcher.keyword and Searcher.similar_titles): from these sizes on,
 # common words cost more than the rest of the query (at 1k records a whole keyword leg takes
 # ~1 ms; at 10k, 7–9 ms, mostly common words).
@@ -181,6 +192,10 @@ class Searcher:
         self.ranker = None  # the second stage's model; None: the shipped one
         self._native_tried: dict[str, float] = {}  # when each store's index build last began
         self._native_lock = threading.Lock()
+        # vectors a search embedded that no write stored yet: (store, model) → {(id, sha): blob}
+        self._held: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
+        # called with a store whose index holds such vectors (Memories: the backfill's)
+        self.on_held: Callable[[Any], None] = lambda store: None
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -269,42 +284,66 @@ class Searcher:
 
     def fill(self, store, embedder, batch: int | None = None,
              stop: Callable[[], bool] = lambda: False) -> int:
-        """Embed every record whose vectors are missing or stale, ``batch`` records at a time
-        (with their passages when ``[memory] passages`` is on)."""
-        import numpy as np
-
-        from plugins.memory.passages import embed_texts
+        """Embed and store every record whose vectors are missing or stale, ``batch`` records
+        at a time (with their passages when ``[memory] passages`` is on)."""
         size = batch or self.settings.backfill_batch
-        over = self.settings.passage_min_chars if self.settings.passages else None
         done = 0
         while not stop():
-            todo = store.missing_vectors(embedder.model_id, size, over)
+            todo = store.missing_vectors(embedder.model_id, size, self.passages_over())
             if not todo:
                 break
-            texts = [embed_texts(title, rationale, over, self.settings.passage_chars)
-                     for _, title, rationale, _ in todo]
-            flat = [t for group in texts for t in group]
-            order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # similar lengths pad less
-            vectors = np.empty((len(flat), embedder.dim), np.float32)
-            vectors[order] = embedder.embed([flat[i] for i in order])
-            rows, at = [], 0
-            for (mid, _, _, sha), group in zip(todo, texts):
-                rows.append((mid, vectors[at:at + len(group)].tobytes(), sha))
-                at += len(group)
+            rows = self.embedded(store, embedder, todo)
             written = store.put_vectors(embedder.model_id, embedder.dim, rows)
+            held = self._held.get((str(store.db.path), embedder.model_id), {})
+            for mid, _, sha in rows:  # stored now, or changed under us: held no longer
+                held.pop((mid, sha), None)
             done += written
             if written == 0:  # every record changed under us; the next round picks them up
                 break
         return done
 
+    def passages_over(self) -> int | None:
+        """The rationale length from which a record is embedded with its passages."""
+        return self.settings.passage_min_chars if self.settings.passages else None
+
+    def embedded(self, store, embedder, todo: list[tuple[str, str, str, str]]
+                 ) -> list[tuple[str, bytes, str]]:
+        """``(id, vectors blob, content_sha)`` of ``todo`` (rows of ``missing_vectors``): a
+        search's vectors not stored yet are reused, the others embedded now."""
+        import numpy as np
+
+        from plugins.memory.passages import embed_texts
+        blobs = dict(self._held.get((str(store.db.path), embedder.model_id), {}))
+        new = [row for row in todo if (row[0], row[3]) not in blobs]
+        texts = [embed_texts(title, rationale, self.passages_over(), self.settings.passage_chars)
+                 for _, title, rationale, _ in new]
+        flat = [t for group in texts for t in group]
+        order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # similar lengths pad less
+        vectors = np.empty((len(flat), embedder.dim), np.float32)
+        if flat:
+            vectors[order] = embedder.embed([flat[i] for i in order])
+        at = 0
+        for (mid, _, _, sha), group in zip(new, texts):
+            blobs[mid, sha] = vectors[at:at + len(group)].tobytes()
+            at += len(group)
+        return [(mid, blobs[mid, sha], sha) for mid, _, _, sha in todo]
+
     def index(self, store, embedder) -> VectorIndex:
-        """The current vectors, embedding what is still missing first (in one pass)."""
+        """The current vectors, with those still missing embedded into this index alone: a
+        read never writes, so it never waits on the file's write lock nor fails on a full
+        disk. The backfill stores them (reusing these vectors); its write moves the version,
+        and the next search loads them from the store."""
         def load():
-            self.fill(store, embedder, batch=256)
             version = store.version()
-            return ((version, embedder.model_id),
-                    VectorIndex.load(store, embedder.model_id, embedder.dim,
-                                     self.settings.passages))
+            todo = store.missing_vectors(embedder.model_id, None, self.passages_over())
+            fresh = self.embedded(store, embedder, todo)
+            self._held[str(store.db.path), embedder.model_id] = {
+                (mid, sha): blob for mid, blob, sha in fresh}
+            if fresh:
+                self.on_held(store)
+            return ((version, embedder.model_id), VectorIndex.from_rows(
+                with_fresh(store, store.vectors(embedder.model_id), fresh), embedder.dim,
+                self.settings.passages))
 
         return self._indexes.get(str(store.db.path), lambda: (store.version(), embedder.model_id),
                                  load)

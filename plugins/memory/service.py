@@ -146,6 +146,7 @@ class Memories:
         self.settings = settings
         self.searcher = Searcher(settings, kernel)
         self.backfill = Backfiller(self.searcher, lambda: kernel.embedder, settings)
+        self.searcher.on_held = self.backfill.held
         self.recalls = Recalls()
         # the database the servers share ([storage] backend = "postgres"), or None: files
         self.shared = kernel.shared_database("memory", None)
@@ -600,8 +601,8 @@ class Memories:
         working[item.id] = rec
         return ("patch", rec, records.content_sha(rec), changes) if changes else None
 
-    def export(self, project, fmt: str) -> Iterator[bytes]:
-        return exports.render(self.store(project).export(), fmt)
+    def export(self, project, fmt: str, request_id: str | None) -> Iterator[bytes]:
+        return exports.stream(self.store(project).export(), fmt, request_id)
 
     def import_(self, project, raw: bytes, overwrite: bool, actor, request_id) -> dict[str, int]:
         lines, numbers, errors, seen = [], [], [], {}

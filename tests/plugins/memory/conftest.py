@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -61,6 +62,13 @@ class Api:
         r = self.server.post(self.url(tail="import"), body="\n".join(lines).encode(),
                              headers={"Content-Type": "application/x-ndjson"})
         assert r.status == 200, r.body
+
+    def embedded(self, timeout: float = 60) -> None:
+        """Wait for the backfill to store every record's vectors (a search stores none)."""
+        deadline = time.monotonic() + timeout
+        while self.server.get(self.url(tail="stats")).json["vectors"]["pending"]:
+            assert time.monotonic() < deadline, "the backfill stored no vectors"
+            time.sleep(0.05)
 
     def get(self, mid: str) -> dict:
         r = self.server.get(self.url(mid))

@@ -73,7 +73,7 @@ def servers(tmp_path_factory):
     r = on.request("PUT", apis[0].url(tail="decay-policy"), json_body={"enabled": False})
     assert r.status == 200 and r.json["enabled"] is False, r.body
     batch(apis[0], records(300, seed=1))
-    apis[2].search("warm up: embed every record")  # the exact scan embeds what is missing
+    apis[2].embedded()
     # the first search past the threshold starts a build and scans meanwhile
     unbuilt = {q: ids(apis[0].search(q, mode="semantic")) for q in QUERIES[:3]}
     built(on)
@@ -152,7 +152,7 @@ def test_writes_are_found_at_once_and_grow_the_index(servers):
                     rationale="A simulated annealer orders the background jobs by cost.",
                     tags=["scheduling"])
     batch(on, records(50, seed=2))  # past ann_rebuild_rows: the next search calls a build
-    off.search("embed the new records")
+    off.embedded()
     assert ids(on.search("annealing the order of queued jobs", mode="semantic"))[0] == new["id"]
     service = built(on.server)
     after = generations(on)

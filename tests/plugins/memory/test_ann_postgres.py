@@ -43,7 +43,7 @@ def servers(tmp_path_factory):
     on, off = start(home, memory=settings), start(home, memory={**settings, "ann": False})
     apis = [Api(s, project) for s in (on, off)]
     batch(apis[0], sessions(300))
-    apis[1].search("warm up: embed every record")
+    apis[1].embedded()
     yield apis
     for s in (on, off):
         s.stop()
@@ -132,7 +132,7 @@ def test_writes_are_found_at_once(servers):
     new = on.create(title="Quantum annealing schedules for the job queue",
                     rationale="A simulated annealer orders the background jobs by cost.",
                     tags=["scheduling"])
-    off.search("embed the new record")
+    off.embedded()
     assert ids(on.search("annealing the order of queued jobs", mode="semantic"))[0] == new["id"]
     assert on.server.delete(on.url(new["id"])).status in (200, 204)
     assert new["id"] not in ids(on.search("annealing the order of queued jobs", mode="semantic"))

@@ -100,7 +100,7 @@ def test_changing_the_model_reembeds(tmp_path):
     try:
         api = Api(srv, project)
         ids = [api.create(title=f"record {i}", rationale="text")["id"] for i in range(5)]
-        api.search("record", mode="semantic")
+        api.embedded()
         assert {m for m, _ in vectors(api).values()} == {"fake@1"} and set(vectors(api)) == set(ids)
     finally:
         srv.stop()
@@ -109,6 +109,7 @@ def test_changing_the_model_reembeds(tmp_path):
         api = Api(srv, project)
         hits = api.search("record 3", mode="semantic")["results"]
         assert hits[0]["id"] == ids[3]
+        api.embedded()
         assert {m for m, _ in vectors(api).values()} == {"fake@2"} and set(vectors(api)) == set(ids)
     finally:
         srv.stop()
