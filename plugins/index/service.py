@@ -50,15 +50,17 @@ class IndexService:
         return self._stores.get(project)
 
     def built_store(self, project) -> IndexStore:
-        store = self.store(project)
-        if not store.meta().get("built_at"):
+        """The project's store, once a build made it: a read never creates (and migrates) the
+        file, which on a full disk answered 507 rather than ``index_not_built``."""
+        if not _holds_a_database(self.db_path(project)) or not (
+                store := self.store(project)).meta().get("built_at"):
             raise Conflict(f"project {project.id} has no index yet: build it first (POST "
                            f"/v1/projects/{project.id}/build, `neuralmind project build` or "
                            "`neuralmind up`)", code="index_not_built")
         return store
 
     def describe(self, project) -> dict[str, Any]:
-        if not os.path.exists(self.db_path(project)):
+        if not _holds_a_database(self.db_path(project)):
             return {"built": False, "built_at": None, "built_head": None}
         meta = self.store(project).meta()
         return {"built": bool(meta.get("built_at")), "built_at": meta.get("built_at"),
@@ -656,3 +658,12 @@ def _not_indexed(project, rel: str) -> str:
     if full is not None and os.path.isdir(full):
         return f"{rel} is a directory of {project.id}, not a file: name the files in it"
     return f"{rel} is not an indexed file of {project.id} (ignored, binary, or not built yet)"
+
+
+def _holds_a_database(path: str) -> bool:
+    """Whether ``path`` is more than a name: a 0-byte file (a first open the disk refused) with
+    no write-ahead log holds nothing."""
+    try:
+        return os.path.getsize(path) > 0 or os.path.exists(path + "-wal")
+    except OSError:
+        return False

@@ -204,6 +204,25 @@ def test_bad_build_bodies_are_422_and_unknown_projects_404(server, project):
     assert r.status == 409 and r.error["code"] == "index_not_built"
 
 
+def test_reading_an_index_never_built_creates_no_file(server, project):
+    """A read of an unbuilt index opened (so created and migrated) index.db: on a full disk it
+    answered 507 storage_full rather than 409 index_not_built. A 0-byte index.db, what a
+    first open on a full disk leaves, is no index either."""
+    pid, root = project
+    index_db = root / ".neuralmind" / "index.db"
+    for attempt in ("no file", "an empty file"):
+        for method, tail, body in (("POST", "search", {"query": "x"}),
+                                   ("POST", "query", {"question": "x"}), ("GET", "wakeup", None)):
+            r = server.request(method, f"/v1/projects/{pid}/{tail}", json_body=body)
+            assert r.status == 409 and r.error["code"] == "index_not_built", (attempt, tail)
+        assert (index_db.stat().st_size == 0) if attempt == "an empty file" \
+            else not index_db.exists()
+        index_db.parent.mkdir(exist_ok=True)
+        index_db.write_bytes(b"")
+    build(server, pid)
+    assert server.get(f"/v1/projects/{pid}/wakeup").status == 200
+
+
 def test_a_new_embed_text_layout_re_embeds_every_file_at_the_next_build(server, project,
                                                                          tmp_path):
     """Unchanged files are skipped by size and mtime, but not when their vectors were made of
