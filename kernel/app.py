@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -41,6 +42,17 @@ class Kernel:
 
     def __init__(self, settings: Settings | None = None, *, plugins: Iterable[str] | None = None,
                  extra_plugins: Iterable[object] = (), load_entrypoints: bool = True):
+        """A damaged SQLite file met while starting (kernel.db, a plugin's) stops the start in
+        one line naming it, rather than a traceback in each worker."""
+        try:
+            self._start(settings, plugins, extra_plugins, load_entrypoints)
+        except sqlite3.DatabaseError as ex:
+            if not storage.damaged(ex):
+                raise
+            raise StartupError(storage.damage_said(ex)) from None
+
+    def _start(self, settings: Settings | None, plugins: Iterable[str] | None,
+               extra_plugins: Iterable[object], load_entrypoints: bool) -> None:
         self.settings = settings or load_settings()
         self.started = time.monotonic()
         self.home = self.settings.home
@@ -86,6 +98,8 @@ class Kernel:
         except (ConfigError, PluginError, StartupError):
             raise
         except Exception as ex:
+            if storage.damaged(ex):  # the file, not the plugin, is at fault: said by __init__
+                raise
             by_code = {getattr(impl.function, "__code__", None): impl.plugin
                        for impl in self.pm.hook.startup.get_hookimpls()}
             frames, culprit = ex.__traceback__, None

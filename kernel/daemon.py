@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -295,12 +296,17 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     raise RuntimeError(f"the daemon did not answer within {timeout:.0f} s; see {Path(home) / 'daemon.log'}")
 
 
+GUNICORN_LINE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [^]]*\] \[\d+\] ")
+
+
 def _errors_since(log: Path, offset: int) -> str:
-    """The CLI's own error lines (``neuralmind: …``, a config mistake) the daemon wrote to
-    ``log`` from ``offset`` on, for the command that started it to show."""
+    """The CLI's own error lines (``neuralmind: …``, a config mistake, a worker's start-up
+    fault) the daemon wrote to ``log`` from ``offset`` on, for the command that started it to
+    show — without gunicorn's own log lines around them (its worker failed to boot)."""
     with open(log, "rb") as fh:
         fh.seek(offset)
-        lines = fh.read().decode(errors="replace").splitlines()
+        lines = [line for line in fh.read().decode(errors="replace").splitlines()
+                 if not GUNICORN_LINE.match(line)]
     said = [line.removeprefix("neuralmind: ") for line in lines]
     first = next((i for i, line in enumerate(lines) if line.startswith("neuralmind: ")), None)
     return "" if first is None else "\n".join(said[first:]).strip()

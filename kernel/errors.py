@@ -12,7 +12,7 @@ from typing import Any
 
 import falcon
 
-from kernel.storage import NewerSchema
+from kernel.storage import NewerSchema, StateReadOnly, damage_said, damaged, damaged_file
 
 log = logging.getLogger("neuralmind.errors")
 
@@ -187,7 +187,7 @@ def _unwritable(ex: BaseException) -> str | None:
     code = ex.errno if isinstance(ex, OSError) else None
     if "disk is full" in text or code in (errno.ENOSPC, errno.EDQUOT):
         return "full"
-    if "readonly database" in text or code == errno.EROFS:
+    if isinstance(ex, StateReadOnly) or "readonly database" in text or code == errno.EROFS:
         return "read-only"
     return None
 
@@ -204,6 +204,29 @@ def storage_error(ex: BaseException) -> APIError:
                            code="storage_read_only")
     return Unavailable("the database cannot be reached; nothing was written — try again",
                        code="storage_unavailable", headers={"Retry-After": "2"})
+
+
+def damage_error(ex: BaseException) -> APIError:
+    """What a request is told of a damaged SQLite file: which component's (never the path),
+    and that only a backup helps — a 500, as retrying is no use."""
+    path = damaged_file(ex)
+    which = f"the {path.stem} database" if path else "a database file"
+    return APIError(f"{which} of NeuralMind's state is damaged: restore it from a backup "
+                    '(docs/operations.md, "Storage"); the server log names the file',
+                    code="storage_damaged")
+
+
+def state_fault(ex: BaseException) -> tuple[APIError, str] | None:
+    """``(what a client is told, the one line the log says)`` when ``ex`` is the stored
+    state's fault, not our code's — data of a newer NeuralMind, a damaged file, a store out of
+    reach or refusing writes (no traceback: it would say nothing more); None otherwise."""
+    if isinstance(ex, NewerSchema):  # a project's file a newer NeuralMind wrote
+        return Unavailable(ex.public, code="storage_newer"), str(ex)
+    if damaged(ex):
+        return damage_error(ex), damage_said(ex)
+    if storage_failure(ex):
+        return storage_error(ex), f"the store refused it: {ex}"
+    return None
 
 
 def install(app: falcon.App) -> None:
@@ -231,14 +254,9 @@ def install(app: falcon.App) -> None:
         render(req, resp, err)
 
     def on_exception(req, resp, ex, params):
-        if isinstance(ex, NewerSchema):  # a project's file a newer NeuralMind wrote
-            log.error("request %s: %s", getattr(req.context, "request_id", "?"), ex)
-            render(req, resp, Unavailable(ex.public, code="storage_newer"))
-            return
-        if storage_failure(ex):
-            log.error("request %s: the store refused it: %s",
-                      getattr(req.context, "request_id", "?"), ex)
-            render(req, resp, storage_error(ex))
+        if fault := state_fault(ex):
+            log.error("request %s: %s", getattr(req.context, "request_id", "?"), fault[1])
+            render(req, resp, fault[0])
             return
         log.error("unhandled error in request %s", getattr(req.context, "request_id", "?"),
                   exc_info=ex)

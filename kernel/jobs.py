@@ -16,7 +16,7 @@ from pydantic import Field
 
 from kernel import procs
 from kernel.clock import now_iso
-from kernel.errors import APIError, Conflict, NotFound, storage_failure
+from kernel.errors import APIError, Conflict, NotFound, state_fault, storage_failure
 from kernel.leases import HOST
 from kernel.models import Model
 
@@ -124,6 +124,18 @@ class JobContext:
 Work = Callable[[JobContext], Any]
 
 
+def _failure(jid: str, ex: Exception) -> dict[str, str]:
+    """A failed job's error, logged: the stored state's fault as a route says it (one line),
+    else an internal error (its traceback)."""
+    fault = state_fault(ex)
+    if fault is None:
+        log.exception("job %s failed", jid)
+        return {"code": "internal_error", "message": "the job failed; the server log has the "
+                                                     "details"}
+    log.error("job %s failed: %s", jid, fault[1])
+    return {"code": fault[0].code, "message": fault[0].message}
+
+
 def _marks(values: Collection) -> str:
     """Placeholders for ``IN (…)``: ``NULL`` (which matches nothing) for no values, as
     PostgreSQL refuses an empty list where SQLite takes it."""
@@ -199,10 +211,8 @@ class Jobs:
             self._finish(jid, "cancelled", error={"code": "cancelled", "message": "stopped on request"})
         except APIError as ex:
             self._finish(jid, "error", error={"code": ex.code, "message": ex.message})
-        except Exception:
-            log.exception("job %s failed", jid)
-            self._finish(jid, "error", error={"code": "internal_error", "message": "the job failed; "
-                                              "the server log has the details"})
+        except Exception as ex:
+            self._finish(jid, "error", error=_failure(jid, ex))
         else:
             self._finish(jid, "done", result=result, progress=ctx._progress)
 

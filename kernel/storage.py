@@ -81,15 +81,125 @@ def write_lock(path: str | Path) -> WriteLock:
 def connect(path: str | Path) -> sqlite3.Connection:
     """A connection in autocommit mode with the project's pragmas applied. It makes no folder:
     a thread connecting after the store's folder was deleted (a project's directory removed)
-    fails, rather than making an empty database in a new folder of that name."""
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                           check_same_thread=False)
+    fails, rather than making an empty database in a new folder of that name. A file whose
+    folder or self cannot be written (a read-only file system, a folder without write
+    permission) is opened read-only: reads go on, a write is :class:`StateReadOnly`."""
+    path = Path(path)
+    read_only = read_only_here(path)
+    if read_only and not path.exists():
+        raise StateReadOnly(f"{path} cannot be made: its folder cannot be written")
+    conn = sqlite3.connect(read_only_uri(path) if read_only else str(path), uri=read_only,
+                           timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False, factory=_Connection)
+    conn.path, conn.read_only = path, read_only
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    _use_wal(conn)
+    if read_only:
+        _can_read(conn)
+    else:
+        _use_wal(conn)
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+class StateReadOnly(sqlite3.OperationalError):
+    """The state's folder or file cannot be written here: said as ``storage_read_only``
+    (kernel/errors.py), never as a store to try again."""
+
+
+def read_only_here(path: Path) -> bool:
+    """Whether SQLite may not write ``path``: its folder (which holds ``-wal``, ``-shm`` and a
+    new file) or the file itself is there and cannot be written. A folder that is gone is no
+    such state: connecting fails there as it should (nothing makes the folder anew)."""
+    return ((path.parent.is_dir() and not os.access(path.parent, os.W_OK))
+            or (path.exists() and not os.access(path, os.W_OK)))
+
+
+def read_only_uri(path: Path) -> str:
+    """A URI that opens ``path`` read-only. Where its folder cannot be written and no ``-wal``
+    holds commits (a clean stop folds and removes it), SQLite cannot make the ``-shm`` a WAL
+    reader needs: ``immutable`` reads the file without it, safe as nothing can write there."""
+    wal = Path(f"{path}-wal")
+    log_holds_commits = wal.exists() and wal.stat().st_size > 0
+    immutable = not os.access(path.parent, os.W_OK) and not log_holds_commits
+    return f"{path.absolute().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _can_read(conn: sqlite3.Connection) -> None:
+    """A read-only file SQLite cannot open — a ``-wal`` with commits but no ``-shm`` beside
+    it, in a folder where none can be made — is :class:`StateReadOnly`, not "unable to open"
+    (which reads as a store to try again)."""
+    try:
+        conn.execute("PRAGMA schema_version")
+    except sqlite3.OperationalError as ex:
+        conn.close()
+        if getattr(ex, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_CANTOPEN:
+            raise
+        raise StateReadOnly(f"{conn.path} cannot be written here, nor read: {ex} (a -wal log "
+                            "without its -shm in a folder where none can be made)") from None
+
+
+DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def damaged(ex: BaseException) -> bool:
+    """Whether SQLite says a file is damaged ("database disk image is malformed", "file is
+    not a database"): no retry helps; a backup does."""
+    return (isinstance(ex, sqlite3.DatabaseError)
+            and getattr(ex, "sqlite_errorcode", 0) & 0xFF in DAMAGED)
+
+
+def damaged_file(ex: BaseException) -> Path | None:
+    """The file a damage error came from, where a store's connection named it."""
+    return getattr(ex, "database_path", None)
+
+
+def damage_said(ex: BaseException) -> str:
+    """The one line a log, a start-up or ``storage check`` says of a damaged file."""
+    where = damaged_file(ex) or "a SQLite file of NeuralMind's state"
+    return (f"{where} is damaged ({ex}): restore it from a backup (docs/operations.md, "
+            '"Storage")')
+
+
+def _names_its_file(method: Callable) -> Callable:
+    """``method`` of a cursor, putting the cursor's file on a damage error it raises (SQLite's
+    own names none, and a traceback says only which query met it)."""
+
+    def call(self, *args):
+        try:
+            return method(self, *args)
+        except sqlite3.DatabaseError as ex:
+            if damaged(ex):
+                ex.database_path = self.connection.path
+            raise
+
+    return call
+
+
+class _Cursor(sqlite3.Cursor):
+    execute = _names_its_file(sqlite3.Cursor.execute)
+    executemany = _names_its_file(sqlite3.Cursor.executemany)
+    fetchone = _names_its_file(sqlite3.Cursor.fetchone)
+    fetchmany = _names_its_file(sqlite3.Cursor.fetchmany)
+    fetchall = _names_its_file(sqlite3.Cursor.fetchall)
+
+
+class _Connection(sqlite3.Connection):
+    """A store's connection: its file, whether it was opened read-only, and cursors that name
+    the file on damage."""
+
+    path: Path
+    read_only: bool
+
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters=()):
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, parameters):
+        return self.cursor().executemany(sql, parameters)
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -109,11 +219,27 @@ def _use_wal(conn: sqlite3.Connection) -> None:
 def schema_version(path: Path) -> int:
     """The schema version of the database at ``path``, read without writing to it; a file
     that is no SQLite database is a ``sqlite3.DatabaseError``."""
-    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(read_only_uri(Path(path)), uri=True)
     try:
         return conn.execute("PRAGMA user_version").fetchone()[0]
     finally:
         conn.close()
+
+
+def damage(path: Path) -> str | None:
+    """What SQLite's ``PRAGMA quick_check`` finds wrong in the file at ``path`` (read-only; it
+    reads every page, so it takes a while on a large file); None when the file is whole. A
+    file of 0 bytes (a first open cut short) is an empty database, and whole."""
+    conn = sqlite3.connect(read_only_uri(Path(path)), uri=True)
+    try:
+        found = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as ex:
+        if not damaged(ex):
+            raise
+        return str(ex)
+    finally:
+        conn.close()
+    return None if found == ["ok"] else "; ".join(found[:3])
 
 
 class NewerSchema(Exception):
@@ -170,9 +296,16 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration],
             conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
     return len(migrations)
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed transaction — unless SQLite ended it itself (a full disk does), where a
+    ROLLBACK would fail and hide why."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def statements(script: str) -> Iterator[str]:
@@ -210,7 +343,12 @@ class Database:
 
     @property
     def conn(self) -> sqlite3.Connection:
+        """This thread's connection; one opened read-only is opened again once the file can
+        be written (a file system remounted read-write), without a restart."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.read_only and not read_only_here(self.path):
+            conn.close()
+            conn = None
         if conn is None:
             conn = self._local.conn = connect(self.path)
         return conn
@@ -221,6 +359,8 @@ class Database:
         Writers of one file go one at a time anyway, so ``serial`` (which PostgreSQL needs for
         appends that must commit in order) changes nothing here."""
         conn = self.conn
+        if conn.read_only:  # before the write lock, whose side file could not be made either
+            raise StateReadOnly(f"{self.path} cannot be written here")
         if not self._write_lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise sqlite3.OperationalError("database is locked")
         try:
@@ -228,7 +368,7 @@ class Database:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                _roll_back(conn)
                 raise
             conn.execute("COMMIT")
         finally:

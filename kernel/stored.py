@@ -77,7 +77,8 @@ class SqliteHome:
         if self._projects is None:
             from kernel.projects import ProjectRegistry
             path = self.path / "kernel.db"
-            db = Database(path) if path.exists() else _NoProjects()
+            # 0 bytes with no log: a first open cut short (a full disk), an empty database
+            db = Database(path) if file_size(path) else _NoProjects()
             try:
                 self._projects = ProjectRegistry(db, self.settings).all()
             finally:
@@ -92,7 +93,8 @@ class SqliteHome:
 
 
 class _NoProjects:
-    """A home without kernel.db: no registered projects (the config's still count)."""
+    """A home without kernel.db, or with an empty one: no registered projects (the config's
+    still count)."""
 
     def __init__(self):
         from kernel.projects import MIGRATIONS

@@ -53,20 +53,28 @@ def _size(n: int) -> str:
 # -- check -----------------------------------------------------------------------------------
 
 def _check_sqlite(settings, found) -> list[dict]:
-    from kernel.storage import schema_version
     from kernel.stored import SqliteHome, file_size
     home, rows = SqliteHome(settings), []
     for component in found:
         for file in component.files(home):
             row = {"component": component.name, "file": str(file.path), "label": file.label,
                    "exists": file.path.exists(), "size": file_size(file.path),
-                   "version": None, "latest": None, "pending": None, "newer": False}
+                   "version": None, "latest": None, "pending": None, "newer": False,
+                   "damaged": None}
             if file.migrations is not None:
                 row["latest"] = len(file.migrations)
             if file.migrations is not None and row["exists"]:  # a missing one is made whole
-                row.update(_versions(schema_version(file.path), len(file.migrations)))
+                row.update(_file_state(file.path, len(file.migrations)))
             rows.append(row)
     return rows
+
+
+def _file_state(path, latest: int) -> dict:
+    """A SQLite file's versions, or what SQLite's quick_check finds damaged in it."""
+    from kernel.storage import damage, schema_version
+    if why := damage(path):
+        return {"damaged": why}
+    return _versions(schema_version(path), latest)
 
 
 def connect(dsn: str, pool_size: int):
@@ -112,7 +120,7 @@ def _has_schema(db) -> bool:
 
 
 def cmd_check(args) -> int:
-    from kernel.storage import NewerSchema, database_errors
+    from kernel.storage import NewerSchema, damage_said, damaged, database_errors
     settings = load_settings(args.config)
     found = components(settings)
     storage = settings.storage
@@ -120,12 +128,14 @@ def cmd_check(args) -> int:
     try:
         rows = (_check_postgres if storage.backend == "postgres" else _check_sqlite)(settings,
                                                                                      found)
-    except database_errors() as ex:
+    except database_errors() as ex:  # kernel.db damaged past reading its projects, too
         why = (cannot_reach(storage.dsn, ex) if storage.backend == "postgres" else
+               damage_said(ex) if damaged(ex) else
                f"the database at {where} cannot be reached: {ex}")
         print(f"neuralmind: {why}", file=sys.stderr)
         return 1
     newer = [r for r in rows if r["newer"]]
+    broken = [r for r in rows if r.get("damaged")]
     if args.json:
         print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
     else:
@@ -142,13 +152,16 @@ def cmd_check(args) -> int:
         pending = sum(r["pending"] or 0 for r in rows)
         if pending:
             print(f"{pending} migration step(s) pending: they run when a server starts")
-        elif not newer:
-            print("every schema is at this version's")
+        elif not (newer or broken):
+            print("every schema is at this version's, and every file is whole")
     for r in newer:
         where = r["file"] if "file" in r else f"{r['component']} in the database"
         print(f"neuralmind: {NewerSchema(where, r['component'], r['version'], r['latest'])}",
               file=sys.stderr)
-    return 1 if newer else 0
+    for r in broken:
+        print(f"neuralmind: {r['file']} ({r['component']}) is damaged ({r['damaged']}): restore "
+              'it from a backup (docs/operations.md, "Storage")', file=sys.stderr)
+    return 1 if newer or broken else 0
 
 
 def _unreadable(home, found) -> str | None:
@@ -180,6 +193,8 @@ def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
 
 
 def _cell(column: str, row: dict) -> str:
+    if column == "version" and row.get("damaged"):
+        return "damaged"
     value = row.get(column)
     if value is None:
         return "-"

@@ -54,7 +54,11 @@ def served_home(tmp_path):
             server.post(memories + f"/{made[0]['id']}/feedback", {"signal": "unhelpful"})
             made[0] = server.get(memories + f"/{made[0]['id']}").json
             made[0]["history"] = server.get(memories + f"/{made[0]['id']}/history").json["items"]
-            server.post(memories + "/search", {"query": "pages", "mode": "semantic"})  # embeds
+            server.post(memories + "/search", {"query": "pages", "mode": "semantic"})
+            deadline = time.monotonic() + 60  # a search embeds for itself; the backfill stores
+            while server.get(memories + "/stats").json["vectors"]["pending"]:
+                assert time.monotonic() < deadline, "the backfill stored no vectors"
+                time.sleep(0.05)
             for n in range(2):
                 server.kernel.jobs.submit("probe", lambda ctx, n=n: {"n": n}, project_id=pid,
                                           wait=True)
