@@ -20,7 +20,7 @@ import pytest
 
 from kernel.api import operation
 from kernel.plugins import hookimpl
-from kernel.storage import Database, ProjectStores, StateReadOnly, damage
+from kernel.storage import Database, ProjectStores, damage
 from tests.support import make_kernel, pythonpath, run_cli
 
 pytestmark = pytest.mark.sqlite_only("SQLite files: their folder's file system and their pages")
