@@ -229,6 +229,17 @@ def state_fault(ex: BaseException) -> tuple[APIError, str] | None:
     return None
 
 
+def log_failure(logger: logging.Logger, what: str, ex: BaseException) -> None:
+    """Log that ``what`` failed with ``ex``, in the background (a thread, a job): one line when
+    the stored state is at fault — a full disk, a lock held past the busy timeout, a damaged
+    file, an expected condition whose traceback says nothing more — else the traceback."""
+    fault = state_fault(ex)
+    if fault is None:
+        logger.error("%s failed", what, exc_info=ex)
+    else:
+        logger.warning("%s failed: %s", what, fault[1])
+
+
 def install(app: falcon.App) -> None:
     """Route every error through :func:`render` (Falcon's own included)."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.clock import now_iso
-from kernel.errors import storage_failure
+from kernel.errors import log_failure, storage_failure
 
 log = logging.getLogger("neuralmind.events")
 
@@ -282,9 +282,9 @@ class HeldEvents:
     def process_response(self, req, resp, resource, req_succeeded: bool) -> None:
         try:
             self.events.release()
-        except Exception:  # the response is decided and its write committed; never a 500 now
-            log.exception("could not record the events of request %s",
-                          getattr(req.context, "request_id", "?"))
+        except Exception as ex:  # the response is decided and its write committed; never a 500
+            log_failure(log, f"recording the events of request "
+                             f"{getattr(req.context, 'request_id', '?')}", ex)
 
 
 def record_event(settings, kind: str, data: dict[str, Any] | None = None, *,

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from kernel import procs
 from kernel.clock import now_iso
-from kernel.errors import APIError, Conflict, NotFound, state_fault, storage_failure
+from kernel.errors import (APIError, Conflict, NotFound, log_failure, state_fault,
+                           storage_failure)
 from kernel.leases import HOST
 from kernel.models import Model
 
@@ -127,12 +128,11 @@ Work = Callable[[JobContext], Any]
 def _failure(jid: str, ex: Exception) -> dict[str, str]:
     """A failed job's error, logged: the stored state's fault as a route says it (one line),
     else an internal error (its traceback)."""
+    log_failure(log, f"job {jid}", ex)
     fault = state_fault(ex)
     if fault is None:
-        log.exception("job %s failed", jid)
         return {"code": "internal_error", "message": "the job failed; the server log has the "
                                                      "details"}
-    log.error("job %s failed: %s", jid, fault[1])
     return {"code": fault[0].code, "message": fault[0].message}
 
 

@@ -25,7 +25,7 @@ _EXPORTS = {
     **dict.fromkeys((
         "APIError", "BadRequest", "Conflict", "Forbidden", "InvalidFields", "NotFound",
         "PreconditionFailed", "RateLimited", "Unauthorized", "Unavailable",
-        "UnsupportedMediaType", "ValidationFailed"), "kernel.errors"),
+        "UnsupportedMediaType", "ValidationFailed", "log_failure"), "kernel.errors"),
     **dict.fromkeys(("Job", "JobAccepted", "JobContext"), "kernel.jobs"),
     **dict.fromkeys(("Answer", "Caller"), "kernel.inner"),
     # helpers the plugins share

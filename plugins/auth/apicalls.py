@@ -14,6 +14,8 @@ import logging
 
 import falcon
 
+from neuralmind import log_failure
+
 log = logging.getLogger("neuralmind.auth")
 
 class ApiCalls:
@@ -34,6 +36,6 @@ class ApiCalls:
                              data={"permission": op.permission, "method": req.method,
                                    "path": req.path, "status": resp.status_code,
                                    "role": actor.role, "token_id": actor.extra.get("token_id")})
-        except Exception:  # the response is already decided; never turn it into a 500
-            log.exception("could not record api.call for request %s",
-                          getattr(ctx, "request_id", "?"))
+        except Exception as ex:  # the response is already decided; never turn it into a 500
+            log_failure(log, f"recording api.call for request {getattr(ctx, 'request_id', '?')}",
+                        ex)

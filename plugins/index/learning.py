@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from neuralmind import ProjectStores, today
+from neuralmind import ProjectStores, log_failure, today
 from plugins.index.usage import MIGRATIONS, UsageStore, ordered
 
 log = logging.getLogger("neuralmind.index.learning")
@@ -101,8 +101,8 @@ class Learning:
             self._wake.clear()
             try:
                 self.flush()
-            except Exception:  # keep learning; the next flush tries again with new data
-                log.exception("writing learned links failed")
+            except Exception as ex:  # keep learning; the next flush tries again with new data
+                log_failure(log, "writing learned links", ex)
 
     def flush(self, project=None) -> None:
         """Write what this process buffered (for one project, or all)."""

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from neuralmind import now_iso
+from neuralmind import log_failure, now_iso
 from plugins.index.service import LOCK_TTL_S, build_lease
 
 log = logging.getLogger("neuralmind.index.watch")
@@ -144,7 +144,7 @@ class _Watcher:
         except _Stopped:  # watch/stop, or the lock lost: a build writes at its end, so nothing
             pass  # of this one was; the next build picks the changes up
         except Exception as ex:  # keep watching; the error shows in the status
-            log.exception("watch re-index of %s failed", self.project.id)
+            log_failure(log, f"watch re-index of {self.project.id}", ex)
             self.errors.append({"at": now_iso(), "error": f"{type(ex).__name__}: {ex}"[:300],
                                 "paths": sorted(paths)[:20]})
         finally:

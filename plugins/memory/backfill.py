@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neuralmind import APIError
+from neuralmind import APIError, log_failure
 
 log = logging.getLogger("neuralmind.memory")
 
@@ -80,8 +80,8 @@ class Backfiller:
                     self.notify(store)
             except APIError as ex:  # no model: semantic search says so when asked
                 log.debug("memory backfill skipped: %s", ex.message)
-            except Exception:
-                log.exception("memory backfill failed for %s", store.db.path)
+            except Exception as ex:
+                log_failure(log, f"memory backfill for {store.db.path}", ex)
 
     def run_once(self, store) -> int | None:
         """Embed what ``store`` is missing; None when another process holds the lease."""

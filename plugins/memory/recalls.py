@@ -9,6 +9,8 @@ import threading
 from collections import Counter
 from typing import Any
 
+from neuralmind import log_failure
+
 log = logging.getLogger("neuralmind.memory")
 FLUSH_S = 0.5
 
@@ -39,8 +41,8 @@ class Recalls:
         for store, counts, at in pending.values():
             try:
                 store.touch(counts, at)
-            except Exception:  # a closed or vanished store: the recalls are lost, nothing else
-                log.exception("recording recalls failed for %s", store.db.path)
+            except Exception as ex:  # a closed, vanished or full store: the recalls are lost
+                log_failure(log, f"recording recalls for {store.db.path}", ex)
 
     def stop(self) -> None:
         with self._cond:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from neuralmind import Actor, now_iso
+from neuralmind import Actor, log_failure, now_iso
 from plugins.memory.decay import parse_time, to_archive
 from plugins.memory.models import DecayPolicy
 
@@ -121,8 +121,8 @@ class Sweeps:
                     return
                 try:
                     self.run_due(project, period_s)
-                except Exception:
-                    log.exception("decay sweep failed for project %s", project.id)
+                except Exception as ex:
+                    log_failure(log, f"decay sweep for project {project.id}", ex)
 
     def run_due(self, project, period_s: float) -> dict[str, Any] | None:
         """Sweep ``project`` when its period has passed and no other worker is sweeping it;

@@ -76,3 +76,29 @@ def test_a_full_disk_or_a_read_only_store_is_said_as_such(tmp_path, monkeypatch)
     assert (r.status_code, r.json["error"]["code"]) == (503, "storage_read_only")
     assert "cannot be written here" in r.json["error"]["message"]
     assert "Retry-After" not in r.headers
+
+
+def test_a_background_failure_of_the_stored_state_is_one_line_anything_else_its_traceback(
+        tmp_path, caplog):
+    """A backfill, a recall flush, a job meeting a full file logged a traceback each time for
+    an expected condition; a bug keeps its traceback."""
+    import sqlite3
+
+    from neuralmind import log_failure
+    conn = sqlite3.connect(tmp_path / "small.db")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.execute("PRAGMA max_page_count = 3")  # a real full file: SQLite refuses the insert
+    try:
+        conn.execute("INSERT INTO t VALUES (zeroblob(100000))")
+    except sqlite3.DatabaseError as ex:
+        full = ex
+    logger = logging.getLogger("neuralmind.test")
+    with caplog.at_level(logging.WARNING, logger="neuralmind.test"):
+        log_failure(logger, "recording recalls for small.db", full)
+        log_failure(logger, "memory backfill for small.db", ZeroDivisionError("division by zero"))
+    said, bug = caplog.records
+    assert said.levelno == logging.WARNING and said.exc_info is None
+    assert said.getMessage() == ("recording recalls for small.db failed: the store refused it: "
+                                 "database or disk is full")
+    assert bug.levelno == logging.ERROR and bug.exc_info[0] is ZeroDivisionError
+    assert bug.getMessage() == "memory backfill for small.db failed"
