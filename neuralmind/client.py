@@ -35,6 +35,8 @@ BUILD_TIMEOUT = 600.0
 RETRIES = 3
 BACKOFF_S = 0.25
 JSONL = "application/x-ndjson"
+# 503s no retry helps: state that cannot be written or was written by a newer release, no model
+LASTING = frozenset({"storage_read_only", "storage_newer", "semantic_unavailable"})
 # the last line of a Markdown export that was not cut short
 EXPORT_END = re.compile(r"^_End of the export: \d+ records\._\n\Z", re.M)
 PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -607,6 +609,8 @@ class NeuralMindClient:
                 failed += 1
                 if resp.status != 503 or failed == attempts:
                     raise _api_error(resp.status, resp.body, resp.headers)
+                if (lasting := _api_error(resp.status, resp.body, resp.headers)).code in LASTING:
+                    raise lasting
             time.sleep(BACKOFF_S * 2 ** (failed - 1))
 
     def _answers(self) -> bool:

@@ -85,6 +85,16 @@ def test_503_that_persists_raises_unavailable(nm):
     assert info.value.status == 503 and len(Scripted.seen) == 4
 
 
+@pytest.mark.parametrize("code", ["storage_read_only", "storage_newer", "semantic_unavailable"])
+def test_a_503_no_retry_helps_is_raised_at_once(nm, code):
+    """A read-only state, data of a newer release, no model: three more tries changed nothing
+    but the wait."""
+    Scripted.script = [(503, code)] * 4
+    with pytest.raises(Unavailable) as info:
+        nm.health()
+    assert info.value.code == code and Scripted.seen == ["GET"]
+
+
 def test_a_write_is_never_retried(nm):
     Scripted.script = [(503, "unavailable")]
     with pytest.raises(Unavailable):
