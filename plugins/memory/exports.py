@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from neuralmind import log_failure
+
 log = logging.getLogger("neuralmind.memory")
 
 MEDIA_TYPES = {"ndjson": "application/x-ndjson", "json": "application/json",
@@ -37,9 +39,9 @@ def stream(rows: Iterator[Row], fmt: str, request_id: str | None) -> Iterator[by
 def _cut_short(chunks: Iterator[bytes], request_id: str | None) -> Iterator[bytes]:
     try:
         yield from chunks
-    except Exception:
-        log.exception("export of request %s cut short: its body ends without the format's end",
-                      request_id)
+    except Exception as ex:
+        log_failure(log, f"export of request {request_id} (cut short: its body ends without "
+                         "the format's end)", ex)
 
 
 def render(rows: Iterable[Row], fmt: str) -> Iterator[bytes]:
