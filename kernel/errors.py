@@ -236,8 +236,8 @@ def log_failure(logger: logging.Logger, what: str, ex: BaseException) -> None:
     fault = state_fault(ex)
     if fault is None:
         logger.error("%s failed", what, exc_info=ex)
-    else:
-        logger.warning("%s failed: %s", what, fault[1])
+    else:  # an error all the same, as a request's is: an operator has to act on it
+        logger.error("%s failed: %s", what, fault[1])
 
 
 def install(app: falcon.App) -> None:

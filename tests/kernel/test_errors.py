@@ -93,11 +93,11 @@ def test_a_background_failure_of_the_stored_state_is_one_line_anything_else_its_
     except sqlite3.DatabaseError as ex:
         full = ex
     logger = logging.getLogger("neuralmind.test")
-    with caplog.at_level(logging.WARNING, logger="neuralmind.test"):
+    with caplog.at_level(logging.ERROR, logger="neuralmind.test"):
         log_failure(logger, "recording recalls for small.db", full)
         log_failure(logger, "memory backfill for small.db", ZeroDivisionError("division by zero"))
     said, bug = caplog.records
-    assert said.levelno == logging.WARNING and said.exc_info is None
+    assert said.levelno == logging.ERROR and said.exc_info is None
     assert said.getMessage() == ("recording recalls for small.db failed: the store refused it: "
                                  "database or disk is full")
     assert bug.levelno == logging.ERROR and bug.exc_info[0] is ZeroDivisionError
