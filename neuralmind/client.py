@@ -35,6 +35,9 @@ BUILD_TIMEOUT = 600.0
 RETRIES = 3
 BACKOFF_S = 0.25
 JSONL = "application/x-ndjson"
+# a body this small is in the socket's buffers whole before a server could stop reading it:
+# a connection broken under it is no refusal of its size (413), but a server gone or hung up
+SOCKET_SLACK = 64 * 1024
 # 503s no retry helps: state that cannot be written or was written by a newer release, no model
 LASTING = frozenset({"storage_read_only", "storage_newer", "semantic_unavailable"})
 # the last line of a Markdown export that was not cut short
@@ -588,8 +591,8 @@ class NeuralMindClient:
                 raise TimedOut(f"{method} {path}: no answer from {self.url} within "
                                f"{timeout or self.timeout:g} s", _wait_longer(timeout)) from ex
             except unreachable as ex:
-                if body and isinstance(ex, (BrokenPipeError, ConnectionResetError)) \
-                        and self._answers():
+                if body and len(body) > SOCKET_SLACK and isinstance(
+                        ex, (BrokenPipeError, ConnectionResetError)) and self._answers():
                     raise NeuralMindAPIError(413, "payload_too_large", (
                         f"the server stopped reading the {len(body):,}-byte body: it is larger "
                         "than the server accepts ([kernel] max_body_bytes)")) from None
@@ -722,7 +725,8 @@ class NeuralMindClient:
         resp = self.request("POST", "/v1/mcp", params={"project": project or None},
                             json_body=message, headers=headers, timeout=timeout, stream=True)
         streamed = (resp.headers.get("Content-Type") or "").startswith("text/event-stream")
-        return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _mcp_messages(resp, streamed))
+        return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _streamed(
+            _mcp_messages(resp, streamed), "POST /v1/mcp", self.url, timeout))
 
     def project(self, path_or_id: str | os.PathLike = ".") -> ProjectHandle:
         """A handle on a project: a directory is registered (idempotent), an id is looked up."""
@@ -809,12 +813,14 @@ class EventStream:
         return self
 
     def __next__(self) -> Event:
+        import http.client
         while True:
             if self._resp is None:
                 raise StopIteration
             try:
                 event = next(self._events)
-            except (StopIteration, ConnectionError):  # the stream broke: resume after last_id
+            except (StopIteration, ConnectionError, http.client.HTTPException):
+                # the stream ended or broke (a chunk cut off): resume after last_id
                 self._resp.close()
                 self._connect()
                 continue
@@ -865,6 +871,20 @@ def _sse(lines: Iterable[bytes]) -> Iterator[tuple[dict[str, str], str]]:
                 data.append(value)
             else:
                 fields[name] = value
+
+
+def _streamed(items: Iterator, what: str, url: str, timeout: float) -> Iterator:
+    """``items`` read from a streamed answer as it arrives, its transport failing as every
+    call's does: a stall is :class:`TimedOut`, a break :class:`BrokenAnswer` (not
+    ``http.client``'s own exceptions, which the caller cannot know)."""
+    import http.client
+    try:
+        yield from items
+    except TimeoutError as ex:
+        raise TimedOut(f"{what}: the answer stopped arriving from {url} for {timeout:g} s",
+                       _wait_longer(timeout)) from ex
+    except http.client.HTTPException as ex:
+        raise BrokenAnswer(f"{what}: the server at {url} {_what_broke(ex)}") from ex
 
 
 def _ask_events(resp) -> Iterator[AskEvent]:
@@ -1138,9 +1158,10 @@ class ProjectHandle:
         if not stream:
             return _build(AskResult, self._nm._json("POST", self._url("ask"), json_body=body,
                                                     timeout=timeout, idempotent=True))
-        return _ask_events(self._nm.request("POST", self._url("ask"), json_body=body,
-                                            headers={"Accept": "text/event-stream"},
-                                            timeout=timeout, idempotent=True, stream=True))
+        resp = self._nm.request("POST", self._url("ask"), json_body=body, stream=True,
+                                headers={"Accept": "text/event-stream"}, timeout=timeout,
+                                idempotent=True)
+        return _streamed(_ask_events(resp), f"POST {self._url('ask')}", self._nm.url, timeout)
 
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))
