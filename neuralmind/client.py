@@ -331,6 +331,16 @@ class MCPAnswer:
     messages: Iterator[dict[str, Any]]
 
 
+class Results(list):
+    """A search's hits — a list, as before — with what the search said besides them: the
+    ``mode`` it ran (a hybrid search without a model runs keyword), its ``notice`` (why, or
+    that nothing relevant was found) and the whole response in ``raw``."""
+
+    def __init__(self, hits: Iterable[Any], raw: dict[str, Any]):
+        super().__init__(hits)
+        self.raw, self.mode, self.notice = raw, raw.get("mode"), raw.get("notice")
+
+
 def _query_result(data: dict) -> QueryResult:
     tokens = data.get("tokens") or {}
     return _build(QueryResult, data, tokens=Tokens(**{f.name: tokens[f.name] for f in
@@ -1134,11 +1144,11 @@ class ProjectHandle:
                                             timeout=timeout, idempotent=True))
 
     def search(self, query: str, n: int = 10, mode: str | None = None,
-               file_type: str | None = None) -> list[SearchHit]:
+               file_type: str | None = None) -> Results:
         body = {"query": query, "n": n, "mode": mode, "file_type": file_type}
         data = self._nm._json("POST", self._url("search"), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})
-        return [_build(SearchHit, hit) for hit in data.get("results", [])]
+        return Results((_build(SearchHit, hit) for hit in data.get("results", [])), data)
 
     def wakeup(self) -> QueryResult:
         return _query_result(self._nm._json("GET", self._url("wakeup")))
@@ -1315,13 +1325,13 @@ class Memories:
         return self._nm._page(self._base, _memory, {**filters, "limit": limit, "cursor": cursor})
 
     def search(self, query: str, *, mode: str | None = None, limit: int = 10,
-               **filters: Any) -> list[Memory]:
+               **filters: Any) -> Results:
         self._nm._takes("search", "POST", MEMORIES + "/search", filters)
         lists = {k: _items(filters[k]) for k in ("tag", "file", "kinds") if k in filters}
         body = {"query": query, "mode": mode, "limit": limit, **filters, **lists}
         data = self._nm._json("POST", self._url("search"), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})
-        return [_memory(r) for r in data.get("results", [])]
+        return Results((_memory(r) for r in data.get("results", [])), data)
 
     def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
         """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""

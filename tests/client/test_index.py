@@ -45,6 +45,7 @@ def test_search_query_wakeup_stats(built):
     hits = repo.search("sum two numbers", n=5)
     assert hits and isinstance(hits[0], SearchHit)
     assert (hits[0].source_file, hits[0].label, hits[0].line) == ("calc.py", "add", 1)
+    assert (hits.mode, hits.notice, hits.raw["query"]) == ("hybrid", None, "sum two numbers")
     result = repo.query("how are numbers added?", context_budget=1000)
     assert isinstance(result, QueryResult) and "def add" in result.context
     assert 0 < result.tokens.total <= 1000 and "L0" in result.layers_used

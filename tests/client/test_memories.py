@@ -96,6 +96,12 @@ def test_search_and_filters(repo):
     assert [m.title for m in repo.memories.list(tag="client")] == ["Retry only idempotent requests"]
     assert all(m.decision_type == "BUGFIX" for m in repo.memories.list(type="BUGFIX"))
     assert repo.memories.search("zzzqqq nothing like it", mode="keyword") == []
+    # what the search said besides its hits: the mode it ran, a notice (none: a model ran)
+    nothing = repo.memories.search("zzzqqq nothing like it")
+    assert nothing == [] and nothing.mode == "hybrid" and nothing.notice is None
+    assert nothing.raw == {"project_id": repo.id, "query": "zzzqqq nothing like it",
+                           "mode": "hybrid", "results": [], "notice": None}
+    assert hits.mode == "keyword" and hits.raw["results"][0]["title"] == hits[0].title
 
 
 def test_export_import_round_trip(repo, nm, tmp_path):
