@@ -177,14 +177,19 @@ class HomeBusy(RuntimeError):
         self.holder = holder
 
 
+def _open_lock(home: Path, name: str) -> int:
+    """The home's lock file ``name`` opened, the home made first (a start on a new home)."""
+    Path(home).mkdir(parents=True, exist_ok=True)
+    return os.open(Path(home) / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
 @contextmanager
 def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
     """The home to this command alone (``flock`` on ``.lock`` in it) while the block runs:
     two starts of the daemon, or a start during ``storage migrate``'s copy, go one after the
     other. :class:`HomeBusy` when another holds it past ``wait`` seconds. The lock is the
     open file's: it ends with the process, however that ends."""
-    Path(home).mkdir(parents=True, exist_ok=True)
-    fd = os.open(Path(home) / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = _open_lock(home, ".lock")
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -208,7 +213,7 @@ def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
 SERVING = ".daemon.lock"
 
 
-_claimed: list[int] = []  # the held lock's fd: the master's alone
+_claimed: list[int] = []  # the held locks' fds: the master's alone
 
 
 def _let_go_in_child() -> None:
@@ -224,7 +229,7 @@ def claim_home(home: Path) -> None:
     ``.daemon.lock``, with the pid in it): :class:`HomeBusy` when another daemon holds it —
     whatever ``daemon.json`` says, two daemons never serve one home. Only the gunicorn master
     holds it (a worker outliving a killed master never keeps the next daemon out)."""
-    fd = os.open(Path(home) / SERVING, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = _open_lock(home, SERVING)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -234,6 +239,70 @@ def claim_home(home: Path) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _claimed.append(fd)  # it stays open: the lock is the process's
+
+
+SERVED = ".serving.lock"
+
+
+def serve_home(home: Path) -> None:
+    """Hold the home as one of its servers for the rest of this process's life (a shared
+    ``flock`` on ``.serving.lock``; the gunicorn master's alone, as :func:`claim_home`): several
+    servers may serve one home, but ``storage migrate`` copies it only while none does
+    (:func:`unserved`). :class:`HomeBusy`, naming the migrate, while one copies it."""
+    fd = _open_lock(home, SERVED)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise HomeBusy(Path(home), holder(home)) from None
+    _claimed.append(fd)
+
+
+class Served(RuntimeError):
+    """A server or the daemon serves the home :func:`unserved` was asked for."""
+
+    def __init__(self, home: Path, pids: list[int]):
+        daemon = serving_pid(home)
+        if daemon:
+            who = (f"a daemon serves {home} (pid {daemon}): stop it first "
+                   "(`neuralmind daemon stop`)")
+        elif len(pids) > 1:
+            who = f"servers serve {home} (pids {', '.join(map(str, pids))}): stop them first"
+        else:
+            who = f"a server serves {home}{f' (pid {pids[0]})' if pids else ''}: stop it first"
+        super().__init__(f"{who}, so nothing is written while the home is copied")
+
+
+@contextmanager
+def unserved(home: Path) -> Iterator[None]:
+    """The home with no server on it while the block runs (``storage migrate``'s copy): an
+    exclusive ``flock`` on ``.serving.lock``, which every server holds shared for its life
+    (:func:`serve_home`), so a server start meanwhile is refused. :class:`Served` when one
+    serves it — or a daemon started before that lock existed holds ``.daemon.lock``."""
+    fd = _open_lock(home, SERVED)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Served(Path(home), _holders(fd)) from None
+        if serving_pid(home):
+            raise Served(Path(home), [])
+        yield
+    finally:
+        os.close(fd)
+
+
+def _holders(fd: int) -> list[int]:
+    """The pids holding a ``flock`` on ``fd``'s file, from ``/proc/locks`` (Linux; none
+    found elsewhere, or where that file names the device otherwise)."""
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted({int(f[4]) for f in map(str.split, lines)
+                   if len(f) > 5 and f[1] == "FLOCK" and f[5] == where})
 
 
 def serving_pid(home: Path) -> int | None:

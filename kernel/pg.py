@@ -161,14 +161,45 @@ def cannot_reach(dsn: str, ex: Exception) -> str:
     return f"the database at {shown} cannot be reached: {' '.join(str(ex).split())}"
 
 
-def unreachable(dsn: str, timeout_s: int = 10) -> str | None:
-    """Why ``dsn`` cannot be reached now (one connection tried), or None."""
+def unreachable(dsn: str, timeout_s: int = 10,
+                check: Callable[[Any], str | None] | None = None) -> str | None:
+    """Why ``dsn`` cannot be used now (one connection tried): out of reach, or what ``check``
+    finds wrong on that connection (:func:`missing_vector`); None when nothing is."""
     import psycopg
     try:
-        psycopg.connect(dsn, connect_timeout=timeout_s).close()
+        with psycopg.connect(dsn, connect_timeout=timeout_s) as conn:
+            return check(conn) if check else None
     except psycopg.Error as ex:
         return cannot_reach(dsn, ex)
-    return None
+
+
+VECTOR = """SELECT current_database(), current_user, e.extversion, a.default_version, v.trusted,
+    r.rolsuper OR ((v.trusted OR NOT v.superuser)
+                   AND has_database_privilege(current_database(), 'CREATE'))
+FROM pg_roles r
+LEFT JOIN pg_extension e ON e.extname = 'vector'
+LEFT JOIN pg_available_extensions a ON a.name = 'vector'
+LEFT JOIN pg_available_extension_versions v ON v.name = a.name AND v.version = a.default_version
+WHERE r.rolname = current_user"""
+
+
+def missing_vector(conn) -> str | None:
+    """Why the memory plugin could not make its tables here: pgvector is not in the database
+    and this role may not create it (only a superuser may, unless the build marks it trusted).
+    Said before a server forks or a copy begins — a worker would fail to boot, a copy stop
+    halfway. ``conn``: a psycopg connection or a :class:`PgDatabase`'s ``conn``."""
+    database, role, installed, available, trusted, may = conn.execute(VECTOR).fetchone()
+    run = f"run `CREATE EXTENSION vector;` in database {database} as"
+    if installed or (available and may):
+        return None
+    if not available:
+        return (f"the database server has no pgvector extension to create in database "
+                f"{database}: install pgvector there (or use the pgvector/pgvector image), "
+                f"then {run} a superuser")
+    why = ("it may not create objects in the database" if trusted else
+           f"pgvector {available} is not a trusted extension: only a superuser may create it")
+    return (f"the pgvector extension is not in database {database} and role {role} cannot "
+            f"create it ({why}): {run} {'its owner or ' if trusted else ''}a superuser")
 
 
 class PgBackend:

@@ -106,8 +106,9 @@ def _check_versions(settings: Settings, pm) -> None:
 
 def check_bind(settings: Settings) -> None:
     """What must hold before gunicorn forks, each failure one clear line: the plugins'
-    config sections, the bind, TLS, the config's projects and the shared database (each
-    worker would fail on its own, the database after 30 s of pool retries)."""
+    config sections, the bind, TLS, the config's projects and the shared database, reached
+    and with pgvector in it or creatable (each worker would fail on its own, the database
+    after 30 s of pool retries)."""
     server = settings.server
     pm = make_plugin_manager(settings.kernel.plugins)
     settings.check_sections(pm)
@@ -115,8 +116,8 @@ def check_bind(settings: Settings) -> None:
     check_tls(settings)
     config_projects(settings)
     if settings.storage.backend == "postgres":
-        from kernel.pg import unreachable
-        if why := unreachable(settings.storage.dsn):
+        from kernel.pg import missing_vector, unreachable
+        if why := unreachable(settings.storage.dsn, check=missing_vector):
             raise CannotServe(why)
         _check_versions(settings, pm)
     if is_loopback(server.host):

@@ -23,20 +23,28 @@ def cmd_serve(args) -> int:
              "allow_remote": args.allow_remote or None, "insecure_http": args.insecure_http or None,
              "allow_origins": args.allow_origin}
     _export(args, _plugin_server_settings(args.config, flags))
+    settings = load_settings()
     try:
-        options = gunicorn_options(load_settings())
+        options = gunicorn_options(settings)
     except CannotServe as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
-    return _run_gunicorn(options)
+    return _run_gunicorn(options, settings.home, "server")
 
 
-def _run_gunicorn(options) -> int:
-    """gunicorn's master until it stops; its exit status when workers cannot boot (each says
+def _run_gunicorn(options, home, what: str) -> int:
+    """gunicorn's master until it stops, holding ``home`` as one of its servers (refused, 1,
+    while storage migrate copies it); its exit status when workers cannot boot (each says
     why in one line). gunicorn halts again while it reaps a second worker that failed too,
     from inside its own halt: that repeat is its status, not a traceback."""
     from gunicorn.errors import HaltServer
+    from kernel import daemon
     from kernel.serving import Server
+    try:
+        daemon.serve_home(home)
+    except daemon.HomeBusy as ex:
+        print(f"neuralmind: {ex}: start the {what} when it ends", file=sys.stderr)
+        return 1
     try:
         Server(options).run()
     except HaltServer as ex:
@@ -146,7 +154,7 @@ def cmd_daemon(args) -> int:
             except CannotServe as ex:
                 print(f"neuralmind: {ex}", file=sys.stderr)
                 return 2
-            return _run_gunicorn(options)
+            return _run_gunicorn(options, settings.home, "daemon")
         info, started = start_daemon(args.config, args.port)
         home = _settings(args).home
         if args.json:

@@ -9,7 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
-from kernel.pg import cannot_reach, shown_dsn
+from kernel.pg import cannot_reach, missing_vector, shown_dsn, unreachable
 
 
 def add_commands(subparsers) -> None:
@@ -115,6 +115,13 @@ def _versions(version: int, latest: int) -> dict:
             "newer": version > latest}
 
 
+def _vector_fault(storage) -> str | None:
+    """On PostgreSQL, why no server could start on the database for want of pgvector."""
+    if storage.backend != "postgres":
+        return None
+    return unreachable(storage.dsn, check=missing_vector)
+
+
 def _has_schema(db) -> bool:
     return db.conn.execute("SELECT to_regclass('nm_schema') IS NOT NULL").fetchone()[0]
 
@@ -136,6 +143,7 @@ def cmd_check(args) -> int:
         return 1
     newer = [r for r in rows if r["newer"]]
     broken = [r for r in rows if r.get("damaged")]
+    lacking = _vector_fault(storage)
     if args.json:
         print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
     else:
@@ -152,8 +160,10 @@ def cmd_check(args) -> int:
         pending = sum(r["pending"] or 0 for r in rows)
         if pending:
             print(f"{pending} migration step(s) pending: they run when a server starts")
-        elif not (newer or broken):
+        elif not (newer or broken or lacking):
             print("every schema is at this version's, and every file is whole")
+    if lacking:
+        print(f"neuralmind: {lacking}", file=sys.stderr)
     for r in newer:
         where = r["file"] if "file" in r else f"{r['component']} in the database"
         print(f"neuralmind: {NewerSchema(where, r['component'], r['version'], r['latest'])}",
@@ -161,7 +171,7 @@ def cmd_check(args) -> int:
     for r in broken:
         print(f"neuralmind: {r['file']} ({r['component']}) is damaged ({r['damaged']}): restore "
               'it from a backup (docs/operations.md, "Storage")', file=sys.stderr)
-    return 1 if newer or broken else 0
+    return 1 if newer or broken or lacking else 0
 
 
 def _unreadable(home, found) -> str | None:
@@ -213,16 +223,14 @@ def cmd_migrate(args) -> int:
         print("neuralmind: name the database: --dsn postgresql://user:password@host:5432/db "
               "(or [storage] dsn, or $NEURALMIND_DATABASE_URL)", file=sys.stderr)
         return 2
-    try:  # held while it copies: a daemon started meanwhile would write what is not copied
-        with daemon.holding(settings.home, daemon.MIGRATING):
-            if daemon.status(settings.home):
-                print(f"neuralmind: a daemon serves {settings.home}: stop it first "
-                      "(`neuralmind daemon stop`), so nothing is written while the home is "
-                      "copied", file=sys.stderr)
-                return 1
+    try:  # held while it copies: a server started meanwhile would write what is not copied
+        with daemon.holding(settings.home, daemon.MIGRATING), daemon.unserved(settings.home):
             return _copy(args, settings, dsn)
     except daemon.HomeBusy as ex:
         print(f"neuralmind: {ex}: nothing was copied; run it when that ends", file=sys.stderr)
+        return 1
+    except daemon.Served as ex:
+        print(f"neuralmind: {ex}", file=sys.stderr)
         return 1
 
 
@@ -246,6 +254,9 @@ def _copy(args, settings, dsn: str) -> int:
         print(f"neuralmind: {cannot_reach(dsn, ex)}", file=sys.stderr)
         return 1
     try:
+        if why := missing_vector(backend.database("kernel", None).conn):
+            print(f"neuralmind: {why}; nothing was copied", file=sys.stderr)
+            return 2
         for component in found:
             target = backend.database(component.name, component.pg_migrations)
             for check in component.copy(home, target):

@@ -202,6 +202,11 @@ def test_a_damaged_discovery_file_never_lets_a_second_daemon_start(tmp_path):
                                  "stop` stops it\n")
         second = run(home, "daemon", "start", "--port", "0")
         assert second.returncode == 1 and "is damaged (not JSON)" in second.stderr
+        migrate = run(home, "storage", "migrate", "--to", "postgres", "--dsn",
+                      "postgresql://x@127.0.0.1:1/x")  # the home is held, whatever the file
+        assert (migrate.returncode, migrate.stderr) == (1, (
+            f"neuralmind: a daemon serves {home} (pid {pid}): stop it first (`neuralmind daemon "
+            "stop`), so nothing is written while the home is copied\n"))
         # a file naming another daemon, gone (its own, rewritten by hand): the home is held
         (home / "daemon.json").write_text(json.dumps({"pid": 2 ** 22 + 1, "host": "127.0.0.1",
                                                       "port": 1}))
@@ -243,3 +248,58 @@ def test_the_home_is_held_by_the_master_alone(tmp_path):
         assert daemon.serving_pid(tmp_path) is None  # the child still sleeps, holding nothing
     finally:
         os.killpg(master.pid, signal.SIGKILL)
+
+
+def test_storage_migrate_is_refused_while_team_servers_serve_the_home(tmp_path):
+    """A team server holds its home for its life, as the daemon does: migrate copied a home
+    two servers still wrote to (a verified copy of what they went on changing, or a partial
+    one ending in a foreign-key error). Several servers may serve one home; migrate names
+    each, copies nothing, and runs once they are gone."""
+    import psycopg
+
+    from tests.support import Server, fresh_pg_dsn, run_cli
+    home = tmp_path / "nmhome"
+    env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth"}
+    migrate = ("storage", "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
+    servers = [Server(home, plugins=["auth"]).start() for _ in range(2)]
+    try:
+        pids = sorted(s.proc.pid for s in servers)
+        assert run_cli(*migrate, env=env) == (1, "", (
+            f"neuralmind: servers serve {home} (pids {pids[0]}, {pids[1]}): stop them first, so "
+            "nothing is written while the home is copied\n"))
+        servers[0].stop()
+        assert run_cli(*migrate, env=env) == (1, "", (
+            f"neuralmind: a server serves {home} (pid {servers[1].proc.pid}): stop it first, so "
+            "nothing is written while the home is copied\n"))
+        with psycopg.connect(migrate[-1]) as conn:  # not even the schema's bookkeeping
+            assert conn.execute("SELECT to_regclass('nm_schema')").fetchone()[0] is None
+    finally:
+        for server in servers:
+            server.stop()
+    code, out, err = run_cli(*migrate, env=env)
+    assert code == 0 and out.startswith("kernel ") and "verified" in out, err
+
+
+def test_a_server_start_while_storage_migrate_copies_is_refused(tmp_path):
+    """While migrate holds the home (its name in .lock, the serving lock alone), neither a
+    team server nor a daemon in the foreground starts: one line each, exit 1."""
+    from kernel import daemon
+    home = tmp_path / "nmhome"
+    with daemon.holding(home, daemon.MIGRATING), daemon.unserved(home):
+        for argv, what in ((("serve", "--port", str(free_port())), "server"),
+                           (("daemon", "start", "--foreground", "--port", "0"), "daemon")):
+            r = run(home, *argv, timeout=30)  # a server that started would never end
+            assert (r.returncode, r.stdout, r.stderr) == (1, "", (
+                f"neuralmind: storage migrate (pid {os.getpid()}) is using {home}: start the "
+                f"{what} when it ends\n")), argv
+        config = tmp_path / "server.toml"  # plain gunicorn, as docs/operations.md runs it
+        config.write_text(f"[server]\nport = {free_port()}\n")
+        env = {**os.environ, "NEURALMIND_HOME": str(home), "NEURALMIND_CONFIG": str(config),
+               "NEURALMIND_PLUGINS": "auth"}
+        r = subprocess.run([sys.executable, "-m", "gunicorn", "-c", "conf/gunicorn.conf.py",
+                            "kernel.wsgi:application"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=30)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", (
+            f"neuralmind: storage migrate (pid {os.getpid()}) is using {home}: start the server "
+            "when it ends\n"))
+    assert not (home / "daemon.json").exists()

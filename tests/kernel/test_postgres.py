@@ -4,18 +4,25 @@ events live in the shared database — two kernels on one database see each othe
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from kernel import storage
 from kernel.leases import Leases
 from kernel.pg import PgBackend, translate
-from tests.support import LocalServer, fresh_pg_dsn
+from tests.support import (ROOT, LocalServer, Server, free_port, fresh_pg_dsn, pg_uri,
+                           run_cli)
 
 pytestmark = pytest.mark.sqlite_only("it names its engines and databases itself")
 
@@ -222,3 +229,90 @@ def test_an_unreachable_database_is_a_503_and_the_server_recovers_without_a_rest
         server.stop()
         db.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def owned():
+    """A database as an operator makes one for a team (CREATE ROLE …, CREATE DATABASE … OWNER
+    …): its owner is no superuser, and pgvector is not in it. ``(the owner's DSN, a
+    superuser's DSN of it, the line that says who must create pgvector)``."""
+    name = "owner_" + secrets.token_hex(4)
+    with psycopg.connect(pg_uri(), autocommit=True) as conn:
+        version, trusted = conn.execute("SELECT version, trusted FROM "
+                                        "pg_available_extension_versions WHERE name = 'vector'"
+                                        ).fetchone()
+        if trusted:
+            pytest.skip(f"pgvector {version} is trusted here: its database's owner may create it")
+        conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'secret'")
+        conn.execute(f"CREATE DATABASE {name} OWNER {name}")
+    said = (f"the pgvector extension is not in database {name} and role {name} cannot create "
+            f"it (pgvector {version} is not a trusted extension: only a superuser may create "
+            f"it): run `CREATE EXTENSION vector;` in database {name} as a superuser")
+    try:
+        yield (make_conninfo(pg_uri(), user=name, password="secret", dbname=name),
+               make_conninfo(pg_uri(), dbname=name), said)
+    finally:
+        with psycopg.connect(pg_uri(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            conn.execute(f"DROP ROLE {name}")
+
+
+def create_vector(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION vector")
+
+
+def test_serve_and_the_daemon_say_who_must_create_pgvector_before_any_worker(tmp_path, owned):
+    """A database's owner may not create pgvector (not a trusted extension): serve and the
+    daemon say so in one line and exit 2 before any worker starts — not a worker that fails
+    to boot after "listening at". Once a superuser created it, the owner serves."""
+    owner, superuser, said = owned
+    env = {"NEURALMIND_HOME": str(tmp_path / "home"), "NEURALMIND_DATABASE_URL": owner,
+           "NEURALMIND_PLUGINS": "auth,memory", "NEURALMIND_EMBEDDINGS_WARM": "0"}
+    serve = subprocess.run([sys.executable, "-m", "neuralmind.cli", "serve", "--port",
+                            str(free_port())], cwd=ROOT, env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=90)
+    assert (serve.returncode, serve.stderr) == (2, f"neuralmind: {said}\n")
+    code, out, err = run_cli("daemon", "start", "--port", "0", env=env)
+    assert (code, out) == (2, "") and err.startswith(
+        f"neuralmind: the daemon exited with code 2: {said}; see "), err
+    create_vector(superuser)
+    server = Server(tmp_path / "served", plugins=["auth", "memory"],
+                    env={"NEURALMIND_DATABASE_URL": owner}).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        made = server.post(f"/v1/projects/{server.register(repo)}/memories",
+                           {"title": "Use WAL", "rationale": "readers never block"})
+        assert made.status == 201, made.body
+    finally:
+        server.stop()
+
+
+def test_storage_check_and_migrate_say_who_must_create_pgvector_copying_nothing(tmp_path,
+                                                                                 owned):
+    """migrate into a database whose role may not create pgvector stops before it copies
+    anything (it copied the kernel's tables, then stopped in the memory plugin's: a partial
+    copy in a database that can never serve); check says the same, and both pass once a
+    superuser created it."""
+    owner, superuser, said = owned
+    home = tmp_path / "home"
+    with LocalServer(home, plugins=["auth", "memory"]) as server:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        made = server.post(f"/v1/projects/{server.register(repo)}/memories",
+                           {"title": "Use WAL", "rationale": "readers never block"})
+        assert made.status == 201, made.body
+    env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,memory"}
+    migrate = ("storage", "migrate", "--to", "postgres", "--dsn", owner)
+    assert run_cli(*migrate, env=env) == (2, "", f"neuralmind: {said}; nothing was copied\n")
+    with psycopg.connect(owner) as conn:
+        assert conn.execute("SELECT to_regclass('nm_schema')").fetchone()[0] is None
+    check = {**env, "NEURALMIND_DATABASE_URL": owner}
+    code, out, err = run_cli("storage", "check", env=check)
+    assert (code, err) == (1, f"neuralmind: {said}\n") and "every schema" not in out
+    create_vector(superuser)
+    code, out, err = run_cli(*migrate, env=env)
+    assert code == 0 and out.startswith("kernel ") and "verified: " in out, err
+    code, out, err = run_cli("storage", "check", env=check)
+    assert (code, err) == (0, "") and "every schema is at this version's" in out
