@@ -4,16 +4,19 @@ rule matched, so ``POST …/ignore-rules/test`` can explain itself."""
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from dataclasses import asdict, dataclass
 
 RULE_TYPES = ("path", "folder_name", "file_name", "extension", "pattern", "max_file_size",
               "hidden_files")
+log = logging.getLogger("neuralmind.index")
 DEFAULT_MAX_FILE_BYTES = 1_000_000
-# a pattern's * between two slashes: each more multiplies the backtracking on a long name
-# (on 255 characters, the longest a file name is: 3 take 7 ms, 4 take 0.9 s, 10 minutes)
-MAX_STARS = 3
+# a pattern's second and later * between two slashes, summed over the pattern: each
+# multiplies the backtracking on long names, across names too (on 255-character names:
+# `*a*a*/b` 8 ms, `*a*/*a*/b` 22 ms, `*a*a*/*a*/b` 2.1 s, `*a*a*/*a*a*/*a*a*/b` minutes)
+MAX_EXTRA_STARS = 2
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,10 @@ def normalise_value(type_: str, value: str) -> str:
         return norm
     if type_ == "pattern":
         from pathspec import GitIgnoreSpec
-        stars = max((part.count("*") for part in value.split("/") if part != "**"), default=0)
-        if stars > MAX_STARS:
-            raise ValueError(f"at most {MAX_STARS} * between two slashes: a pattern of "
-                             f"{stars} takes minutes to match a long file name")
+        if (extra := extra_stars(value)) > MAX_EXTRA_STARS:
+            raise ValueError(f"{extra} * beside another between two slashes: at most "
+                             f"{MAX_EXTRA_STARS} (each multiplies the time to match a long "
+                             "name; more take minutes)")
         try:
             spec = GitIgnoreSpec.from_lines([value])
         except Exception as ex:  # pathspec raises several types for a malformed glob
@@ -101,6 +104,12 @@ def normalise_value(type_: str, value: str) -> str:
                              "comment, a ! pattern re-includes): escape a leading # or ! "
                              "with \\")
     return value
+
+
+def extra_stars(pattern: str) -> int:
+    """The ``*`` of ``pattern`` that follow another between the same two slashes (``**``
+    aside): what makes matching backtrack, name by name and across names."""
+    return sum(max(0, part.count("*") - 1) for part in pattern.split("/") if part != "**")
 
 
 class RuleSet:
@@ -150,6 +159,17 @@ class RuleSet:
         return self.match(rel, is_dir, size)
 
 
+def _bounded(lines: list[str], path: str) -> list[str]:
+    """A ``.gitignore``'s lines but those whose backtracking has no bound (a line of a repository
+    anyone may write would freeze every build and a reader's rule test): left out, said."""
+    kept = [line for line in lines if extra_stars(line) <= MAX_EXTRA_STARS]
+    if len(kept) < len(lines):
+        log.warning("%s: %d line(s) with more than %d * beside another between two slashes "
+                    "left out (matching them takes minutes)", path, len(lines) - len(kept),
+                    MAX_EXTRA_STARS)
+    return kept
+
+
 class GitIgnores:
     """Every ``.gitignore`` from the root down, read once per walk; deeper files win, as in git."""
 
@@ -164,7 +184,7 @@ class GitIgnores:
             try:
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     from pathspec import GitIgnoreSpec
-                    spec = GitIgnoreSpec.from_lines(fh.read().splitlines())
+                    spec = GitIgnoreSpec.from_lines(_bounded(fh.read().splitlines(), path))
             except OSError:
                 pass
             self._specs[dir_rel] = spec

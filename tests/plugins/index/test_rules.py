@@ -85,6 +85,9 @@ def test_a_value_no_path_could_match_is_refused(server, project):
              ("file_name", ".."), ("folder_name", "."), ("path", "svc\x00"),
              ("pattern", "#notes"), ("pattern", "!keep.log"), ("pattern", "/"),
              ("pattern", "*a*a*a*b"),  # backtracks for minutes on a long name
+             # so across names: three stars each below the old per-name cap of three froze a
+             # worker for minutes on a reader's rule test
+             ("pattern", "*a*a*/*a*a*/*a*a*/b"), ("pattern", "*a*a*/*a*/b"),
              ("max_file_size", "²")]
     for type_, value in never:
         r = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": type_, "value": value})
@@ -95,10 +98,23 @@ def test_a_value_no_path_could_match_is_refused(server, project):
     r = server.patch(f"/v1/projects/{pid}/ignore-rules/{rid}", {"value": "src/rs"})
     assert r.status == 422 and "'/'" in r.error["message"], r.body
     ok = [("pattern", "\\#notes"), ("path", "..hidden/x.py"), ("extension", ".tar.gz"),
-          ("pattern", "**/*_*_*.py"), ("pattern", "**")]
+          ("pattern", "**/*_*_*.py"), ("pattern", "**"), ("pattern", "*/*/*/*/*.log"),
+          ("pattern", "*a*/*a*/b")]
     for type_, value in ok:
         r = server.post(f"/v1/projects/{pid}/ignore-rules", {"type": type_, "value": value})
         assert r.status == 201, (type_, value, r.body)
+
+
+def test_a_gitignore_line_that_would_backtrack_for_minutes_is_left_out(server, project):
+    """A repository's own .gitignore reached the matcher unchecked: a reader's rule test of one
+    long path held a worker's every thread for 16 s (three names), minutes at thirty."""
+    pid, root = project
+    (root / ".gitignore").write_text("*a*a*/*a*a*/*a*a*/b\n*.log\n")
+    r = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": "aa/aa/aa/b"})
+    assert r.status == 200 and r.json["ignored"] is False  # the line matches it: not applied
+    r = server.post(f"/v1/projects/{pid}/ignore-rules/test", {"path": "x.log"})
+    assert r.json["ignored"] is True  # the file's other lines still hold
+    assert "left out (matching them takes minutes)" in server.output()
 
 
 def test_the_test_route_explains_gitignore_and_system_rules(server, project):
