@@ -119,7 +119,7 @@ class RuleSet:
         from pathspec import GitIgnoreSpec
         self.rules = [r for r in rules if r.enabled]
         self._patterns = [(r, GitIgnoreSpec.from_lines([r.value])) for r in self.rules
-                          if r.type == "pattern"]
+                          if r.type == "pattern" and _bounded([r.value], f"rule {r.id}")]
         sizes = [r for r in self.rules if r.type == "max_file_size"]
         self._size = min(sizes, key=lambda r: int(r.value)) if sizes else None
         self._hidden = next((r for r in self.rules

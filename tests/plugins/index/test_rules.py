@@ -160,3 +160,12 @@ def test_rule_bodies_never_500(server, project, body):
         assert server.delete(f"/v1/projects/{pid}/ignore-rules/{r.json['id']}").status == 204
     else:
         assert r.error["code"] == "validation_error"
+
+
+def test_a_stored_pattern_past_the_bound_is_not_applied():
+    """A rule stored before the bound held over the whole pattern (three stars a name passed)
+    is left out of the walk rather than freeze it."""
+    from plugins.index.ignore import Rule, RuleSet
+    rules = RuleSet([Rule("r_old", "pattern", "*a*a*/*a*a*/b"), Rule("r_log", "pattern", "*.log")])
+    assert rules.match("aa/aa/b", False, 1) is None
+    assert rules.match("x.log", False, 1).id == "r_log"
