@@ -634,7 +634,8 @@ class Memories:
         if errors:
             raise records.fail(errors, "the import did not validate; nothing was written")
         created, overwritten, skipped = store.import_lines(
-            lines, overwrite, lambda rec: self.actor_for(actor, rec))
+            lines, overwrite, lambda rec: self.actor_for(actor, rec),
+            signed=actor.kind != "loopback")
         self.written(store)
         out = {"created": created, "overwritten": overwritten, "skipped": skipped}
         self.emit("imported", project, actor, request_id, **out)

@@ -483,8 +483,8 @@ class MemoryStore:
 
     def import_lines(self, lines: list[tuple[dict[str, Any], str, list[dict[str, Any]],
                                              list[dict[str, Any]], list[dict[str, Any]]]],
-                     overwrite: bool, actor: Callable[[dict[str, Any]], str]
-                     ) -> tuple[int, int, int]:
+                     overwrite: bool, actor: Callable[[dict[str, Any]], str],
+                     signed: bool = False) -> tuple[int, int, int]:
         """Restore exported ``(record, content_sha, history, links, contradictions)``; returns
         (created, overwritten, skipped). Links and contradictions go in after every record, so
         they may point forward; a pair whose older record is in neither the import nor the
@@ -494,7 +494,9 @@ class MemoryStore:
         event with the fields it changed (by ``actor(record)``), ``unlinked`` for each link of
         its that the line does not hold (on both ends) — and is stamped with the import's
         time, taken in its transaction, so its history explains it in order and an
-        ``If-Match`` read before does not hold after."""
+        ``If-Match`` read before does not hold after. ``signed``: every record written gets
+        that ``imported`` event (server mode — the events before it are only what the file
+        says, whatever actors it names, and the history must show who brought them)."""
         created = overwritten = skipped = 0
         with self.writing() as w:
             at = now_iso()
@@ -526,9 +528,11 @@ class MemoryStore:
                 for ev in history:
                     w.event(rec["id"], ev["at"], ev["kind"], ev["actor"], ev["changes"],
                             ev["note"], event_id=ev["id"])
-                if changes:
+                if changes or signed:
                     w.event(rec["id"], at, "imported", actor(rec), changes,
-                            "overwritten by an import")
+                            ("overwritten" if rec["id"] in taken else "created")
+                            + " by an import" + (f"; the {len(history)} event(s) before this "
+                                                 "one are the file's" if signed else ""))
                 for lk in dropped:
                     for end in (rec["id"], lk["target"]):
                         w.event(end, at, "unlinked", actor(rec), {"link": {

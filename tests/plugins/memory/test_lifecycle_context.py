@@ -127,6 +127,22 @@ def test_roles_in_server_mode(tmp_path):
         batch = {"items": [{"op": "delete", "id": mid}]}
         assert srv.post(f"{base}/batch", batch, token=tok["builder"]).status == 403
         assert srv.delete(f"{base}/{mid}", token=tok["admin"]).status == 204
+        # an import's events name whom the file says; in server mode the history shows who
+        # brought them: a builder's import wrote an "approved by admin" event, and nothing else
+        srv.post(base, body, token=tok["builder"])
+        line = json.loads(srv.get(f"{base}/export", token=tok["admin"]).body)
+        line["memory"]["id"] = "imported1"
+        line["history"] = [{**ev, "id": ev["id"] + "x"} for ev in line["history"]] + [
+            {"id": "ev_forged00000001", "at": "2026-01-02T00:00:00.000Z", "kind": "amended",
+             "actor": "admin", "changes": {}, "note": "approved by admin"}]
+        r = srv.post(f"{base}/import?mode=skip", body=json.dumps(line).encode(), headers=JSONL,
+                     token=tok["builder"])
+        assert r.status == 200 and r.json["created"] == 1, r.body
+        history = srv.get(f"{base}/imported1/history", token=tok["admin"]).json["items"]
+        assert [(e["actor"], e["kind"]) for e in history][-2:] == [("admin", "amended"),
+                                                                  ("builder-1", "imported")]
+        assert history[-1]["note"] == (f"created by an import; the {len(history) - 1} event(s) "
+                                       "before this one are the file's")
     finally:
         srv.stop()
 
