@@ -97,19 +97,24 @@ def _kind(ip: IPAddress) -> str | None:
         return "the unspecified address"
     if ip.is_multicast:
         return "a multicast address"
-    if ip.is_private:
+    if ip.is_private or getattr(ip, "is_site_local", False):
         return "a private address"
+    if ip.is_reserved:
+        return "a reserved address"
     if not ip.is_global:
         return "not a public address"
     return None
 
 
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+# IPv4-compatible (``::a.b.c.d``, deprecated) and SIIT-translated (``::ffff:0:a.b.c.d``): a
+# tunnel or translator on the way delivers them to the IPv4 address they end with
+_EMBEDDED = (ipaddress.ip_network("::/96"), ipaddress.ip_network("::ffff:0:0:0/96"))
 
 
 def _carried(ip: IPAddress) -> IPAddress:
     """The IPv4 address an IPv6 one carries to the IPv4 internet — mapped (``::ffff:a.b.c.d``),
-    NAT64, 6to4, Teredo — since a private address behind it is reached all the same; else
+    NAT64, 6to4, Teredo, IPv4-compatible, SIIT — since a private address behind it is reached all the same; else
     ``ip`` itself."""
     if not isinstance(ip, ipaddress.IPv6Address):
         return ip
@@ -117,7 +122,7 @@ def _carried(ip: IPAddress) -> IPAddress:
         return ip.ipv4_mapped or ip.sixtofour
     if ip.teredo:
         return ip.teredo[1]
-    if any(ip in net for net in _NAT64):
+    if any(ip in net for net in (*_NAT64, *_EMBEDDED)) and int(ip) > 1:  # not :: nor ::1
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
 

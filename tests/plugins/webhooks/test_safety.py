@@ -59,6 +59,12 @@ def refused(server, url: str) -> dict:
     ("http://[64:ff9b::a9fe:a9fe]/", "169.254.169.254, a link-local address"),
     ("http://[2002:a9fe:a9fe::]/", "169.254.169.254, a link-local address"),
     ("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "192.0.2.45, a private address"),
+    # IPv4-compatible and SIIT forms, reserved and site-local ranges (they were accepted)
+    ("http://[::a9fe:a9fe]/", "169.254.169.254, a link-local address"),
+    ("http://[::127.0.0.1]:18970/", "127.0.0.1, a loopback address"),
+    ("http://[::ffff:0:7f00:1]/", "127.0.0.1, a loopback address"),
+    ("http://[fec0::1]/", "fec0::1, a private address"),
+    ("http://[4000::1]/", "4000::1, a reserved address"),
 ])
 def test_targets_inside_the_network_are_refused_by_default(make_server, url, why):
     server = make_server(plugins=["auth", "webhooks"])
