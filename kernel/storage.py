@@ -383,11 +383,18 @@ class Database:
 
 def state_dir(path: Path) -> Path:
     """A project's state folder, made on first use with a ``.gitignore`` holding ``*``, so a
-    ``.neuralmind/`` inside a repository never shows in its ``git status``."""
+    ``.neuralmind/`` inside a repository never shows in its ``git status``; the owner's alone
+    (0700, as the home is): its files hold the memories and the index, which other local users
+    could read in a repository they may enter."""
     ignore = Path(path) / ".gitignore"
     if not ignore.exists():
-        ignore.parent.mkdir(parents=True, exist_ok=True)
+        ignore.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         ignore.write_text("*\n")
+    try:
+        if Path(path).stat().st_mode & 0o077:  # made by an earlier release, or by hand
+            os.chmod(path, 0o700)
+    except OSError:  # a read-only state, or another user's folder: it is read as it is
+        pass
     return Path(path)
 
 

@@ -340,3 +340,19 @@ def test_a_project_cloned_afresh_under_the_running_server_is_said_not_written_to
         assert r.status == 409 and r.error["code"] == "project_state_replaced"
         assert "restart the server" in r.error["message"].lower()
     assert not (repo / ".neuralmind" / "memory.db").exists()
+
+
+@pytest.mark.sqlite_only("the state's files on disk")
+def test_a_projects_state_folder_is_its_owners_alone(make_server, tmp_path):
+    """The .neuralmind folder was 0755 with its databases 0644: any local user who could enter
+    the repository read every memory and the index (the home is 0700)."""
+    import stat
+    fresh, older = tmp_path / "fresh", tmp_path / "older"
+    fresh.mkdir(), (older / ".neuralmind").mkdir(parents=True)
+    (older / ".neuralmind").chmod(0o755)  # as an earlier release left it
+    server = make_server(plugins=["auth", "memory"])
+    for repo in (fresh, older):
+        pid = server.register(repo)
+        r = server.post(f"/v1/projects/{pid}/memories", {"title": "t", "rationale": "secret"})
+        assert r.status == 201, r.body
+        assert stat.S_IMODE((repo / ".neuralmind").stat().st_mode) == 0o700, repo
