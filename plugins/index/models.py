@@ -427,8 +427,8 @@ class LinkFeedbackOut(Model):
 
 class NextIn(Model):
     files_open: list[ProjectPath] = Field(min_length=1, max_length=50)
-    task: Annotated[str, AfterValidator(no_nul)] | None = Field(
-        None, min_length=1, max_length=2000, description="what the agent is doing (searched for)")
+    task: Annotated[_asked(2000), AfterValidator(no_nul)] | None = Field(
+        None, description="what the agent is doing (searched for)")
     limit: int = Field(10, ge=1, le=50)
 
 

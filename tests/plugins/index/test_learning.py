@@ -73,6 +73,14 @@ def test_a_session_or_task_holding_nul_is_refused(served):
             "text cannot contain a NUL character", route
 
 
+def test_a_blank_task_is_refused_as_blank(served):
+    """Whitespace was searched for, as if the agent had said what it was doing."""
+    server, pid = served
+    r = server.post(f"/v1/projects/{pid}/next", {"files_open": ["README.md"], "task": "   "})
+    assert r.status == 422 and r.error["details"]["errors"][0]["msg"] == \
+        "is blank: it holds only whitespace"
+
+
 def test_files_the_index_does_not_hold_are_left_out_and_named(served):
     server, pid = served
     base = f"/v1/projects/{pid}"
