@@ -9,7 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
+                      StringConstraints)
 
 from kernel.errors import InvalidFields
 
@@ -22,6 +23,22 @@ def no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("text cannot contain a NUL character")
     return value
+
+
+def not_blank(value: Any) -> Any:
+    """Whitespace alone says nothing: refused as blank before the strip, which would leave it
+    empty and answer "at least 1 character" of three spaces."""
+    if isinstance(value, str) and value and not value.strip():
+        raise ValueError("is blank: it holds only whitespace")
+    return value
+
+
+def text(max_length: int) -> Any:
+    """A text field of the API: stripped, never blank (refused saying so), at most
+    ``max_length`` characters, no NUL. The pattern publishes "not blank" in the contract."""
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=max_length, pattern=r"\S"),
+                     BeforeValidator(not_blank), AfterValidator(no_nul)]
 
 
 class Model(BaseModel):

@@ -20,7 +20,7 @@ _EXPORTS = {
     "hookimpl": "kernel.plugins",
     **dict.fromkeys(("operation", "read_body", "answer_job"), "kernel.api"),
     **dict.fromkeys(("Model", "Page", "PageQuery", "ISODate", "encode_cursor", "decode_cursor",
-                     "text_pair", "row_number", "no_nul"), "kernel.models"),
+                     "text_pair", "row_number", "no_nul", "not_blank", "text"), "kernel.models"),
     **dict.fromkeys(("Actor", "Permission", "ROLES"), "kernel.auth"),
     **dict.fromkeys((
         "APIError", "BadRequest", "Conflict", "Forbidden", "InvalidFields", "NotFound",

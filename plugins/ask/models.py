@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from neuralmind import ConfigSection, Model, no_nul
+from neuralmind import ConfigSection, Model, text
 
 SourceKind = Literal["memories", "code"]
 
@@ -53,9 +53,7 @@ class AskSettings(ConfigSection):
 
 
 QUESTION_MAX = 4000  # characters of a question, past its surrounding spaces
-Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=QUESTION_MAX),
-                     AfterValidator(no_nul)]
+Question = text(QUESTION_MAX)
 
 
 class AskIn(Model):

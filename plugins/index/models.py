@@ -4,28 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from neuralmind import ConfigSection, Model, no_nul
+from neuralmind import ConfigSection, Model, no_nul, text
 
 Mode = Literal["keyword", "semantic", "hybrid"]
 FileType = Literal["code", "docs", "config"]
 RuleType = Literal["path", "folder_name", "file_name", "extension", "pattern", "max_file_size",
                    "hidden_files"]
-
-
-def _not_blank(value: Any) -> Any:
-    """Whitespace only asks nothing: refused as blank before the strip, which would leave
-    it empty and answer "at least 1 character" to three spaces."""
-    if isinstance(value, str) and value and not value.strip():
-        raise ValueError("is blank: it holds only whitespace")
-    return value
-
-
-def _asked(max_length: int) -> Any:
-    """A search query or a question: stripped, never blank."""
-    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=max_length), BeforeValidator(_not_blank)]
 
 
 class LearnRates(ConfigSection):
@@ -88,7 +74,7 @@ class BuildIn(Model):
 
 
 class CodeSearchIn(Model):
-    query: _asked(2000)
+    query: text(2000)
     n: int = Field(10, ge=1, le=50)
     mode: Mode = "hybrid"
     file_type: FileType | None = None
@@ -115,7 +101,7 @@ class CodeSearchOut(Model):
 
 
 class QueryIn(Model):
-    question: _asked(4000)
+    question: text(4000)
     query_type: Literal["auto", "code", "docs"] = "auto"
     context_budget: int | None = Field(None, ge=256, le=200_000,
                                        description="tokens; default [index] default_budget")
@@ -427,7 +413,7 @@ class LinkFeedbackOut(Model):
 
 class NextIn(Model):
     files_open: list[ProjectPath] = Field(min_length=1, max_length=50)
-    task: Annotated[_asked(2000), AfterValidator(no_nul)] | None = Field(
+    task: text(2000) | None = Field(
         None, description="what the agent is doing (searched for)")
     limit: int = Field(10, ge=1, le=50)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict, Field, StringConstraints,
                       model_validator)
 
-from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul
+from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul, text
 from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
@@ -42,16 +42,7 @@ LinkType = Annotated[Literal[LINK_TYPES], BeforeValidator(_lower)]
 Strategy = Annotated[Literal[STRATEGIES], BeforeValidator(_lower)]
 Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(_lower)]
 
-NOT_BLANK = r"\S"  # published with min_length: blanks are stripped, so "  " is refused too
-
-
-def _text(max_length: int) -> Any:
-    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=max_length, pattern=NOT_BLANK),
-                     AfterValidator(no_nul)]
-
-
-Title, Rationale, Item, Tag, Path = _text(300), _text(20_000), _text(2_000), _text(64), _text(1_024)
+Title, Rationale, Item, Tag, Path = text(300), text(20_000), text(2_000), text(64), text(1_024)
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
                   AfterValidator(no_nul)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
@@ -262,7 +253,7 @@ class ListQuery(Filters, PageQuery):
 
 
 class SearchIn(Filters):
-    query: _text(2_000)
+    query: text(2_000)
     kind: list[Kind] = Field(default_factory=list, validation_alias=AliasChoices("kinds", "kind"),
                              description="Any of these kinds")
     mode: Mode = "hybrid"

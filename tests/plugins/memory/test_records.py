@@ -98,6 +98,10 @@ def test_create_rejects_bad_input_and_writes_nothing(api):
     assert worded.error["details"]["errors"] == [  # a validator's own words, as they stand
         {"loc": ["body", "review_by"], "msg": "a date is written YYYY-MM-DD",
          "type": "value_error"}]
+    blank = api.server.post(api.base, {"title": "   ", "rationale": "r", "tags": ["ok", "\t"]})
+    assert [(e["loc"], e["msg"]) for e in blank.error["details"]["errors"]] == [
+        (["body", "title"], "is blank: it holds only whitespace"),  # was "at least 1 character"
+        (["body", "tags", 1], "is blank: it holds only whitespace")]
     no_day = api.server.post(api.base, {"title": "t", "rationale": "r", "review_by": "2026-02-30"})
     assert no_day.error["details"]["errors"][0]["msg"] == ("2026-02-30 is no day of the calendar "
                                                            "(YYYY-MM-DD)")
