@@ -113,9 +113,18 @@ def test_only_what_can_be_called_is_said_to_be_called(server, tmp_path):
                    for line, after in said.items())
 
 
+def test_a_question_holding_nul_is_refused_as_every_text_field_is(server, built):
+    """A question is a text field like any (kernel text()): a NUL character is a 422."""
+    pid, _ = built
+    r = server.post(f"/v1/projects/{pid}/query", {"question": "a\x00b"})
+    assert r.status == 422 and r.error["details"]["errors"][0]["msg"] == \
+        "text cannot contain a NUL character"
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(budget=st.integers(min_value=256, max_value=3000),
-       question=st.text(min_size=1, max_size=80).filter(lambda s: s.strip()))
+       question=st.text(min_size=1, max_size=80).filter(
+           lambda s: s.strip() and "\x00" not in s))
 def test_a_query_never_exceeds_its_budget_and_always_has_l0(server, built, budget, question):
     pid, _ = built
     r = server.post(f"/v1/projects/{pid}/query", {"question": question,
