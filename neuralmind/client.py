@@ -736,7 +736,7 @@ class NeuralMindClient:
                             json_body=message, headers=headers, timeout=timeout, stream=True)
         streamed = (resp.headers.get("Content-Type") or "").startswith("text/event-stream")
         return MCPAnswer(resp.headers.get("Mcp-Session-Id"), _streamed(
-            _mcp_messages(resp, streamed), "POST /v1/mcp", self.url, timeout))
+            _mcp_messages(resp, streamed), "POST /v1/mcp", self, timeout))
 
     def project(self, path_or_id: str | os.PathLike = ".") -> ProjectHandle:
         """A handle on a project: a directory is registered (idempotent), an id is looked up."""
@@ -883,18 +883,20 @@ def _sse(lines: Iterable[bytes]) -> Iterator[tuple[dict[str, str], str]]:
                 fields[name] = value
 
 
-def _streamed(items: Iterator, what: str, url: str, timeout: float) -> Iterator:
+def _streamed(items: Iterator, what: str, nm: NeuralMindClient,
+              call_timeout: float | None = None) -> Iterator:
     """``items`` read from a streamed answer as it arrives, its transport failing as every
-    call's does: a stall is :class:`TimedOut`, a break :class:`BrokenAnswer` (not
-    ``http.client``'s own exceptions, which the caller cannot know)."""
+    call's does: a stall is :class:`TimedOut` (past the call's timeout, else the client's), a
+    break :class:`BrokenAnswer` (not ``http.client``'s own exceptions, which the caller cannot
+    know)."""
     import http.client
     try:
         yield from items
     except TimeoutError as ex:
-        raise TimedOut(f"{what}: the answer stopped arriving from {url} for {timeout:g} s",
-                       _wait_longer(timeout)) from ex
+        raise TimedOut(f"{what}: the answer stopped arriving from {nm.url} for "
+                       f"{call_timeout or nm.timeout:g} s", _wait_longer(call_timeout)) from ex
     except http.client.HTTPException as ex:
-        raise BrokenAnswer(f"{what}: the server at {url} {_what_broke(ex)}") from ex
+        raise BrokenAnswer(f"{what}: the server at {nm.url} {_what_broke(ex)}") from ex
 
 
 def _ask_events(resp) -> Iterator[AskEvent]:
@@ -1171,7 +1173,7 @@ class ProjectHandle:
         resp = self._nm.request("POST", self._url("ask"), json_body=body, stream=True,
                                 headers={"Accept": "text/event-stream"}, timeout=timeout,
                                 idempotent=True)
-        return _streamed(_ask_events(resp), f"POST {self._url('ask')}", self._nm.url, timeout)
+        return _streamed(_ask_events(resp), f"POST {self._url('ask')}", self._nm, timeout)
 
     def stats(self) -> dict[str, Any]:
         return self._nm._json("GET", self._url("stats"))
@@ -1491,14 +1493,11 @@ class Memories:
                         if line.strip():
                             count += 1
                             yield json.loads(line)
-                except TimeoutError as ex:  # the stream stalled part-way
-                    raise TimedOut(f"GET {self._url('export')}: the export stopped arriving "
-                                   f"from {self._nm.url} for {self._nm.timeout:g} s") from ex
-                except http.client.HTTPException as ex:
+                except http.client.HTTPException as ex:  # broken off: say how far it came
                     raise self._cut_short(count) from ex
             if not line.endswith(b"\n"):  # the server ends every complete export with one
                 raise self._cut_short(count)
-        return lines()
+        return _streamed(lines(), f"GET {self._url('export')}", self._nm)
 
     def export_markdown(self) -> str:
         """Every record as a Markdown section (title, facts, text, lists, links, history),
