@@ -229,15 +229,18 @@ def state_fault(ex: BaseException) -> tuple[APIError, str] | None:
     return None
 
 
-def log_failure(logger: logging.Logger, what: str, ex: BaseException) -> None:
+def log_failure(logger: logging.Logger, what: str, ex: BaseException
+                ) -> tuple[APIError, str] | None:
     """Log that ``what`` failed with ``ex``, in the background (a thread, a job): one line when
     the stored state is at fault — a full disk, a lock held past the busy timeout, a damaged
-    file, an expected condition whose traceback says nothing more — else the traceback."""
+    file, an expected condition whose traceback says nothing more — else the traceback.
+    Returns that fault (:func:`state_fault`), or None."""
     fault = state_fault(ex)
     if fault is None:
         logger.error("%s failed", what, exc_info=ex)
     else:  # an error all the same, as a request's is: an operator has to act on it
         logger.error("%s failed: %s", what, fault[1])
+    return fault
 
 
 def install(app: falcon.App) -> None:

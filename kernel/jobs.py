@@ -16,8 +16,7 @@ from pydantic import Field
 
 from kernel import procs
 from kernel.clock import now_iso
-from kernel.errors import (APIError, Conflict, NotFound, log_failure, state_fault,
-                           storage_failure)
+from kernel.errors import APIError, Conflict, NotFound, log_failure, storage_failure
 from kernel.leases import HOST
 from kernel.models import Model
 
@@ -128,8 +127,7 @@ Work = Callable[[JobContext], Any]
 def _failure(jid: str, ex: Exception) -> dict[str, str]:
     """A failed job's error, logged: the stored state's fault as a route says it (one line),
     else an internal error (its traceback)."""
-    log_failure(log, f"job {jid}", ex)
-    fault = state_fault(ex)
+    fault = log_failure(log, f"job {jid}", ex)
     if fault is None:
         return {"code": "internal_error", "message": "the job failed; the server log has the "
                                                      "details"}
