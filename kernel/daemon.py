@@ -261,8 +261,7 @@ def serve_home(home: Path) -> None:
 class Served(RuntimeError):
     """A server or the daemon serves the home :func:`unserved` was asked for."""
 
-    def __init__(self, home: Path, pids: list[int]):
-        daemon = serving_pid(home)
+    def __init__(self, home: Path, pids: list[int], daemon: int | None):
         if daemon:
             who = (f"a daemon serves {home} (pid {daemon}): stop it first "
                    "(`neuralmind daemon stop`)")
@@ -284,9 +283,9 @@ def unserved(home: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Served(Path(home), _holders(fd)) from None
-        if serving_pid(home):
-            raise Served(Path(home), [])
+            raise Served(Path(home), _holders(fd), serving_pid(home)) from None
+        if daemon := serving_pid(home):
+            raise Served(Path(home), [], daemon)
         yield
     finally:
         os.close(fd)
