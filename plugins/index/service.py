@@ -7,11 +7,12 @@ import hashlib
 import os
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 from neuralmind import (TOKEN_COUNTER, APIError, Conflict, Forbidden, InvalidFields, NotFound,
                         ProjectStores, Unavailable, UnsupportedMediaType, VersionedCache,
-                        estimate_tokens, gitinfo, now_iso)
+                        estimate_tokens, file_size, gitinfo, now_iso)
 from plugins.index import context, graph, ingest, learning, search
 from plugins.index.build import Build, file_row, stored_embed_text
 from plugins.index.walker import FileEntry, contained
@@ -52,7 +53,8 @@ class IndexService:
     def built_store(self, project) -> IndexStore:
         """The project's store, once a build made it: a read never creates (and migrates) the
         file, which on a full disk answered 507 rather than ``index_not_built``."""
-        if not _holds_a_database(self.db_path(project)) or not (
+        # 0 bytes with no log: none, or a first open the disk refused — no index either way
+        if not file_size(Path(self.db_path(project))) or not (
                 store := self.store(project)).meta().get("built_at"):
             raise Conflict(f"project {project.id} has no index yet: build it first (POST "
                            f"/v1/projects/{project.id}/build, `neuralmind project build` or "
@@ -60,7 +62,7 @@ class IndexService:
         return store
 
     def describe(self, project) -> dict[str, Any]:
-        if not _holds_a_database(self.db_path(project)):
+        if not file_size(Path(self.db_path(project))):
             return {"built": False, "built_at": None, "built_head": None}
         meta = self.store(project).meta()
         return {"built": bool(meta.get("built_at")), "built_at": meta.get("built_at"),
@@ -294,8 +296,7 @@ class IndexService:
         store = self.store(project)
         meta, stats = store.meta(), store.stats()
         per = stats["languages"]
-        size = sum(os.path.getsize(self.db_path(project) + s)
-                   for s in ("", "-wal") if os.path.exists(self.db_path(project) + s))
+        size = file_size(Path(self.db_path(project)))
         return {"project_id": project.id, "built": bool(meta.get("built_at")),
                 "built_at": meta.get("built_at"), "built_head": meta.get("built_head") or None,
                 "files": sum(v["files"] for v in per.values()),
@@ -659,11 +660,3 @@ def _not_indexed(project, rel: str) -> str:
         return f"{rel} is a directory of {project.id}, not a file: name the files in it"
     return f"{rel} is not an indexed file of {project.id} (ignored, binary, or not built yet)"
 
-
-def _holds_a_database(path: str) -> bool:
-    """Whether ``path`` is more than a name: a 0-byte file (a first open the disk refused) with
-    no write-ahead log holds nothing."""
-    try:
-        return os.path.getsize(path) > 0 or os.path.exists(path + "-wal")
-    except OSError:
-        return False
