@@ -315,8 +315,8 @@ class Searcher:
         from plugins.memory.passages import embed_texts
         blobs = dict(self._held.get((str(store.db.path), embedder.model_id), {}))
         new = [row for row in todo if (row[0], row[3]) not in blobs]
-        texts = [embed_texts(title, rationale, self.passages_over(), self.settings.passage_chars)
-                 for _, title, rationale, _ in new]
+        over, chars = self.passages_over(), self.settings.passage_chars
+        texts = [embed_texts(title, rationale, over, chars) for _, title, rationale, _ in new]
         flat = [t for group in texts for t in group]
         order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # similar lengths pad less
         vectors = np.empty((len(flat), embedder.dim), np.float32)
