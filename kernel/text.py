@@ -1,7 +1,11 @@
-"""Text measures the plugins share: the stopwords keyword legs drop, and the one token
-estimate every context budget is counted in (the embedder keeps its tokenizer private)."""
+"""Text measures the plugins share: the stopwords keyword legs drop, the form text takes in a
+keyword index, and the one token estimate every context budget is counted in (the embedder
+keeps its tokenizer private)."""
 
 from __future__ import annotations
+
+import re
+import unicodedata
 
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because
 been before being below between both but by can could did do does doing down during each few for
@@ -18,3 +22,27 @@ def estimate_tokens(text: str) -> int:
     """One token per four characters, rounded up; for code it runs ~20% under the MiniLM
     tokenizer (≈3.1 characters per token on CoSQA functions)."""
     return (len(text) + 3) // 4
+
+
+# Han, Hiragana and Katakana: scripts written without spaces between words
+_UNSPACED = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                       "\U00020000-\U0002fa1f]+")
+
+
+def keyword_text(text: str) -> str:
+    """``text`` as a keyword index stores it and a keyword query asks for it, the same on both
+    sides: NFKC-normalised (so an NFD name from macOS, a full-width letter or a half-width
+    katakana equals its usual form), each run of Chinese or Japanese split into its overlapping
+    character pairs (``数据库`` → ``数据 据库``) set apart from the words around it. A keyword
+    tokenizer takes such a run for one word, so a word inside a sentence could never match;
+    pairs are how a dictionary-free index finds it (a two-character word is the commonest
+    kind), and a query run of two or more characters is the phrase of its pairs."""
+    text = unicodedata.normalize("NFKC", text)
+    return _UNSPACED.sub(_pairs, text) if _UNSPACED.search(text) else text
+
+
+def _pairs(run: re.Match) -> str:
+    chars = run.group()
+    if len(chars) == 1:
+        return f" {chars} "
+    return " " + " ".join(chars[i:i + 2] for i in range(len(chars) - 1)) + " "

@@ -24,7 +24,7 @@ from kernel.config import load_settings
 from kernel.errors import InvalidFields
 from kernel.jobs import Job
 from kernel.storage import ProjectStores, statements
-from kernel.text import STOPWORDS, estimate_tokens
+from kernel.text import STOPWORDS, estimate_tokens, keyword_text
 from kernel.vectors import VersionedCache, top_k
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -77,6 +77,21 @@ def test_no_repository_or_an_unborn_branch_has_no_head(tmp_path):
 def test_the_token_estimate_and_the_stopwords():
     assert [estimate_tokens(t) for t in ("", "a", "abcd", "abcde")] == [0, 1, 1, 2]
     assert {"the", "and", "self", "which"} <= STOPWORDS and "parser" not in STOPWORDS
+
+
+def test_keyword_text_pairs_chinese_and_japanese_runs_and_normalises_the_rest():
+    """A run of Han or kana is one token to a keyword tokenizer; its character pairs, set apart
+    from the words beside it, let a word inside it match, on the index's side and the query's
+    alike."""
+    assert keyword_text("使用数据库连接池").split() == ["使用", "用数", "数据", "据库", "库连",
+                                                     "连接", "接池"]
+    assert keyword_text("数据库").split() == ["数据", "据库"]  # a run inside the one above
+    assert keyword_text("キャッシュにはRedisを使う").split() == [
+        "キャ", "ャッ", "ッシ", "シュ", "ュに", "には", "Redis", "を使", "使う"]
+    assert keyword_text("库").split() == ["库"]
+    assert keyword_text("donne\u0301es") == "données"  # NFD, as macOS names files
+    assert keyword_text("ＡＢＣ ｶﾅ").split() == ["ABC", "カナ"]  # full and half width
+    assert keyword_text("Plain text, 한국어 띄어쓰기") == "Plain text, 한국어 띄어쓰기"
 
 
 def test_sql_statements_split_on_complete_statements_only_even_on_one_line():
