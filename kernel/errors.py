@@ -12,7 +12,8 @@ from typing import Any
 
 import falcon
 
-from kernel.storage import NewerSchema, StateReadOnly, damage_said, damaged, damaged_file
+from kernel.storage import (RESTORE_HINT, NewerSchema, StateReadOnly, StateReplaced, damage_said,
+                            damaged, damaged_file)
 
 log = logging.getLogger("neuralmind.errors")
 
@@ -211,9 +212,8 @@ def damage_error(ex: BaseException) -> APIError:
     and that only a backup helps — a 500, as retrying is no use."""
     path = damaged_file(ex)
     which = f"the {path.stem} database" if path else "a database file"
-    return APIError(f"{which} of NeuralMind's state is damaged: restore it from a backup "
-                    '(docs/operations.md, "Storage"); the server log names the file',
-                    code="storage_damaged")
+    return APIError(f"{which} of NeuralMind's state is damaged: {RESTORE_HINT}; the server "
+                    "log names the file", code="storage_damaged")
 
 
 def state_fault(ex: BaseException) -> tuple[APIError, str] | None:
@@ -222,6 +222,8 @@ def state_fault(ex: BaseException) -> tuple[APIError, str] | None:
     reach or refusing writes (no traceback: it would say nothing more); None otherwise."""
     if isinstance(ex, NewerSchema):  # a project's file a newer NeuralMind wrote
         return Unavailable(ex.public, code="storage_newer"), str(ex)
+    if isinstance(ex, StateReplaced):
+        return Conflict(str(ex), code="project_state_replaced"), str(ex)
     if damaged(ex):
         return damage_error(ex), damage_said(ex)
     if storage_failure(ex):

@@ -155,11 +155,13 @@ def damaged_file(ex: BaseException) -> Path | None:
     return getattr(ex, "database_path", None)
 
 
+RESTORE_HINT = 'restore it from a backup (docs/operations.md, "Storage")'
+
+
 def damage_said(ex: BaseException) -> str:
     """The one line a log, a start-up or ``storage check`` says of a damaged file."""
     where = damaged_file(ex) or "a SQLite file of NeuralMind's state"
-    return (f"{where} is damaged ({ex}): restore it from a backup (docs/operations.md, "
-            '"Storage")')
+    return f"{where} is damaged ({ex}): {RESTORE_HINT}"
 
 
 def _names_its_file(method: Callable) -> Callable:
@@ -240,6 +242,18 @@ def damage(path: Path) -> str | None:
     finally:
         conn.close()
     return None if found == ["ok"] else "; ".join(found[:3])
+
+
+class StateReplaced(Exception):
+    """A project's state file deleted or replaced while the server ran (a fresh clone):
+    writing on would lose the writes at its next start, and its caches would mix the two
+    files' rows."""
+
+    def __init__(self, project_id: str):
+        super().__init__(f"the state of project {project_id} (its .neuralmind folder) was "
+                         "deleted or replaced while this server ran — a fresh clone? Restart "
+                         "the server to begin it afresh (`neuralmind daemon stop`, then "
+                         "`neuralmind daemon start`)")
 
 
 class NewerSchema(Exception):
@@ -367,10 +381,10 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")  # which can fail too (a deferred constraint, I/O)
             except BaseException:
                 _roll_back(conn)
                 raise
-            conn.execute("COMMIT")
         finally:
             self._write_lock.release()
 
@@ -416,17 +430,12 @@ class ProjectStores(Generic[S]):
         self._lock = threading.Lock()
 
     def get(self, project) -> S:
-        """The project's store; 409 ``project_state_replaced`` when its file was deleted or
-        replaced under the running server (writing on would lose the writes at its next
-        start, and its caches would mix the two files' rows)."""
+        """The project's store; :class:`StateReplaced` when its file was deleted or replaced
+        under the running server."""
         store = self._stores.get(project.id)
         db = getattr(store, "db", None)  # a store of the kernel's databases: its file checked
         if isinstance(db, Database) and db.replaced():
-            from kernel.errors import Conflict
-            raise Conflict(f"the state of project {project.id} (its .neuralmind folder) was "
-                           "deleted or replaced while this server ran — a fresh clone? Restart "
-                           "the server to begin it afresh (`neuralmind daemon stop`, then "
-                           "`neuralmind daemon start`)", code="project_state_replaced")
+            raise StateReplaced(project.id)
         if store is None:
             with self._lock:
                 store = self._stores.get(project.id)

@@ -109,3 +109,21 @@ def test_reading_needs_no_writer_lock_file(tmp_path):
         conn.execute("PRAGMA user_version")
     assert (tmp_path / "a.db-writer").exists()
     reader.close()
+
+
+def test_a_commit_that_fails_ends_its_transaction_and_the_next_one_writes(tmp_path):
+    """A COMMIT can fail (here a deferred foreign key, checked only then): the transaction is
+    rolled back, not left open on the thread's connection, where every later write failed
+    with "cannot start a transaction within a transaction" and the write lock stayed held."""
+    db = Database(tmp_path / "t.db", ["""
+        CREATE TABLE parent (id INTEGER PRIMARY KEY);
+        CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)
+    """])
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        with db.transaction() as conn:
+            conn.execute("INSERT INTO child VALUES (7)")
+    assert not db.conn.in_transaction
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO parent VALUES (7)")
+        conn.execute("INSERT INTO child VALUES (7)")
+    assert [tuple(r) for r in db.conn.execute("SELECT parent FROM child")] == [(7,)]
