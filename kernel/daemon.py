@@ -341,14 +341,14 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
     """Start ``neuralmind daemon start --foreground …`` detached; wait until it answers."""
     Path(home).mkdir(parents=True, exist_ok=True)
     os.chmod(home, 0o700)
-    log = open(Path(home) / "daemon.log", "ab")
-    start = log.seek(0, os.SEEK_END)
     before = read_discovery(home)
-    # -P: the working directory (the user's repository) is not put on sys.path, or its own
-    # kernel/ or plugins/ package would be imported in place of NeuralMind's
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "neuralmind.cli", *argv],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True)
+    with open(Path(home) / "daemon.log", "ab") as log:  # the child keeps its own copy
+        start = log.seek(0, os.SEEK_END)
+        # -P: the working directory (the user's repository) is not put on sys.path, or its
+        # own kernel/ or plugins/ package would be imported in place of NeuralMind's
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "neuralmind.cli", *argv],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -361,6 +361,11 @@ def spawn(home: Path, argv: list[str], timeout: float = 60.0) -> dict[str, Any]:
             return info
         time.sleep(0.1)
     proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
     raise RuntimeError(f"the daemon did not answer within {timeout:.0f} s; see {Path(home) / 'daemon.log'}")
 
 
@@ -382,12 +387,13 @@ def _errors_since(log: Path, offset: int) -> str:
 
 def stop(home: Path, timeout: float = 15.0) -> bool:
     """Stop the daemon serving ``home``: the one holding it (:func:`claim_home`), else the
-    one its discovery file names; a damaged file with no daemon holding the home is
+    one its discovery file names if it answers there (after a crash or a reboot the file's
+    pid may be another process's now); a damaged file with no daemon holding the home is
     :class:`DiscoveryDamaged`."""
     pid = serving_pid(home)
     if pid is None:
         info = discovered(home)
-        pid = info["pid"] if info and pid_alive(info["pid"]) else None
+        pid = info["pid"] if info and pid_alive(info["pid"]) and health(info) else None
     if pid is None:
         discovery_path(home).unlink(missing_ok=True)
         return False

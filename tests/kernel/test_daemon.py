@@ -303,3 +303,22 @@ def test_a_server_start_while_storage_migrate_copies_is_refused(tmp_path):
             f"neuralmind: storage migrate (pid {os.getpid()}) is using {home}: start the server "
             "when it ends\n"))
     assert not (home / "daemon.json").exists()
+
+
+def test_stop_never_kills_the_process_a_stale_discovery_file_names(tmp_path):
+    """After a crash or a reboot, daemon.json can name a pid another process of the user has
+    now; with no daemon holding the home and nothing answering at the file's address, stop
+    removes the file and signals nobody."""
+    from kernel.daemon import write_discovery
+    from tests.support import run_cli
+    home = tmp_path / "home"
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        write_discovery(home, {"pid": bystander.pid, "host": "127.0.0.1", "port": free_port()})
+        code, out, err = run_cli("daemon", "stop", env={"NEURALMIND_HOME": str(home)})
+        assert bystander.poll() is None  # alive
+        assert code == 0 and "no daemon" in (out + err).lower()
+        assert not (home / "daemon.json").exists()
+    finally:
+        bystander.kill()
+        bystander.wait()
