@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import (AfterValidator, Field, StringConstraints, field_validator, model_validator)
 
-from neuralmind import ConfigSection, Model, PageQuery
+from neuralmind import ConfigSection, Model, PageQuery, no_nul
 
 EVENT_PATTERN = r"^(\*|[a-z0-9_][a-z0-9_.]*\*?)$"
 PROJECT_ID = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -32,7 +32,8 @@ EventPattern = Annotated[str,
 ProjectId = Annotated[str, _shaped(PROJECT_ID, "a project id (lower-case letters, digits, - and "
                                    "_, as GET /v1/projects lists them)")]
 Url = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2_048)]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=1_000)]
+Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=1_000),
+                        AfterValidator(no_nul)]
 Events = Annotated[list[EventPattern], Field(
     min_length=1, max_length=50, description="Event kinds to receive; a trailing `*` matches a "
     "prefix (`memory.*`), `*` alone every kind")]

@@ -121,6 +121,9 @@ def test_delete_removes_the_hook_and_its_deliveries(served, receiver):
     ({"url": URL, "events": "memory.*"}, ["body", "events"], "valid array"),
     ({"url": 3, "events": ["*"]}, ["body", "url"], "valid string"),
     ({"url": "x" * 3000, "events": ["*"]}, ["body", "url"], "at most 2048"),
+    # PostgreSQL's text holds no NUL: a 500 there before, refused on both backends now
+    ({"url": URL, "events": ["*"], "description": "a\x00b"}, ["body", "description"],
+     "cannot contain a NUL character"),
 ])
 def test_wrong_input_names_the_field_and_changes_nothing(served, body, loc, said):
     r = served.post("/v1/webhooks", body)
