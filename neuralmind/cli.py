@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     from neuralmind.client import NeuralMindError
     from neuralmind.commands.common import CommandError
     line = sys.argv[1:] if argv is None else argv
+    if (reconfigure := getattr(sys.stdout, "reconfigure", None)) is not None:
+        # a terminal or pipe that is not UTF-8 shows what it cannot encode as \u escapes
+        # rather than ending the command in a traceback (-o FILE writes UTF-8 whatever it is)
+        reconfigure(errors="backslashreplace")
     if bad := next((arg for arg in line if not _utf8(arg)), None):
         shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         print(f"neuralmind: the argument {shown!r} is not UTF-8: names and text reach the "

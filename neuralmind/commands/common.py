@@ -8,6 +8,7 @@ import json
 import math
 import os
 import sys
+import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -201,19 +202,49 @@ CELL = 60  # a table cell's most characters
 
 
 def table(rows: Iterable[dict], columns: Sequence[str], width: int = CELL) -> str:
-    """A plain aligned table; long cells are cut with an ellipsis."""
+    """A plain aligned table, aligned by the columns a terminal gives each character (two for
+    Chinese, Japanese and Korean, none for a combining accent); long cells are cut with an
+    ellipsis."""
     cells = [[_cell(row.get(c), width) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    widths = [max(len(c), *(shown_width(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    lines += ["  ".join(_pad(v, w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+# the joiners Persian, Indic scripts and emoji sequences need: invisible, yet no control
+JOINERS = "\u200c\u200d"
 
 
 def _cell(value: Any, width: int) -> str:
     text = plain(value).replace("\n", " ") or "-"
-    # a control character (an ANSI escape in a title) is shown, never sent to the terminal
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    # a control character (an ANSI escape, a bidi override in a title) is shown, never sent
+    # to the terminal
+    text = "".join(c if c.isprintable() or c in JOINERS else repr(c)[1:-1] for c in text)
+    if shown_width(text) <= width:
+        return text
+    cut, used = [], 0
+    for c in text:
+        used += _columns(c)
+        if used > width - 1:
+            break
+        cut.append(c)
+    return "".join(cut) + "…"
+
+
+def shown_width(text: str) -> int:
+    """The terminal columns ``text`` takes."""
+    return sum(map(_columns, text))
+
+
+def _columns(c: str) -> int:
+    if unicodedata.combining(c) or c in JOINERS:
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in "WF" else 1
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - shown_width(text))
 
 
 def plain(value: Any) -> str:

@@ -194,7 +194,7 @@ def cmd_export(args) -> int:
     if args.json and args.format == "md":
         raise CommandError("--format md writes Markdown: leave out --json (ndjson is JSON)")
     memories = project(args).memories
-    out = open(args.output, "w") if args.output else sys.stdout
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     count = 0
     try:
         if args.format == "md":

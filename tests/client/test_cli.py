@@ -75,6 +75,41 @@ def test_control_characters_are_shown_not_sent_to_the_terminal(cli):
     assert code == 0 and "\x1b" not in out and "esc \\x1b[31mRED\\x1b[0m title" in out
 
 
+def test_tables_keep_joiners_escape_bidi_overrides_and_align_wide_characters():
+    """Persian needs the zero-width non-joiner and emoji sequences the joiner: shown, not
+    escaped; a bidi override (text that reads other than it is) stays escaped; a Chinese
+    title takes two columns a character, so the next column starts where the others do."""
+    from neuralmind.commands.common import table
+    rows = [{"title": "می\u200cخواهم", "id": "a"}, {"title": "数据库连接池", "id": "b"},
+            {"title": "x\u202egnp.exe", "id": "c"}, {"title": "plain", "id": "d"}]
+    lines = table(rows, ("title", "id")).splitlines()
+    assert "می\u200cخواهم" in lines[1] and "x\\u202egnp.exe" in lines[3]
+    from neuralmind.commands.common import shown_width
+    assert len({shown_width(line[:-1]) for line in lines[1:]}) == 1  # ids in one column
+    cut = table([{"t": "数" * 40}], ("t",), width=9).splitlines()[1]
+    assert cut == "数" * 4 + "…"  # 8 columns and the ellipsis
+
+
+def test_a_terminal_that_is_not_utf8_gets_escapes_and_an_export_file_utf8(daemon, tmp_path):
+    """Under a locale that is not UTF-8 (an ASCII or cp1252 console), a Chinese title ended
+    `memory list` in a traceback and `memory export -o FILE` in one with an empty file."""
+    repo = git_repo(tmp_path / "intl", {"x.py": "x = 1\n"})
+    added = daemon.run("memory", "add", "使用数据库连接池", "-r", "Müller approved", cwd=repo)
+    assert added.returncode == 0, added.stderr
+    ascii_env = {**daemon.env, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+                 "PYTHONIOENCODING": "ascii"}
+    shown = subprocess.run([sys.executable, "-m", "neuralmind.cli", "memory", "list"],
+                           cwd=repo, env=ascii_env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "\\u4f7f\\u7528" in shown.stdout, shown.stderr
+    out = tmp_path / "export.md"
+    done = subprocess.run([sys.executable, "-m", "neuralmind.cli", "memory", "export", "--format",
+                           "md", "-o", str(out)], cwd=repo, env=ascii_env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "使用数据库连接池" in out.read_text(encoding="utf-8") and "Müller" in out.read_text(
+        encoding="utf-8")
+
+
 def test_api_error_exits_1_with_code_and_request_id(cli):
     code, out, err = cli("project", "show", "--project", "p_000000000000")
     assert code == 1 and out == ""
