@@ -353,7 +353,10 @@ def home_dir() -> Path:
     return Path(os.environ.get("NEURALMIND_HOME") or Path.home() / ".neuralmind").expanduser()
 
 
-def read_discovery(home: Path | None = None) -> dict[str, Any] | None:
+def _discovery_file(home: Path | None = None) -> Any:
+    """What the daemon's discovery file holds, as JSON, or None (the kernel's
+    ``read_discovery`` checks it as a daemon's; the client, which imports nothing of the
+    server, only reads it)."""
     try:
         return json.loads((Path(home or home_dir()) / "daemon.json").read_text())
     except (OSError, ValueError):
@@ -365,7 +368,7 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     """(url, token): arguments first, then ``NEURALMIND_API_URL``/``NEURALMIND_API_TOKEN``,
     then the daemon's discovery file, then (token only) ``$NEURALMIND_HOME/token``."""
     home = Path(home or home_dir())
-    info = read_discovery(home)
+    info = _discovery_file(home)
     if not isinstance(info, dict):  # JSON, but no daemon's: as if there were none
         info = {}
     given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
@@ -572,7 +575,7 @@ class NeuralMindClient:
         """One call; an error envelope raises its ``NeuralMindAPIError`` subclass. With
         ``stream``, a success is the open response, to be read as it arrives.
 
-        Idempotent requests (GET, DELETE, and POSTs the caller marks so) are retried with
+        Idempotent requests (GET, HEAD, PUT, DELETE, and POSTs the caller marks so) are retried with
         backoff on connection errors, broken answers and 503; nothing else is, so a write never
         lands twice — but a refused connection sent nothing, so any call goes again once the
         discovery file names a daemon that restarted on another port."""
