@@ -5,9 +5,8 @@
 
 import sys
 
-from kernel import daemon
 from kernel.config import ConfigError, load_settings
-from kernel.serving import CannotServe, gunicorn_options
+from kernel.serving import CannotServe, gunicorn_options, hold_home
 
 try:
     _settings = load_settings()
@@ -15,10 +14,8 @@ try:
 except (ConfigError, CannotServe) as _ex:  # one line, as `neuralmind serve` says it
     print(f"neuralmind: {_ex}", file=sys.stderr)
     sys.exit(2)
-try:  # the master holds the home as one of its servers: storage migrate waits for its end
-    daemon.serve_home(_settings.home)
-except daemon.HomeBusy as _ex:
-    print(f"neuralmind: {_ex}: start the server when it ends", file=sys.stderr)
+if _why := hold_home(_settings.home, "server"):  # storage migrate waits for the master's end
+    print(f"neuralmind: {_why}", file=sys.stderr)
     sys.exit(1)
 for _name, _value in _options.items():
     globals()[_name] = _value

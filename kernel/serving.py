@@ -107,8 +107,8 @@ def _check_versions(settings: Settings, pm) -> None:
 def check_bind(settings: Settings) -> None:
     """What must hold before gunicorn forks, each failure one clear line: the plugins'
     config sections, the bind, TLS, the config's projects and the shared database, reached
-    and with pgvector in it or creatable (each worker would fail on its own, the database
-    after 30 s of pool retries)."""
+    and able to hold the enabled components (pgvector, for the memory plugin; each worker
+    would fail on its own, the database after 30 s of pool retries)."""
     server = settings.server
     pm = make_plugin_manager(settings.kernel.plugins)
     settings.check_sections(pm)
@@ -116,8 +116,10 @@ def check_bind(settings: Settings) -> None:
     check_tls(settings)
     config_projects(settings)
     if settings.storage.backend == "postgres":
-        from kernel.pg import missing_vector, unreachable
-        if why := unreachable(settings.storage.dsn, check=missing_vector):
+        from kernel.pg import unreachable
+        from kernel.stored import components, unmet
+        found = components(settings, pm)
+        if why := unreachable(settings.storage.dsn, check=lambda conn: unmet(conn, found)):
             raise CannotServe(why)
         _check_versions(settings, pm)
     if is_loopback(server.host):
@@ -222,6 +224,18 @@ def _preload(plugins: list[str]):
                     importlib.import_module(module.name)
         gc.freeze()  # the workers' collections then leave the shared pages unwritten
     return on_starting
+
+
+def hold_home(home, what: str) -> str | None:
+    """Hold ``home`` as one of its servers for this process's life (the gunicorn master's:
+    :func:`kernel.daemon.serve_home`); None, or the one line saying why the ``what`` cannot
+    start now (storage migrate copies the home)."""
+    from kernel import daemon
+    try:
+        daemon.serve_home(home)
+    except daemon.HomeBusy as ex:
+        return f"{ex}: start the {what} when it ends"
+    return None
 
 
 def _post_fork(server, worker) -> None:

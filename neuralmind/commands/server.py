@@ -38,12 +38,9 @@ def _run_gunicorn(options, home, what: str) -> int:
     why in one line). gunicorn halts again while it reaps a second worker that failed too,
     from inside its own halt: that repeat is its status, not a traceback."""
     from gunicorn.errors import HaltServer
-    from kernel import daemon
-    from kernel.serving import Server
-    try:
-        daemon.serve_home(home)
-    except daemon.HomeBusy as ex:
-        print(f"neuralmind: {ex}: start the {what} when it ends", file=sys.stderr)
+    from kernel.serving import Server, hold_home
+    if why := hold_home(home, what):
+        print(f"neuralmind: {why}", file=sys.stderr)
         return 1
     try:
         Server(options).run()
