@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from neuralmind import EventKind, Permission, hookimpl
+from neuralmind import EventKind, Permission, hookimpl, log_failure
 from plugins.tier2_bridge import audit, seats
 from plugins.tier2_bridge.selfhosted import server_keys
 from plugins.tier2_bridge.storage import LazyDatabase
@@ -75,8 +75,8 @@ class SeatCounter:
             return
         try:
             self.bridge.seats.seen(actor.id)
-        except Exception:  # seat counting never turns a response into an error
-            log.exception("tier2 seats: could not note actor %s", actor.id)
+        except Exception as ex:  # seat counting never turns a response into an error
+            log_failure(log, f"tier2 seats: noting actor {actor.id}", ex)
 
 
 @hookimpl

@@ -21,6 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from neuralmind import log_failure
 from plugins.webhooks.targets import Connections
 
 log = logging.getLogger("neuralmind.webhooks")
@@ -70,8 +71,8 @@ class Sender:
         self.connections.close()
         try:
             self.leases.release(LEASE, self.holder)
-        except Exception:  # the next holder waits out the lease instead
-            log.exception("webhooks: could not hand over the sender's lease")
+        except Exception as ex:  # the next holder waits out the lease instead
+            log_failure(log, "webhooks: handing over the sender's lease", ex)
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -134,9 +135,8 @@ class Sender:
                 if not due:
                     break
                 row = due[0]
-        except Exception:
-            log.exception("webhooks: delivery %s to hook %s could not be recorded", row["id"],
-                          hook_id)
+        except Exception as ex:
+            log_failure(log, f"webhooks: recording delivery {row['id']} to hook {hook_id}", ex)
         finally:
             with self._lock:
                 self._busy.discard(hook_id)
