@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import os
-import shutil
 import sys
 import tempfile
 import threading
