@@ -50,6 +50,7 @@ PG_STEPS = [step.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS") for step in M
 
 Status = Literal["queued", "running", "done", "error", "cancelled"]
 ACTIVE = ("queued", "running")
+_ACTIVE_SQL = "(" + ", ".join(f"'{status}'" for status in ACTIVE) + ")"  # for ``status IN``
 FINISH_RETRY_S = 0.5  # first pause before recording a job's end again, doubling to 10 s
 
 
@@ -161,13 +162,16 @@ class Jobs:
         return jid
 
     def start(self, jid: str, work: Work, *, wait: bool = False) -> Job:
-        """Run ``work(ctx)`` for a created job: inline when ``wait``, else in a thread."""
+        """Run ``work(ctx)`` for a created job: inline when ``wait``, else in a thread — once
+        the job's row was read, so that a failure here (a locked file, a pool that timed out)
+        means the work never started, and the caller may let go of what it holds for it."""
         if wait:
             self._run(jid, work)
-        else:
-            threading.Thread(target=self._run, args=(jid, work), name=f"job-{jid}",
-                             daemon=True).start()
-        return self.get(jid)
+            return self.get(jid)
+        job = self.get(jid)
+        threading.Thread(target=self._run, args=(jid, work), name=f"job-{jid}",
+                         daemon=True).start()
+        return job
 
     def discard(self, jid: str) -> None:
         """Forget a created job that never started."""
@@ -200,19 +204,24 @@ class Jobs:
 
     def _run(self, jid: str, work: Work) -> None:
         ctx = JobContext(self, jid)
+        # however it ended, with the progress it reported last (a write is kept to one per
+        # PROGRESS_EVERY_S, so the last few may not be stored yet)
+        self._finish(jid, *self._outcome(jid, work, ctx), progress=ctx._progress)
+
+    def _outcome(self, jid: str, work: Work, ctx: JobContext
+                 ) -> tuple[str, Any, dict[str, str] | None]:
+        """Run ``work(ctx)`` as the job: ``(status, result, error)`` of how it ended."""
         try:
             with self.db.transaction() as conn:
                 conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?",
                              (now_iso(), jid))
-            result = work(ctx)
+            return "done", work(ctx), None
         except JobCancelled:
-            self._finish(jid, "cancelled", error={"code": "cancelled", "message": "stopped on request"})
+            return "cancelled", None, {"code": "cancelled", "message": "stopped on request"}
         except APIError as ex:
-            self._finish(jid, "error", error={"code": ex.code, "message": ex.message})
+            return "error", None, {"code": ex.code, "message": ex.message}
         except Exception as ex:
-            self._finish(jid, "error", error=_failure(jid, ex))
-        else:
-            self._finish(jid, "done", result=result, progress=ctx._progress)
+            return "error", None, _failure(jid, ex)
 
     def find(self, jid: str) -> Job | None:
         row = self.db.conn.execute("SELECT * FROM jobs WHERE id = ?", (jid,)).fetchone()
@@ -226,7 +235,7 @@ class Jobs:
 
     def active(self, kind: str, project_id: str) -> Job | None:
         row = self.db.conn.execute(
-            "SELECT * FROM jobs WHERE kind = ? AND project_id = ? AND status IN ('queued', 'running') "
+            f"SELECT * FROM jobs WHERE kind = ? AND project_id = ? AND status IN {_ACTIVE_SQL} "
             "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
         return _job(row) if row else None
 
@@ -234,7 +243,7 @@ class Jobs:
         """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
         marks = _marks(visible)
         rows = self.db.conn.execute(
-            "SELECT status, COUNT(*) AS n FROM jobs WHERE status IN ('queued', 'running') AND "
+            f"SELECT status, COUNT(*) AS n FROM jobs WHERE status IN {_ACTIVE_SQL} AND "
             f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
         return {"queued": 0, "running": 0, **{r["status"]: r["n"] for r in rows}}
 
@@ -270,7 +279,7 @@ class Jobs:
         free, or now another process's (kernel/procs.py) — end as ``interrupted``, and the
         leases they held are let go (another server's jobs are its own to judge)."""
         rows = self.db.conn.execute(
-            "SELECT id, pid, pid_start FROM jobs WHERE status IN ('queued', 'running') "
+            f"SELECT id, pid, pid_start FROM jobs WHERE status IN {_ACTIVE_SQL} "
             "AND (host = ? OR host IS NULL)", (HOST,)).fetchall()
         dead = [r["id"] for r in rows if not procs.alive(r["pid"], r["pid_start"])]
         if dead:
@@ -278,7 +287,7 @@ class Jobs:
                                 "message": "the server process running this job stopped"})
             with self.db.transaction() as conn:
                 conn.executemany("UPDATE jobs SET status = 'error', error = ?, finished_at = ? "
-                                 "WHERE id = ? AND status IN ('queued', 'running')",
+                                 f"WHERE id = ? AND status IN {_ACTIVE_SQL}",
                                  [(error, now_iso(), jid) for jid in dead])
                 # a lease names the job of the process that took it, so that process is gone
                 conn.execute(f"DELETE FROM leases WHERE job_id IN ({_marks(dead)})", dead)

@@ -17,6 +17,7 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -370,6 +371,19 @@ def schemathesis(url: str, token: str, folder: Path, *options: str, config: str 
                           env={**os.environ, "SCHEMATHESIS_HOOKS": hooks})
     (folder / "schemathesis.out").write_text(done.stdout)
     return done, json.loads(report.read_text())
+
+
+def deny_once(conn, action: int, table: str, column: str | None = None):
+    """``conn`` refuses its first ``action`` on ``table`` (and ``column``): a read or write
+    that fails once, as on a locked file or a pool that timed out."""
+    left = [1]
+
+    def authorize(act, arg1, arg2, *_):
+        if left and (act, arg1) == (action, table) and column in (None, arg2):
+            left.clear()
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+    conn.set_authorizer(authorize)
 
 
 # -- the CLI in this process -------------------------------------------------------------------

@@ -20,7 +20,8 @@ from typing import Any
 from neuralmind import TOKEN_COUNTER, Unavailable, estimate_tokens, gitinfo, now_iso
 from plugins.index import chunker, resolve
 from plugins.index.ignore import RuleSet
-from plugins.index.search import fts_text, measure_hubs
+from plugins.index.keywords import node_keywords
+from plugins.index.search import measure_hubs
 from plugins.index.store import FileRow, IndexStore
 from plugins.index.walker import FileEntry, contained, select, walk
 
@@ -116,15 +117,14 @@ def file_row(entry: FileEntry, data: bytes, text: str, settings,
         digest = hashlib.sha1(embed.encode()).hexdigest() if embed else None
         if embed:
             texts[digest] = embed
+        label, body = node_keywords(node.qualname, node.signature, node.docstring, node.text)
         rows.append({
             "id": "n_" + hashlib.sha1(f"{key}\0{seen[key]}".encode()).hexdigest()[:16],
             "path": entry.path, "kind": node.kind, "name": node.name, "qualname": node.qualname,
             "signature": node.signature, "docstring": node.docstring, "line": node.line,
             "end_line": node.end_line, "language": parsed.language, "file_type": file_type,
             "parent": node.parent, "whole": int(node.whole), "text": node.text,
-            "embed_hash": digest,
-            "label": fts_text(f"{node.qualname} {node.signature}"),
-            "body": fts_text(f"{node.docstring}\n{node.text}"),
+            "embed_hash": digest, "label": label, "body": body,
         })
     edges = [(e.src, e.kind, e.target, e.ref, e.alias, e.dst) for e in parsed.edges]
     return FileRow(entry.path, parsed.language, file_type, entry.size, entry.mtime_ns,

@@ -10,6 +10,7 @@ from the start, though: the code a question is about goes last, after the layout
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from neuralmind import VersionedCache, estimate_tokens
@@ -158,7 +159,7 @@ def summary(store) -> list[str]:
     return items
 
 
-def static_layers(project, store, key: str, layers: VersionedCache
+def static_layers(project, store, key: Hashable, layers: VersionedCache
                   ) -> tuple[list[str], list[str], int]:
     """L0, L1 and the project's indexed tokens, computed once per index version."""
     def load():

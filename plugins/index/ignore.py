@@ -9,10 +9,7 @@ import os
 import posixpath
 from dataclasses import asdict, dataclass
 
-RULE_TYPES = ("path", "folder_name", "file_name", "extension", "pattern", "max_file_size",
-              "hidden_files")
 log = logging.getLogger("neuralmind.index")
-DEFAULT_MAX_FILE_BYTES = 1_000_000
 # a pattern's second and later * between two slashes, summed over the pattern: each
 # multiplies the backtracking on long names, across names too (on 255-character names:
 # `*a*a*/b` 8 ms, `*a*/*a*/b` 22 ms, `*a*a*/*a*/b` 2.1 s, `*a*a*/*a*a*/*a*a*/b` minutes)
@@ -159,14 +156,22 @@ class RuleSet:
         return self.match(rel, is_dir, size)
 
 
-def _bounded(lines: list[str], path: str) -> list[str]:
-    """A ``.gitignore``'s lines but those whose backtracking has no bound (a line of a repository
-    anyone may write would freeze every build and a reader's rule test): left out, said."""
-    kept = [line for line in lines if extra_stars(line) <= MAX_EXTRA_STARS]
-    if len(kept) < len(lines):
-        log.warning("%s: %d line(s) with more than %d * beside another between two slashes "
-                    "left out (matching them takes minutes)", path, len(lines) - len(kept),
-                    MAX_EXTRA_STARS)
+_WARNED: set[tuple[str, str]] = set()  # (where, pattern) said once per process
+
+
+def _bounded(patterns: list[str], where: str) -> list[str]:
+    """``patterns`` (a ``.gitignore``'s lines, or a stored rule's one: ``where`` names it) but
+    those whose backtracking has no bound — a line of a repository anyone may write, or a
+    rule an older release saved, would freeze every build and a reader's rule test: left out,
+    said once, not at every walk or rule set that meets it again."""
+    kept = []
+    for pattern in patterns:
+        if extra_stars(pattern) <= MAX_EXTRA_STARS:
+            kept.append(pattern)
+        elif (where, pattern) not in _WARNED:
+            _WARNED.add((where, pattern))
+            log.warning("%s: pattern %r left out: more than %d * beside another between two "
+                        "slashes (matching it takes minutes)", where, pattern, MAX_EXTRA_STARS)
     return kept
 
 

@@ -1,6 +1,6 @@
-"""Keyword (FTS5, porter, identifiers split), semantic (cosine over a per-process matrix
-checked against the index's version stamp, less each node's hubness) and hybrid search over a
-project's nodes.
+"""Keyword (FTS5, porter, identifiers split: plugins/index/keywords.py), semantic (cosine
+over a per-process matrix checked against the index's version stamp, less each node's
+hubness) and hybrid search over a project's nodes.
 
 Hybrid is a score blend, not RRF: on code the semantic leg carries most of the signal, and
 a small keyword weight over the union of both legs' candidates lifts exact-name matches
@@ -12,43 +12,20 @@ and onnxruntime both release the GIL, so the keyword leg costs no wall time."""
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Hashable
 
 import numpy as np
 
-from neuralmind import STOPWORDS, Unavailable, VersionedCache, top_k
+from neuralmind import Unavailable, VersionedCache, top_k
+from plugins.index.keywords import fts_query
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
+# a Python identifier (PEP 3131: any script's letters), dotted; digits never first
+_IDENTIFIER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 CANDIDATES = 100  # per leg, before the blend
 NAMED = 50  # the most definitions of one name put first
 HUB_NEIGHBOURS = 10  # a vector's hubness: its mean cosine to this many nearest others …
 HUB_REFERENCE = 4_096  # … among at most this many of the index's vectors
-
-
-def _parts(word: str) -> list[str]:
-    return _CAMEL.findall(word)
-
-
-def fts_text(text: str) -> str:
-    """Text for the FTS index: as written, plus the parts of each camelCase identifier
-    (snake_case already splits on ``_`` in unicode61), so ``parseConfigFile`` matches
-    "parse config"."""
-    extra = []
-    for word in set(_WORD.findall(text)):
-        parts = _parts(word)
-        if len(parts) > 1:
-            extra.extend(parts)
-    return f"{text}\n{' '.join(extra)}" if extra else text
-
-
-def fts_query(query: str) -> str | None:
-    """An OR of the query's distinct terms (identifiers split, stopwords dropped — all kept
-    when every one is a stopword, so ``only_in`` or ``is_not`` still finds its name)."""
-    terms = list(dict.fromkeys(part.lower() for word in _WORD.findall(query)
-                               for part in [word, *_parts(word)]))
-    kept = [t for t in terms if t not in STOPWORDS] or terms
-    return " OR ".join(f'"{t}"' for t in kept[:32]) or None
 
 
 class Matrix:
@@ -98,7 +75,8 @@ def measure_hubs(store, every: bool = False) -> None:
         store.put_hubs(zip(map(float, found), (h for h, _ in todo)))
 
 
-def _matrix(matrices: VersionedCache[Matrix], store, key: str, model_id: str) -> Matrix:
+def _matrix(matrices: VersionedCache[Matrix], store, key: Hashable, model_id: str
+            ) -> Matrix:
     """This process's copy of the project's vectors, reloaded when the index changed."""
     def load():
         version = store.version()
@@ -112,13 +90,16 @@ def named(store, query: str, file_type: str | None) -> list[int]:
     ``Flask.url_for``: those under the rest, else any of its last part); none for any other
     query. The keyword leg splits an identifier into its parts (``url OR for``), and a long
     class loses on BM25 to whatever repeats them, so a name alone rarely ranked its own
-    definition first."""
-    if not _IDENTIFIER.fullmatch(query.strip()):
+    definition first. The query is taken in NFKC, as Python reads an identifier, and looked
+    up in NFD too: a module is named after its file, which macOS names in NFD."""
+    query = unicodedata.normalize("NFKC", query.strip())
+    if not _IDENTIFIER.fullmatch(query):
         return []
-    query = query.strip()
-    found = store.named(query, file_type, NAMED)
+    found = [row for form in dict.fromkeys((query, unicodedata.normalize("NFD", query)))
+             for row in store.named(form, file_type, NAMED)]
     under = [nid for nid, qualname in found
-             if qualname == query or qualname.endswith("." + query)]
+             if (name := unicodedata.normalize("NFKC", qualname)) == query
+             or name.endswith("." + query)]
     return under or [nid for nid, _ in found]
 
 
@@ -127,7 +108,7 @@ def keyword(store, query: str, n: int, file_type: str | None) -> list[tuple[int,
     return store.keyword(match, n, file_type) if match else []
 
 
-def _semantic_scores(kernel, matrices, store, key: str, query: str, hub_weight: float):
+def _semantic_scores(kernel, matrices, store, key: Hashable, query: str, hub_weight: float):
     embedder = kernel.embedder  # Unavailable (503 semantic_unavailable) without a model
     model_id = embedder.model_id
     vector = embedder.embed([query])[0]
@@ -143,9 +124,9 @@ def _semantic_scores(kernel, matrices, store, key: str, query: str, hub_weight: 
     return mat, scores - hub_weight * mat.hubs if hub_weight else scores
 
 
-def search(kernel, matrices: VersionedCache[Matrix], store, key: str, query: str, n: int,
-           mode: str, file_type: str | None, keyword_weight: float, hub_weight: float = 0.0
-           ) -> tuple[list[tuple[int, float]], str | None]:
+def search(kernel, matrices: VersionedCache[Matrix], store, key: Hashable, query: str,
+           n: int, mode: str, file_type: str | None, keyword_weight: float,
+           hub_weight: float = 0.0) -> tuple[list[tuple[int, float]], str | None]:
     """``([(node id, score)], notice)`` best first; notice says why hybrid fell back. The
     semantic score is the cosine less ``hub_weight`` × the node's hubness."""
     if mode == "keyword":

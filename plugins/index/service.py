@@ -44,17 +44,18 @@ class IndexService:
 
     # -- stores -------------------------------------------------------------------------------
 
-    def db_path(self, project) -> str:
-        return str(project.state_dir / "index.db")
+    def db_path(self, project) -> Path:
+        """The project's index file, also the key of its per-process caches."""
+        return project.state_dir / "index.db"
 
     def store(self, project) -> IndexStore:
         return self._stores.get(project)
 
     def built_store(self, project) -> IndexStore:
-        """The project's store, once a build made it: a read never creates (and migrates) the
-        file, which on a full disk answered 507 rather than ``index_not_built``."""
+        """The project's store, once a build made it: a read never creates (or migrates) the
+        file; without an index it is 409 ``index_not_built``."""
         # 0 bytes with no log: none, or a first open the disk refused — no index either way
-        if not file_size(Path(self.db_path(project))) or not (
+        if not file_size(self.db_path(project)) or not (
                 store := self.store(project)).meta().get("built_at"):
             raise Conflict(f"project {project.id} has no index yet: build it first (POST "
                            f"/v1/projects/{project.id}/build, `neuralmind project build` or "
@@ -62,7 +63,7 @@ class IndexService:
         return store
 
     def describe(self, project) -> dict[str, Any]:
-        if not file_size(Path(self.db_path(project))):
+        if not file_size(self.db_path(project)):
             return {"built": False, "built_at": None, "built_head": None}
         meta = self.store(project).meta()
         return {"built": bool(meta.get("built_at")), "built_at": meta.get("built_at"),
@@ -156,7 +157,11 @@ class IndexService:
         # the running build's job
         jid = self.kernel.jobs.create("build", project_id=project.id, actor=actor.id)
         lease = build_lease(project)
-        holder = self.kernel.leases.acquire(lease, owner, LOCK_TTL_S, job_id=jid)
+        try:
+            holder = self.kernel.leases.acquire(lease, owner, LOCK_TTL_S, job_id=jid)
+        except BaseException:
+            self.kernel.jobs.discard(jid)  # else it stays queued until the server restarts
+            raise
         if holder is not None:
             self.kernel.jobs.discard(jid)
             job = self.kernel.jobs.find(holder["job_id"]) if holder["job_id"] else None
@@ -181,7 +186,11 @@ class IndexService:
         try:
             return self.kernel.jobs.start(jid, work, wait=wait)
         except BaseException:
+            # the work did not start (``start`` fails before its thread does), or ended and
+            # let go of the lease already: neither discarding a started job nor releasing a
+            # released lease changes anything
             self.kernel.leases.release(lease, owner)
+            self.kernel.jobs.discard(jid)
             raise
 
     def run_build(self, project, *, check=lambda: None, progress=lambda **_: None,
@@ -296,7 +305,7 @@ class IndexService:
         store = self.store(project)
         meta, stats = store.meta(), store.stats()
         per = stats["languages"]
-        size = file_size(Path(self.db_path(project)))
+        size = file_size(self.db_path(project))
         return {"project_id": project.id, "built": bool(meta.get("built_at")),
                 "built_at": meta.get("built_at"), "built_head": meta.get("built_head") or None,
                 "files": sum(v["files"] for v in per.values()),
@@ -319,9 +328,16 @@ class IndexService:
                            details={"field": field})
         return row
 
+    def client_path(self, project, store, raw: str, field: str = "path") -> str:
+        """A client's path as the index holds it, whichever Unicode normalisation form the
+        client used (answers name a file as it is on disk); as ``relative`` puts it when the
+        index lacks it."""
+        rel = self.relative(project, raw, field)
+        return store.indexed_path(rel) or rel
+
     def indexed(self, project, store, raw: str, field: str = "file") -> str:
         """A client's path as the indexed file it names; 404 ``file_not_indexed`` else."""
-        rel = self.relative(project, raw, field)
+        rel = self.client_path(project, store, raw, field)
         if store.file(rel) is None:
             raise NotFound(_not_indexed(project, rel), code="file_not_indexed",
                            details={"field": field})
@@ -405,7 +421,7 @@ class IndexService:
         if body.node is not None:
             path = self.node(self.built_store(project), body.node)["path"]
         else:
-            path = self.relative(project, body.file, "file")
+            path = self.client_path(project, self.store(project), body.file, "file")
         related = None if body.related is None else [
             self.relative(project, f, "related") for f in body.related]
         known, unknown = self._indexed(project, [path, *(related or ())])
@@ -421,13 +437,13 @@ class IndexService:
         learning links only indexed files, so ``next`` can use them and ``validate`` finds
         no link to a file it does not know."""
         store, known, unknown = self.store(project), [], []
-        for path in dict.fromkeys(paths):
+        for path in dict.fromkeys(store.indexed_path(p) or p for p in paths):
             (known if store.file(path) is not None else unknown).append(path)
         return known, unknown
 
     def synaptic(self, project, q) -> dict[str, Any]:
-        path = self.relative(project, q.file, "file")
         store = self.store(project)
+        path = self.client_path(project, store, q.file, "file")
         links = self.learning.linked(project, [path], q.limit)
         return {"project_id": project.id, "file": path,
                 "indexed": store.file(path) is not None, "neighbors": [
@@ -441,7 +457,7 @@ class IndexService:
         links, files sharing a decision, and the task's search hits, each with why
         (``learned``/``structural`` off and ``at`` are for ``neuralmind eval next``)."""
         store = self.built_store(project)
-        opened = list(dict.fromkeys(self.relative(project, f, "files_open")
+        opened = list(dict.fromkeys(self.client_path(project, store, f, "files_open")
                                     for f in body.files_open))
         g = self.graph(project, store)
         found: dict[str, dict[str, Any]] = {}
@@ -510,17 +526,15 @@ class IndexService:
             raise UnsupportedMediaType(f"{content_type or 'no type'} is not a document type "
                                        f"this server reads: {', '.join(ingest.TYPES)}")
         if len(data) > self.settings.max_document_bytes:
-            raise APIError(f"the document is {len(data):,} bytes; at most "
-                           f"{self.settings.max_document_bytes:,} are taken ([index] "
-                           "max_document_bytes)", code="document_too_large", status=413,
-                           details={"max_bytes": self.settings.max_document_bytes})
+            raise self._too_large(f"the document is {len(data):,} bytes; at most "
+                                  f"{self.settings.max_document_bytes:,} are taken ([index] "
+                                  "max_document_bytes)")
         try:
             name = ingest.clean_name(name)
         except ValueError as ex:
             raise InvalidFields.one("name", str(ex), "document_name") from None
         if not data.strip():
             raise InvalidFields.one("content", "the document is empty", "document_empty")
-        limits = {"max_bytes": self.settings.max_document_bytes}
         try:
             # bounded while it is extracted and parsed, before anything is stored: a few
             # kilobytes of PDF or of headings may otherwise become megabytes and thousands of
@@ -531,8 +545,7 @@ class IndexService:
         except ingest.Unreadable as ex:
             raise APIError(str(ex), code="document_unreadable", status=422) from None
         except ingest.TooLarge as ex:
-            raise APIError(str(ex), code="document_too_large", status=413,
-                           details={**limits, **ex.details}) from None
+            raise self._too_large(str(ex), ex.details) from None
         store = self.store(project)
         doc_id = "doc_" + secrets.token_hex(8)
         doc = {"id": doc_id, "name": name, "path": f"{ingest.PREFIX}{doc_id}/{name}",
@@ -546,6 +559,13 @@ class IndexService:
                          data={k: out[k] for k in ("id", "name", "content_type", "size", "nodes")},
                          request_id=request_id)
         return out
+
+    def _too_large(self, message: str, details: dict[str, Any] | None = None) -> APIError:
+        """413 ``document_too_large``, naming the byte cap beside any bound that was passed:
+        the one answer for a document too big as sent or once extracted."""
+        return APIError(message, code="document_too_large", status=413,
+                        details={"max_bytes": self.settings.max_document_bytes,
+                                 **(details or {})})
 
     def _document_row(self, store, doc, parsed=None):
         """A document's file row (``parsed``: its text parsed already), its new texts embedded
@@ -619,7 +639,7 @@ class IndexService:
         missing = NotFound(f"{raw} is not an indexed file of {project.id}",
                            code="document_not_found")
         try:
-            rel = self.relative(project, raw)
+            rel = self.client_path(project, store, raw)
         except InvalidFields:
             raise missing from None
         row = store.file(rel)

@@ -5,9 +5,23 @@ project across workers. Only SQL lives here."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from plugins.index.keywords import node_keywords
+
+
+def _rekey(conn) -> None:
+    """Every keyword row derived again from its node: the keyword text changed form (NFKC,
+    Chinese and Japanese as character pairs), and a query in the new form finds no name of a
+    row in the old one. The nodes hold all it takes, so no file is read or parsed again."""
+    conn.execute("DELETE FROM nodes_fts")
+    nodes = conn.execute("SELECT nid, qualname, signature, docstring, text FROM nodes")
+    conn.executemany("INSERT INTO nodes_fts (rowid, label, body) VALUES (?, ?, ?)",
+                     ((nid, *node_keywords(*rest)) for nid, *rest in nodes))
+
 
 MIGRATIONS = ["""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -103,7 +117,7 @@ CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
 """, """
 -- a one-word search names a definition in any case (plugins/index/search.py named)
 CREATE INDEX nodes_by_name_nocase ON nodes (name COLLATE NOCASE);
-"""]
+""", _rekey]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
                 "end_line", "language", "file_type", "parent", "whole", "text", "embed_hash")
@@ -239,6 +253,19 @@ class IndexStore:
 
     def file(self, path: str):
         return self.db.conn.execute("SELECT * FROM files WHERE path = ?", (path,)).fetchone()
+
+    def indexed_path(self, path: str) -> str | None:
+        """The indexed path of the file ``path`` names: itself, else the one equal to it in
+        NFC — macOS names files in NFD and a client types NFC (or the other way round), both
+        naming one file. Only paths with a character past ASCII are compared."""
+        if self.file(path) is not None:
+            return path
+        if path.isascii():
+            return None
+        key = unicodedata.normalize("NFC", path)
+        return next((p for (p,) in self.db.conn.execute(
+            "SELECT path FROM files WHERE path GLOB '*[^ -~]*'")
+            if unicodedata.normalize("NFC", p) == key), None)
 
     def file_tokens(self, paths: Iterable[str]) -> int:
         """The tokens of these files, each counted once (the whole files an answer drew on)."""

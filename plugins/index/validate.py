@@ -20,7 +20,7 @@ from typing import Any
 from plugins.index import resolve
 from plugins.index.build import read_project_file, walk_named
 from plugins.index.learning import FLOOR
-from plugins.index.search import fts_text
+from plugins.index.keywords import node_keywords
 from plugins.index.service import LOCK_TTL_S, build_lease
 from plugins.index.watch import TTL_S, watch_lease
 
@@ -88,8 +88,8 @@ def _keywords(store, write: bool) -> Check:
     if not (missing or orphans) or not write:
         return Check("keywords", not (missing or orphans), detail, len(missing) + orphans)
     rows = store.nodes(missing)
-    store.mend_fts([(nid, fts_text(f"{r['qualname']} {r['signature']}"),
-                     fts_text(f"{r['docstring']}\n{r['text']}")) for nid, r in rows.items()])
+    store.mend_fts([(nid, *node_keywords(r["qualname"], r["signature"], r["docstring"],
+                                         r["text"])) for nid, r in rows.items()])
     return Check("keywords", True, detail, len(missing) + orphans, repaired=True)
 
 

@@ -3,7 +3,14 @@ running by a killed worker are marked interrupted."""
 
 import os
 import signal
+import sqlite3
+import threading
 import time
+
+import pytest
+
+from kernel.errors import Conflict
+from tests.support import deny_once
 
 
 def wait_for(server, jid, statuses=("done", "error", "cancelled"), timeout=20):
@@ -110,3 +117,50 @@ def test_created_job_can_be_discarded_until_it_starts(kapp):
     done = registry.start(kept, lambda ctx: {"ok": True}, wait=True)
     registry.discard(kept)
     assert done.status == "done" and registry.get(kept).result == {"ok": True}
+
+
+def _fails(registry, ctx):
+    raise RuntimeError("the work broke")
+
+
+def _refused(registry, ctx):
+    raise Conflict("the work was refused", code="refused")
+
+
+def _stopped(registry, ctx):
+    registry.cancel(ctx.id)
+    ctx.check()
+
+
+@pytest.mark.parametrize("end, status", [(_fails, "error"), (_refused, "error"),
+                                         (_stopped, "cancelled")])
+def test_a_job_that_fails_or_is_stopped_keeps_its_last_progress(kapp, end, status):
+    """Progress is written at most every 0.2 s: the step reported just before the end was
+    kept only by a job that succeeded."""
+    registry = kapp.kernel.jobs
+
+    def work(ctx):
+        ctx.progress(step=1)
+        ctx.progress(step=2)  # within 0.2 s of the first: not written yet
+        end(registry, ctx)
+
+    job = registry.start(registry.create("sleep"), work, wait=True)
+    assert (job.status, job.progress) == (status, {"step": 2})
+
+
+@pytest.mark.sqlite_only("the failure is made by an SQLite authorizer")
+def test_a_job_whose_row_cannot_be_read_at_its_start_never_runs(kapp):
+    """``start`` read the row after its thread ran the work: a failed read told the caller
+    (the index's build) the job had not started, and it let go of the lease the build ran
+    under."""
+    registry = kapp.kernel.jobs
+    jid = registry.create("sleep")
+    ran = threading.Event()
+    deny_once(registry.db.conn, sqlite3.SQLITE_READ, "jobs", "kind")
+    try:
+        with pytest.raises(sqlite3.DatabaseError):
+            registry.start(jid, lambda ctx: ran.set(), wait=False)
+    finally:
+        registry.db.conn.set_authorizer(None)
+    assert not ran.wait(0.5)
+    assert registry.get(jid).status == "queued"

@@ -7,8 +7,13 @@ import json
 import sqlite3
 from urllib.parse import quote
 
+import pytest
+
+from neuralmind import Actor
+from plugins.index import plugin
+
 from tests.plugins.index.conftest import build, built, wait_for
-from tests.support import LocalServer
+from tests.support import LocalServer, deny_once
 
 
 def indexed(server, pid) -> set[str]:
@@ -181,6 +186,30 @@ def test_a_second_build_is_409_with_the_running_job_and_cancel_stops_it(server, 
     assert server.get(f"/v1/projects/{pid}/stats").json["built"] is False  # nothing half-written
     result = build(server, pid)  # the lock was released
     assert result["files"] >= 400 and result["nodes"] >= 800
+
+
+@pytest.mark.parametrize("action, table, column", [
+    # the lease cannot be taken: the job made for it stayed queued until a restart
+    (sqlite3.SQLITE_INSERT, "leases", None),
+    # the job cannot be read once started: its lease was let go while it ran, so a second
+    # build was accepted beside it
+    (sqlite3.SQLITE_READ, "jobs", "kind"),
+])
+def test_a_build_that_fails_to_start_leaves_no_job_and_no_lease(server, project, action, table,
+                                                                 column):
+    pid, _ = project
+    kernel = server.kernel
+    start = plugin._service(kernel).start_build
+    deny_once(kernel.db.conn, action, table, column)
+    try:
+        with pytest.raises(sqlite3.DatabaseError):
+            start(kernel.projects.get(pid), Actor("tester", "admin"), full=False, wait=False,
+                  request_id=None)
+    finally:
+        kernel.db.conn.set_authorizer(None)
+    assert server.get(f"/v1/jobs?project={pid}").json["items"] == []
+    assert server.get(f"/v1/projects/{pid}/stats").json["built"] is False
+    assert build(server, pid)["files"]  # the lease is free
 
 
 def test_each_build_emits_index_built(server, project):
