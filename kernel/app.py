@@ -42,13 +42,15 @@ class Kernel:
 
     def __init__(self, settings: Settings | None = None, *, plugins: Iterable[str] | None = None,
                  extra_plugins: Iterable[object] = (), load_entrypoints: bool = True):
-        """A damaged SQLite file met while starting (kernel.db, a plugin's) stops the start in
-        one line naming it, rather than a traceback in each worker."""
         try:
             self._start(settings, plugins, extra_plugins, load_entrypoints)
-        except sqlite3.DatabaseError as ex:
-            if not storage.damaged(ex):
+        except BaseException as ex:
+            if getattr(self, "_pg", None) is not None:  # its pool's threads and connections
+                self._pg.close()
+            if not (isinstance(ex, sqlite3.DatabaseError) and storage.damaged(ex)):
                 raise
+            # a damaged file met while starting (kernel.db, a plugin's) stops the start in
+            # one line naming it, rather than a traceback in each worker
             raise StartupError(storage.damage_said(ex)) from None
 
     def _start(self, settings: Settings | None, plugins: Iterable[str] | None,

@@ -52,13 +52,17 @@ class StorageComponent:
     """One component's stored state. ``files(home)`` and ``copy(home, target)`` get a
     :class:`SqliteHome`; ``copy`` brings each file to its version first (as a server start
     would), copies what it holds into ``target`` (the component's view of the database,
-    migrated) and returns the :class:`Check` lines that prove the copy whole."""
+    migrated) and returns the :class:`Check` lines that prove the copy whole. ``prerequisite``
+    says, on a connection to the database, why the component could not make its tables there
+    (an extension the role may not create) — checked before a server forks or a copy begins,
+    for the enabled components alone."""
 
     name: str
     pg_migrations: Sequence[PgMigration]
     tables: tuple[str, ...]
     files: Callable[[SqliteHome], list[StoredFile]]
     copy: Callable[[SqliteHome, PgDatabase], list[Check]]
+    prerequisite: Callable[[Any], str | None] | None = None
 
 
 @dataclass
@@ -165,8 +169,16 @@ def follow_serial(target: PgDatabase, table: str, column: str = "id") -> None:
 
 
 def file_size(path: Path) -> int:
-    """Bytes of a file, its SQLite ``-wal`` included (0 when it does not exist)."""
-    return sum(os.path.getsize(p) for p in (path, Path(f"{path}-wal")) if p.exists())
+    """Bytes of a file, its SQLite ``-wal`` included (0 when it does not exist — or no longer:
+    the last connection to close removes the ``-wal``)."""
+    return sum(_size(p) for p in (path, f"{path}-wal"))
+
+
+def _size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 # -- the kernel's own component ------------------------------------------------------------------
@@ -205,6 +217,12 @@ def components(settings, pm) -> list[StorageComponent]:
     for batch in pm.hook.storage_components(settings=settings):
         found.extend(batch or ())
     return found
+
+
+def unmet(conn, found: Sequence[StorageComponent]) -> str | None:
+    """Why the database ``conn`` reaches cannot hold the ``found`` components (the first
+    :attr:`StorageComponent.prerequisite` unmet), or None."""
+    return next((why for c in found if c.prerequisite and (why := c.prerequisite(conn))), None)
 
 
 def databases(home: SqliteHome, found: Sequence[StorageComponent]

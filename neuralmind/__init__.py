@@ -37,7 +37,7 @@ _EXPORTS = {
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
     **dict.fromkeys(("ProjectStores", "database_errors", "migrate", "statements"),
                    "kernel.storage"),
-    **dict.fromkeys(("PgDatabase", "open_shared", "unreachable"), "kernel.pg"),
+    **dict.fromkeys(("PgDatabase", "missing_vector", "open_shared", "unreachable"), "kernel.pg"),
     **dict.fromkeys(("StorageComponent", "StoredFile", "Check", "copy_table", "file_size"),
                    "kernel.stored"),
     **dict.fromkeys(("ConfigError", "ConfigSection", "load_settings", "file_in_the_way"),

@@ -9,7 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
-from kernel.pg import cannot_reach, missing_vector, shown_dsn, unreachable
+from kernel.pg import cannot_reach, shown_dsn, unreachable
 
 
 def add_commands(subparsers) -> None:
@@ -115,11 +115,13 @@ def _versions(version: int, latest: int) -> dict:
             "newer": version > latest}
 
 
-def _vector_fault(storage) -> str | None:
-    """On PostgreSQL, why no server could start on the database for want of pgvector."""
+def _unmet(storage, found) -> str | None:
+    """On PostgreSQL, why no server could start on the database for what an enabled component
+    needs in it (pgvector)."""
     if storage.backend != "postgres":
         return None
-    return unreachable(storage.dsn, check=missing_vector)
+    from kernel.stored import unmet
+    return unreachable(storage.dsn, check=lambda conn: unmet(conn, found))
 
 
 def _has_schema(db) -> bool:
@@ -127,7 +129,7 @@ def _has_schema(db) -> bool:
 
 
 def cmd_check(args) -> int:
-    from kernel.storage import NewerSchema, damage_said, damaged, database_errors
+    from kernel.storage import RESTORE_HINT, NewerSchema, damage_said, damaged, database_errors
     settings = load_settings(args.config)
     found = components(settings)
     storage = settings.storage
@@ -143,7 +145,7 @@ def cmd_check(args) -> int:
         return 1
     newer = [r for r in rows if r["newer"]]
     broken = [r for r in rows if r.get("damaged")]
-    lacking = _vector_fault(storage)
+    lacking = _unmet(storage, found)
     if args.json:
         print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
     else:
@@ -169,8 +171,8 @@ def cmd_check(args) -> int:
         print(f"neuralmind: {NewerSchema(where, r['component'], r['version'], r['latest'])}",
               file=sys.stderr)
     for r in broken:
-        print(f"neuralmind: {r['file']} ({r['component']}) is damaged ({r['damaged']}): restore "
-              'it from a backup (docs/operations.md, "Storage")', file=sys.stderr)
+        print(f"neuralmind: {r['file']} ({r['component']}) is damaged ({r['damaged']}): "
+              f"{RESTORE_HINT}", file=sys.stderr)
     return 1 if newer or broken or lacking else 0
 
 
@@ -223,9 +225,12 @@ def cmd_migrate(args) -> int:
         print("neuralmind: name the database: --dsn postgresql://user:password@host:5432/db "
               "(or [storage] dsn, or $NEURALMIND_DATABASE_URL)", file=sys.stderr)
         return 2
+    found = components(settings)  # a misspelt section is said first
+    if not settings.home.is_dir():  # a mistyped home: said before a lock file would make it
+        return _nothing_to_copy(settings)
     try:  # held while it copies: a server started meanwhile would write what is not copied
         with daemon.holding(settings.home, daemon.MIGRATING), daemon.unserved(settings.home):
-            return _copy(args, settings, dsn)
+            return _copy(args, settings, dsn, found)
     except daemon.HomeBusy as ex:
         print(f"neuralmind: {ex}: nothing was copied; run it when that ends", file=sys.stderr)
         return 1
@@ -234,16 +239,19 @@ def cmd_migrate(args) -> int:
         return 1
 
 
-def _copy(args, settings, dsn: str) -> int:
+def _nothing_to_copy(settings) -> int:
+    print(f"neuralmind: {settings.home} holds no NeuralMind state (no kernel.db): nothing to "
+          "copy. Is $NEURALMIND_HOME (or the config's [kernel] home) the right one?",
+          file=sys.stderr)
+    return 2
+
+
+def _copy(args, settings, dsn: str, found) -> int:
     from kernel.storage import database_errors
-    from kernel.stored import SqliteHome
+    from kernel.stored import SqliteHome, unmet
     home = SqliteHome(settings)
-    found = components(settings)
     if not any(file.path.exists() for c in found for file in c.files(home)):
-        print(f"neuralmind: {settings.home} holds no NeuralMind state (no kernel.db): nothing "
-              "to copy. Is $NEURALMIND_HOME (or the config's [kernel] home) the right one?",
-              file=sys.stderr)
-        return 2
+        return _nothing_to_copy(settings)
     if why := _unreadable(home, found):
         print(f"neuralmind: {why}; nothing was copied", file=sys.stderr)
         return 1
@@ -254,7 +262,7 @@ def _copy(args, settings, dsn: str) -> int:
         print(f"neuralmind: {cannot_reach(dsn, ex)}", file=sys.stderr)
         return 1
     try:
-        if why := missing_vector(backend.database("kernel", None).conn):
+        if why := unmet(backend.database("kernel", None).conn, found):
             print(f"neuralmind: {why}; nothing was copied", file=sys.stderr)
             return 2
         for component in found:

@@ -656,7 +656,7 @@ def storage_component():
     the project's id — records, history (in its order; ``seq`` is the database's), vectors,
     links, contradictions, settings and collections. Leases and the version stamp are not
     copied: the servers that start on the database take them afresh."""
-    from neuralmind import StorageComponent, StoredFile, copy_table
+    from neuralmind import StorageComponent, StoredFile, copy_table, missing_vector
     from plugins.memory.store import MIGRATIONS
 
     def files(home) -> list:
@@ -686,7 +686,7 @@ def storage_component():
     return StorageComponent("memory", PG_MIGRATIONS,
                             (*(f"all_{t}" for t in TABLES), "all_memory_lexemes",
                              "all_memory_postings"),
-                            files, copy)
+                            files, copy, prerequisite=missing_vector)
 
 
 def _without_seq(row: dict[str, Any]) -> dict[str, Any]:

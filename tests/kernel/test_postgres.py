@@ -289,6 +289,29 @@ def test_serve_and_the_daemon_say_who_must_create_pgvector_before_any_worker(tmp
         server.stop()
 
 
+def test_without_the_memory_plugin_no_pgvector_is_asked_for(tmp_path, owned):
+    """pgvector is the memory plugin's need alone: with it disabled, a database that lacks the
+    extension (and whose role may not create it) passes the start-up checks and storage
+    check, and a home moves into it."""
+    from kernel.config import load_settings
+    from kernel.serving import check_bind
+    owner, _, _ = owned
+    home = tmp_path / "home"
+    with LocalServer(home, plugins=["auth", "index"]) as server:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        server.register(repo)
+    env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,index"}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {**env, "NEURALMIND_DATABASE_URL": owner}.items():
+            mp.setenv(key, value)
+        check_bind(load_settings())  # raises CannotServe when it finds something missing
+    code, out, err = run_cli("storage", "check", env={**env, "NEURALMIND_DATABASE_URL": owner})
+    assert (code, err) == (0, ""), out
+    code, out, err = run_cli("storage", "migrate", "--to", "postgres", "--dsn", owner, env=env)
+    assert code == 0 and "verified: " in out, err
+
+
 def test_storage_check_and_migrate_say_who_must_create_pgvector_copying_nothing(tmp_path,
                                                                                  owned):
     """migrate into a database whose role may not create pgvector stops before it copies
@@ -316,3 +339,30 @@ def test_storage_check_and_migrate_say_who_must_create_pgvector_copying_nothing(
     assert code == 0 and out.startswith("kernel ") and "verified: " in out, err
     code, out, err = run_cli("storage", "check", env=check)
     assert (code, err) == (0, "") and "every schema is at this version's" in out
+
+
+def test_a_start_that_fails_on_postgres_closes_its_pool(tmp_path, dsn):
+    """A plugin failing at start-up after the kernel opened its PostgreSQL pool left the
+    pool's connections and worker threads open for the life of the process."""
+    from kernel.app import Kernel
+    from kernel.config import load_settings
+    from kernel.plugins import StartupError
+    from neuralmind import hookimpl
+
+    class Failing:
+        @hookimpl
+        def startup(self, kernel):
+            raise RuntimeError("cannot open my store")
+
+    def pool_threads() -> int:
+        return sum(t.name.startswith("pool-") for t in threading.enumerate())
+
+    before = pool_threads()
+    settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False},
+                             storage={"backend": "postgres", "dsn": dsn})
+    with pytest.raises(StartupError, match="cannot open my store"):
+        Kernel(settings, plugins=[], extra_plugins=[Failing()], load_entrypoints=False)
+    deadline = time.monotonic() + 5
+    while pool_threads() != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool_threads() == before  # the pool closed, with its connections

@@ -300,6 +300,9 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
     (empty / "config.toml").write_text(CONFIG)
     code, _, err = storage(empty, "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
     assert code == 2 and "holds no NeuralMind state" in err
+    typo = tmp_path / "typo"  # a mistyped NEURALMIND_HOME is not made
+    assert run_cli("storage", "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn(),
+                   env={"NEURALMIND_HOME": str(typo)})[0] == 2 and not typo.exists()
     misspelt = tmp_path / "misspelt"
     misspelt.mkdir()
     (misspelt / "config.toml").write_text(CONFIG + '[storag]\nbackend = "postgres"\n')
