@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from neuralmind import top_k
+from neuralmind import log_failure, top_k
 from plugins.memory.legs import SemanticLeg, session_neighbours
 
 log = logging.getLogger("neuralmind.memory")
@@ -366,8 +366,8 @@ class AnnIndexes:
                 log.info("memory ANN index %s built in %.1f s", gen, time.perf_counter() - started)
             finally:
                 leases.release(name, self.owner)
-        except Exception:
-            log.exception("memory ANN build failed for %s", key)
+        except Exception as ex:
+            log_failure(log, f"memory ANN build for {key}", ex)
         finally:
             with self._lock:
                 self._building.discard(key)

@@ -7,9 +7,11 @@ among the other candidates' vectors, and how close in meaning its neighbours of 
 session are (dialogue turns answer each other). Numpy and the standard library only: the
 model that weighs these columns is trained offline (``bench/train_ranker.py``).
 
-Text matching works on bytes: each text is lower-cased, every ASCII non-word byte made a
-space, then searched with ``bytes.find``/``count`` for ``b" " + stem`` (a word starting with a
-query word's light stem, as the keyword leg's prefix match does); Python only walks the hits.
+Text matching works on bytes: each text is folded as the keyword index folds it (case,
+accents, Chinese and Japanese pairs: :func:`plugins.memory.text.plain`), every non-word
+character made a space, then searched with ``bytes.find``/``count`` for ``b" " + stem`` (a word
+starting with a query word's light stem, as the keyword leg's prefix match does; the query's
+words come folded alike from :func:`plugins.memory.search.terms`); Python only walks the hits.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+
+from plugins.memory.text import plain
 
 K1, B = 1.2, 0.75  # bm25's usual constants, for the record's own bm25 over its text
 
@@ -91,14 +95,6 @@ class Query:
             return np.zeros(len(texts), np.float32)
         held = np.array([[nd in t for nd in self.needles] for t in map(plain, texts)], bool)
         return (held.reshape(len(texts), len(self.stems)) @ self.idf) / self.mass
-
-
-_PLAIN = bytes(c if c >= 128 or chr(c).isalnum() or c == 95 else 32 for c in range(256))
-
-
-def plain(text: str) -> bytes:
-    """``b" " + text`` lower-cased as UTF-8 with every ASCII non-word byte a space."""
-    return b" " + text.lower().encode("utf-8", "replace").translate(_PLAIN)
 
 
 def candidates(q: Query, keyword: list[tuple[str, float]], semantic: list[tuple[str, float]],

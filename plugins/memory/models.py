@@ -14,6 +14,7 @@ from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict,
 
 from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul, text
 from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
+from plugins.memory.text import nfc
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
 STATUSES = ("ACTIVE", "STALE", "INVALIDATED", "ARCHIVED", "SUPERSEDED", "MERGED")
@@ -42,9 +43,12 @@ LinkType = Annotated[Literal[LINK_TYPES], BeforeValidator(_lower)]
 Strategy = Annotated[Literal[STRATEGIES], BeforeValidator(_lower)]
 Mode = Annotated[Literal["keyword", "semantic", "hybrid"], BeforeValidator(_lower)]
 
-Title, Rationale, Item, Tag, Path = text(300), text(20_000), text(2_000), text(64), text(1_024)
+Title, Rationale, Item = text(300), text(20_000), text(2_000)
+# names compared as written (tags, files, authors: filters match them exactly) are taken in
+# NFC before their length is counted: an NFD "ä" is two code points
+Tag, Path = Annotated[text(64), BeforeValidator(nfc)], Annotated[text(1_024), BeforeValidator(nfc)]
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
-                  AfterValidator(no_nul)]
+                  AfterValidator(no_nul), BeforeValidator(nfc)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -77,6 +81,10 @@ class MemorySettings(ConfigSection):
                                      "needs the best calibrated probability below this")
     floor_keyword_alone: float = Field(0.20, ge=0.0, le=1.0, description="floor of keyword "
                                        "search without a model: best share below this")
+    model_scripts: Literal["latin", "any"] = Field("latin", description="the scripts the "
+                                                   "embedding model reads: a query mostly in "
+                                                   "others needs keyword hits in every mode "
+                                                   "('latin': the packaged English model)")
     passages: bool = Field(True, description="long records also get one vector per passage")
     passage_min_chars: int = Field(1_000, ge=100, le=20_000,
                                    description="passages for a rationale longer than this")

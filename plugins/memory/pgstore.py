@@ -42,7 +42,8 @@ from typing import Any
 import psycopg
 
 from plugins.memory.models import MemorySettings
-from plugins.memory.store import COLUMNS, INSERT, MemoryStore, Writer, record_of
+from plugins.memory.store import (COLUMNS, INSERT, KEYWORD_COLUMNS, MemoryStore, Writer,
+                                  record_of, rewrite_text)
 
 SETTING = "neuralmind.project"
 CONFIG = "memory_text"  # the text search configuration of the tsvector and the queries
@@ -344,7 +345,59 @@ CREATE TRIGGER all_memories_postings AFTER UPDATE OF title, rationale, evidence,
     ON all_memories FOR EACH ROW EXECUTE FUNCTION memory_postings();
 """
 
-PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS, STATEMENTS]
+
+# Step 6 (SQLite's step 4): the tsvector and the word count read the keyword columns — text
+# folded in Python (plugins.memory.text), since PostgreSQL strips no accents without the
+# ``unaccent`` extension and lower-cases ``İ`` into two characters — and list fields hold real
+# text. The generated columns are made anew over them (PostgreSQL 16 cannot change a
+# generation expression), with their view, index and triggers — once: run again, the columns
+# stay, keeping their place — and the records are rewritten; then steps 2–5 run again,
+# recounting the lexicon, the postings and their triggers from the new tsvectors, and the
+# word totals are recounted.
+KEYWORD_TSVECTOR = f"""
+DROP VIEW IF EXISTS memories;
+DROP TRIGGER IF EXISTS all_memories_lexemes ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_postings ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_added ON all_memories;
+DROP TRIGGER IF EXISTS all_memories_removed ON all_memories;
+ALTER TABLE all_memories DROP COLUMN IF EXISTS fts CASCADE, DROP COLUMN IF EXISTS words CASCADE,
+    ADD COLUMN IF NOT EXISTS keyword_title TEXT NOT NULL DEFAULT '',
+    ADD COLUMN IF NOT EXISTS keyword_body TEXT NOT NULL DEFAULT '';
+ALTER TABLE all_memories
+    ADD COLUMN words INTEGER GENERATED ALWAYS AS (cardinality(regexp_split_to_array(btrim(
+        regexp_replace(keyword_title || ' ' || keyword_body, '{SEPARATORS}', ' ', 'g')),
+        ' '))) STORED,
+    ADD COLUMN fts tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('{CONFIG}', regexp_replace(keyword_title, '{SEPARATORS}', ' ', 'g')),
+                  'A') ||
+        setweight(to_tsvector('{CONFIG}', regexp_replace(keyword_body, '{SEPARATORS}', ' ', 'g')),
+                  'B')) STORED;
+CREATE INDEX all_memories_fts ON all_memories USING gin (fts);
+"""
+WORD_TOTALS = """
+UPDATE all_memory_meta t SET value = s.words
+    FROM (SELECT project_id, SUM(words) AS words FROM all_memories GROUP BY project_id) s
+    WHERE t.project_id = s.project_id AND t.key = 'words' AND t.value <> s.words;
+"""
+
+
+def _keyword_text(conn) -> None:
+    if "keyword_title" not in (conn.execute(
+            "SELECT generation_expression FROM information_schema.columns WHERE table_schema "
+            "= current_schema() AND table_name = 'all_memories' AND column_name = 'fts'"
+            ).fetchone()[0] or ""):
+        conn.raw.execute(KEYWORD_TSVECTOR)
+        shown = [c.split()[0] for c in sqlite_columns()["memories"]]
+        conn.raw.execute(f"CREATE VIEW memories AS SELECT {', '.join(shown)}, words, fts, "
+                         f"{', '.join(KEYWORD_COLUMNS)} FROM all_memories "
+                         f"WHERE project_id = current_setting('{SETTING}')")
+    rewrite_text(conn, "all_", ("project_id",))
+    for step in (LEXICON, COUNTS, POSTINGS, STATEMENTS):
+        conn.raw.execute(step)
+    conn.raw.execute(WORD_TOTALS)
+
+
+PG_MIGRATIONS = [_schema, LEXICON, COUNTS, POSTINGS, STATEMENTS, _keyword_text]
 MAX_PARAMETERS = 65_535  # in one PostgreSQL statement
 
 # bm25's term frequencies of the keyword search's matches (``tf``: record, its words, term,

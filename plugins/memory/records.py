@@ -15,6 +15,7 @@ from typing import Any
 from neuralmind import InvalidFields, today
 from plugins.memory.decay import importance_of
 from plugins.memory.models import MAX_ITEMS, RESERVED_IDS
+from plugins.memory.text import nfc
 
 LOC = tuple[str | int, ...]
 # A relative path with no empty, "." or ".." segment and no backslash needs no normalising.
@@ -69,7 +70,7 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
     is an error at ``loc + (index,)``."""
     out: list[str] = []
     base = str(root)
-    for i, raw in enumerate(files):
+    for i, raw in enumerate(map(nfc, files)):  # as the API takes them (models.Path)
         if "\0" in raw:  # no file has one; the OS refuses it with a ValueError
             errors.append(invalid((*loc, i), "a path cannot contain a NUL byte", "path_invalid"))
             continue

@@ -17,26 +17,27 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuralmind import STOPWORDS, APIError, VersionedCache, now_iso, top_k
+from neuralmind import STOPWORDS, APIError, VersionedCache, log_failure, now_iso, top_k
 from plugins.memory.ann import AnnIndexes, CandidateLeg
 from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
+from plugins.memory.text import latin_share, query_words
 
-WORD = re.compile(r"\w+", re.UNICODE)
 log = logging.getLogger("neuralmind.memory")
+TITLE = "keyword_title"  # the keyword index's title column (plugins.memory.store)
 
 
 def terms(text: str) -> list[str]:
-    """The query's distinct words, lower-cased, stopwords dropped (all kept if all are stopwords)."""
-    words = list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
+    """The query's distinct words, folded as the index folds its text (a Chinese or Japanese
+    word: the phrase of its character pairs), stopwords dropped (all kept if all are)."""
+    words = query_words(text)
     kept = [w for w in words if w not in STOPWORDS]
     return kept or words
 
@@ -243,15 +244,17 @@ class Searcher:
         return f'"{min(words, key=exact.__getitem__)}"' if keep_one else None
 
     def similar_titles(self, store, title: str, filters: dict[str, Any], today: str, n: int,
-                       exclude: str, column: str | None = "title"
+                       exclude: str, column: str | None = TITLE
                        ) -> list[tuple[dict[str, Any], float]]:
         """Records whose titles (``column=None``: any indexed text) share ``title``'s rare
         words: duplicate hints and contradiction candidates on the write path, where scoring
         a common word's whole posting list would cost more than the write. The rare words are
         what a duplicate shares; the 50 best matches are ranked (bm25) before the filters
-        apply. Each is scored by its title's share of the title's idf mass."""
+        apply. Each is scored by its title's share of the title's idf mass. A Chinese or
+        Japanese word counts as its character pairs, each on its own: a title one character
+        apart from another is a duplicate, where the phrase of its pairs would not match."""
         from plugins.memory.features import Query
-        every = terms(title)
+        every = list(dict.fromkeys(pair for w in terms(title) for pair in w.split()))
         words = self.informative(store, every, HINT_WORD_SHARE, HINT_MIN_RECORDS)
         if not words:
             return []
@@ -428,8 +431,8 @@ class Searcher:
                 if store.build_nearest(self.settings):
                     log.info("memory vector index of %s built in %.1f s", key,
                              time.perf_counter() - started)
-            except Exception:
-                log.exception("memory vector index build failed for %s", key)
+            except Exception as ex:
+                log_failure(log, f"memory vector index build for {key}", ex)
 
         threading.Thread(target=build, name="memory-hnsw", daemon=True).start()
 
@@ -440,13 +443,18 @@ class Searcher:
                ) -> tuple[list[tuple[dict[str, Any], float]], str | None]:
         """``([(record, score)], notice)``, best first; nothing when the floor says so.
         ``policy`` is the project's decay policy (hybrid ranks by strength while it is on)."""
+        blind = self.blind(query)
         if mode == "keyword":
             hits = self.keyword(store, query, filters, today, limit)
-            return self.keyword_results(store, query, hits, lambda: self.best_cosine(
-                store, query, filters, today)), None
+            return self.keyword_results(store, query, hits, (lambda: None) if blind else (
+                lambda: self.best_cosine(store, query, filters, today))), None
         if mode == "semantic":
             leg = self.semantic(store, query, filters, today, limit)
             found = self.semantic_results(leg)
+            if blind:
+                held = {rec["id"] for rec, _ in self.keyword(store, query, filters, today,
+                                                             self.pool(limit), full=False)}
+                found = [h for h in found if h[0] in held]
             records = store.get_many([h[0] for h in found])
             return [(records[m], round(c, 4)) for m, c, _ in found if m in records], None
         n = self.pool(limit)
@@ -463,7 +471,15 @@ class Searcher:
             hits = [(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records]
             return (self.keyword_results(store, query, hits, lambda: None),
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, query, keyword.result(), leg, limit, policy), None
+        return self.hybrid(store, query, keyword.result(), leg, limit, policy, blind=blind), None
+
+    def blind(self, query: str) -> bool:
+        """Whether the embedding model cannot read ``query``: most of its letters are in
+        scripts it was not trained on (``model_scripts``). Its cosine then says nothing —
+        the packaged English model gives any two Chinese texts 0.4–0.6, above the floor —
+        so a record needs a keyword hit: the semantic leg alone passes no floor and brings
+        no candidate. Every query of the English eval sets is read (docs/memory.md)."""
+        return self.settings.model_scripts == "latin" and latin_share(query) < 0.5
 
     def best_cosine(self, store, query: str, filters: dict[str, Any], today: str
                     ) -> float | None:
@@ -508,13 +524,17 @@ class Searcher:
 
     def hybrid(self, store, query: str, kw: list[tuple[dict[str, Any], float]],
                leg: SemanticLeg, limit: int, policy: dict[str, Any] | None = None,
-               now: str | None = None) -> list[tuple[dict[str, Any], float]]:
+               now: str | None = None, blind: bool = False
+               ) -> list[tuple[dict[str, Any], float]]:
         """The legs' pools ranked by the second stage (its calibrated probability of
         relevance) or fused by the ``fusion`` rule, × ``0.5 + 0.5 × confidence`` × the decay
-        factor of the record's strength (while ``policy`` is on)."""
+        factor of the record's strength (while ``policy`` is on). ``blind``: the model cannot
+        read the query (:meth:`blind`) — keyword hits alone are candidates, and the floor
+        does not read their cosines."""
         from plugins.memory import rerank
         kw_ids = {rec["id"] for rec, _ in kw}
-        sem = [h for h in leg.hits if h[0] in kw_ids or h[1] >= self.settings.hybrid_floor]
+        sem = [h for h in leg.hits
+               if h[0] in kw_ids or (not blind and h[1] >= self.settings.hybrid_floor)]
         keyword = [(rec["id"], s) for rec, s in kw]
         confidence = {h[0]: h[2] for h in sem}
         confidence.update({rec["id"]: rec["confidence"] for rec, _ in kw})
@@ -527,7 +547,7 @@ class Searcher:
         else:
             relevance = fuse(keyword, [(h[0], h[1]) for h in sem], self.settings)
         if self.settings.floor and rerank.nothing_found(
-                cands.top_cos, cands.coverage, self.settings,
+                -1.0 if blind else cands.top_cos, cands.coverage, self.settings,
                 max(relevance.values(), default=0.0) if self.settings.rerank else None):
             return []
         base = {m: r * confidence_factor(confidence[m]) for m, r in relevance.items()}

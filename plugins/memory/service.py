@@ -29,6 +29,7 @@ from plugins.memory.recalls import Recalls
 from plugins.memory.search import Searcher
 from plugins.memory.store import MIGRATIONS, IdTaken, MemoryStore
 from plugins.memory.sweeps import Sweeps
+from plugins.memory.text import nfc
 
 FILTER_FIELDS = ("status", "file", "tag", "kind", "type", "author", "agent", "session_id",
                  "created_after", "created_before", "min_confidence")
@@ -679,8 +680,8 @@ class Memories:
     def on_files(self, project, paths: list[str]) -> list[dict[str, Any]]:
         """The ACTIVE decisions on these files, one item per (file, decision), with every
         file the decision names."""
-        wanted = set(paths)
-        return [{"path": path, "kind": "decision", "id": rec["id"], "title": rec["title"],
+        wanted = {nfc(p): p for p in paths}  # stored in NFC, answered as asked
+        return [{"path": wanted[path], "kind": "decision", "id": rec["id"], "title": rec["title"],
                  "status": "ACTIVE", "files": rec["files_affected"]}
                 for rec in self.store(project).files_context(sorted(wanted), today())
                 for path in rec["files_affected"] if path in wanted]

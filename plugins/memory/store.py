@@ -21,6 +21,7 @@ from typing import Any
 
 from neuralmind import now_iso, statements
 from plugins.memory.decay import DEFAULT_IMPORTANCE
+from plugins.memory.text import keyword_columns, nfc
 
 LIST_FIELDS = ("files_affected", "evidence", "rejected_alternatives", "dependency_constraints",
                "tags")
@@ -31,7 +32,9 @@ FIELDS = ("id", "title", "rationale", "commit_sha", "files_affected", "decision_
 # what a write sets; recalls alone move last_accessed_at and access_count (MemoryStore.touch)
 WRITTEN = tuple(f for f in FIELDS if f not in ("id", "created_at", "last_accessed_at",
                                                "access_count"))
-FTS_COLUMNS = ("title", "rationale", "evidence", "tags")
+# the text the keyword index holds, folded in Python (plugins.memory.text), schema step 4
+KEYWORD_COLUMNS = ("keyword_title", "keyword_body")
+REWRITTEN = (*LIST_FIELDS, "author")  # the columns schema step 4 stores anew
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -167,7 +170,83 @@ CREATE TABLE memory_collections (
 INSERT INTO memory_meta (key, value) VALUES ('decay_until', 0), ('decay_last', 0);
 """
 
-MIGRATIONS = [_schema_v1, _fts_automerge, SCHEMA_V3]
+
+# Step 4: the keyword index over text the plugin folds itself (plugins.memory.text: Chinese and
+# Japanese split into character pairs, accents and case folded alike on both engines), stored
+# beside the record, and list fields as real text — they were JSON with every non-ASCII
+# character escaped, so the index held ``u043a…`` instead of the words.
+KEYWORD_FTS = """
+DROP TRIGGER IF EXISTS memories_fts_insert;
+DROP TRIGGER IF EXISTS memories_fts_delete;
+DROP TRIGGER IF EXISTS memories_fts_update;
+DROP TABLE IF EXISTS memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    keyword_title, keyword_body, content='memories', content_rowid='rowid',
+    tokenize='porter unicode61');
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, keyword_title, keyword_body)
+    VALUES (new.rowid, new.keyword_title, new.keyword_body);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, keyword_title, keyword_body)
+    VALUES ('delete', old.rowid, old.keyword_title, old.keyword_body);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF keyword_title, keyword_body ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, keyword_title, keyword_body)
+    VALUES ('delete', old.rowid, old.keyword_title, old.keyword_body);
+    INSERT INTO memories_fts (rowid, keyword_title, keyword_body)
+    VALUES (new.rowid, new.keyword_title, new.keyword_body);
+END;
+INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
+"""
+
+
+def _keyword_text(conn: sqlite3.Connection) -> None:
+    """Schema step 4: the keyword columns filled, list fields rewritten, the index rebuilt
+    over the keyword columns (FTS5 cannot index text a trigger computes in Python)."""
+    had_fts = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone()
+    for column in KEYWORD_COLUMNS:
+        conn.execute(f"ALTER TABLE memories ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+    rewrite_text(conn)
+    if had_fts:  # without FTS5 keyword search scans the keyword columns with LIKE
+        for statement in statements(KEYWORD_FTS):
+            conn.execute(statement)
+        _fts_automerge(conn)
+
+
+def rewrite_text(conn, prefix: str = "", scope: tuple[str, ...] = ()) -> None:
+    """Every record stored as this release writes it: list fields as real text, tags, author
+    and files in NFC (the file index too), the keyword columns filled — an UPDATE for each
+    record that changes, so a run again changes nothing. ``prefix`` and ``scope``: the tables
+    and key columns of the PostgreSQL store's every project (``all_``, ``project_id``)."""
+    names = (*scope, "id", *REWRITTEN, *KEYWORD_COLUMNS, "title", "rationale")
+    key, files_key = (" AND ".join(f"{k} = ?" for k in (*scope, last)) for last in
+                      ("id", "memory_id"))
+    files = f"{prefix}memory_files"
+    for row in conn.execute(f"SELECT {', '.join(names)} FROM {prefix}memories").fetchall():
+        was = dict(zip(names, row))
+        rec = normalised({**was, **{f: json.loads(was[f]) for f in LIST_FIELDS}})
+        now = {f: _stored(rec, f) for f in REWRITTEN}
+        now.update(zip(KEYWORD_COLUMNS, keyword_columns(rec)))
+        ids = [was[k] for k in (*scope, "id")]
+        if any(now[f] != was[f] for f in now):
+            conn.execute(f"UPDATE {prefix}memories SET {', '.join(f'{f} = ?' for f in now)} "
+                         f"WHERE {key}", (*now.values(), *ids))
+        if now["files_affected"] != was["files_affected"]:
+            conn.execute(f"DELETE FROM {files} WHERE {files_key}", ids)
+            conn.executemany(f"INSERT INTO {files} ({', '.join(scope)}{', ' if scope else ''}"
+                             f"memory_id, path) VALUES ({', '.join('?' * (len(ids) + 1))}) "
+                             "ON CONFLICT DO NOTHING",
+                             [(*ids, path) for path in rec["files_affected"]])
+
+
+def normalised(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` with its tags, author and files in NFC, each once (what the API now stores)."""
+    return {**rec, "author": nfc(rec["author"]),
+            **{f: list(dict.fromkeys(map(nfc, rec[f]))) for f in ("tags", "files_affected")}}
+
+
+MIGRATIONS = [_schema_v1, _fts_automerge, SCHEMA_V3, _keyword_text]
 
 COUNTS_TTL_S = 60.0  # how long a process trusts its per-word record counts
 COUNTS_MAX = 50_000  # words remembered before the counts start over
@@ -176,8 +255,8 @@ COUNTS_MAX = 50_000  # words remembered before the counts start over
 EFFECTIVE = ("CASE WHEN m.status = 'ACTIVE' AND m.review_by IS NOT NULL AND m.review_by < :today "
              "THEN 'STALE' ELSE m.status END")
 COLUMNS = ", ".join(f"m.{f}" for f in FIELDS)
-INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) "
-          f"VALUES ({', '.join('?' * (len(FIELDS) + 1))})")
+INSERT = (f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha, {', '.join(KEYWORD_COLUMNS)}) "
+          f"VALUES ({', '.join('?' * (len(FIELDS) + 1 + len(KEYWORD_COLUMNS)))})")
 VECTOR_COLUMNS = ("v.memory_id, v.vector, m.status, m.review_by, m.confidence, m.kind, "
                   "m.session_id, m.created_at")
 UNCOMPARED = ("updated_at", "last_accessed_at", "access_count")  # an overwrite's changes leave out
@@ -188,10 +267,11 @@ FILES = "INSERT INTO memory_files (path, memory_id) VALUES (?, ?) ON CONFLICT DO
 
 
 def _stored(rec: dict[str, Any], field: str) -> Any:
-    """A record's field as its column holds it: lists as JSON text, flags as 0/1."""
+    """A record's field as its column holds it: lists as JSON text of real characters (the
+    ``\\u`` escapes of before step 4 hid every non-ASCII word from the index), flags as 0/1."""
     value = rec[field]
     if field in LIST_FIELDS:
-        return json.dumps(value) if value else "[]"
+        return json.dumps(value, ensure_ascii=False) if value else "[]"
     return int(value) if isinstance(value, bool) else value
 
 
@@ -254,7 +334,7 @@ class Writer:
 
     @staticmethod
     def _row(rec: dict[str, Any], content_sha: str) -> tuple:
-        return (*(_stored(rec, f) for f in FIELDS), content_sha)
+        return (*(_stored(rec, f) for f in FIELDS), content_sha, *keyword_columns(rec))
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         row = self.conn.execute(f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?",
@@ -298,7 +378,8 @@ class Writer:
                 return False
         values = [_stored(rec, f) for f in WRITTEN]
         self.conn.execute(f"UPDATE memories SET {', '.join(f'{f} = ?' for f in WRITTEN)}, "
-                          "content_sha = ? WHERE id = ?", (*values, content_sha, rec["id"]))
+                          f"content_sha = ?, {', '.join(f'{f} = ?' for f in KEYWORD_COLUMNS)} "
+                          "WHERE id = ?", (*values, content_sha, *keyword_columns(rec), rec["id"]))
         if "files_affected" in changes:
             self.conn.execute("DELETE FROM memory_files WHERE memory_id = ?", (rec["id"],))
             self.conn.executemany(FILES, [(p, rec["id"]) for p in rec["files_affected"]])
@@ -676,8 +757,7 @@ class MemoryStore:
             hits = []
             for i, word in enumerate(words):
                 args[f"w{i}"] = f"%{word}%"
-                hits.append(f"(m.title || ' ' || m.rationale || ' ' || m.evidence || ' ' || m.tags "
-                            f"LIKE :w{i})")
+                hits.append(f"(m.keyword_title || ' ' || m.keyword_body LIKE :w{i})")
             if not hits:
                 return []
             sql = (f"SELECT {columns}, ({' + '.join(hits)}) AS score FROM memories m "

@@ -10,9 +10,9 @@ from kernel.pg import PgBackend
 from kernel.storage import Database
 from plugins.memory import records
 from plugins.memory.models import MemoryIn, MemorySettings
-from plugins.memory.pgstore import PG_MIGRATIONS, PgMemoryStore
+from plugins.memory.pgstore import PG_MIGRATIONS, PgMemoryStore, PgWriter
 from plugins.memory.search import Searcher
-from plugins.memory.store import MIGRATIONS, MemoryStore
+from plugins.memory.store import FIELDS, KEYWORD_COLUMNS, MIGRATIONS, MemoryStore
 from tests.plugins.memory.conftest import Api, start
 from tests.plugins.memory.test_ann import QUERIES, batch
 from tests.plugins.memory.test_ann import records as synthetic
@@ -94,7 +94,7 @@ def test_the_lexicons_counts_follow_creates_edits_and_deletes(pg):
 
 
 def test_the_migration_counts_the_records_already_stored(pg):
-    old = PgMemoryStore(pg.database("memory", PG_MIGRATIONS[:2]), "before")
+    old = older(PgMemoryStore(pg.database("memory", PG_MIGRATIONS[:2]), "before"))
     old.apply_batch(creates(synthetic(50, seed=9)), NOW)
     store = PgMemoryStore(pg.database("memory", PG_MIGRATIONS), "before")
     assert lexicon(store) == truth(store) and len(truth(store)) > 50
@@ -109,6 +109,22 @@ def test_the_budgets_counts_read_the_lexicon(grown, words):
     # a prefix's count sums its words' counts: at least the records holding one of them
     prefix = writer.prefix_counts(["vacu", "prox", "zz"], total)
     assert prefix == lite.prefix_counts(["vacu", "prox", "zz"], total)
+
+
+class OlderWriter(PgWriter):
+    """Writes records as a release before schema step 6 did: without the keyword columns."""
+
+    def insert_rows(self, rows: list[tuple]) -> None:
+        for row in rows:
+            self.conn.execute(f"INSERT INTO memories ({', '.join(FIELDS)}, content_sha) VALUES "
+                              f"({', '.join('?' * (len(FIELDS) + 1))})",
+                              row[:-len(KEYWORD_COLUMNS)])
+
+
+def older(store: PgMemoryStore) -> PgMemoryStore:
+    """``store`` writing as an older release (:class:`OlderWriter`)."""
+    store.writer = OlderWriter
+    return store
 
 
 def lexicon(store) -> dict[str, int]:

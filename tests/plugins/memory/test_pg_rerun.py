@@ -13,7 +13,7 @@ from plugins.memory.models import MemorySettings
 from plugins.memory.pgstore import PG_MIGRATIONS, PgMemoryStore
 from plugins.memory.search import Searcher
 from tests.plugins.memory.test_ann import records as synthetic
-from tests.plugins.memory.test_pg_counts import (NOW, creates, lexicon, postings,
+from tests.plugins.memory.test_pg_counts import (NOW, creates, lexicon, older, postings,
                                                  postings_truth, totals, truth)
 from tests.support import fresh_pg_dsn
 
@@ -104,7 +104,7 @@ def stored(pg):
     return shared, stores
 
 
-@pytest.mark.parametrize("known", [4, 3, 2, 1])
+@pytest.mark.parametrize("known", [5, 4, 3, 2, 1])
 def test_migrating_again_after_an_older_release_changes_nothing(stored, pg, known):
     shared, _ = stored
     schema, derived = snapshot(shared, SCHEMA), snapshot(shared, DERIVED)
@@ -114,7 +114,7 @@ def test_migrating_again_after_an_older_release_changes_nothing(stored, pg, know
         conn.execute("UPDATE nm_schema SET version = ? WHERE component = 'memory'", (known,))
 
     again = pg.database("memory", PG_MIGRATIONS)  # a server starting: no error
-    assert version(again) == len(PG_MIGRATIONS) == 5
+    assert version(again) == len(PG_MIGRATIONS) == 6
     assert snapshot(again, SCHEMA) == schema
     assert snapshot(again, DERIVED) == derived
 
@@ -142,13 +142,13 @@ def test_a_fresh_database_and_an_upgraded_one_have_one_schema(pg):
     schema = snapshot(fresh, SCHEMA)
     other = PgBackend(fresh_pg_dsn(), 2)
     try:
-        for known in (1, 2, 3, 4):
+        for known in (1, 2, 3, 4, 5):
             old = other.database("memory", PG_MIGRATIONS[:known])
-            PgMemoryStore(old, f"p{known}").apply_batch(
+            older(PgMemoryStore(old, f"p{known}")).apply_batch(
                 creates(synthetic(20, seed=known)), NOW)
         upgraded = other.database("memory", PG_MIGRATIONS)
         assert snapshot(upgraded, SCHEMA) == schema
-        for known in (1, 2, 3, 4):
+        for known in (1, 2, 3, 4, 5):
             consistent(PgMemoryStore(upgraded, f"p{known}"))
     finally:
         other.close()

@@ -1,0 +1,101 @@
+"""How the memory plugin reads words, one definition for every place that matches them: the
+text its keyword index holds (SQLite's FTS5 and PostgreSQL's tsvector alike), the words of a
+keyword query, and the second stage's word matching (:func:`plugins.memory.features.plain`).
+
+Each engine folds text its own way — FTS5's ``unicode61`` strips Latin accents but not Greek
+ones, PostgreSQL strips none (``unaccent`` is an extension) and lower-cases ``İ`` into two
+characters — so the plugin folds in Python before text reaches either, and both see the same
+words: :func:`fold`. ASCII text passes through as it is (lower-cased where this plugin
+compares it): the engines already agree on it, and English search scores stay what they were.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from neuralmind import keyword_text
+
+
+def _class(test) -> str:
+    """A regex character class body of the Basic Multilingual Plane's characters whose
+    Unicode category passes ``test`` (combining marks: part of a word in Indic scripts, Thai,
+    Hebrew points — ``\\w`` leaves them out)."""
+    chars = [chr(c) for c in range(0x80, 0x10000) if test(unicodedata.category(chr(c)))]
+    ranges, start = [], None
+    for a, b in zip(chars, chars[1:] + [None]):
+        start = start or a
+        if b is None or ord(b) != ord(a) + 1:
+            ranges.append(re.escape(start) + ("-" + re.escape(a) if a != start else ""))
+            start = None
+    return "".join(ranges)
+
+
+_MARKS = _class(lambda category: category.startswith("M"))
+WORD = re.compile(rf"[\w{_MARKS}]+")  # a query's words ("_" joins: ``user_id`` is a phrase)
+_NOT_WORD = re.compile(rf"[^\w{_MARKS}]+")  # what the second stage reads as a word break
+_SEPARATOR = re.compile(rf"[^\w{_MARKS}]+|_+")  # what the keyword index reads as one
+_ACCENTS = re.compile("[\u0300-\u036f]+")  # the combining diacritics of Latin, Greek, Cyrillic
+
+
+def fold(text: str) -> str:
+    """``text`` as keyword matching compares it: NFKC with Chinese and Japanese runs split into
+    character pairs (:func:`neuralmind.keyword_text`), case-folded (``Straße`` → ``strasse``,
+    ``İstanbul`` → ``istanbul``), without Latin, Greek and Cyrillic accents (``café`` →
+    ``cafe``, ``ё`` → ``е``), its spaces single. Folding folded text changes nothing."""
+    if text.isascii():
+        return text.lower()
+    text = unicodedata.normalize("NFD", keyword_text(text).casefold())
+    # Turkish dotless i folds to i, so "IĞDIR" and "Iğdır" fold alike
+    text = unicodedata.normalize("NFC", _ACCENTS.sub("", text)).replace("ı", "i")
+    return " ".join(text.split())
+
+
+def indexed(text: str) -> str:
+    """``text`` as the keyword index stores it: folded, every character that is no part of
+    a word a space — so PostgreSQL's parser, which only knows ASCII punctuation, breaks
+    ``«Kafka»`` where FTS5 does. ASCII is stored as written: both engines split and fold it
+    alike (and a JSON-free, unchanged text keeps English bm25 scores as they were)."""
+    return text if text.isascii() else _SEPARATOR.sub(" ", fold(text)).strip()
+
+
+def keyword_columns(rec: dict[str, Any]) -> tuple[str, str]:
+    """A record's keyword text: its title, and its body — the rationale, evidence and tags."""
+    body = " ".join([rec["rationale"], *rec["evidence"], *rec["tags"]])
+    return indexed(rec["title"]), indexed(body)
+
+
+def query_words(text: str) -> list[str]:
+    """A query's words, folded, in order, each once. A word of Chinese or Japanese comes back
+    as its character pairs (``数据 据库``), which a keyword query asks for as a phrase."""
+    return list(dict.fromkeys(w for w in map(fold, WORD.findall(text)) if w))
+
+
+def plain(text: str) -> bytes:
+    """``b" " + text`` folded, as UTF-8, with every character that is no part of a word
+    (Unicode punctuation too: ``«Kafka»``, ``「PostgreSQL」``) a space; ``_`` stays, as query
+    words keep it. ASCII takes a byte translation, as fast as before."""
+    if text.isascii():
+        return b" " + text.lower().encode("ascii").translate(_PLAIN)
+    return b" " + _NOT_WORD.sub(" ", fold(text)).encode("utf-8", "replace")
+
+
+_PLAIN = bytes(c if c < 128 and chr(c).isalnum() or c == 95 else 32 for c in range(256))
+
+
+def latin_share(text: str) -> float:
+    """The share of ``text``'s letters that are Latin (1.0 when it has none): how much of a
+    query the packaged English model reads. It maps any two Chinese texts to a cosine of
+    0.4–0.6, so a cosine says nothing about a query it cannot read."""
+    if text.isascii():
+        return 1.0
+    letters = [c for c in text if c.isalpha()]
+    latin = sum(c.isascii() or unicodedata.name(c, "").startswith("LATIN") for c in letters)
+    return latin / len(letters) if letters else 1.0
+
+
+def nfc(value: Any) -> Any:
+    """A name compared as written — a tag, an author, a file path — in NFC: macOS hands out
+    file names in NFD, and ``réseau`` typed there and elsewhere must be one tag."""
+    return unicodedata.normalize("NFC", value) if isinstance(value, str) else value
