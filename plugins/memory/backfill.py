@@ -39,8 +39,11 @@ class Backfiller:
 
     def held(self, store) -> None:
         """A search embedded vectors of ``store`` it could not store (a read writes nothing):
-        store them now, unless writes go on (not a write itself: a pass under way goes on)."""
-        self._schedule(store, 0.0)
+        store them at the next pass — now, or when writes pause if a pass already waits for
+        that (a search is no write: it neither stops a pass under way nor hurries one)."""
+        with self._cond:
+            if str(store.db.path) not in self._due:
+                self._schedule(store, 0.0)
 
     def _schedule(self, store, delay: float) -> None:
         with self._cond:
