@@ -204,8 +204,11 @@ class OnnxEmbedder:
                 tokenizer = _tokenizer(files.tokenizer, self.max_tokens)
                 loading = files.model
                 if self.compute == "int8":
-                    loading = int8model.derive(files.model, files.digest, self._cache_dir)
-                session = _session(loading)
+                    with int8model.derived(files.model, files.digest,
+                                           self._cache_dir) as loading:
+                        session = _session(loading)
+                else:
+                    session = _session(loading)
             except Exception as ex:  # a corrupt file is "no model", not a crash
                 if loading not in (files.model, files.tokenizer):  # our derived copy: mended anew
                     hint = f"delete it and it is derived again from {files.model}"

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 RECIPE = "dq8-v1"  # bump when the steps below change: cached files then derive anew
@@ -30,11 +33,24 @@ def cached_path(source_digest: str, cache_dir: Path) -> Path:
     return cache_dir / f"{source_digest[:16]}-{RECIPE}.onnx"
 
 
-def derive(source: Path, source_digest: str, cache_dir: Path | None) -> Path:
-    """The int8-compute model for ``source``, derived on first use. Without ``cache_dir``
-    it goes to a fresh private temporary folder (left for the OS to clean)."""
-    if cache_dir is None:
-        return _derive(source, Path(tempfile.mkdtemp(prefix="neuralmind-model-")) / "model.onnx")
+@contextmanager
+def derived(source: Path, source_digest: str, cache_dir: Path | None) -> Iterator[Path]:
+    """The int8-compute model for ``source`` while it is being loaded: the cached file
+    (:func:`derive`), or without ``cache_dir`` one derived into a private temporary folder
+    that is removed afterwards — a loaded ONNX session holds the model in memory, not its
+    file, and a folder left for the OS to clean piled up 22 MB a process in /tmp."""
+    if cache_dir is not None:
+        yield derive(source, source_digest, cache_dir)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="neuralmind-model-"))
+    try:
+        yield _derive(source, folder / "model.onnx")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def derive(source: Path, source_digest: str, cache_dir: Path) -> Path:
+    """The int8-compute model for ``source`` in ``cache_dir``, derived on first use."""
     target = cached_path(source_digest, cache_dir)
     if target.is_file():
         return target

@@ -198,3 +198,33 @@ def test_workers_starting_together_derive_the_model_once(tmp_path):
     assert len(inodes) == 2 and inodes[0] == inodes[1]
     assert [p.name for p in tmp_path.iterdir()] == [int8model.cached_path(files.digest,
                                                                           tmp_path).name]
+
+
+def _tiny_model(path: Path) -> Path:
+    """An ONNX graph of one MatMul on a constant weight: what the derivation rewrites, small
+    enough to derive in a moment."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    weight = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "W"], ["Y"])], "tiny",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_model_derived_without_a_cache_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """Without a cache folder (an embedder made by a script), the derived file lives in a
+    temporary folder while it loads, then goes: they piled up 22 MB a process in /tmp."""
+    import tempfile
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with int8model.derived(_tiny_model(tmp_path / "tiny.onnx"), "0" * 64, None) as path:
+        assert path.is_file() and path.parent.parent == scratch
+    assert list(scratch.iterdir()) == []
+    cache = tmp_path / "cache"  # with one, the file stays where the next process finds it
+    with int8model.derived(tmp_path / "tiny.onnx", "0" * 64, cache) as path:
+        assert path.parent == cache
+    assert path.is_file()
