@@ -9,7 +9,8 @@ Figures, per category and overall:
   * first cited is gold; precision of the citations; sources cited per answer;
   * sources ∋ gold — a gold turn is among the sources the answer was given (its ceiling);
 and, in the same run, the baseline an answer without sentence selection would have: citing
-the first 1 (or 3) sources as retrieved.
+the first 1 (or 3) sources as retrieved. The last line is a one-line summary. The kernel's home
+(with the int8 model it derives, ~31 MB) is a temp folder removed at the end.
 
     nice python bench/ask_locomo.py [--dataset ../shared/eval/locomo] [--limit-queries N] [--json]
 """
@@ -28,26 +29,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import eval_dir, positive_int  # noqa: E402
 from bench.memory import pct, wait_embedded  # noqa: E402
 from plugins.memory.eval import load_locomo  # noqa: E402
-
-DATASET = ROOT.parent / "shared" / "eval" / "locomo"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", type=Path, default=DATASET)
-    ap.add_argument("--limit-queries", type=int, default=None, help="per conversation")
+    ap.add_argument("--dataset", type=Path, default=eval_dir() / "locomo")
+    ap.add_argument("--limit-queries", type=positive_int, default=None, help="per conversation")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not args.dataset.is_dir():
         raise SystemExit(f"no LoCoMo folder at {args.dataset}: pass --dataset (see "
                          "../shared/eval/README.md)")
+    with tempfile.TemporaryDirectory(prefix="nm-bench-ask-") as tmp:
+        counts, latency = ask_all(args, Path(tmp))
+    return report(args, counts, latency)
+
+
+def ask_all(args, tmp: Path) -> tuple[dict, list[float]]:
+    """Every conversation a project in a kernel homed in ``tmp``, every question asked:
+    the counts per category (and "all") and each ask's milliseconds."""
     import falcon.testing
 
     from kernel.app import Kernel
     from kernel.config import load_settings
-    tmp = Path(tempfile.mkdtemp(prefix="nm-bench-ask-"))
     settings = load_settings(None, kernel={"home": str(tmp / "home"), "state_dir": str(tmp / "state"),
                                            "plugins": ["auth", "memory", "ask"]})
     kernel = Kernel(settings)
@@ -93,6 +100,11 @@ def main() -> int:
                   file=sys.stderr)
     finally:
         kernel.shutdown()
+    return counts, latency
+
+
+def report(args, counts: dict, latency: list[float]) -> int:
+    """The table per category, the latency, and the summary line (or the JSON)."""
     table = {kind: {k: (round(v / c["questions"], 4) if k != "questions" else int(v))
                     for k, v in c.items()} for kind, c in sorted(counts.items())}
     result = {"dataset": str(args.dataset), "by_category": table,
@@ -102,10 +114,17 @@ def main() -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
     names = [k for k in table["all"] if k != "questions"]
-    print(f"{'category':<12} {'n':>5}  " + "  ".join(f"{n[:24]:>24}" for n in names))
+    print(f"{'category':<12} {'n':>5}  " + "  ".join(f"{n:>{len(n)}}" for n in names))
     for kind, row in table.items():
-        print(f"{kind:<12} {row['questions']:>5}  " + "  ".join(f"{row[n]:>24}" for n in names))
+        print(f"{kind:<12} {row['questions']:>5}  "
+              + "  ".join(f"{row[n]:>{len(n)}}" for n in names))
     print(f"ask latency in process: p50 {result['ask_ms']['p50']} ms, p95 {result['ask_ms']['p95']} ms")
+    every = table["all"]
+    print(f"ask bench: {every['questions']} LoCoMo questions — cited ∋ gold "
+          f"{every['cited ∋ gold']} ({every['sources cited']} citations per answer) vs the "
+          f"first 3 retrieved {every['baseline: first 3 sources ∋ gold']}; first cited gold "
+          f"{every['first cited is gold']} vs first retrieved "
+          f"{every['baseline: first source ∋ gold']}; ask p50 {result['ask_ms']['p50']} ms")
     return 0
 
 

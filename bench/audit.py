@@ -7,7 +7,8 @@ Two real servers (`neuralmind serve`, gunicorn gthread) with the same plugins bu
 them in alternating rounds (off, on, off, on …) so drift on this shared 2-core machine hits
 both alike. With the plugin on, every create appends two audit records (``memory.created``
 and the auth plugin's ``api.call``), each in its own ``BEGIN IMMEDIATE`` transaction.
-Target: on ≥ 0.9× off. The last line is a one-line summary.
+Target: on ≥ 0.9× off. It needs wrk (apt-get install wrk) and says so, exiting 2, without it.
+The last line is a one-line summary.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import need_wrk, positive_int  # noqa: E402
 from tests.embeddings import fake_embedder  # noqa: E402
 from tests.support import Server  # noqa: E402
 
@@ -93,11 +95,12 @@ def copier_rates(kernel_home: Path, scratch: Path) -> tuple[int, float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--connections", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seconds", type=positive_int, default=4)
+    ap.add_argument("--rounds", type=positive_int, default=5)
+    ap.add_argument("--connections", type=positive_int, default=8)
+    ap.add_argument("--workers", type=positive_int, default=2)
     args = ap.parse_args()
+    need_wrk("audit.py", "its creates/s under load (audit on ÷ off)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         servers = {}

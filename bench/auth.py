@@ -1,5 +1,6 @@
 """Cost of authentication: requests/s of an authenticated GET vs the same route with auth
-disabled, measured in one run with wrk against real gunicorn (2 workers × 4 threads).
+disabled, measured in one run with wrk against real gunicorn (2 workers × 4 threads); it needs
+wrk (apt-get install wrk) and says so, exiting 2, without it.
 
     python bench/auth.py [--seconds 3] [--rounds 6]      # BENCH_THREADS=1 for sync-like workers
 
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import need_wrk, positive_int  # noqa: E402
 from kernel.auth import Actor  # noqa: E402
 from kernel.plugins import hookimpl  # noqa: E402
 
@@ -199,12 +201,13 @@ def hook_cost(kernel, env: dict, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve")
-    parser.add_argument("--seconds", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--seconds", type=positive_int, default=3)
+    parser.add_argument("--rounds", type=positive_int, default=6)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
         return
+    need_wrk("auth.py", "its req/s figures (the target is wrk's req/s, auth on ÷ off)")
     from tests.support import free_port
     modes = ("open", "token", "token0", "loopback")
     with tempfile.TemporaryDirectory() as tmp:

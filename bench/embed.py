@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import eval_dir, model_cache, positive_int  # noqa: E402
+
 BARE_BATCH = 32
 
 
@@ -37,8 +39,7 @@ def status_mb(key: str) -> float:
 # -- texts -------------------------------------------------------------------------------
 
 def short_sentences(n: int) -> list[str]:
-    claims = Path(os.environ.get("NEURALMIND_EVAL_DIR", ROOT.parent / "shared" / "eval"))
-    claims = claims / "scifact" / "queries.jsonl"
+    claims = eval_dir() / "scifact" / "queries.jsonl"
     if claims.is_file():
         texts = [json.loads(line)["text"] for line in claims.read_text().splitlines() if line]
     else:
@@ -102,11 +103,14 @@ class Bare:
         return np.vstack(out).astype(np.float32)
 
 
-def contender(kind: str, threads: int):
+def contender(kind: str, threads: int, cache: str):
+    """``cache``: where ours keeps its derived int8 model (the parent's folder, removed when
+    the run ends; the first part derives it, so "load + first" still counts the derivation)."""
     if kind == "bare":
         return Bare(threads)
     from kernel.embeddings import OnnxEmbedder
-    embedder = OnnxEmbedder(threads=threads, remember=0)  # each round runs the model
+    embedder = OnnxEmbedder(threads=threads, remember=0,  # each round runs the model
+                            cache_dir=Path(cache))
     embedder.load()
     return embedder
 
@@ -140,7 +144,7 @@ def part_speed(args) -> dict:
     models, rounds = {}, {"bare": [], "ours": []}
     for kind in rounds:
         started = time.perf_counter()
-        models[kind] = contender(kind, args.threads)
+        models[kind] = contender(kind, args.threads, args.model_cache)
         models[kind].embed(["warm up"])
         rounds[kind].append({"load_s": time.perf_counter() - started})
     mine, theirs = models["ours"].embed(chunks[:16]), models["bare"].embed(chunks[:16])
@@ -161,7 +165,7 @@ def part_memory(kind: str, args) -> dict:
     texts = code_chunks(args.chunks, _tokenizer(locate_model(None).tokenizer, 256))
     texts += short_sentences(args.short)
     base = status_mb("VmRSS")
-    model = contender(kind, args.threads)
+    model = contender(kind, args.threads, args.model_cache)
     model.embed(["warm up"])
     loaded = status_mb("VmRSS")
     model.embed(texts)
@@ -172,28 +176,30 @@ def part_memory(kind: str, args) -> dict:
 def run_part(part: str, kind: str, args) -> dict:
     cmd = [sys.executable, __file__, "--part", part, "--kind", kind, "--threads", str(args.threads),
            "--queries", str(args.queries), "--short", str(args.short), "--chunks", str(args.chunks),
-           "--rounds", str(args.rounds)]
+           "--rounds", str(args.rounds), "--model-cache", args.model_cache]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--short", type=int, default=400)
-    parser.add_argument("--chunks", type=int, default=60)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--part", choices=["speed", "memory"])
-    parser.add_argument("--kind", choices=["ours", "bare"])
+    parser.add_argument("--threads", type=positive_int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--queries", type=positive_int, default=100)
+    parser.add_argument("--short", type=positive_int, default=400)
+    parser.add_argument("--chunks", type=positive_int, default=60)
+    parser.add_argument("--rounds", type=positive_int, default=3)
+    parser.add_argument("--part", choices=["speed", "memory"], help=argparse.SUPPRESS)
+    parser.add_argument("--kind", choices=["ours", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--model-cache", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.part:
         result = part_speed(args) if args.part == "speed" else part_memory(args.kind, args)
         print(json.dumps(result))
         return
 
-    speed = run_part("speed", "ours", args)
-    memory = {kind: run_part("memory", kind, args) for kind in ("bare", "ours")}
+    with model_cache() as args.model_cache:
+        speed = run_part("speed", "ours", args)
+        memory = {kind: run_part("memory", kind, args) for kind in ("bare", "ours")}
     ours, bare = speed["ours"], speed["bare"]
     print(f"embeddings bench: {args.threads} onnxruntime threads, {os.cpu_count()} cores (shared "
           f"machine); {args.queries} single queries, {args.short} short sentences, "

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import positive_int  # noqa: E402
 from tests.support import free_port, request  # noqa: E402
 
 BODY = json.dumps({"title": "Use SQLite WAL", "rationale": "x" * 960, "tags": ["storage"]})
@@ -114,9 +115,9 @@ class Target:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--seconds", type=positive_int, default=5)
+    ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--connections", type=positive_int, default=16)
     args = ap.parse_args()
     tool = "wrk -t2 -c%d" % args.connections if shutil.which("wrk") else "python loop, 1 connection"
     print(f"load: {tool}, {args.seconds} s per figure, {args.rounds} alternating rounds (median); "

@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import model_cache, positive_int  # noqa: E402
 from tests.support import EVERY_QUERY_EMBEDDED, KeepAlive, Server  # noqa: E402
 
 QUESTIONS = ["how are middleware components called for each request",
@@ -54,9 +55,36 @@ MAXRSS = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], "
 
 
 
+PEER_HOWTO = ("make it with: python -m venv /tmp/nm4venv && /tmp/nm4venv/bin/pip install "
+              "neuralmind==4.22.1 (docs/performance-index.md)")
+TOUCHED_MIN_BYTES = 4000  # the one-file rebuild appends to a .py file at least this large
+
+
 def default_tree() -> Path:
     import falcon
     return Path(falcon.__file__).parent
+
+
+def source_tree(text: str) -> Path:
+    """An argparse type: a folder holding a .py file the one-file rebuild can touch (a
+    missing or empty tree would end in a traceback after the model and the server start)."""
+    tree = Path(text)
+    if not tree.is_dir():
+        raise argparse.ArgumentTypeError(f"takes a source folder; {text} is not one")
+    if touched(tree) is None:
+        raise argparse.ArgumentTypeError(
+            f"takes a source folder with a .py file of {TOUCHED_MIN_BYTES}+ bytes (the "
+            f"one-file rebuild touches one); {text} has none")
+    return tree
+
+
+def peer_venv(text: str) -> Path:
+    """An argparse type: a venv holding neuralmind 4.22.1's CLI, so a missing peer is said
+    at once rather than its figures silently left out."""
+    venv = Path(text)
+    if not (venv / "bin" / "neuralmind").exists():
+        raise argparse.ArgumentTypeError(f"no neuralmind in {venv}/bin: {PEER_HOWTO}")
+    return venv
 
 
 def copy_tree(src: Path, dst: Path) -> Path:
@@ -112,12 +140,18 @@ def bare_embedding_s(tree: Path) -> tuple[float, float, int]:
         content = read_text(str(tree / entry.path))
         if content:
             file_row(entry, content[0], content[1], settings, texts)
-    embedder = OnnxEmbedder(remember=0)  # the bare model, every text through it
+    with model_cache() as cache:  # the int8 form derived here is removed with it
+        embedder = OnnxEmbedder(remember=0, cache_dir=Path(cache))  # every text through it
+        return timed_embedding(embedder, sorted(texts.values(), key=len), settings.embed_batch)
+
+
+def timed_embedding(embedder, ordered: list[str], batch: int) -> tuple[float, float, int]:
+    """Wall and CPU seconds ``embedder`` takes over ``ordered`` in ``batch``-sized calls,
+    after a warm-up (the model's load is not the build's to pay)."""
     embedder.embed(["warm up"])
-    ordered = sorted(texts.values(), key=len)
     started, cpu = time.perf_counter(), time.process_time()
-    for i in range(0, len(ordered), settings.embed_batch):
-        embedder.embed(ordered[i:i + settings.embed_batch])
+    for i in range(0, len(ordered), batch):
+        embedder.embed(ordered[i:i + batch])
     return time.perf_counter() - started, time.process_time() - cpu, len(ordered)
 
 
@@ -157,8 +191,14 @@ def build_ours(server: Server, client: KeepAlive, tree: Path) -> dict:
             "onefile_embedded": one["job"]["result"]["chunks_embedded"]}
 
 
+def touched(tree: Path) -> Path | None:
+    """The file the one-file rebuild changes: the first .py file of 4000+ bytes."""
+    return next((p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > TOUCHED_MIN_BYTES),
+                None)
+
+
 def touch_one(tree: Path) -> None:
-    target = next(p for p in sorted(tree.rglob("*.py")) if p.stat().st_size > 4000)
+    target = touched(tree)
     target.write_text(target.read_text() + "\n\ndef bench_added(x):\n    return x + 1\n")
 
 
@@ -325,12 +365,14 @@ def learning_cost(tree: Path, work: Path, rounds: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", help="source tree to index (default: falcon from site-packages)")
-    parser.add_argument("--peer", help="venv with PyPI neuralmind==4.22.1 for the side-by-side")
-    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--tree", type=source_tree,
+                        help="source tree to index (default: falcon from site-packages)")
+    parser.add_argument("--peer", type=peer_venv,
+                        help="venv with PyPI neuralmind==4.22.1 for the side-by-side")
+    parser.add_argument("--queries", type=positive_int, default=40)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    src = Path(args.tree) if args.tree else default_tree()
+    src = args.tree or default_tree()
     with tempfile.TemporaryDirectory(prefix="nm-bench-index-") as tmp:
         work = Path(tmp)
         bare_s, bare_cpu, texts = bare_embedding_s(copy_tree(src, work / "bare"))
@@ -340,8 +382,7 @@ def main() -> int:
                         config=EVERY_QUERY_EMBEDDED,
                         env={"NEURALMIND_EMBEDDINGS_WARM": "1"}).start()
         model_ready_s = wait_model(server)
-        peer = (Peer(Path(args.peer), copy_tree(src, work / "peer"), work)
-                if args.peer and (Path(args.peer) / "bin" / "neuralmind").exists() else None)
+        peer = Peer(args.peer, copy_tree(src, work / "peer"), work) if args.peer else None
         try:
             client = KeepAlive(server.port, server.token, timeout=600)
             mine = build_ours(server, client, copy_tree(src, work / "ours"))
@@ -378,7 +419,8 @@ def main() -> int:
     print(f"no-change rebuild {m['nochange_s']:7.2f} s   one-file rebuild {m['onefile_s']:.2f} s "
           f"({m['onefile_embedded']} texts re-embedded)")
     print(f"search p50 {m['search_p50_ms']:.1f} ms   query p50 {m['query_p50_ms']:.1f} ms "
-          "(HTTP, keep-alive; interleaved with the peer's requests)")
+          "(HTTP, keep-alive" + ("; interleaved with the peer's requests)" if theirs else
+                                 "; no peer: --peer /tmp/nm4venv adds neuralmind 4.22.1's)"))
     print(f"impact p50 at depth 3: from a node {m['impact_node_p50_ms']:.1f} ms, from a file "
           f"{m['impact_file_p50_ms']:.1f} ms (median {m['impacted_median']:.0f} impacted; "
           f"GET /v1/health {m['health_p50_ms']:.2f} ms in the same rounds) (target ≤ 20 ms)")

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.memory import (fill_batches, pct, random_vectors, sentence,  # noqa: E402
                           sqlite_store, wait_embedded)
+from bench.common import positive_int  # noqa: E402
 from tests.support import EVERY_QUERY_EMBEDDED, KeepAlive, Server  # noqa: E402
 
 VERSION = "2025-06-18"
@@ -109,8 +110,8 @@ def timed(fn, *args) -> tuple[float, object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--memories", type=int, default=10_000)
-    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--memories", type=positive_int, default=10_000)
+    ap.add_argument("--queries", type=positive_int, default=200)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from kernel.config import load_settings
@@ -132,7 +133,10 @@ def main() -> int:
             store = sqlite_store(project / ".neuralmind" / "memory.db")
             random_vectors(store, embedder.model_id, embedder.dim)
             wait_embedded([store], embedder.model_id)
-            mcp, stdio = MCPHTTP(srv.port, srv.token, pid), Stdio(srv.home, pid)
+            # the relay first: its start-up (seconds on a loaded machine) would leave the MCP
+            # session's connection idle past the server's 5 s keep-alive, and it is not retried
+            stdio = Stdio(srv.home, pid)
+            mcp = MCPHTTP(srv.port, srv.token, pid)
 
             def search(q):
                 status, body = v1.call("POST", base + "/search",

@@ -66,6 +66,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import have_wrk, need_wrk, positive_int, sizes, wrk_note  # noqa: E402
 from tests.support import (EVERY_QUERY_EMBEDDED, KeepAlive, Server, fresh_pg_dsn,  # noqa: E402
                            pg_uri)
 
@@ -717,11 +718,19 @@ def decay_latency(client: KeepAlive, base: str, queries: list[str], rounds: int 
     return out
 
 
+def wrk_words(value, words: str, unit: str = "/s") -> str:
+    """``value`` + ``unit`` and ``words`` (what the wrk figure is) when wrk ran, else nothing:
+    a figure wrk did not measure is left out, never printed as None (the run's first line
+    says wrk is missing)."""
+    return "" if value is None else f"{value}{unit} {words}"
+
+
 def report(res: dict) -> None:
     n = res["memories"]
     print(f"{n:>7} memories on {res['backend']}: batch {res['batch_creates_per_s']:>6}/s, single "
-          f"{res['single_creates_wrk_per_s']}/s (wrk, 8 connections; "
-          f"{res['wrk_non_201']} not 201), {res['single_creates_per_s']}/s "
+          + wrk_words(res['single_creates_wrk_per_s'],
+                      f"(wrk, 8 connections; {res['wrk_non_201']} not 201), ")
+          + f"{res['single_creates_per_s']}/s "
           f"(8 Python threads), backfill wait {res['backfill_wait_s']} s"
           + (" (random vectors)" if res["random_vectors"] else ""))
     for mode in ("keyword", "semantic", "hybrid"):
@@ -732,11 +741,14 @@ def report(res: dict) -> None:
         print(f"         hybrid p50 decay off {d['hybrid_p50_ms_decay_off']:.2f} ms, on "
               f"{d['hybrid_p50_ms_decay_on']:.2f} ms: {d['decay_over_none']}×")
     if "checks_over_none" in res:
-        c, o = res["checks"], res["no_checks"]
-        print(f"         single creates without contradiction checks "
-              f"{o['single_creates_wrk_per_s']}/s (wrk) {o['single_creates_per_s']}/s "
-              f"(Python), with {c['single_creates_wrk_per_s']}/s "
-              f"{c['single_creates_per_s']}/s: {res['checks_over_none']}")
+        c, o, r = res["checks"], res["no_checks"], res["checks_over_none"]
+        print("         single creates without contradiction checks "
+              + wrk_words(o['single_creates_wrk_per_s'], "(wrk) ")
+              + f"{o['single_creates_per_s']}/s (Python), with "
+              + wrk_words(c['single_creates_wrk_per_s'], "(wrk) ")
+              + f"{c['single_creates_per_s']}/s (Python): with ÷ without "
+              + wrk_words(r['single_creates_wrk_per_s'], "(wrk) ", unit="×")
+              + f"{r['single_creates_per_s']}× (Python)")
     if res.get("bulk_vectors"):
         b = res["bulk_vectors"]
         print(f"         vectors COPYed in {b['copy_s']} s, HNSW index built in {b['index_s']} s")
@@ -762,10 +774,10 @@ def summary(results: list[dict]) -> str:
                 f"{last['hybrid']['p50_ms']} ms ({last['hybrid_over_raw']}× raw "
                 f"{last['raw']['total_ms']} ms; decay on ÷ off "
                 f"{last['decay']['decay_over_none']}×), single creates "
-                f"{last['single_creates_wrk_per_s']}/s (wrk) {last['single_creates_per_s']}/s "
-                f"(Python) with contradiction checks "
-                f"({last['checks_over_none']['single_creates_wrk_per_s']}× / "
-                f"{last['checks_over_none']['single_creates_per_s']}× without), "
+                + wrk_words(last['single_creates_wrk_per_s'], "(wrk) ")
+                + f"{last['single_creates_per_s']}/s (Python) with contradiction checks ("
+                + wrk_words(last['checks_over_none']['single_creates_wrk_per_s'], "/ ", unit="×")
+                + f"{last['checks_over_none']['single_creates_per_s']}× without), "
                 f"batch creates {last['batch_creates_per_s']}/s")
     lines = []
     by = {(r["backend"], r["memories"]): r for r in results}
@@ -780,16 +792,30 @@ def summary(results: list[dict]) -> str:
                      f"{pg['hybrid']['p50_ms']} / {lite['hybrid']['p50_ms']} ms "
                      f"({round(pg['hybrid']['p50_ms'] / lite['hybrid']['p50_ms'], 2)}×), p95 "
                      f"{pg['hybrid']['p95_ms']} / {lite['hybrid']['p95_ms']} ms; single creates "
-                     f"{ratio['single_creates_wrk_per_s']}× (wrk) "
-                     f"{ratio['single_creates_per_s']}× (Python), batch creates "
+                     + wrk_words(ratio['single_creates_wrk_per_s'], "(wrk) ", unit="×")
+                     + f"{ratio['single_creates_per_s']}× (Python), batch creates "
                      f"{ratio['batch_creates_per_s']}×")
     return "\n".join(lines)
 
 
+def without_wrk(args) -> None:
+    """Without wrk, one line first: ``--two-servers-only`` (its figure is wrk's alone) exits
+    2; the other runs go on with the Python client's figures only and say so."""
+    if args.real_text:  # no wrk figure
+        return
+    if args.backend == "postgres" and args.two_servers_only:
+        need_wrk("memory.py", "--two-servers-only (creates/s under wrk, two servers ÷ one)")
+    left_out = ("" if args.backend == "sqlite" or args.pg_only or args.writes
+                else "; the two-servers figure (wrk's alone) is left out")
+    wrk_note("memory.py", "single creates are measured by the Python client only, the wrk "
+                          f"figures left out{left_out}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000")
-    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--sizes", type=sizes, default=[1000, 10000],
+                    help="memories per project, comma-separated (default 1000,10000)")
+    ap.add_argument("--queries", type=positive_int, default=200)
     ap.add_argument("--embed-up-to", type=int, default=20_000,
                     help="larger sizes get random vectors instead of waiting for the backfill")
     ap.add_argument("--real-text", action="store_true",
@@ -812,6 +838,7 @@ def main() -> int:
                          "(1,000 per transaction), not over HTTP")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    without_wrk(args)
     if args.writes:
         return main_writes(args)
     if args.real_text:
@@ -846,7 +873,7 @@ def main() -> int:
                              random.Random(1), 2000)
                 # its backfill must be idle before anything is timed (run_size waits for these)
                 backend.stores.append(backend.store(warm_id, warm / ".neuralmind" / "memory.db"))
-            for n in (int(s) for s in args.sizes.split(",")) if names else ():
+            for n in args.sizes if names else ():
                 for name in names:  # one size on every backend before the next size
                     res = run_size(servers[name], backends[name], n, queries, embedder,
                                    args.embed_up_to, full=args.backend == "sqlite",
@@ -857,7 +884,7 @@ def main() -> int:
                         report(res)
             for srv in servers.values():
                 srv.stop()
-            if args.backend == "postgres" and not args.pg_only:
+            if args.backend == "postgres" and not args.pg_only and have_wrk():
                 extra["two_servers"] = two_servers(backends["postgres"], Path(tmp) / "two",
                                                    embedder.model_id)
         finally:
@@ -897,7 +924,7 @@ def main_writes(args) -> int:
             warm.mkdir()
             fill_batches(KeepAlive(srv.port, srv.token),
                          f"/v1/projects/{srv.register(warm)}/memories", random.Random(1), 2000)
-            for n in (int(s) for s in args.sizes.split(",")):
+            for n in args.sizes:
                 results.append(run_writes(srv, backend, n))
                 if not args.json:
                     print_writes(results[-1])
@@ -906,7 +933,19 @@ def main_writes(args) -> int:
             backend.close()
     if args.json:
         print(json.dumps(results))
+    print(writes_summary(results[-1]))
     return 0
+
+
+def writes_summary(res: dict) -> str:
+    """The one-line summary of ``--writes`` (its largest size): HTTP ÷ the store alone."""
+    b = res["cpu_us_per_batch_record"]
+    return (f"memory bench, writes: {res['memories']} memories — batch creates "
+            f"{res['batch_over_store']}× the store alone (CPU per record "
+            f"{round(b['store'] / b['server'], 2)}×), single creates "
+            + wrk_words(res['single_over_store']['wrk'], "(wrk) / ", unit="×")
+            + f"{res['single_over_store']['python']}× (Python) the store alone; load "
+            + " → ".join(res["load"]))
 
 
 def run_writes(srv: Server, backend: Backend, n: int, rounds: int = 5) -> dict:
@@ -980,11 +1019,11 @@ def print_writes(res: dict) -> None:
     b = res["cpu_us_per_batch_record"]
     print(f"         CPU per batch record: store {b['store']} µs, server {b['server']} µs: "
           f"{round(b['store'] / b['server'], 2)}×")
-    print(f"         single {res['single_creates_wrk_per_s']}/s (wrk) "
-          f"{res['single_creates_per_s']}/s (Python), {res['store_single_creates_per_s']}/s the "
-          f"store alone: {res['single_over_store']['wrk']}× / "
-          f"{res['single_over_store']['python']}× (rounds: " + "; ".join(
-              f"{k} " + " ".join(map(str, vs)) for k, vs in res["rounds"].items()) + ")")
+    print("         single " + wrk_words(res['single_creates_wrk_per_s'], "(wrk) ")
+          + f"{res['single_creates_per_s']}/s (Python), {res['store_single_creates_per_s']}/s the "
+          f"store alone: " + wrk_words(res['single_over_store']['wrk'], "(wrk) / ", unit="×")
+          + f"{res['single_over_store']['python']}× (Python) (rounds: " + "; ".join(
+              f"{k} " + " ".join(map(str, vs)) for k, vs in res["rounds"].items() if vs) + ")")
     c = res["cpu_ms_per_create"]
     print(f"         CPU per single create: store {c['store']} ms, server {c['server']} ms "
           f"(Python client's runs): {round(c['store'] / c['server'], 2)}×")
@@ -1018,7 +1057,7 @@ def main_real(args) -> int:
                          random.Random(1), 2000)
             if backend:  # its backfill must be idle before anything is timed
                 backend.stores.append(backend.store(warm_id))
-            for n in (int(s) for s in args.sizes.split(",")):
+            for n in args.sizes:
                 res = (run_real_pg(srv, backend, n, corpus, units, queries, worst, embedder)
                        if backend else
                        run_real(srv, Path(tmp), n, corpus, units, queries, worst, embedder))
@@ -1032,7 +1071,18 @@ def main_real(args) -> int:
                 backend.close()
     if args.json:
         print(json.dumps(results))
+    print(real_summary(results[-1]))
     return 0
+
+
+def real_summary(res: dict) -> str:
+    """The one-line summary of ``--real-text`` (its largest size)."""
+    leg = res.get("ann") or res.get("hnsw")
+    return (f"memory bench, real text: {res['memories']} memories on "
+            f"{res.get('backend', 'sqlite')} — hybrid p50 {res['typical_hybrid']['p50_ms']} ms "
+            f"({res['hybrid_over_raw']}× raw), worst ÷ typical {res['worst_over_typical']}×"
+            + (f", ANN leg recall@10 {leg['recall_at_10']}" if leg else "")
+            + f"; load {' '.join(res['load'])}")
 
 
 def print_real(res: dict) -> None:

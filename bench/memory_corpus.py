@@ -38,10 +38,11 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 
 
 def eval_root() -> Path:
-    for candidate in (ROOT.parent / "shared" / "eval", Path("/work/shared/eval")):
-        if candidate.is_dir():
-            return candidate
-    raise SystemExit("bench: ../shared/eval (the eval corpora) is not here")
+    """The eval corpora, by the benches' one rule (bench/common.py), or a one-line exit."""
+    from bench.common import eval_dir
+    if (root := eval_dir()).is_dir():
+        return root
+    raise SystemExit(f"bench: {root} (the eval corpora) is not here: set NEURALMIND_EVAL_DIR")
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """Recall@10 of pgvector's HNSW index (the memory store's, on PostgreSQL) against exact search.
 
-The eval sets' documents (/work/shared/eval: SciFact abstracts, LoCoMo turns, optionally
-CoSQA functions) are loaded as ``neuralmind eval memory --backend postgres`` loads them — each
-collection a project of one database, as a team server's projects share its tables — and
-embedded with the packaged model (each record's own vector, which is what the pgvector column
-holds); each project then gets its own HNSW index, as a project past ``ann_min_records`` does
+The eval sets' documents (``$NEURALMIND_EVAL_DIR``, else ``../shared/eval`` beside this
+checkout: SciFact abstracts, LoCoMo turns, optionally CoSQA functions) are loaded as
+``neuralmind eval memory --backend postgres`` loads them — each collection a project of one
+database, as a team server's projects share its tables — and embedded with the packaged model
+(each record's own vector, which is what the pgvector column holds); each project then gets
+its own HNSW index, as a project past ``ann_min_records`` does
 (``PgMemoryStore.build_nearest``). Each collection's queries are asked twice: through the
 store's ``nearest`` under each ``hnsw.ef_search`` (``--fetch`` candidates, the 10 nearest
 kept, as the semantic leg keeps the best of ``ann_fetch × n``), and exactly, numpy's top-10
@@ -12,7 +13,9 @@ over the same vectors. Recall@10 is the share of the exact top-10 the index retu
 is the query's time in the database (the embedding of the query is not counted); "short"
 counts queries that got fewer than 10 rows.
 The PostgreSQL is the one ``--dsn`` names, else one the ``pgserver`` wheel starts; with a
-``--dsn`` that persists, a second run reuses the loaded, embedded collections.
+``--dsn`` that persists and a ``--work`` folder kept, a second run reuses the loaded, embedded
+collections. Without ``--work`` the temp work folder (~22 MB: the derived model) is removed at
+the end.
 
     python bench/pg_hnsw.py [--sets scifact,locomo] [--ef 40,100,200] [--fetch 10] [--dsn URI]
                             [--dataset ../shared/eval] [--work DIR] [--json]
@@ -21,6 +24,7 @@ The PostgreSQL is the one ``--dsn`` names, else one the ``pgserver`` wheel start
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -33,10 +37,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import choices, eval_dir, positive_int, sizes  # noqa: E402
 from tests.support import fresh_pg_dsn, pg_uri  # noqa: E402
 
-EVAL = ROOT.parent.parent / "shared" / "eval"  # ../shared/eval beside the worktrees
 SPLITS = {"scifact": "train", "locomo": "dev", "cosqa": "dev"}
+
+
+def work_folder(given: str | None):
+    """``--work`` as given (kept: it holds what a second run reuses), else a temp folder
+    removed when the run ends."""
+    if given:
+        return contextlib.nullcontext(given)
+    return tempfile.TemporaryDirectory(prefix="pg-hnsw-")
 
 
 def top10(store, vector, ef: int, fetch: int) -> tuple[list[str], float]:
@@ -65,29 +77,35 @@ def exact10(ids: list[str], matrix, vector) -> list[str]:
 
 
 def main() -> int:
-    from plugins.memory.eval import eval_kernel, load, open_store
-    from plugins.memory.models import MemorySettings
-    from plugins.memory.search import Searcher
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default="scifact,locomo", help="of scifact, locomo, cosqa")
-    ap.add_argument("--ef", default="40,100,200", help="hnsw.ef_search values")
-    ap.add_argument("--fetch", type=int, default=10,
+    ap.add_argument("--sets", type=choices(tuple(SPLITS)), default=["scifact", "locomo"],
+                    help="of scifact, locomo, cosqa (default scifact,locomo)")
+    ap.add_argument("--ef", type=sizes, default=[40, 100, 200],
+                    help="hnsw.ef_search values (default 40,100,200)")
+    ap.add_argument("--fetch", type=positive_int, default=10,
                     help="candidates asked of the index, the 10 nearest kept (the leg asks "
                          "ann_fetch × its n: 40 for a top 10)")
     ap.add_argument("--dsn", help="a PostgreSQL with pgvector; default: pgserver's")
     ap.add_argument("--work", help="the eval work folder (model cache); default: a temp folder")
-    ap.add_argument("--dataset", type=Path, default=EVAL, help="the eval sets' folder")
+    ap.add_argument("--dataset", type=Path, default=eval_dir(), help="the eval sets' folder")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    efs = [int(e) for e in args.ef.split(",")]
+    with work_folder(args.work) as work:
+        return run(args, Path(work))
+
+
+def run(args, work: Path) -> int:
+    """Load, embed and index each set in ``work``, then time and score its queries."""
+    from plugins.memory.eval import eval_kernel, load, open_store
+    from plugins.memory.models import MemorySettings
+    from plugins.memory.search import Searcher
+    efs = args.ef
     dsn = args.dsn or fresh_pg_dsn(pg_uri())
-    work = Path(args.work or tempfile.mkdtemp(prefix="pg-hnsw-"))
     kernel = eval_kernel(work, dsn=dsn)
     searcher = Searcher(MemorySettings(passages=False), kernel)  # own vectors only
     embedder = kernel.embedder
     collections = []
-    for name in args.sets.split(","):
+    for name in args.sets:
         for col in load(args.dataset / name, SPLITS[name]):
             store = open_store(kernel, work / name, col)
             started = time.perf_counter()

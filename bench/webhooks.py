@@ -5,9 +5,10 @@
 
 1. Delivery throughput: a 2-worker ``neuralmind serve`` with the webhooks plugin and 1, then
    5, hooks to one local receiver (a threaded HTTP/1.1 server in a process of its own, at the
-   lowest CPU priority: in life it runs on another machine). ``--events`` events are written
-   straight into the server's event log, as a CLI command writes them (the workers find them
-   by polling, so no request competes), and the clock runs until every hook has every event.
+   lowest CPU priority: in life it runs on another machine). ``--events`` events, of kinds the
+   bench declares (bench/event_kinds.py: the kernel refuses hooks on undeclared kinds), are
+   written straight into the server's event log, as a CLI command writes them (the workers
+   find them by polling, so no request competes), and the clock runs until every hook has every event.
    Baseline: the same receiver sent as many signed POSTs by bare loops in this process (one
    keep-alive connection and one loop per hook) — the HTTP alone, no queue, no lease.
 2. What delivery adds to a memory create: two servers with ``auth``, ``memory`` and the
@@ -47,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import event_kinds  # noqa: E402
+from bench.common import positive_float, positive_int, wrk_note  # noqa: E402
 from bench.memory import singles_wrk  # noqa: E402
 from neuralmind.client import verify_signature, webhook_signature  # noqa: E402
 from tests.embeddings import fake_embedder  # noqa: E402
@@ -160,8 +163,10 @@ class Counter:
 
 
 def server_env(root: Path, fake: bool = False) -> dict[str, str]:
-    """PYTHONPATH for a server: the fake embedder's entry point when asked."""
-    return fake_embedder.server_env(root) if fake else {"PYTHONPATH": pythonpath()}
+    """PYTHONPATH for a server: the fake embedder's entry point when asked, else the bench's
+    own event kinds' (the throughput server's hooks listen to them)."""
+    return (fake_embedder.server_env(root) if fake
+            else {"PYTHONPATH": pythonpath(event_kinds.site(root))})
 
 
 def hook(server: Server, counter: Counter, path: str, events: list[str]) -> None:
@@ -208,8 +213,8 @@ def bare_posts(counter: Counter, prefix: str, hooks: int, n: int) -> float:
 
 def throughput(root: Path, counter: Counter, events: int, workers: int) -> list[dict]:
     rows = []
-    server = Server(root / "home-throughput", plugins=["auth", "webhooks"], workers=workers,
-                    config=FAST, env=server_env(root)).start()
+    server = Server(root / "home-throughput", plugins=["auth", "webhooks", event_kinds.PLUGIN],
+                    workers=workers, config=FAST, env=server_env(root)).start()
     try:
         for run, hooks in enumerate((1, 5)):
             prefix = f"/t{run}/"
@@ -348,7 +353,7 @@ def in_process(root: Path, counter: Counter, n: int) -> dict[str, float]:
     from plugins.webhooks.models import WebhookIn
     (root / "inproc.toml").write_text(FAST.replace("poll_s = 0.05", "poll_s = 60"))
     kernel = make_kernel(root / "home-inproc", plugins=["auth", "webhooks"],
-                         config=root / "inproc.toml")
+                         config=root / "inproc.toml", extra_plugins=[event_kinds])
     service = kernel.state("webhooks")
     try:
         service.sender.stop()  # tries and take-ins run here, on this thread, to be timed
@@ -383,16 +388,18 @@ def in_process(root: Path, counter: Counter, n: int) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=2000)
-    ap.add_argument("--creates", type=int, default=200, help="creates per round and measure")
-    ap.add_argument("--pace-ms", type=float, default=10.0,
+    ap.add_argument("--events", type=positive_int, default=2000)
+    ap.add_argument("--creates", type=positive_int, default=200,
+                    help="creates per round and measure")
+    ap.add_argument("--pace-ms", type=positive_float, default=10.0,
                     help="pause between the paced creates (default 10 ms)")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=positive_int, default=4)
+    ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--receive", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.receive:
         return receive()
+    wrk_note("webhooks.py", "the creates/s under wrk (8 connections) are left out")
     counter = Counter()
     try:
         with tempfile.TemporaryDirectory() as tmp:

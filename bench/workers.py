@@ -4,7 +4,7 @@ Per run, ``neuralmind serve`` on a fresh home and a free port: seconds until ``/
 answers, the CPU the master and each worker spent by then, and the seconds until a worker
 killed with SIGKILL has a replacement whose CPU is counted the same way. The baseline, in the
 same run: the CPU of a fresh interpreter importing ``kernel.wsgi`` (a worker's start-up when
-nothing is loaded before it forks)."""
+nothing is loaded before it forks). The last line is a one-line summary."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import positive_int  # noqa: E402
 from tests.support import free_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -43,6 +44,16 @@ def healthy(port: int) -> bool:
         return False
 
 
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> None:
+    """Until the server answers; if it exits first (``serve`` refuses its arguments), stop
+    with its last error line instead of polling a port nobody will open."""
+    while not healthy(port):
+        if proc.poll() is not None:
+            lines = log.read_text(errors="replace").strip().splitlines() or ["no output"]
+            raise SystemExit(f"neuralmind serve exited ({proc.returncode}): {lines[-1]}")
+        time.sleep(0.01)
+
+
 def cold_import(home: str) -> float:
     """CPU seconds of a fresh interpreter that imports ``kernel.wsgi`` (builds the Kernel)."""
     script = ("import os, time\nimport kernel.wsgi\nt = os.times()\n"
@@ -57,12 +68,13 @@ def one_run(workers: int) -> dict:
         port = free_port()
         env = {**os.environ, "NEURALMIND_HOME": home, "NEURALMIND_EMBEDDINGS_WARM": "0"}
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "serve", "--port",
-                                 str(port), "--workers", str(workers)], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = Path(home) / "serve.log"  # its error, should it refuse to start
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "serve", "--port",
+                                     str(port), "--workers", str(workers)], cwd=ROOT, env=env,
+                                    stdout=subprocess.DEVNULL, stderr=out)
         try:
-            while not healthy(port):
-                time.sleep(0.01)
+            wait_healthy(proc, port, log)
             ready = time.perf_counter() - started
             while len(children(proc.pid)) < workers:
                 time.sleep(0.01)
@@ -86,8 +98,9 @@ def one_run(workers: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2,
+                    help="as neuralmind serve takes it (its own error is shown if it refuses)")
+    ap.add_argument("--runs", type=positive_int, default=3)
     args = ap.parse_args()
     runs = [one_run(args.workers) for _ in range(args.runs)]
     med = statistics.median
@@ -98,9 +111,15 @@ def main() -> int:
           f"{med(r['master_cpu_s'] for r in runs):.2f} s; worker CPU {worker:.3f} s")
     print(f"  a worker's start-up alone (cold import of kernel.wsgi, baseline): {cold:.3f} s CPU;"
           f" ratio {worker / cold:.2f}×")
-    print(f"  SIGKILLed worker replaced by a new process in "
-          f"{med(r['respawn_s'] for r in runs):.3f} s (its CPU "
-          f"{med(r['respawned_cpu_s'] for r in runs):.3f} s)")
+    respawn, respawn_cpu = (med(r["respawn_s"] for r in runs),
+                            med(r["respawned_cpu_s"] for r in runs))
+    print(f"  SIGKILLed worker replaced by a new process in {respawn:.3f} s (its CPU "
+          f"{respawn_cpu:.3f} s)")
+    print(f"SUMMARY workers: a worker's start-up CPU {worker / cold:.2f}× a cold import of "
+          f"kernel.wsgi ({worker:.3f} s ÷ {cold:.3f} s), ready "
+          f"{med(r['ready_s'] for r in runs):.2f} s, a killed worker replaced in {respawn:.3f} s "
+          f"on {respawn_cpu:.3f} s CPU ({args.workers} workers, {args.runs} runs, load "
+          f"{os.getloadavg()[0]:.1f})")
     return 0
 
 
