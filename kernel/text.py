@@ -29,20 +29,37 @@ _UNSPACED = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf
                        "\U00020000-\U0002fa1f]+")
 
 
-def keyword_text(text: str) -> str:
+def keyword_text(text: str, *, query: bool = False) -> str:
     """``text`` as a keyword index stores it and a keyword query asks for it, the same on both
     sides: NFKC-normalised (so an NFD name from macOS, a full-width letter or a half-width
     katakana equals its usual form), each run of Chinese or Japanese split into its overlapping
-    character pairs (``数据库`` → ``数据 据库``) set apart from the words around it. A keyword
-    tokenizer takes such a run for one word, so a word inside a sentence could never match;
-    pairs are how a dictionary-free index finds it (a two-character word is the commonest
-    kind), and a query run of two or more characters is the phrase of its pairs."""
+    character pairs and then its last character (``数据库`` → ``数据 据库 库``) set apart from the
+    words around it. A keyword tokenizer takes such a run for one word, so a word inside a
+    sentence could never match; pairs are how a dictionary-free index finds it (a
+    two-character word is the commonest kind): a query run of two or more characters is the
+    phrase of its pairs, and a query of one character (:func:`unspaced`) a prefix, which every
+    pair it begins and the run's last character match. ``query``: a query's form, where a run
+    of two or more characters is its pairs alone (the phrase a longer run holds too)."""
     text = unicodedata.normalize("NFKC", text)
-    return _UNSPACED.sub(_pairs, text) if _UNSPACED.search(text) else text
+    if not _UNSPACED.search(text):
+        return text
+    return _UNSPACED.sub(_query_pairs if query else _pairs, text)
+
+
+def unspaced(text: str) -> bool:
+    """Whether ``text`` is all in a script written without spaces (Han, Hiragana, Katakana)."""
+    return _UNSPACED.fullmatch(text) is not None
 
 
 def _pairs(run: re.Match) -> str:
     chars = run.group()
-    if len(chars) == 1:
-        return f" {chars} "
-    return " " + " ".join(chars[i:i + 2] for i in range(len(chars) - 1)) + " "
+    return " " + " ".join([*_pair_list(chars), chars[-1]]) + " "
+
+
+def _query_pairs(run: re.Match) -> str:
+    chars = run.group()
+    return " " + " ".join(_pair_list(chars) or [chars]) + " "
+
+
+def _pair_list(chars: str) -> list[str]:
+    return [chars[i:i + 2] for i in range(len(chars) - 1)]

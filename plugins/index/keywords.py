@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from neuralmind import STOPWORDS, keyword_text
+from neuralmind import STOPWORDS, keyword_text, unspaced
 
 _WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; ``_`` parts snake_case
 # camelCase boundaries, run over a word's shape (A upper, a other letter, 0 digit) rather than
@@ -45,13 +45,16 @@ def node_keywords(qualname: str, signature: str, docstring: str, text: str) -> t
 
 
 def _terms(word: str) -> list[str]:
-    """One query word's FTS terms: the phrase of its pairs when it holds Chinese or Japanese
-    (each pair alone would match any text that shares a character pair with it), else the
-    word and its camelCase parts."""
-    pieces = keyword_text(word).split()
+    """One query word's FTS terms, quoted: the phrase of its pairs when it holds Chinese or
+    Japanese (each pair alone would match any text that shares a character pair with it), one
+    such character as a prefix (every pair it begins, and a run it ends), else the word and
+    its camelCase parts."""
+    pieces = keyword_text(word, query=True).split()
     if len(pieces) > 1:
-        return [" ".join(pieces)]
-    return [word.lower(), *(part.lower() for part in _parts(word))]
+        return [f'"{" ".join(pieces)}"']
+    if unspaced(word):
+        return [f'"{word}"*']
+    return [f'"{t}"' for t in (word.lower(), *(part.lower() for part in _parts(word)))]
 
 
 def fts_query(query: str) -> str | None:
@@ -60,5 +63,5 @@ def fts_query(query: str) -> str | None:
     # NFKC before the words are found: an NFD accent is a mark of its own, no letter
     words = _WORD.findall(unicodedata.normalize("NFKC", query))
     terms = list(dict.fromkeys(t for word in words for t in _terms(word)))
-    kept = [t for t in terms if t not in STOPWORDS] or terms
-    return " OR ".join(f'"{t}"' for t in kept[:MAX_TERMS]) or None
+    kept = [t for t in terms if t.strip('"') not in STOPWORDS] or terms
+    return " OR ".join(kept[:MAX_TERMS]) or None

@@ -39,14 +39,14 @@ _SEPARATOR = re.compile(rf"[^\w{_MARKS}]+|_+")  # what the keyword index reads a
 _ACCENTS = re.compile("[\u0300-\u036f]+")  # the combining diacritics of Latin, Greek, Cyrillic
 
 
-def fold(text: str) -> str:
+def fold(text: str, *, query: bool = False) -> str:
     """``text`` as keyword matching compares it: NFKC with Chinese and Japanese runs split into
-    character pairs (:func:`neuralmind.keyword_text`), case-folded (``Straße`` → ``strasse``,
-    ``İstanbul`` → ``istanbul``), without Latin, Greek and Cyrillic accents (``café`` →
-    ``cafe``, ``ё`` → ``е``), its spaces single. Folding folded text changes nothing."""
+    character pairs (:func:`neuralmind.keyword_text`; ``query``: a query's form), case-folded
+    (``Straße`` → ``strasse``, ``İstanbul`` → ``istanbul``), without Latin, Greek and Cyrillic
+    accents (``café`` → ``cafe``, ``ё`` → ``е``), its spaces single."""
     if text.isascii():
         return text.lower()
-    text = unicodedata.normalize("NFD", keyword_text(text).casefold())
+    text = unicodedata.normalize("NFD", keyword_text(text, query=query).casefold())
     # Turkish dotless i folds to i, so "IĞDIR" and "Iğdır" fold alike
     text = unicodedata.normalize("NFC", _ACCENTS.sub("", text)).replace("ı", "i")
     return " ".join(text.split())
@@ -69,7 +69,7 @@ def keyword_columns(rec: dict[str, Any]) -> tuple[str, str]:
 def query_words(text: str) -> list[str]:
     """A query's words, folded, in order, each once. A word of Chinese or Japanese comes back
     as its character pairs (``数据 据库``), which a keyword query asks for as a phrase."""
-    return list(dict.fromkeys(w for w in map(fold, WORD.findall(text)) if w))
+    return list(dict.fromkeys(w for w in (fold(w, query=True) for w in WORD.findall(text)) if w))
 
 
 def plain(text: str) -> bytes:

@@ -24,7 +24,7 @@ from kernel.config import load_settings
 from kernel.errors import InvalidFields
 from kernel.jobs import Job
 from kernel.storage import ProjectStores, statements
-from kernel.text import STOPWORDS, estimate_tokens, keyword_text
+from kernel.text import STOPWORDS, estimate_tokens, keyword_text, unspaced
 from kernel.vectors import VersionedCache, top_k
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -84,13 +84,17 @@ def test_keyword_text_pairs_chinese_and_japanese_runs_and_normalises_the_rest():
     from the words beside it, let a word inside it match, on the index's side and the query's
     alike."""
     assert keyword_text("使用数据库连接池").split() == ["使用", "用数", "数据", "据库", "库连",
-                                                     "连接", "接池"]
-    assert keyword_text("数据库").split() == ["数据", "据库"]  # a run inside the one above
+                                                     "连接", "接池", "池"]
+    assert keyword_text("数据库").split() == ["数据", "据库", "库"]  # its pairs: a phrase above
     assert keyword_text("キャッシュにはRedisを使う").split() == [
-        "キャ", "ャッ", "ッシ", "シュ", "ュに", "には", "Redis", "を使", "使う"]
-    assert keyword_text("库").split() == ["库"]
+        "キャ", "ャッ", "ッシ", "シュ", "ュに", "には", "は", "Redis", "を使", "使う", "う"]
+    # one character, as a prefix, matches every pair it begins and a run it ends (数据库锁)
+    assert keyword_text("数据库锁").split() == ["数据", "据库", "库锁", "锁"]
+    assert keyword_text("库").split() == ["库"] and unspaced("库") and unspaced("数据库")
+    assert not unspaced("Redis缓存") and not unspaced("é")
+    assert keyword_text("数据库锁", query=True).split() == ["数据", "据库", "库锁"]  # pairs alone
     assert keyword_text("donne\u0301es") == "données"  # NFD, as macOS names files
-    assert keyword_text("ＡＢＣ ｶﾅ").split() == ["ABC", "カナ"]  # full and half width
+    assert keyword_text("ＡＢＣ ｶﾅ", query=True).split() == ["ABC", "カナ"]  # full, half width
     assert keyword_text("Plain text, 한국어 띄어쓰기") == "Plain text, 한국어 띄어쓰기"
 
 

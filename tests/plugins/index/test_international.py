@@ -88,6 +88,7 @@ def test_keyword_search_puts_a_name_in_any_script_first(server, repo, query, fir
     (nfd("réseau"), RESEAU),  # typed on a Mac
     ("données", RESEAU),
     ("ネットワーク処理", "README.md"),
+    ("统", "README.md"),  # one character, ending its runs (系统) as a prefix finds them
 ])
 def test_keyword_search_finds_words_of_any_script(server, repo, query, path):
     assert path in {p for _, p in search(server, repo, query)}

@@ -48,7 +48,9 @@ def world(server, tmp_path_factory) -> tuple[Api, dict[str, str]]:
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
 @pytest.mark.parametrize("query,key", [("数据库", "zh"), ("连接池", "zh"), ("Redis", "ja"),
-                                       ("キャッシュ", "ja")])
+                                       ("キャッシュ", "ja"),
+                                       # one character inside a run, and ending one
+                                       ("池", "zh"), ("能", "zh")])
 def test_a_chinese_or_japanese_word_inside_a_sentence_is_found(world, query, key, mode):
     api, ids = world
     found = api.search(query, mode=mode)["results"]
