@@ -23,6 +23,22 @@ def _rekey(conn) -> None:
                      ((nid, *node_keywords(*rest)) for nid, *rest in nodes))
 
 
+def _nfc_paths(conn) -> None:
+    """A file's path in NFC beside it (only where it differs from ASCII), indexed: a path a
+    client types in the other normalisation form is then one lookup, not a scan."""
+    conn.execute("ALTER TABLE files ADD COLUMN nfc_path TEXT")
+    paths = conn.execute("SELECT path FROM files WHERE path GLOB '*[^ -~]*'").fetchall()
+    conn.executemany("UPDATE files SET nfc_path = ? WHERE path = ?",
+                     ((nfc_key(path), path) for (path,) in paths))
+    conn.execute("CREATE INDEX files_by_nfc_path ON files (nfc_path) WHERE nfc_path IS NOT NULL")
+
+
+def nfc_key(path: str) -> str | None:
+    """What a path is looked up by in the other normalisation form: its NFC, or None for an
+    ASCII path (which has no other form)."""
+    return None if path.isascii() else unicodedata.normalize("NFC", path)
+
+
 MIGRATIONS = ["""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files (
@@ -117,7 +133,7 @@ CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
 """, """
 -- a one-word search names a definition in any case (plugins/index/search.py named)
 CREATE INDEX nodes_by_name_nocase ON nodes (name COLLATE NOCASE);
-""", _rekey]
+""", _rekey, _nfc_paths]
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
                 "end_line", "language", "file_type", "parent", "whole", "text", "embed_hash")
@@ -176,10 +192,10 @@ class IndexStore:
                 self._drop(conn, path)
             for f in changed:
                 conn.execute("INSERT INTO files (path, language, file_type, size, mtime_ns, hash, "
-                             "lines, tokens, indexed_at, source) VALUES "
-                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             "lines, tokens, indexed_at, source, nfc_path) VALUES "
+                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                              (f.path, f.language, f.file_type, f.size, f.mtime_ns, f.hash,
-                              f.lines, f.tokens, now, f.source))
+                              f.lines, f.tokens, now, f.source, nfc_key(f.path)))
                 nids: list[int] = []
                 for node in f.nodes:
                     parent = nids[node["parent"]] if node["parent"] is not None else None
@@ -260,12 +276,11 @@ class IndexStore:
         naming one file. Only paths with a character past ASCII are compared."""
         if self.file(path) is not None:
             return path
-        if path.isascii():
+        if (key := nfc_key(path)) is None:
             return None
-        key = unicodedata.normalize("NFC", path)
-        return next((p for (p,) in self.db.conn.execute(
-            "SELECT path FROM files WHERE path GLOB '*[^ -~]*'")
-            if unicodedata.normalize("NFC", p) == key), None)
+        row = self.db.conn.execute("SELECT path FROM files WHERE nfc_path = ? ORDER BY path "
+                                   "LIMIT 1", (key,)).fetchone()
+        return row[0] if row else None
 
     def file_tokens(self, paths: Iterable[str]) -> int:
         """The tokens of these files, each counted once (the whole files an answer drew on)."""

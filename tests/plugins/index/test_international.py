@@ -128,7 +128,8 @@ def test_a_path_in_either_normalisation_form_names_the_file_as_on_disk(server, r
 
 def test_an_index_of_the_earlier_keyword_form_is_rekeyed_when_opened(tmp_path):
     """An index written before the keyword text took NFKC and character pairs holds whole
-    Chinese runs, which no query finds now: opening it derives its keyword rows again."""
+    Chinese runs, which no query finds now, and no NFC key for its paths: opening it derives
+    its keyword rows again and keys its paths."""
     root = write(tmp_path / "repo")
     with LocalServer(tmp_path / "home", plugins=["auth", "index"]) as server:
         pid = server.register(root)
@@ -137,8 +138,12 @@ def test_an_index_of_the_earlier_keyword_form_is_rekeyed_when_opened(tmp_path):
     with sqlite3.connect(index) as conn:  # the rows as the release before wrote them
         conn.executescript("DELETE FROM nodes_fts; INSERT INTO nodes_fts (rowid, label, body) "
                            "SELECT nid, qualname || ' ' || signature, docstring || char(10) "
-                           "|| text FROM nodes; PRAGMA user_version = 5;")
+                           "|| text FROM nodes; DROP INDEX files_by_nfc_path; "
+                           "ALTER TABLE files DROP COLUMN nfc_path; PRAGMA user_version = 5;")
     conn.close()
     with LocalServer(tmp_path / "home", plugins=["auth", "index"]) as server:
         # not a name: the keyword rows alone answer it
         assert ("计算.税率", "计算/税率.py") in search(server, pid, "所得税")
+        typed = quote("données/réseau.py")  # NFC, for the file macOS wrote in NFD
+        doc = server.get(f"/v1/projects/{pid}/documents?path={typed}")
+        assert doc.status == 200 and doc.json["path"] == RESEAU, doc.body
