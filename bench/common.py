@@ -12,31 +12,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from neuralmind.commands.common import ranged
+
 ROOT = Path(__file__).resolve().parent.parent
 
 WRK_INSTALL = "apt-get install wrk"
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number ≥ 1 (argparse names the flag in its error line)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a whole number ≥ 1, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"takes a whole number ≥ 1, not {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a number > 0 (seconds, milliseconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a number > 0, not {text!r}") from None
-    if not value > 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"takes a number > 0, not {text}")
-    return value
+positive_int = ranged(1)  # the CLI's own check: a bench takes counts as the commands do
 
 
 def sizes(text: str) -> list[int]:

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import event_kinds  # noqa: E402
-from bench.common import positive_float, positive_int, wrk_note  # noqa: E402
+from bench.common import positive_int, wrk_note  # noqa: E402
 from bench.memory import singles_wrk  # noqa: E402
 from neuralmind.client import verify_signature, webhook_signature  # noqa: E402
 from tests.embeddings import fake_embedder  # noqa: E402
@@ -391,7 +391,7 @@ def main() -> int:
     ap.add_argument("--events", type=positive_int, default=2000)
     ap.add_argument("--creates", type=positive_int, default=200,
                     help="creates per round and measure")
-    ap.add_argument("--pace-ms", type=positive_float, default=10.0,
+    ap.add_argument("--pace-ms", type=positive_int, default=10,
                     help="pause between the paced creates (default 10 ms)")
     ap.add_argument("--rounds", type=positive_int, default=4)
     ap.add_argument("--workers", type=positive_int, default=2)
