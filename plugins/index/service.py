@@ -337,11 +337,11 @@ class IndexService:
 
     def indexed(self, project, store, raw: str, field: str = "file") -> str:
         """A client's path as the indexed file it names; 404 ``file_not_indexed`` else."""
-        rel = self.client_path(project, store, raw, field)
-        if store.file(rel) is None:
+        rel = self.relative(project, raw, field)
+        if (path := store.indexed_path(rel)) is None:
             raise NotFound(_not_indexed(project, rel), code="file_not_indexed",
                            details={"field": field})
-        return rel
+        return path
 
     def seeds(self, project, store, files: list[str], nodes: list[str]
               ) -> tuple[list[int], list[str]]:
@@ -436,10 +436,10 @@ class IndexService:
         """``paths`` (each once) split into those the index holds and those it does not:
         learning links only indexed files, so ``next`` can use them and ``validate`` finds
         no link to a file it does not know."""
-        store, known, unknown = self.store(project), [], []
-        for path in dict.fromkeys(store.indexed_path(p) or p for p in paths):
-            (known if store.file(path) is not None else unknown).append(path)
-        return known, unknown
+        store = self.store(project)
+        held = {path: store.indexed_path(path) for path in dict.fromkeys(paths)}
+        return (list(dict.fromkeys(found for found in held.values() if found is not None)),
+                [path for path, found in held.items() if found is None])
 
     def synaptic(self, project, q) -> dict[str, Any]:
         store = self.store(project)
