@@ -116,10 +116,8 @@ def check_bind(settings: Settings) -> None:
     check_tls(settings)
     config_projects(settings)
     if settings.storage.backend == "postgres":
-        from kernel.pg import unreachable
-        from kernel.stored import components, unmet
-        found = components(settings, pm)
-        if why := unreachable(settings.storage.dsn, check=lambda conn: unmet(conn, found)):
+        from kernel.stored import components, unusable
+        if why := unusable(settings.storage.dsn, components(settings, pm)):
             raise CannotServe(why)
         _check_versions(settings, pm)
     if is_loopback(server.host):

@@ -225,6 +225,13 @@ def unmet(conn, found: Sequence[StorageComponent]) -> str | None:
     return next((why for c in found if c.prerequisite and (why := c.prerequisite(conn))), None)
 
 
+def unusable(dsn: str, found: Sequence[StorageComponent]) -> str | None:
+    """Why the database at ``dsn`` cannot serve the ``found`` components now (one connection
+    tried): out of reach, or a prerequisite unmet (:func:`unmet`); None when it can."""
+    from kernel.pg import unreachable
+    return unreachable(dsn, check=lambda conn: unmet(conn, found))
+
+
 def databases(home: SqliteHome, found: Sequence[StorageComponent]
               ) -> list[tuple[str, StoredFile]]:
     """``(component, file)`` of each SQLite database of ``home`` that exists (a missing one is

@@ -40,10 +40,7 @@ def keyword_text(text: str, *, query: bool = False) -> str:
     phrase of its pairs, and a query of one character (:func:`unspaced`) a prefix, which every
     pair it begins and the run's last character match. ``query``: a query's form, where a run
     of two or more characters is its pairs alone (the phrase a longer run holds too)."""
-    text = unicodedata.normalize("NFKC", text)
-    if not _UNSPACED.search(text):
-        return text
-    return _UNSPACED.sub(_query_pairs if query else _pairs, text)
+    return _UNSPACED.sub(_query_pairs if query else _pairs, unicodedata.normalize("NFKC", text))
 
 
 def unspaced(text: str) -> bool:

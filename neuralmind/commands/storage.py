@@ -9,7 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
-from kernel.pg import cannot_reach, shown_dsn, unreachable
+from kernel.pg import cannot_reach, shown_dsn
 
 
 def add_commands(subparsers) -> None:
@@ -115,21 +115,13 @@ def _versions(version: int, latest: int) -> dict:
             "newer": version > latest}
 
 
-def _unmet(storage, found) -> str | None:
-    """On PostgreSQL, why no server could start on the database for what an enabled component
-    needs in it (pgvector)."""
-    if storage.backend != "postgres":
-        return None
-    from kernel.stored import unmet
-    return unreachable(storage.dsn, check=lambda conn: unmet(conn, found))
-
-
 def _has_schema(db) -> bool:
     return db.conn.execute("SELECT to_regclass('nm_schema') IS NOT NULL").fetchone()[0]
 
 
 def cmd_check(args) -> int:
     from kernel.storage import RESTORE_HINT, NewerSchema, damage_said, damaged, database_errors
+    from kernel.stored import unusable
     settings = load_settings(args.config)
     found = components(settings)
     storage = settings.storage
@@ -145,7 +137,8 @@ def cmd_check(args) -> int:
         return 1
     newer = [r for r in rows if r["newer"]]
     broken = [r for r in rows if r.get("damaged")]
-    lacking = _unmet(storage, found)
+    # on PostgreSQL, why no server could start there: what an enabled component needs (pgvector)
+    lacking = unusable(storage.dsn, found) if storage.backend == "postgres" else None
     if args.json:
         print(json.dumps({"backend": storage.backend, "where": where, "components": rows}))
     else:
