@@ -8,7 +8,8 @@
    lowest CPU priority: in life it runs on another machine). ``--events`` events, of kinds the
    bench declares (bench/event_kinds.py: the kernel refuses hooks on undeclared kinds), are
    written straight into the server's event log, as a CLI command writes them (the workers
-   find them by polling, so no request competes), and the clock runs until every hook has every event.
+   find them by polling, so no request competes), and the clock runs until every hook has
+   every event.
    Baseline: the same receiver sent as many signed POSTs by bare loops in this process (one
    keep-alive connection and one loop per hook) — the HTTP alone, no queue, no lease.
 2. What delivery adds to a memory create: two servers with ``auth``, ``memory`` and the

@@ -114,8 +114,8 @@ _EMBEDDED = (ipaddress.ip_network("::/96"), ipaddress.ip_network("::ffff:0:0:0/9
 
 def _carried(ip: IPAddress) -> IPAddress:
     """The IPv4 address an IPv6 one carries to the IPv4 internet — mapped (``::ffff:a.b.c.d``),
-    NAT64, 6to4, Teredo, IPv4-compatible, SIIT — since a private address behind it is reached all the same; else
-    ``ip`` itself."""
+    NAT64, 6to4, Teredo, IPv4-compatible, SIIT — since a private address behind it is reached
+    all the same; else ``ip`` itself."""
     if not isinstance(ip, ipaddress.IPv6Address):
         return ip
     if ip.ipv4_mapped or ip.sixtofour:
