@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 from typing import Any
 
 from neuralmind import keyword_text
 
 
-def _class(test) -> str:
-    """A regex character class body of the Basic Multilingual Plane's characters whose
-    Unicode category passes ``test`` (combining marks: part of a word in Indic scripts, Thai,
-    Hebrew points — ``\\w`` leaves them out)."""
-    chars = [chr(c) for c in range(0x80, 0x10000) if test(unicodedata.category(chr(c)))]
+def _marks() -> str:
+    """A regex character class body of the Basic Multilingual Plane's combining marks: part of
+    a word in Indic scripts, Thai, Hebrew points — ``\\w`` leaves them out."""
+    chars = [chr(c) for c in range(0x80, 0x10000) if unicodedata.category(chr(c))[0] == "M"]
     ranges, start = [], None
     for a, b in zip(chars, chars[1:] + [None]):
         start = start or a
@@ -32,10 +32,19 @@ def _class(test) -> str:
     return "".join(ranges)
 
 
-_MARKS = _class(lambda category: category.startswith("M"))
-WORD = re.compile(rf"[\w{_MARKS}]+")  # a query's words ("_" joins: ``user_id`` is a phrase)
-_NOT_WORD = re.compile(rf"[^\w{_MARKS}]+")  # what the second stage reads as a word break
-_SEPARATOR = re.compile(rf"[^\w{_MARKS}]+|_+")  # what the keyword index reads as one
+@cache
+def _words() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
+    """``(a word, a break the second stage reads, a break the keyword index reads)`` of text
+    past ASCII, made at its first use: listing the combining marks takes ~20 ms, which a
+    process that only ever meets ASCII (most servers, every English query) need not pay."""
+    marks = _marks()
+    # "_" joins in a word (``user_id`` is a phrase) and in the second stage's text, while the
+    # keyword index breaks on it, as FTS5 does
+    return (re.compile(rf"[\w{marks}]+"), re.compile(rf"[^\w{marks}]+"),
+            re.compile(rf"[^\w{marks}]+|_+"))
+
+
+_ASCII_WORD = re.compile(r"\w+")  # what _words()'s word is over ASCII
 _ACCENTS = re.compile("[\u0300-\u036f]+")  # the combining diacritics of Latin, Greek, Cyrillic
 
 
@@ -57,7 +66,7 @@ def indexed(text: str) -> str:
     a word a space — so PostgreSQL's parser, which only knows ASCII punctuation, breaks
     ``«Kafka»`` where FTS5 does. ASCII is stored as written: both engines split and fold it
     alike (and a JSON-free, unchanged text keeps English bm25 scores as they were)."""
-    return text if text.isascii() else _SEPARATOR.sub(" ", fold(text)).strip()
+    return text if text.isascii() else _words()[2].sub(" ", fold(text)).strip()
 
 
 def keyword_columns(rec: dict[str, Any]) -> tuple[str, str]:
@@ -69,7 +78,8 @@ def keyword_columns(rec: dict[str, Any]) -> tuple[str, str]:
 def query_words(text: str) -> list[str]:
     """A query's words, folded, in order, each once. A word of Chinese or Japanese comes back
     as its character pairs (``数据 据库``), which a keyword query asks for as a phrase."""
-    return list(dict.fromkeys(w for w in (fold(w, query=True) for w in WORD.findall(text)) if w))
+    words = (_ASCII_WORD if text.isascii() else _words()[0]).findall(text)
+    return list(dict.fromkeys(w for w in (fold(w, query=True) for w in words) if w))
 
 
 def plain(text: str) -> bytes:
@@ -78,7 +88,7 @@ def plain(text: str) -> bytes:
     words keep it. ASCII takes a byte translation, as fast as before."""
     if text.isascii():
         return b" " + text.lower().encode("ascii").translate(_PLAIN)
-    return b" " + _NOT_WORD.sub(" ", fold(text)).encode("utf-8", "replace")
+    return b" " + _words()[1].sub(" ", fold(text)).encode("utf-8", "replace")
 
 
 _PLAIN = bytes(c if c < 128 and chr(c).isalnum() or c == 95 else 32 for c in range(256))
