@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import itertools
 import json
 import logging
 import os
@@ -40,10 +41,28 @@ DEFAULT_PLUGINS = list(config.DEFAULT_PLUGINS)  # the plugins a fresh install ru
 EXAMPLE = ROOT / "tests" / "fixtures" / "example_plugin"  # a third-party plugin's source
 
 
+_PORTS_BELOW = 32768  # where the kernel's ephemeral range (ip_local_port_range) starts
+_PORT_BLOCK = 400  # ports each xdist worker hands out, cycling
+_next_port = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, for a child process to bind or for a request that must find
+    no one. It is taken below the ephemeral range and from a block of this xdist worker's own:
+    a port-0 bind (this suite's in-process servers) could otherwise take it between the pick
+    and the child's bind, and the child's start-up check would be answered by another test's
+    server."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    first = _PORTS_BELOW - _PORT_BLOCK * (worker + 1)
+    for _ in range(_PORT_BLOCK):
+        port = first + next(_next_port) % _PORT_BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use, or a closed connection's TIME_WAIT holds it
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}..{first + _PORT_BLOCK - 1}")
 
 
 @dataclass
