@@ -190,11 +190,10 @@ def _unreadable(home, found) -> str | None:
 
 
 def _table(rows: list[dict], columns: tuple[str, ...]) -> str:
-    cells = [[_cell(c, r) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
+    """The CLI's table, a path never cut: what ``storage check`` shows of each cell."""
+    from neuralmind.commands.common import table
+    cells = [{c: _cell(c, r) for c in columns} for r in rows]
+    return table(cells, columns, width=max(len(v) for r in cells for v in r.values()))
 
 
 def _cell(column: str, row: dict) -> str:
