@@ -1,21 +1,34 @@
 """The text of the keyword leg, the same on both sides: what FTS5 stores for a node and what a
 query asks it for. Both go through the kernel's ``keyword_text`` (NFKC, so an NFD name from
 macOS equals the name typed; Chinese and Japanese runs as overlapping character pairs, as the
-tokenizer takes a run for one word), and words are any script's letters and digits, not
-ASCII's alone (``données`` is one term, not ``donn OR es``)."""
+tokenizer takes a run for one word), and words are any script's letters, digits and combining
+marks, not ASCII's alone (``données`` is one term, not ``donn OR es``; ``हिन्दी`` one, not
+``ह OR न OR द``), as FTS5's ``unicode61`` reads them."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 
-from neuralmind import STOPWORDS, keyword_text, unspaced
+from neuralmind import STOPWORDS, combining_marks, keyword_text, unspaced
 
-_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; ``_`` parts snake_case
+_ASCII_WORD = re.compile(r"[^\W_]+")  # letters and digits; ``_`` parts snake_case
 # camelCase boundaries, run over a word's shape (A upper, a other letter, 0 digit) rather than
 # the word, so they hold for ``Größenrechner`` or ``ÉcoleNormale`` too
 _CAMEL = re.compile(r"A+(?!a)|A?a+|0+")
 MAX_TERMS = 32
+
+
+@cache
+def _word() -> re.Pattern:
+    """A word past ASCII: letters and digits of any script and the marks inside them (made at
+    first use, as :func:`neuralmind.combining_marks` is)."""
+    return re.compile(rf"(?:[^\W_]|[{combining_marks()}])+")
+
+
+def _words(text: str) -> list[str]:
+    return (_ASCII_WORD if text.isascii() else _word()).findall(text)
 
 
 def _shape(word: str) -> str:
@@ -32,7 +45,7 @@ def fts_text(text: str) -> str:
     matches "parse config"."""
     text = keyword_text(text)
     extra = []
-    for word in set(_WORD.findall(text)):
+    for word in set(_words(text)):
         parts = _parts(word)
         if len(parts) > 1:
             extra.extend(parts)
@@ -61,7 +74,7 @@ def fts_query(query: str) -> str | None:
     """An OR of the query's distinct terms (identifiers split, stopwords dropped — all kept
     when every one is a stopword, so ``only_in`` or ``is_not`` still finds its name)."""
     # NFKC before the words are found: an NFD accent is a mark of its own, no letter
-    words = _WORD.findall(unicodedata.normalize("NFKC", query))
+    words = _words(unicodedata.normalize("NFKC", query))
     terms = list(dict.fromkeys(t for word in words for t in _terms(word)))
     kept = [t for t in terms if t.strip('"') not in STOPWORDS] or terms
     return " OR ".join(kept[:MAX_TERMS]) or None

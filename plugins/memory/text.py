@@ -16,28 +16,15 @@ import unicodedata
 from functools import cache
 from typing import Any
 
-from neuralmind import keyword_text
-
-
-def _marks() -> str:
-    """A regex character class body of the Basic Multilingual Plane's combining marks: part of
-    a word in Indic scripts, Thai, Hebrew points — ``\\w`` leaves them out."""
-    chars = [chr(c) for c in range(0x80, 0x10000) if unicodedata.category(chr(c))[0] == "M"]
-    ranges, start = [], None
-    for a, b in zip(chars, chars[1:] + [None]):
-        start = start or a
-        if b is None or ord(b) != ord(a) + 1:
-            ranges.append(re.escape(start) + ("-" + re.escape(a) if a != start else ""))
-            start = None
-    return "".join(ranges)
+from neuralmind import combining_marks, keyword_text
 
 
 @cache
 def _words() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
     """``(a word, a break the second stage reads, a break the keyword index reads)`` of text
-    past ASCII, made at its first use: listing the combining marks takes ~20 ms, which a
-    process that only ever meets ASCII (most servers, every English query) need not pay."""
-    marks = _marks()
+    past ASCII, made at its first use (as :func:`neuralmind.combining_marks` is): most servers,
+    and every English query, only ever meet ASCII."""
+    marks = combining_marks()
     # "_" joins in a word (``user_id`` is a phrase) and in the second stage's text, while the
     # keyword index breaks on it, as FTS5 does
     return (re.compile(rf"[\w{marks}]+"), re.compile(rf"[^\w{marks}]+"),

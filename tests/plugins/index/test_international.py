@@ -1,7 +1,8 @@
 """Code in other scripts than ASCII's: identifiers in Chinese or German, a Japanese README,
-folders named in NFD as macOS names them. The keyword leg and the exact-name lookup took
-words as ``[A-Za-z0-9]+`` (``données`` was searched as ``donn OR es``, ``计算税额`` not at
-all), and a path typed in NFC missed the NFD file the index holds."""
+folders named in NFD as macOS names them, Hindi, whose words hold combining marks. The keyword
+leg and the exact-name lookup took words as ``[A-Za-z0-9]+`` (``données`` was searched as
+``donn OR es``, ``计算税额`` not at all; later ``हिन्दी`` as ``ह OR न OR द``), and a path typed
+in NFC missed the NFD file the index holds."""
 
 from __future__ import annotations
 
@@ -49,6 +50,10 @@ def envoyer_données(paquet):
         return len(straße)
 ''',
     "README.md": "# 税务系统\n\n这是一个计算个人所得税的系统。ネットワーク処理も含む。\n",
+    "संधि.py": '''def संधि_नियम(शब्द: str) -> str:
+    """हिन्दी व्याकरण के संधि नियम लागू करता है।"""
+    return शब्द
+''',
 }
 
 
@@ -89,6 +94,8 @@ def test_keyword_search_puts_a_name_in_any_script_first(server, repo, query, fir
     ("données", RESEAU),
     ("ネットワーク処理", "README.md"),
     ("统", "README.md"),  # one character, ending its runs (系统) as a prefix finds them
+    ("व्याकरण", "संधि.py"),  # vowel signs and viramas are marks inside the word, not breaks
+    ("हिन्दी नियम", "संधि.py"),
 ])
 def test_keyword_search_finds_words_of_any_script(server, repo, query, path):
     assert path in {p for _, p in search(server, repo, query)}

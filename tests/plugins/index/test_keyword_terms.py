@@ -29,6 +29,9 @@ def test_words_are_any_scripts_letters_and_chinese_runs_are_phrases_of_pairs():
     assert fts_query("Größenrechner") == '"größenrechner"'
     assert fts_query("计算税额 envoyer") == '"计算 算税 税额" OR "envoyer"'
     assert fts_query("ÉcoleNormale") == '"écolenormale" OR "école" OR "normale"'
+    # a vowel sign or virama is part of the word, as FTS5's unicode61 reads it
+    assert fts_query("हिन्दी व्याकरण") == '"हिन्दी" OR "व्याकरण"'
+    assert fts_query("ภาษาไทย user_id") == '"ภาษาไทย" OR "user" OR "id"'
 
 
 def test_indexed_text_is_nfkc_with_chinese_runs_as_pairs():
