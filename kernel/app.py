@@ -10,6 +10,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -66,9 +67,10 @@ class Kernel:
         storage_ = self.settings.storage
         self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
                     if storage_.backend == "postgres" else None)
+        self._files: weakref.WeakSet[storage.Database] = weakref.WeakSet()  # see shutdown
         self.db = (self.shared_database("kernel", kernel_migrations(postgres=True))
-                   or storage.Database(self.home / "kernel.db", kernel_migrations(postgres=False)))
-        self.projects = ProjectRegistry(self.db, self.settings)
+                   or self.open_database(self.home / "kernel.db", kernel_migrations(postgres=False)))
+        self.projects = ProjectRegistry(self.db, self.settings, forget=self._forget)
         self.jobs = jobs.Jobs(self.db)
         self.events = EventLog(self.db, self._fan_out)
         self.leases = Leases(self.db)
@@ -115,7 +117,9 @@ class Kernel:
 
     def open_database(self, path: str | Path, migrations) -> storage.Database:
         """A plugin store's SQLite file, migrated, with the kernel's pragmas."""
-        return storage.Database(path, migrations)
+        db = storage.Database(path, migrations)
+        self._files.add(db)
+        return db
 
     def shared_database(self, component: str, migrations) -> PgDatabase | None:
         """With ``[storage] backend = "postgres"``, the database every server shares, with
@@ -274,16 +278,29 @@ class Kernel:
             self._side.shutdown(wait=False)
         if self._pg is not None:
             self._pg.close()
+        # a file whose commits stayed in its -wal is not whole alone (a copy, a restore)
+        for db in list(self._files):
+            try:
+                db.checkpoint()
+                db.close()  # this thread's: the last connection to close removes the log
+            except sqlite3.Error as ex:
+                log.warning("%s: its log could not be folded in at shutdown: %s", db.path, ex)
+
+    def _forget(self, project: Project) -> None:
+        self._call_each("forget_project", f"project {project.id}", project=project)
 
     # -- assembly --------------------------------------------------------------------------
 
     def _fan_out(self, event: Event) -> None:
-        for impl in self.pm.hook.track_event.get_hookimpls():
+        self._call_each("track_event", f"event {event.id}", event=event)
+
+    def _call_each(self, hook: str, about: str, **kw) -> None:
+        """Every plugin's ``hook``: one that raises is logged, and the others still run."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
             try:
-                impl.function(kernel=self, event=event)
+                impl.function(kernel=self, **kw)
             except Exception:
-                log.exception("track_event in plugin %s failed for event %s", impl.plugin_name,
-                              event.id)
+                log.exception("%s in plugin %s failed for %s", hook, impl.plugin_name, about)
 
     def _collect(self, hook: str, own: Iterable[T], cls: type[T], noun: str) -> dict[str, T]:
         """What ``hook`` answers, each a ``cls`` (``name``, …), with the kernel's ``own``, by

@@ -38,6 +38,13 @@ def shutdown(kernel: Kernel) -> None:
 
 
 @hookspec
+def forget_project(kernel: Kernel, project: Project) -> None:
+    """Let go of what the plugin keeps in this process for ``project`` (open stores, caches,
+    buffers): it was removed, or removed and registered again, since this process served it.
+    Its files are never touched. Must not raise; the kernel logs and goes on."""
+
+
+@hookspec
 def register_routes(kernel: Kernel) -> list[tuple[str, object]]:
     """Routes as ``(uri_template, resource)``; every responder carries ``@operation``."""
 

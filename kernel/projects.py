@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,7 +148,15 @@ def config_projects(settings) -> dict[str, str]:
 
 
 class ProjectRegistry:
-    def __init__(self, db, settings):
+    """The registered projects, and what this process served of them: ``forget(project)`` is
+    called for a project removed — or removed and registered again, a new ``registered_at`` —
+    since, so the plugins let go of its open stores and caches. At once in the process that
+    removes it; in the others (gunicorn's workers) at the first lookup that finds it changed,
+    or within ``check_every_s`` of the removal."""
+
+    check_every_s = 10.0
+
+    def __init__(self, db, settings, forget: Callable[[Project], None] | None = None):
         self._db = db
         self._state_root = state_root(settings)
         self.server_mode = settings.server_mode
@@ -153,6 +164,10 @@ class ProjectRegistry:
         self._made: dict[tuple, Project | None] = {}  # per registry row: what _row made of it
         self._aliases = {pid: self._make(pid, real, "", alias=True)
                          for pid, real in config_projects(settings).items()}
+        self._forget = forget
+        self._served: dict[str, Project] = {}  # as registered when this process served them
+        self._served_lock = threading.Lock()
+        self._checked = time.monotonic()
 
     def _make(self, pid: str, real: str, registered_at: str, alias: bool = False) -> Project:
         state = (self._state_root / pid) if self._state_root else Path(real) / ".neuralmind"
@@ -188,7 +203,10 @@ class ProjectRegistry:
         if self.server_mode:
             return None
         row = self._db.conn.execute("SELECT * FROM projects WHERE id = ?", (pid,)).fetchone()
-        return self._row(row) if row else None
+        project = self._row(row) if row else None
+        if self._forget is not None:
+            self._served_now(pid, project)
+        return project
 
     def get(self, pid: str) -> Project:
         project = self.find(pid)
@@ -210,4 +228,28 @@ class ProjectRegistry:
                             code="registration_disabled")
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM projects WHERE id = ?", (pid,))
+        self._let_go([pid])
         return project
+
+    # -- what this process served ------------------------------------------------------------
+
+    def _served_now(self, pid: str, project: Project | None) -> None:
+        known = self._served.get(pid)
+        if known is not None and (project is None or project.registered_at != known.registered_at):
+            self._let_go([pid])
+        if project is not None and known is not project:
+            with self._served_lock:
+                self._served[pid] = project
+        if time.monotonic() - self._checked >= self.check_every_s:
+            self._checked = time.monotonic()
+            current = dict(self._db.conn.execute("SELECT id, registered_at FROM projects"))
+            self._let_go([pid for pid, p in list(self._served.items())
+                          if current.get(pid) != p.registered_at])
+
+    def _let_go(self, pids: list[str]) -> None:
+        with self._served_lock:
+            gone = [p for pid in pids if (p := self._served.pop(pid, None)) is not None]
+            for p in gone:
+                self._made.pop((p.id, str(p.path), p.registered_at), None)
+        for project in gone:
+            self._forget(project)

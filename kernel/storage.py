@@ -14,6 +14,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,6 +46,7 @@ class WriteLock:
             except OSError:  # a read-only file system: said as such (kernel.errors)
                 self._threads.release()
                 raise
+            weakref.finalize(self, os.close, self._fd)  # once no store of the file is left
         pause = 50e-6
         while True:
             try:
@@ -62,7 +64,8 @@ class WriteLock:
         self._threads.release()
 
 
-_write_locks: dict[str, WriteLock] = {}
+# held by the stores of each file: a file no store has open any more has no lock left either
+_write_locks: weakref.WeakValueDictionary[str, WriteLock] = weakref.WeakValueDictionary()
 _write_locks_guard = threading.Lock()
 # A forked child must not share its parent's lock files (flock belongs to the open file).
 os.register_at_fork(after_in_child=_write_locks.clear)
@@ -394,6 +397,13 @@ class Database:
             conn.close()
             self._local.conn = None
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log's commits into the file, without waiting for readers: a
+        server stopping does it, so the file alone — copied, or restored with its ``-wal``
+        deleted (docs/operations.md) — holds every commit."""
+        if not self.conn.read_only:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
 
 def state_dir(path: Path) -> Path:
     """A project's state folder, made on first use with a ``.gitignore`` holding ``*``, so a
@@ -422,7 +432,7 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 class ProjectStores(Generic[S]):
     """A plugin's store per project, opened on first use (in the project's :func:`state_dir`)
-    and kept for the process."""
+    and kept until the plugin forgets the project (the ``forget_project`` hook)."""
 
     def __init__(self, open_store: Callable[[Any], S]):
         self._open = open_store
@@ -445,6 +455,12 @@ class ProjectStores(Generic[S]):
                     state_dir(project.state_dir)
                     store = self._stores[project.id] = self._open(project)
         return store
+
+    def forget(self, project) -> None:
+        """Let go of the project's store: its files close once no request or job that holds
+        it still does (each thread's connection goes with the store)."""
+        with self._lock:
+            self._stores.pop(project.id, None)
 
 
 def database_errors() -> tuple[type[Exception], ...]:

@@ -32,6 +32,12 @@ class VersionedCache(Generic[T]):
                 found = self._items[key] = load()
         return found[1]
 
+    def forget(self, key: Hashable) -> None:
+        """Drop ``key``'s value (its store's project was removed): a file made anew at the same
+        path starts its version stamps again, and could meet the old value's."""
+        with self._lock:
+            self._items.pop(key, None)
+
 
 def top_k(scores: np.ndarray, k: int, keep: np.ndarray | None = None) -> np.ndarray:
     """Indices of the ``k`` highest ``scores``, best first, among the rows ``keep`` allows."""

@@ -39,7 +39,7 @@ from collections import Counter, defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from neuralmind import ProjectStores, log_failure, today
+from neuralmind import APIError, ProjectStores, log_failure, today
 from plugins.index.usage import MIGRATIONS, UsageStore, ordered
 
 log = logging.getLogger("neuralmind.index.learning")
@@ -121,6 +121,18 @@ class Learning:
             store = self.store(entry["project"])
             store.write(acts, strengthen, [], dict(entry["savings"]), counters, self.half_life_s)
             self._maybe_prune(entry["project"], store)
+
+    def forget(self, project) -> None:
+        """Write what was buffered for the project, where its folder still is, and let go of
+        its store."""
+        try:
+            self.flush(project)
+        except APIError:  # its folder is gone: what was buffered has nowhere to go
+            pass
+        except Exception as ex:
+            log_failure(log, f"writing learned links of removed project {project.id}", ex)
+        self._stores.forget(project)
+        self._pruned.pop(project.id, None)
 
     def close(self) -> None:
         self._closed = True

@@ -60,6 +60,14 @@ def describe_project(kernel, project):
 
 
 @hookimpl
+def forget_project(kernel, project):
+    state = kernel.state("index")
+    if state is not None:
+        state.watchers.forget(project)
+        state.service.forget(project)
+
+
+@hookimpl
 def shutdown(kernel):
     state = kernel.drop_state("index")
     if state is not None:

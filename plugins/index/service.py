@@ -42,6 +42,13 @@ class IndexService:
     def close(self) -> None:
         self.learning.close()
 
+    def forget(self, project) -> None:
+        """Let go of the project's stores and caches (the kernel's ``forget_project``)."""
+        self._stores.forget(project)
+        for cache in (self.matrices, self.layers, self.graphs):
+            cache.forget(self.db_path(project))
+        self.learning.forget(project)
+
     # -- stores -------------------------------------------------------------------------------
 
     def db_path(self, project) -> Path:

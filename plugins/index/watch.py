@@ -183,6 +183,13 @@ class Watchers:
             time.sleep(0.1)
         return self.status(project, show_root)
 
+    def forget(self, project) -> None:
+        """Stop watching a removed project, whichever process watches it, without waiting."""
+        self.service.kernel.leases.request_stop(watch_lease(project))
+        mine = self._mine.pop(project.id, None)
+        if mine is not None:
+            mine.stopping.set()
+
     def _running(self, project):
         return self.service.kernel.leases.holder(watch_lease(project), TTL_S)
 

@@ -261,6 +261,40 @@ def test_hook_track_event_sees_committed_events_and_cannot_fail_a_request(kernel
     assert "tracker down" in caplog.text
 
 
+def test_hook_forget_project_is_told_of_a_project_removed_or_registered_anew(kernels, tmp_path,
+                                                                             caplog):
+    class Keeper(Probe):
+        @hookimpl
+        def forget_project(self, kernel, project):
+            self.calls.append(("forget", project.id, project.registered_at))
+
+    class Broken:
+        @hookimpl
+        def forget_project(self, kernel, project):
+            raise RuntimeError("keeper down")
+
+    keeper = Keeper()
+    kernel = kernels(["auth"], keeper, Broken())
+    (tmp_path / "repo").mkdir()  # tmp_path holds the kernels' homes: never a project
+    api = client(kernel)
+    pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")}).json["id"]
+    first = kernel.projects.get(pid)  # served: this process keeps something for it
+    with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
+        assert api.simulate_delete(f"/v1/projects/{pid}").status_code == 204
+    assert keeper.calls == [("forget", pid, first.registered_at)]  # at once, where removed
+    assert "keeper down" in caplog.text
+    api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")})
+    again = kernel.projects.get(pid)
+    elsewhere = make_kernel(kernel.home, plugins=["auth"])  # another worker of the home
+    try:  # removes it and registers it again: found at this process's next lookup
+        client(elsewhere).simulate_delete(f"/v1/projects/{pid}")
+        client(elsewhere).simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")})
+    finally:
+        elsewhere.shutdown()
+    assert kernel.projects.get(pid).registered_at != again.registered_at
+    assert keeper.calls[1:] == [("forget", pid, again.registered_at)]
+
+
 def test_hook_describe_project_adds_to_the_status(kernels, tmp_path):
     class Describer(Probe):
         @hookimpl

@@ -1,0 +1,102 @@
+"""A removed project lets go of what a process kept for it: its stores' files close and its
+caches go (they held ~10 descriptors and ~1 MB a project, for the process's life: a daemon
+used for many projects ran out of descriptors), in the process that removed it at once and in
+the others (gunicorn's workers) soon after. A project removed and registered again — its
+folder deleted and made anew meanwhile — starts afresh with no restart (it was 409
+``project_state_replaced`` until one). And a stopped server's files are whole alone: a clean
+stop left kernel.db's every commit in its ``-wal``, which the documented restore deletes."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from tests.plugins.index.conftest import build
+from tests.plugins.index.test_graph import write
+from tests.support import LocalServer
+
+PLUGINS = ["auth", "index"]
+FILES = {"shop/cart.py": "def cart_total(items):\n    return sum(items)\n",
+         "README.md": "# Shop\n\nA cart.\n"}
+
+
+def open_under(folder) -> list[str]:
+    """The files this process holds open inside ``folder``."""
+    gc.collect()  # a store let go of closes its connections when it is collected
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{folder}/"):
+            found.append(target)
+    return found
+
+
+def used(server, repo) -> str:
+    """A project registered, built and searched: its stores are open."""
+    pid = server.register(repo)
+    build(server, pid)
+    r = server.post(f"/v1/projects/{pid}/search", {"query": "cart total", "mode": "keyword"})
+    assert r.status == 200 and r.json["results"], r.body
+    return pid
+
+
+def test_removing_a_project_closes_its_files(tmp_path):
+    repo = write(tmp_path / "repo", FILES)
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        pid = used(server, repo)
+        assert open_under(repo / ".neuralmind")  # the index is open while it is served
+        assert server.delete(f"/v1/projects/{pid}").status == 204
+        assert open_under(repo / ".neuralmind") == []
+
+
+def test_another_process_lets_go_of_a_project_removed_elsewhere(tmp_path):
+    """Two kernels on one home, as two gunicorn workers: the one that did not remove the
+    project finds out at its next lookup past ``check_every_s``."""
+    repo, other = write(tmp_path / "repo", FILES), write(tmp_path / "other", FILES)
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as a, \
+            LocalServer(tmp_path / "home", plugins=PLUGINS) as b:
+        pid = used(b, repo)
+        kept = used(b, other)
+        assert a.delete(f"/v1/projects/{pid}").status == 204
+        assert open_under(repo / ".neuralmind")  # b still holds it, until it looks again
+        b.kernel.projects.check_every_s = 0
+        assert b.get(f"/v1/projects/{kept}").status == 200
+        assert open_under(repo / ".neuralmind") == []
+        assert open_under(other / ".neuralmind")  # a project still registered stays open
+
+
+def test_a_project_removed_and_registered_again_starts_afresh(tmp_path):
+    repo = write(tmp_path / "repo", FILES)
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
+        pid = used(server, repo)
+        shutil.rmtree(repo)  # cloned anew: the index goes with the folder
+        write(repo, {"shop/till.py": "def till_total(items):\n    return sum(items)\n"})
+        assert server.delete(f"/v1/projects/{pid}").status == 204
+        assert server.register(repo) == pid
+        build(server, pid)
+        r = server.post(f"/v1/projects/{pid}/search", {"query": "till", "mode": "keyword"})
+        assert r.status == 200, r.body
+        assert {h["source_file"] for h in r.json["results"]} == {"shop/till.py"}
+
+
+@pytest.mark.sqlite_only("kernel.db is the SQLite home's")
+def test_a_stopped_server_leaves_kernel_db_whole_without_its_log(tmp_path):
+    repo = write(tmp_path / "repo", FILES)
+    home = tmp_path / "home"
+    with LocalServer(home, plugins=PLUGINS) as server:
+        pid = server.register(repo)
+    alone = tmp_path / "copy" / "kernel.db"  # the file copied without its -wal, as a restore
+    alone.parent.mkdir()
+    shutil.copy(home / "kernel.db", alone)
+    conn = sqlite3.connect(alone)
+    try:
+        assert conn.execute("SELECT id FROM projects").fetchall() == [(pid,)]
+    finally:
+        conn.close()
