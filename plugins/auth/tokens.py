@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from neuralmind import ConfigError, file_in_the_way, write_private
@@ -67,17 +67,30 @@ def instant(text: str) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
+def expiry_instant(text: str) -> datetime:
+    """When an expiry passes, one rule for ``--expires`` and a stored ``expires_at``: a date,
+    in any form ``date.fromisoformat`` takes (2026-12-31, 20261231, 2026-W53-4), lasts
+    through that day (UTC), as "expires 2026-12-31" reads; else :func:`instant`. ValueError
+    when ``text`` is neither, OverflowError for a date ending past the year 9999."""
+    try:
+        day = date.fromisoformat(text.strip())
+    except ValueError:
+        return instant(text)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+
+
 def parse_expiry(text: str, start: datetime | None = None) -> str:
     """``30d``/``12h``/``15m`` from now, or an ISO datetime (UTC when no zone), or a date: the
-    token lasts through that day (UTC), as "expires 2026-12-31" reads. Each must lie ahead: a
-    token born expired is a mistake, never a use."""
+    token lasts through that day (:func:`expiry_instant`). Each must lie ahead: a token born
+    expired is a mistake, never a use — so a fraction of a second is raised to the next whole
+    second stored, never cut off."""
     start = start or now()
     if not text.strip():  # `--expires ""` from a script's empty variable: never "no expiry"
         raise TokenError("--expires is empty: leave it out for a token that never expires, or "
                          "give a date (2026-12-31), a datetime or a duration (30d, 12h, 15m)")
     try:
         at = _expiry(text.strip(), start)
-        shown = iso(at)
+        shown = iso(at + timedelta(microseconds=-at.microsecond % 1_000_000))
     except OverflowError:
         raise TokenError(f"--expires {text!r} is too far ahead: past the year 9999") from None
     if at <= start:
@@ -87,16 +100,18 @@ def parse_expiry(text: str, start: datetime | None = None) -> str:
 
 
 def _expiry(text: str, start: datetime) -> datetime:
+    """The instant ``text`` names, in UTC."""
     m = DURATION.match(text)
     if m:
         unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
-        return start + timedelta(**{unit: int(m.group(1))})
-    try:
-        at = instant(text)
-    except ValueError:
-        raise TokenError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
-                         "or a duration like 30d, 12h, 15m") from None
-    return at + timedelta(days=1) if len(text) == 10 else at  # a date: through its last second
+        at = start + timedelta(**{unit: int(m.group(1))})
+    else:
+        try:
+            at = expiry_instant(text)
+        except ValueError:
+            raise TokenError(f"--expires {text!r}: use an ISO date (2026-01-31), a datetime, "
+                             "or a duration like 30d, 12h, 15m") from None
+    return at.astimezone(UTC)  # before rounding: an offset may hold a fraction of a second
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,8 @@ class TokenRecord:
     @property
     def expires_ts(self) -> float:
         """Expiry as epoch seconds (infinity for none), for a cheap per-request comparison."""
-        return float("inf") if self.expires_at is None else instant(self.expires_at).timestamp()
+        return (float("inf") if self.expires_at is None
+                else expiry_instant(self.expires_at).timestamp())
 
     def expired(self) -> bool:
         return now().timestamp() >= self.expires_ts
@@ -159,16 +175,19 @@ def stored_record(source: str, key: object, fields: object) -> TokenRecord:
     if projects != "*" and not (isinstance(projects, list) and all(map(plain, projects))):
         raise TokenError(f'{where}: projects {_shown(projects)} is neither "*" nor a list of '
                          "project ids")
-    for name in ("created_at", "expires_at"):
+    for name, read in (("created_at", instant), ("expires_at", expiry_instant)):
         value = fields.get(name)
         if value is None and name == "expires_at":
             continue
         try:
-            instant(value)
+            read(value)
         except (AttributeError, ValueError):  # not a string, or not a datetime
             raise TokenError(f"{where}: {name} {_shown(value)} is not an ISO datetime "
                              "(2026-12-31T00:00:00Z)"
-                             + (" or null" if name == "expires_at" else "")) from None
+                             + (", a date or null" if name == "expires_at" else "")) from None
+        except OverflowError:  # 9999-12-31: through that day is past what a datetime holds
+            raise TokenError(f"{where}: {name} {_shown(value)} ends past the year 9999: give "
+                             "an earlier date, or null for no expiry") from None
     return TokenRecord(**fields)
 
 

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from neuralmind import Model, PageQuery
+
+
+def _iso_time(value: Any) -> Any:
+    """ISO 8601 text only: pydantic also reads ``"0"``, ``"1780000000"`` — and ``"20261202"``
+    — as a Unix time. Kept here until the kernel has a timestamp type beside ``ISODate``."""
+    if not isinstance(value, datetime) and not (isinstance(value, str)
+                                                and _ISO_TIME.match(value)):
+        raise ValueError("an ISO 8601 time is written YYYY-MM-DDTHH:MM:SS (UTC unless a zone "
+                         "follows) or YYYY-MM-DD, never as a Unix time")
+    return value
+
+
+_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # \d would take any script's digits
+ISOTime = Annotated[datetime, BeforeValidator(_iso_time)]
 
 
 class AuditQuery(PageQuery):
@@ -14,7 +30,7 @@ class AuditQuery(PageQuery):
     action: str | None = Field(None, max_length=256, description="An event kind (`api.call`, "
                                "`memory.created`); a trailing `*` matches a prefix (`memory.*`)")
     project: str | None = Field(None, max_length=256, description="Only this project's records")
-    since: datetime | None = Field(None, description="ISO 8601; records at or after this time "
+    since: ISOTime | None = Field(None, description="ISO 8601; records at or after this time "
                                    "(UTC when no zone is given)")
     after: int | None = Field(None, ge=0, le=2 ** 63 - 1, description="Records after this `seq`: "
                               "a poller keeps the last seq it read (instead of a cursor)")

@@ -68,7 +68,10 @@ class License:
 
     @property
     def expired(self) -> bool:
-        return self.expires is not None and date.fromisoformat(self.expires) < date.today()
+        """Past its ``expires`` day in UTC, as every other date here is read: the server's
+        local day would end it up to 14 hours early or 12 late."""
+        return (self.expires is not None
+                and date.fromisoformat(self.expires) < datetime.now(UTC).date())
 
 
 _DATE = TypeAdapter(ISODate)

@@ -9,13 +9,13 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from kernel.auth import ROLES
-from plugins.auth.tokens import iso, now
+from plugins.auth.tokens import TokenError, iso, now, parse_expiry
 from tests.plugins.auth.helpers import (cli, create_token, events, replay_events,
                                         server_config)
 from tests.support import DEFAULT_PLUGINS, ROOT, LocalServer, request
@@ -286,11 +286,29 @@ def test_expired_and_expiring_tokens(team):
     assert (r.status, r.error["code"]) == (401, "token_expired")
     made = team.token("gina", "reader", "*", "--expires", "30d")
     assert made["expires_at"] and team.server.get("/v1/projects", token=made["token"]).status == 200
-    today = now().date().isoformat()  # a date: through that day, so today's still serves
-    made = team.token("hana", "reader", "*", "--expires", today)
-    tomorrow = (now().date() + timedelta(days=1)).isoformat()
-    assert made["expires_at"].startswith(f"{tomorrow}T00:00:00")
-    assert team.server.get("/v1/projects", token=made["token"]).status == 200
+    today = now().date()  # a date, in any ISO form: through that day, so today's still serves
+    year, week, weekday = today.isocalendar()
+    for form in (today.isoformat(), today.strftime("%Y%m%d"), f"{year}-W{week:02}-{weekday}",
+                 f"{year}W{week:02}{weekday}"):
+        made = team.token("hana", "reader", "*", "--expires", form)
+        assert made["expires_at"] == f"{today + timedelta(days=1)}T00:00:00Z", form
+        assert team.server.get("/v1/projects", token=made["token"]).status == 200
+    # a date stored by hand reads as --expires reads it: through that day
+    for day, status in ((today, 200), (today - timedelta(days=1), 401)):
+        token, _, _ = server_tokens(team).create("ivy", "reader", "*", day.isoformat())
+        assert team.server.get("/v1/projects", token=token).status == status, day
+    made = team.token("jo", "reader", "*", "--expires", "2099-01-01T00:00:00.600Z")
+    assert made["expires_at"] == "2099-01-01T00:00:01Z"  # whole seconds, never cut short
+
+
+def test_an_expiry_is_stored_in_whole_seconds_never_before_it():
+    """A fraction cut off after the "is it ahead?" check would make a token born expired."""
+    start = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+    assert parse_expiry("2026-12-02T13:00:00.600Z", start) == "2026-12-02T13:00:01Z"
+    assert parse_expiry("2026-12-02T14:00:00.000001+01:00", start) == "2026-12-02T13:00:01Z"
+    assert parse_expiry("15m", start + timedelta(microseconds=1)) == "2026-12-02T13:15:01Z"
+    with pytest.raises(TokenError, match="not in the future"):  # not raised into the future
+        parse_expiry("2026-12-02T12:59:59.5Z", start)
 
 
 def test_credentials_only_in_the_header(team):

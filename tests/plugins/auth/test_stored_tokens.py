@@ -51,6 +51,8 @@ BAD_FILES = {
                           f'token {H[:8]}: expires_at "notadate" is not an ISO datetime'),
     "expiry a number": (tokens_json({H: record(expires_at=12345)}),
                         f"token {H[:8]}: expires_at 12345 is not an ISO datetime"),
+    "expiry ending past 9999": (tokens_json({H: record(expires_at="9999-12-31")}),
+                                f'token {H[:8]}: expires_at "9999-12-31" ends past the year 9999'),
     "creation not a date": (tokens_json({H: record(created_at="z")}),
                             f'token {H[:8]}: created_at "z" is not an ISO datetime'),
     "an actor on two lines": (tokens_json({H: record(actor="a\nb")}),
@@ -99,7 +101,8 @@ def test_a_server_refuses_every_token_of_a_bad_file_and_says_why_once(team):
         log = server.output().splitlines()
         assert [line for line in log if "refusing every token" in line] == [
             f"[ERROR] neuralmind.auth: tokens file {home / 'tokens.json'}: token {OTHER_H[:8]}: "
-            'expires_at "notadate" is not an ISO datetime (2026-12-31T00:00:00Z) or null; '
+            'expires_at "notadate" is not an ISO datetime (2026-12-31T00:00:00Z), a date or '
+            'null; '
             "refusing every token until it is fixed"]
         assert not [line for line in log if "no tokens" in line]  # no word against it
         (home / "tokens.json").write_text(tokens_json({H: record()}))
@@ -124,8 +127,8 @@ def test_a_bad_row_of_the_shared_table_is_a_503_then_a_401_never_a_500(tmp_path)
             assert says in r.error["message"]
             done = cli(server.home, "token", "list", config=server.config, check=False)
             assert done.returncode == 2
-            assert done.stderr.splitlines() == [f"neuralmind: {says} (2026-12-31T00:00:00Z) "
-                                                "or null"]
+            assert done.stderr.splitlines() == [f"neuralmind: {says} (2026-12-31T00:00:00Z), "
+                                                "a date or null"]
             conn.execute("UPDATE auth_tokens_version SET version = version + 1")
         deadline = time.monotonic() + 2
         while server.get("/v1/auth/whoami", token=admin["token"]).status != 401:

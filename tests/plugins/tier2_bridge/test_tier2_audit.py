@@ -98,6 +98,11 @@ def test_admin_route_refuses_bad_queries_with_the_envelope(busy):
         r = busy.get(f"/v1/admin/audit?{query}")
         assert r.status == 422, query
         assert r.error["code"] == "validation_error"
+    for unix in ("0", "1780000000", "-1", "0.5", "20261202"):  # pydantic's Unix time, not ISO
+        r = busy.get(f"/v1/admin/audit?since={unix}")
+        assert (r.status, r.error["code"]) == (422, "validation_error"), unix
+        [error] = r.error["details"]["errors"]
+        assert error["loc"] == ["query", "since"] and "YYYY-MM-DDTHH:MM:SS" in error["msg"], error
     assert busy.get("/v1/admin/audit", auth=False).status == 401
 
 

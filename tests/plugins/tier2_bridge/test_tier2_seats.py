@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -197,6 +198,23 @@ def test_an_expired_licence_is_warned_about_and_still_counts(tmp_path, caplog):
     assert (lic.seats, lic.problem, lic.expired) == (2, None, True)
     warn_about(lic)
     assert "expired on 2001-01-31" in caplog.text
+
+
+@pytest.mark.parametrize("zone", ["<+14>-14", "<-12>+12"])  # Kiritimati's, and a day behind
+def test_a_licence_expires_by_the_utc_date_whatever_the_zone(tmp_path, monkeypatch, zone):
+    """Between them the two zones put the local date off the UTC one at any hour."""
+    today = datetime.now(UTC).date()
+    path = tmp_path / "license.json"
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        for expires, expired in ((today, False), (today - timedelta(days=1), True)):
+            path.write_text(json.dumps({"licensee": "Acme", "seats": 2,
+                                        "expires": expires.isoformat()}))
+            assert read_license(path).expired is expired, (zone, expires)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_an_actor_whose_write_failed_is_written_at_its_next_request(tmp_path):
