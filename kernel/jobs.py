@@ -274,6 +274,12 @@ class Jobs:
             conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (jid,))
         return self.get(jid)
 
+    def cancel_project(self, project_id: str) -> None:
+        """Ask every job of a project still queued or running to stop (it was removed)."""
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE project_id = ? "
+                         f"AND status IN {_ACTIVE_SQL}", (project_id,))
+
     def mark_interrupted(self) -> int:
         """Jobs left queued/running by a process of this host that no longer exists — its pid
         free, or now another process's (kernel/procs.py) — end as ``interrupted``, and the

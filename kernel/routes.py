@@ -256,9 +256,11 @@ class ProjectsResource:
         return project_out(self.kernel, req, req.context.project)
 
     @operation(permission="projects.write", status=204, tags=["projects"],
-               summary="Unregister a project (its files are never touched)", directory=False)
+               summary="Unregister a project (its files are never touched; its running jobs "
+                       "are asked to stop)", directory=False)
     def on_delete_item(self, req, resp, project_id):
         project = self.kernel.projects.remove(project_id)
+        self.kernel.jobs.cancel_project(project.id)
         self.kernel.emit("project.removed", project=project, actor=req.context.actor,
                          request_id=req.context.request_id)
 
@@ -268,11 +270,16 @@ class JobsResource:
         self.kernel = kernel
 
     def _visible(self, req, job: Job) -> Job:
-        project = self.kernel.projects.find(job.project_id) if job.project_id else None
-        if job.project_id and (project is None or not self.kernel.allowed(
-                req.context.actor, "projects.read", project)):
-            raise NotFound(f"no job with id {job.id}", code="job_not_found")
-        return job
+        """A job of a project the caller may read; of a project removed since, to a caller
+        who sees every project (a build that was running then ends ``cancelled``, and
+        whoever waited on it learns so rather than of no such job)."""
+        if job.project_id is None:
+            return job
+        actor, project = req.context.actor, self.kernel.projects.find(job.project_id)
+        if (actor.projects is None if project is None
+                else self.kernel.allowed(actor, "projects.read", project)):
+            return job
+        raise NotFound(f"no job with id {job.id}", code="job_not_found")
 
     @operation(permission="jobs.read", query=JobsQuery, response=Page[Job], tags=["jobs"],
                summary="List jobs, newest first",

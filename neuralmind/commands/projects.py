@@ -131,8 +131,11 @@ def cmd_up(args) -> int:
         if remote:
             err(f"no NeuralMind server answers at {nm.url}")
             return 1
-        started, _ = start_daemon(args.config, args.port)
-        say(f"started the daemon at {started['url']} (pid {started['pid']})")
+        info, spawned = start_daemon(args.config, args.port)
+        # a start beside this one (a second `up`) may have spawned it: this one found it
+        started = info if spawned else None
+        say(f"{'started the daemon' if spawned else 'daemon already running'} at {info['url']} "
+            f"(pid {info['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:
         from urllib.parse import urlsplit

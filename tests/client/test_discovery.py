@@ -131,23 +131,29 @@ def test_cli_says_how_to_start_a_daemon(tmp_path):
     assert "neuralmind daemon start" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_autostart_runs_the_daemon(tmp_path, monkeypatch):
-    """Also: `up` against a server without the index plugin registers and says so."""
+def test_two_ups_at_once_start_one_daemon_and_autostart_finds_it(tmp_path, monkeypatch):
+    """Two `up` at once: one starts the daemon and says so, the other finds it (both said
+    "started" before); against a server without the index plugin each registers and says
+    there is nothing to build. A client's autostart finds the daemon running."""
     d = Daemon(tmp_path, plugins=["auth"])
     for key, value in d.env.items():
         if key.startswith("NEURALMIND"):
             monkeypatch.setenv(key, value)
     monkeypatch.delenv("NEURALMIND_API_URL", raising=False)
+    repo = git_repo(tmp_path / "plain", {"a.py": "a = 1\n"})
     try:
+        ups = [subprocess.Popen([sys.executable, "-m", "neuralmind.cli", "up"], cwd=repo,
+                                env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+        said = [up.communicate(timeout=120) for up in ups]
+        assert [up.returncode for up in ups] == [0, 0], said
+        firsts = sorted(out.splitlines()[0].split(" at ")[0] for out, _ in said)
+        assert firsts == ["daemon already running", "started the daemon"], said
+        assert all("index plugin is not enabled" in out for out, _ in said)
         nm = NeuralMindClient(autostart=True)
-        assert nm.url == d.url and nm.token == d.token
+        assert nm.url == d.url and nm.token == d.token  # running: not started again
         assert nm.health()["status"] == "ok"
-        assert NeuralMindClient(autostart=True).url == d.url  # running: not started twice
         assert d.info["pid"] == json.loads((d.home / "daemon.json").read_text())["pid"]
-        repo = git_repo(tmp_path / "plain", {"a.py": "a = 1\n"})
-        up = d.run("up", cwd=repo)
-        assert up.returncode == 0, up.stderr
-        assert "daemon already running" in up.stdout and "index plugin is not enabled" in up.stdout
         assert [p.path for p in nm.projects.list()] == [str(repo)]
     finally:
         d.stop()

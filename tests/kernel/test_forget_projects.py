@@ -3,8 +3,10 @@ caches go (they held ~10 descriptors and ~1 MB a project, for the process's life
 used for many projects ran out of descriptors), in the process that removed it at once and in
 the others (gunicorn's workers) soon after. A project removed and registered again — its
 folder deleted and made anew meanwhile — starts afresh with no restart (it was 409
-``project_state_replaced`` until one). And a stopped server's files are whole alone: a clean
-stop left kernel.db's every commit in its ``-wal``, which the documented restore deletes."""
+``project_state_replaced`` until one). Its running jobs are asked to stop, and stay visible
+to whoever waits on them (they ran on, 404 to everyone). And a stopped server's files are whole
+alone: a clean stop left kernel.db's every commit in its ``-wal``, which the documented restore
+deletes."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ import gc
 import os
 import shutil
 import sqlite3
+import time
 
+import falcon.testing
 import pytest
 
+from neuralmind import Job, JobAccepted, answer_job, hookimpl, operation
 from tests.plugins.index.conftest import build
 from tests.plugins.index.test_graph import write
-from tests.support import LocalServer
+from tests.support import LocalServer, make_kernel
 
 PLUGINS = ["auth", "index"]
 FILES = {"shop/cart.py": "def cart_total(items):\n    return sum(items)\n",
@@ -100,3 +105,45 @@ def test_a_stopped_server_leaves_kernel_db_whole_without_its_log(tmp_path):
         assert conn.execute("SELECT id FROM projects").fetchall() == [(pid,)]
     finally:
         conn.close()
+
+
+class Chores:
+    """A plugin whose project job runs until it is asked to stop."""
+
+    class Resource:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        @operation(permission="projects.write", response=Job, status=202,
+                   responses={202: JobAccepted})
+        def on_post(self, req, resp, project_id):
+            def work(ctx):
+                while True:
+                    ctx.check()
+                    time.sleep(0.02)
+            job = self.kernel.jobs.submit("chore", work, project_id=project_id)
+            return answer_job(resp, job, False)
+
+    @hookimpl
+    def register_routes(self, kernel):
+        return [("/v1/projects/{project_id}/chores", self.Resource(kernel))]
+
+
+def test_removing_a_project_stops_its_jobs_and_whoever_waits_sees_it(tmp_path):
+    (tmp_path / "repo").mkdir()
+    kernel = make_kernel(tmp_path / "home", plugins=["auth"], extra_plugins=[Chores()])
+    try:
+        token = (kernel.home / "token").read_text().strip()
+        api = falcon.testing.TestClient(kernel.app, headers={
+            "Host": "127.0.0.1", "Authorization": f"Bearer {token}"})
+        pid = api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")}).json["id"]
+        jid = api.simulate_post(f"/v1/projects/{pid}/chores").json["job"]["id"]
+        assert api.simulate_delete(f"/v1/projects/{pid}").status_code == 204
+        deadline, job = time.monotonic() + 10, {}
+        while time.monotonic() < deadline and job.get("status") != "cancelled":
+            r = api.simulate_get(f"/v1/jobs/{jid}")
+            assert r.status_code == 200, r.json  # not 404: its project was removed since
+            job = r.json
+        assert job["status"] == "cancelled"
+    finally:
+        kernel.shutdown()
