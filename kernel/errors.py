@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from typing import Any
 
 import falcon
@@ -166,7 +167,7 @@ def storage_failure(ex: BaseException) -> bool:
     restarting, its pool exhausted, its file locked past the busy timeout), or on a disk that
     is full or cannot be written — rather than that our code is wrong."""
     import sqlite3
-    if _unwritable(ex):
+    if _unwritable(ex) or _out_of_files(ex):
         return True
     if isinstance(ex, sqlite3.OperationalError):
         return "locked" in str(ex) or "unable to open" in str(ex)
@@ -193,8 +194,33 @@ def _unwritable(ex: BaseException) -> str | None:
     return None
 
 
+def _out_of_files(ex: BaseException) -> bool:
+    """Whether the process (or the system) holds as many open files as it may: the OS says
+    so in its errno, SQLite only "unable to open database file", so then the count is read."""
+    import errno
+    import sqlite3
+    if isinstance(ex, OSError):
+        return ex.errno in (errno.EMFILE, errno.ENFILE)
+    if not (isinstance(ex, sqlite3.OperationalError) and "unable to open" in str(ex)):
+        return False
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError as err:  # no descriptor left even to look
+        return err.errno in (errno.EMFILE, errno.ENFILE)
+    return held >= _file_limit() - 2
+
+
+def _file_limit() -> int:
+    import resource
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def storage_error(ex: BaseException) -> APIError:
     """What a request is told when :func:`storage_failure` holds: nothing was written."""
+    if _out_of_files(ex):
+        return Unavailable(f"the server holds as many open files as it may (its limit, `ulimit "
+                           f"-n`, is {_file_limit()}); nothing was written — raise the limit and "
+                           "restart it", code="too_many_open_files")
     why = _unwritable(ex)
     if why == "full":
         return APIError("the disk that holds NeuralMind's state is full; nothing was written "

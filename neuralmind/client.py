@@ -39,7 +39,8 @@ JSONL = "application/x-ndjson"
 # a connection broken under it is no refusal of its size (413), but a server gone or hung up
 SOCKET_SLACK = 64 * 1024
 # 503s no retry helps: state that cannot be written or was written by a newer release, no model
-LASTING = frozenset({"storage_read_only", "storage_newer", "semantic_unavailable"})
+LASTING = frozenset({"storage_read_only", "storage_newer", "semantic_unavailable",
+                     "too_many_open_files"})
 # the last line of a Markdown export that was not cut short
 EXPORT_END = re.compile(r"^_End of the export: \d+ records\._\n\Z", re.M)
 PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

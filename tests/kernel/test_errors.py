@@ -102,3 +102,43 @@ def test_a_background_failure_of_the_stored_state_is_one_line_anything_else_its_
                                  "database or disk is full")
     assert bug.levelno == logging.ERROR and bug.exc_info[0] is ZeroDivisionError
     assert bug.getMessage() == "memory backfill for small.db failed"
+
+
+OUT_OF_FILES = """
+import json, os, resource, sqlite3, sys
+from kernel.errors import state_fault
+held = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (held + 2, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+kept, said = [], {}
+try:
+    while True:
+        kept.append(open(os.devnull))
+except OSError as ex:
+    said["open"] = ex
+kept.pop().close()
+try:
+    sqlite3.connect(os.path.join(sys.argv[1], "new.db")).execute("CREATE TABLE t (x)")
+except sqlite3.Error as ex:
+    said["sqlite"] = ex
+print(json.dumps({how: [state_fault(ex)[0].status, state_fault(ex)[0].code,
+                        state_fault(ex)[0].message] for how, ex in said.items()}))
+"""
+
+
+def test_a_process_out_of_file_descriptors_says_so(tmp_path):
+    """At its open-file limit a server answered 500 with a traceback (a file the OS refused)
+    or 503 "the database cannot be reached; try again" (SQLite's "unable to open"), which sends
+    an operator the wrong way. Run in a child whose limit is lowered to what it holds."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    done = subprocess.run([sys.executable, "-c", OUT_OF_FILES, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert set(said) == {"open", "sqlite"}
+    for status, code, message in said.values():
+        assert (status, code) == (503, "too_many_open_files")
+        assert "as many open files as it may" in message and "ulimit -n" in message
