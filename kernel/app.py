@@ -32,6 +32,7 @@ from kernel.pg import PgBackend, PgDatabase
 from kernel.plugins import (PluginError, StartupError, each, make_plugin_manager,
                             plugin_label)
 from kernel.projects import Project, ProjectRegistry, gone, refuse_a_gone_directory
+from kernel.retention import Retention
 
 log = logging.getLogger("neuralmind.kernel")
 T = TypeVar("T")
@@ -89,7 +90,9 @@ class Kernel:
         self._openapi: dict[str, Any] | None = None
         self.app = self._build_app()
         self.jobs.mark_interrupted()
+        self.retention = Retention(self.settings.kernel, self.events, self.jobs)
         self._start_plugins()
+        self.retention.start()
         if self.settings.embeddings.warm:
             threading.Thread(target=self._warm, name="embedder-warm", daemon=True).start()
 
@@ -272,6 +275,7 @@ class Kernel:
         return self._openapi
 
     def shutdown(self) -> None:
+        self.retention.stop()
         self.pm.hook.shutdown(kernel=self)
         self.events.close()
         if self._side is not None:

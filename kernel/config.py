@@ -57,6 +57,9 @@ class KernelSection(ConfigSection):
     state_dir: str | None = None  # per-project state outside the repositories
     max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0)
     sse_heartbeat_s: float = Field(5.0, gt=0)
+    # how long the log keeps an event and the jobs table a finished job (0: for ever)
+    keep_events_days: int = Field(90, ge=0)
+    keep_jobs_days: int = Field(30, ge=0)
 
     _paths = field_validator("home", "state_dir")(_no_nul)
 

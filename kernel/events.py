@@ -222,6 +222,11 @@ class EventLog:
             log.error("%d events were never recorded (the database was out of reach): "
                       "webhooks and the audit miss them", len(self._unwritten))
 
+    def prune(self, before: str) -> int:
+        """Delete the events older than ``before`` (an ISO time); how many went."""
+        with self.db.transaction() as conn:
+            return conn.execute("DELETE FROM events WHERE at < ?", (before,)).rowcount
+
     def last_id(self) -> int:
         return self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
 

@@ -274,6 +274,12 @@ class Jobs:
             conn.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?", (jid,))
         return self.get(jid)
 
+    def prune(self, before: str) -> int:
+        """Delete the jobs that finished before ``before`` (an ISO time); how many went."""
+        with self.db.transaction() as conn:
+            return conn.execute(f"DELETE FROM jobs WHERE status NOT IN {_ACTIVE_SQL} "
+                                "AND finished_at < ?", (before,)).rowcount
+
     def cancel_project(self, project_id: str) -> None:
         """Ask every job of a project still queued or running to stop (it was removed)."""
         with self.db.transaction() as conn:
