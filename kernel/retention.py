@@ -56,5 +56,6 @@ class Retention:
                 self.prune()
             except Exception as ex:  # a locked or unreachable database: the next round tries
                 log_failure(log, "pruning old events and jobs", ex)
+            self.events.db.close()  # this thread's connection: not held open for six hours
             if self._stop.wait(PRUNE_EVERY_S):
                 return
