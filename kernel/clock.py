@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 
 def now_iso() -> str:
     """Now, to the millisecond: ``2026-11-30T13:25:42.692Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC))
+
+
+def iso_time(at: datetime) -> str:
+    """An aware time as every record writes one (UTC, to the millisecond, ``…Z``): text that
+    compares as the times do."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def today() -> str:

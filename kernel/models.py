@@ -60,11 +60,14 @@ class PageQuery(Model):
 
 
 def _iso_date(value: Any) -> Any:
-    """Only ``YYYY-MM-DD`` as text: pydantic also reads ``"0"`` as a Unix time (1970-01-01)."""
-    if not isinstance(value, str):
+    """Only ``YYYY-MM-DD`` as text: pydantic also reads ``"0"`` — and, validating laxly (an
+    import line), ``0`` — as a Unix time (1970-01-01), and ``"20260601"`` as a time."""
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value
-    if not _ISO_DATE.fullmatch(value):
+    if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
         raise ValueError("a date is written YYYY-MM-DD")
+    if not value.isascii():  # the shape's \d takes the digits of every script (２０２８)
+        raise ValueError(f"{value} holds digits other than 0-9 (a date is written YYYY-MM-DD)")
     try:
         return dt.date.fromisoformat(value)  # a date, which strict validation takes as it is
     except ValueError:  # the shape holds, the day does not (2026-02-30)

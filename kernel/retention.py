@@ -11,6 +11,7 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
+from kernel.clock import iso_time
 from kernel.errors import log_failure
 
 log = logging.getLogger("neuralmind.kernel")
@@ -20,8 +21,7 @@ PRUNE_EVERY_S = 6 * 3600
 
 def before(days: int) -> str:
     """The ISO time ``days`` ago, in the form every record writes (kernel.clock)."""
-    at = datetime.now(UTC) - timedelta(days=days)
-    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(datetime.now(UTC) - timedelta(days=days))
 
 
 class Retention:

@@ -29,7 +29,7 @@ _EXPORTS = {
     **dict.fromkeys(("Job", "JobAccepted", "JobContext"), "kernel.jobs"),
     **dict.fromkeys(("Answer", "Caller"), "kernel.inner"),
     # helpers the plugins share
-    **dict.fromkeys(("now_iso", "today"), "kernel.clock"),
+    **dict.fromkeys(("now_iso", "iso_time", "today"), "kernel.clock"),
     "gitinfo": "kernel.gitinfo",
     **dict.fromkeys(("EventKind", "kind_filter"), "kernel.events"),
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "combining_marks", "estimate_tokens",

@@ -6,7 +6,6 @@ same type while ``"BUG"`` is a 422. Lengths are bounded so one record cannot gro
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict, Field, StringConstraints,
@@ -14,6 +13,7 @@ from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict,
 
 from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul, text
 from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
+from plugins.memory import times
 from plugins.memory.text import nfc
 
 DECISION_TYPES = ("ARCHITECTURE", "DEPENDENCY", "TEST", "REFACTOR", "BUGFIX", "CONFIG")
@@ -551,8 +551,8 @@ class CollectionFilters(Model):
     author: Short | None = None
     agent: Short | None = None
     session_id: Short | None = None
-    created_after: dt.date | None = None
-    created_before: dt.date | None = None
+    created_after: ISODate | None = None
+    created_before: ISODate | None = None
     min_confidence: Confidence | None = None
 
 
@@ -607,18 +607,9 @@ class BatchOut(Model):
     items: list[BatchResult]
 
 
-def _timestamp(value: str) -> str:
-    """A time as the store writes it, so ordering and decay can read it back."""
-    try:
-        at = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError("not an ISO 8601 time (2026-01-31T12:00:00.000Z)") from None
-    if at.tzinfo is None:
-        raise ValueError("an ISO 8601 time with its zone (…Z)")
-    return value
-
-
-Timestamp = Annotated[str, AfterValidator(_timestamp)]
+# a time of an import, stored as the server writes times: as written, an offset or the basic
+# format would sort apart from the times around it, and every reader compares them as text
+Timestamp = Annotated[str, AfterValidator(times.utc)]
 
 
 class StoredMemory(MemoryFields):
@@ -627,7 +618,6 @@ class StoredMemory(MemoryFields):
     id: MemoryId
     commit_sha: str = ""
     importance: Importance | None = None
-    review_by: dt.date | None = None
     created_at: Timestamp
     updated_at: Timestamp
     last_accessed_at: Timestamp | None = None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from neuralmind import InvalidFields, today
+from plugins.memory import times
 from plugins.memory.decay import importance_of
 from plugins.memory.models import MAX_ITEMS, RESERVED_IDS
 from plugins.memory.text import nfc
@@ -56,8 +57,12 @@ def invalid(loc: LOC, msg: str, kind: str) -> dict[str, Any]:
 
 def located(ex, loc: LOC) -> list[dict[str, Any]]:
     """A pydantic ``ValidationError``'s errors, placed under ``loc`` (a batch item, a line);
-    locations name fields, and the kernel puts them under the body."""
-    return [{**e, "loc": (*loc, *e["loc"])} for e in ex.errors(include_url=False)]
+    locations name fields, and the kernel puts them under the body. A validator's own words
+    stand without the "Value error, " pydantic puts before them, as the kernel's answers to a
+    single request have them (a batch item's errors are answered as they are here)."""
+    return [{"loc": (*loc, *e["loc"]), "type": e["type"],
+             "msg": e["msg"].removeprefix("Value error, ") if e["type"] == "value_error"
+             else e["msg"]} for e in ex.errors(include_url=False)]
 
 
 def fail(errors: list[dict[str, Any]], message: str | None = None) -> InvalidFields:
@@ -92,12 +97,17 @@ def normalise_files(root: Path, files: list[str], loc: LOC, errors: list[dict[st
     return out
 
 
-def check_review_by(value: dt.date | None, loc: LOC, errors: list[dict[str, Any]]) -> str | None:
+def check_review_by(value: dt.date | None, loc: LOC, errors: list[dict[str, Any]],
+                    held: str | None = None) -> str | None:
+    """``value`` as stored; a date already past is an error unless it is ``held``, the
+    record's own (an edit sends an overdue record's date back as it was shown)."""
     if value is None:
         return None
-    if value.isoformat() < today():
-        errors.append(invalid(loc, "review_by is in the past", "date_in_past"))
-    return value.isoformat()
+    on, date = today(), value.isoformat()
+    if date < on and date != held:
+        errors.append(invalid(loc, f"{date} is in the past (today is {on}, in UTC)",
+                              "date_in_past"))
+    return date
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -139,7 +149,8 @@ def build(body: dict[str, Any], *, root: Path, now: str, head: str, loc: LOC = (
 def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
             loc: LOC = (), errors: list[dict[str, Any]]
             ) -> tuple[dict[str, Any], dict[str, list]]:
-    """``(new record, {field: [old, new]})`` for the fields ``patch`` holds (only set ones)."""
+    """``(new record, {field: [old, new]})`` for the fields ``patch`` holds (only set ones);
+    a change stamps it ``now``, or a millisecond past its ``updated_at`` (times.after)."""
     new = dict(rec)
     for field in ("rationale", "confidence", "importance", "pinned", "kind"):
         if patch.get(field) is not None:
@@ -150,7 +161,8 @@ def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
         new["files_affected"] = normalise_files(root, patch["files_affected"] or [],
                                                 (*loc, "files_affected"), errors)
     if "review_by" in patch:
-        new["review_by"] = check_review_by(patch["review_by"], (*loc, "review_by"), errors)
+        new["review_by"] = check_review_by(patch["review_by"], (*loc, "review_by"), errors,
+                                           rec["review_by"])
     for field, appended in (("evidence", "evidence_append"),
                             ("rejected_alternatives", "rejected_append")):
         if patch.get(appended):
@@ -161,5 +173,5 @@ def patched(rec: dict[str, Any], patch: dict[str, Any], *, root: Path, now: str,
                                       "too_long"))
     changes = {f: [rec[f], new[f]] for f in new if new[f] != rec[f]}
     if changes:
-        new["updated_at"] = now
+        new["updated_at"] = times.after(rec["updated_at"], now)
     return new, changes

@@ -8,7 +8,6 @@ committed.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from neuralmind import (APIError, Conflict, Forbidden, NotFound, PreconditionFailed, ProjectStores,
                         decode_cursor, encode_cursor, estimate_tokens, gitinfo, now_iso, row_number,
                         text_pair, today)
-from plugins.memory import exports, records
+from plugins.memory import exports, records, times
 from plugins.memory.backfill import Backfiller
 from plugins.memory.consolidation import Consolidation
 from plugins.memory.contradictions import Contradictions
@@ -35,12 +34,6 @@ FILTER_FIELDS = ("status", "file", "tag", "kind", "type", "author", "agent", "se
                  "created_after", "created_before", "min_confidence")
 EXPAND_FACTOR = 0.5  # a linked record's score: its source's × this, so it ranks below it
 TIMELINE_COMMITS = 200
-
-
-def utc(stamp: str) -> str:
-    """An ISO 8601 time with any offset as the store writes times (UTC, ms, ``Z``)."""
-    return parse_time(stamp).astimezone(dt.UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
 
 
 def store_opener(kernel, shared, path) -> Callable[[Any], MemoryStore]:
@@ -66,9 +59,11 @@ def _fields(item: BatchItem) -> dict[str, Any]:
 
 
 def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
-    """A batch item's fields as ``model``, or their errors under ``loc``."""
+    """A batch item's fields as ``model``, or their errors under ``loc``: strictly, as the
+    kernel validates a single request's body (no ``"0.5"`` → 0.5, ``"yes"`` → true, Unix
+    time → date)."""
     try:
-        return model.model_validate(_fields(item))
+        return model.model_validate(_fields(item), strict=True)
     except ValidationError as ex:
         return records.located(ex, loc)
 
@@ -135,7 +130,7 @@ def _creates(items: list[BatchItem]) -> dict[int, MemoryIn | list[dict[str, Any]
     call (a call per item cost ~30% more), each alone when one is bad, so its errors name it."""
     at = [i for i, item in enumerate(items) if item.op == "create"]
     try:
-        bodies = CREATES.validate_python([_fields(items[i]) for i in at])
+        bodies = CREATES.validate_python([_fields(items[i]) for i in at], strict=True)
     except ValidationError:
         return {i: _validated(MemoryIn, items[i], ("items", i)) for i in at}
     return dict(zip(at, bodies, strict=True))
@@ -232,7 +227,7 @@ class Memories:
         cur = current if current is not None else w.get(rec["id"])
         if cur is None or (only_from is not None and cur["status"] not in only_from):
             return None
-        new = {**cur, "status": status, "updated_at": at}
+        new = {**cur, "status": status, "updated_at": times.after(cur["updated_at"], at)}
         w.update(new, records.content_sha(new), kind=kind, actor=actor,
                  changes={"status": [cur["status"], status]}, note=note)
         return new
@@ -371,7 +366,7 @@ class Memories:
             on = today()
             if records.effective_status(rec, on) == status:
                 raise Conflict(f"memory {mid} is already {status}", code="invalid_transition")
-            new = {**rec, "status": status, "updated_at": now_iso()}
+            new = {**rec, "status": status, "updated_at": times.after(rec["updated_at"])}
             if kind == "restored":
                 new["commit_sha"] = (gitinfo.head(project.path) if commit_sha is None
                                      else commit_sha)
@@ -392,8 +387,8 @@ class Memories:
 
         def stepped(rec):
             confidence = round(min(1.0, max(s.feedback_floor, rec["confidence"] + step)), 6)
-            return ({**rec, "confidence": confidence, "updated_at": now_iso()},
-                    {"confidence": [rec["confidence"], confidence]})
+            new = {**rec, "confidence": confidence, "updated_at": times.after(rec["updated_at"])}
+            return new, {"confidence": [rec["confidence"], confidence]}
 
         return self.change(project, mid, stepped, kind="feedback", actor=actor,
                            request_id=request_id,
@@ -429,7 +424,7 @@ class Memories:
                   "note": e["note"], "changes": e["changes"]} for e in events]
         for c in gitinfo.commits(project.path, rec["files_affected"] if rec else [],
                                  TIMELINE_COMMITS):
-            items.append({"at": utc(c["at"]), "source": "git", "kind": "commit", "actor": c["author"],
+            items.append({"at": times.utc(c["at"]), "source": "git", "kind": "commit", "actor": c["author"],
                           "note": c["subject"], "commit": {k: c[k] for k in
                                                            ("sha", "author", "subject", "files")}})
         items.sort(key=lambda e: parse_time(e["at"]))
@@ -449,7 +444,8 @@ class Memories:
                                                     "too_long")])
             if tags == rec["tags"]:
                 return rec, {}
-            return {**rec, "tags": tags, "updated_at": now_iso()}, {"tags": [rec["tags"], tags]}
+            return ({**rec, "tags": tags, "updated_at": times.after(rec["updated_at"])},
+                    {"tags": [rec["tags"], tags]})
 
         return self.change(project, mid, retagged, kind="amended", actor=actor,
                            request_id=request_id)[0]
@@ -586,7 +582,8 @@ class Memories:
                 errors.append(records.invalid((*loc, "id"), "already INVALIDATED",
                                               "invalid_transition"))
                 return None
-            rec = {**current, "status": "INVALIDATED", "updated_at": now}
+            rec = {**current, "status": "INVALIDATED",
+                   "updated_at": times.after(current["updated_at"], now)}
             working[item.id] = rec
             return ("invalidate", rec, records.content_sha(rec),
                     {"status": [current["status"], "INVALIDATED"], "reason": parsed.reason})
@@ -666,7 +663,7 @@ class Memories:
                     stale.append((rec, f"files changed since {sha[:12]}: {', '.join(hit)}"))
         review = sum(1 for _, note in stale if note.startswith("review_by"))
         for rec, note in stale:
-            new = {**rec, "status": "STALE", "updated_at": now_iso()}
+            new = {**rec, "status": "STALE", "updated_at": times.after(rec["updated_at"])}
             if store.update(new, records.content_sha(new), kind="stale",
                             actor=self.actor_for(actor, rec),
                             changes={"status": ["ACTIVE", "STALE"]}, note=note,

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from neuralmind import now_iso, statements
+from plugins.memory import times
 from plugins.memory.decay import DEFAULT_IMPORTANCE
 from plugins.memory.text import keyword_columns, nfc
 
@@ -607,7 +608,7 @@ class MemoryStore:
                     dropped = [lk for lk in had if not any(
                         (lk["type"], lk["target"]) == (x["type"], x["target"]) for x in out)]
                     if changes or dropped:
-                        rec = {**rec, "updated_at": at}
+                        rec = {**rec, "updated_at": times.after(was["updated_at"], at)}
                 else:
                     created += 1
                     changes, dropped = {}, []

@@ -240,3 +240,28 @@ def test_a_cursor_is_refused_unless_it_holds_what_a_listing_wrote():
         with pytest.raises(InvalidFields) as refused:
             decode_cursor(cursor, valid)
         assert refused.value.errors[0]["type"] == "cursor_invalid"
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_an_iso_date_is_yyyy_mm_dd_in_the_digits_0_to_9_and_nothing_else(strict):
+    """``\\d`` took every script's digits, so ２０２８-０２-２９ was "no day of the calendar";
+    validated laxly (an import line), 0 was 1970-01-01 and "20260601" a confusing datetime."""
+    import datetime as dt
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from kernel.errors import error_message
+    from kernel.models import ISODate
+    adapter = TypeAdapter(ISODate)
+    assert adapter.validate_python("2028-02-29", strict=strict) == dt.date(2028, 2, 29)
+    assert adapter.validate_json('"2028-02-29"', strict=strict) == dt.date(2028, 2, 29)
+    for given, says in [("２０２８-０２-２９", "２０２８-０２-２９ holds digits other than 0-9 (a date "
+                                             "is written YYYY-MM-DD)"),
+                        ("2028-02-30", "2028-02-30 is no day of the calendar (YYYY-MM-DD)"),
+                        (0, "a date is written YYYY-MM-DD"), ("0", "a date is written YYYY-MM-DD"),
+                        (1798761600, "a date is written YYYY-MM-DD"),
+                        ("20260601", "a date is written YYYY-MM-DD"),
+                        (dt.datetime(2026, 6, 1), "a date is written YYYY-MM-DD")]:
+        with pytest.raises(ValidationError) as refused:
+            adapter.validate_python(given, strict=strict)
+        assert [error_message(e) for e in refused.value.errors()] == [says], given

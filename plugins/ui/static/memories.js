@@ -250,7 +250,9 @@ export function render(root, ctx, [openId]) {
       const body = {rationale: el.rationale.value, confidence: Number(el.confidence.value),
         tags: csv(el.tags.value), files_affected: csv(el.files.value),
         evidence_append: lines(el.evidence.value)};
-      if (el.review.value) body.review_by = el.review.value;
+      // only a changed date: the one shown may have passed (the record reads STALE), and the
+      // server takes it back only as the record's own; an emptied field clears it
+      if (el.review.value !== shown.review) body.review_by = el.review.value || null;
       try {
         await api("PATCH", url, {body, headers: {"If-Match": m.updated_at}});
       } catch (error) {

@@ -141,6 +141,33 @@ def test_a_batch_create_stores_what_a_single_create_stores(api):
                                            ["src/db.py"])
 
 
+def test_batch_items_are_validated_as_strictly_as_a_single_request(api):
+    """Batch items were validated laxly: a Unix time stored as a review date, "yes" as true,
+    "0.5" as a confidence; and their errors kept pydantic's "Value error, " prefix."""
+    api.create(id="kept", confidence=0.9)
+    lax = {"review_by": 1798761600, "pinned": "yes", "confidence": "0.5"}
+    single = api.server.post(api.base, {"title": "t", "rationale": "r", **lax, "tags": ["a"],
+                                        "files_affected": ["x.py"]})
+    assert single.status == 422
+    said = sorted((e["loc"][-1], e["msg"], e["type"]) for e in single.error["details"]["errors"])
+    assert said == [("confidence", "Input should be a valid number", "float_type"),
+                    ("pinned", "Input should be a valid boolean", "bool_type"),
+                    ("review_by", "a date is written YYYY-MM-DD", "value_error")]
+    r = api.server.post(api.url(tail="batch"), {"atomic": False, "items": [
+        {"op": "create", "id": "lax", "title": "t", "rationale": "r", **lax},
+        {"op": "patch", "id": "kept", **lax},
+        {"op": "patch", "id": "kept", "review_by": "0"}]})
+    assert r.status == 200, r.body
+    create, patch, epoch = r.json["items"]
+    assert sorted((e["loc"][-1], e["msg"], e["type"]) for e in create["errors"]) == said
+    assert sorted((e["loc"][-1], e["msg"], e["type"]) for e in patch["errors"]) == said
+    assert epoch["errors"] == [{"loc": ["items", 2, "review_by"], "type": "value_error",
+                                "msg": "a date is written YYYY-MM-DD"}]
+    assert api.server.get(api.url("lax")).status == 404
+    kept = api.get("kept")
+    assert (kept["confidence"], kept["pinned"], kept["review_by"]) == (0.9, False, None)
+
+
 def test_batch_mixes_ops_with_history(api):
     api.create(id="old")
     r = api.server.post(api.url(tail="batch"), {"items": [
@@ -368,6 +395,17 @@ def _line(mid: str, **memory) -> dict:
     ([{**_line("l3"), "links": [{"source": "l3", "target": "x", "type": "bogus",
                                  "created_at": "2024-01-01T00:00:00Z", "actor": None,
                                  "note": None}]}], ("line 1", "links", 0, "type"), "Input should"),
+    # a date is YYYY-MM-DD, as a request's: 0 and "0" were stored as 1970-01-01
+    ([_line("rb0", review_by=0)], ("line 1", "memory", "review_by"),
+     "a date is written YYYY-MM-DD"),
+    ([_line("rb1", review_by="0")], ("line 1", "memory", "review_by"),
+     "a date is written YYYY-MM-DD"),
+    ([_line("rb2", review_by="20260601")], ("line 1", "memory", "review_by"),
+     "a date is written YYYY-MM-DD"),
+    ([_line("t4", created_at="2026-06-01T10:00:00")], ("line 1", "memory", "created_at"),
+     "with its zone"),
+    ([_line("t5", updated_at="0001-01-01T00:00:00+05:00")], ("line 1", "memory", "updated_at"),
+     "between the years 0001 and 9998"),
 ])
 def test_import_refuses_what_no_export_writes(api, lines, where, says):
     body = "\n".join(json.dumps(line) for line in lines).encode()
@@ -393,6 +431,49 @@ def test_import_keeps_every_memory_its_history(api):
     assert r.status == 200
     assert api.server.get(api.url("bare", "history")).json["items"] == []
     assert api.server.get(api.url("bare", "timeline")).status == 200
+
+
+def test_import_stores_every_time_as_the_server_writes_times(api):
+    """An import stored times as written (an offset, the basic format, a space for T), and
+    every reader compares times as text: the order, the date filters, decay's last touch."""
+    now = dt.datetime.now(dt.UTC)
+    written = {  # as a file may hold them → as the server writes them
+        "utc": ("2026-06-01T07:30:00.000Z", "2026-06-01T07:30:00.000Z"),
+        "pst": ("2026-05-31T23:30:00-08:00", "2026-06-01T07:30:00.000Z"),
+        "ist": ("2026-06-01T03:00:00+05:30", "2026-05-31T21:30:00.000Z"),
+        "basic": ("20260601T120000Z", "2026-06-01T12:00:00.000Z"),
+        "spaced": ("2026-06-01 09:15:30.5+00:00", "2026-06-01T09:15:30.500Z"),
+        "seconds": ("2026-06-01T10Z", "2026-06-01T10:00:00.000Z"),
+        "odd": ("2026-06-01T05:30:15+05:30:15", "2026-06-01T00:00:00.000Z"),
+    }
+    lines = [_line(mid, created_at=given, updated_at=given) for mid, (given, _) in written.items()]
+    lines[2]["history"][0]["at"] = "2026-06-01T03:00:00+05:30"
+    lines[2]["links"] = [{"source": "ist", "target": "utc", "type": "relates_to",
+                          "created_at": "2026-06-01T09:00:00+02:00", "actor": None,
+                          "note": None}]
+    # recalled just now, last written 20 days ago: the recall is its last touch
+    lines.append(_line("episode", kind="episode", access_count=1,
+                       updated_at=f"{now - dt.timedelta(days=20):%Y%m%dT%H%M%SZ}",
+                       last_accessed_at=now.isoformat()))
+    r = api.server.post(api.url(tail="import"), body="\n".join(map(json.dumps, lines)).encode(),
+                        headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 200, r.body
+    for mid, (_, stored) in written.items():
+        rec = api.get(mid)
+        assert (rec["created_at"], rec["updated_at"]) == (stored, stored), mid
+    listed = api.server.get(api.base + "?status=ALL&limit=200").json["items"]
+    assert [m["created_at"] for m in listed] == sorted((m["created_at"] for m in listed),
+                                                       reverse=True)
+    on = {day: {m["id"] for m in api.server.get(
+        api.base + f"?created_after={day}&created_before={day}").json["items"]}
+        for day in ("2026-05-31", "2026-06-01")}
+    assert on == {"2026-05-31": {"ist"}, "2026-06-01": set(written) - {"ist"}}
+    assert api.history("ist")[0]["at"] == "2026-05-31T21:30:00.000Z"
+    assert api.server.get(api.url("ist", "links")).json["items"][0]["created_at"] == \
+        "2026-06-01T07:00:00.000Z"
+    episode = api.get("episode")
+    assert episode["last_accessed_at"] == now.isoformat(timespec="milliseconds")[:-6] + "Z"
+    assert episode["strength"] > 0.49  # 0.4 + one recall's 0.1, touched just now
 
 
 def test_appends_stop_where_a_create_would(api):

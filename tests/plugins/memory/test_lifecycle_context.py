@@ -49,6 +49,31 @@ def test_review_by_flips_exactly_at_the_boundary(api):
     assert restored["effective_status"] == "ACTIVE" and restored["review_by"] is None
 
 
+def test_an_overdue_record_stays_editable_and_its_date_can_be_cleared(api):
+    """A patch sending back an overdue record's own review_by (what an edit form shows) was
+    422 date_in_past: the record could not be edited, in one call or in a batch."""
+    passed = str(TODAY - dt.timedelta(days=30))
+    imported(api, "overdue", passed)
+    rec = api.get("overdue")
+    r = api.server.patch(api.url("overdue"), {"rationale": "edited", "review_by": passed},
+                         headers={"If-Match": rec["updated_at"]})
+    assert r.status == 200, r.body
+    assert (r.json["rationale"], r.json["review_by"], r.json["effective_status"]) == \
+        ("edited", passed, "STALE")
+    r = api.server.post(api.url(tail="batch"), {"items": [
+        {"op": "patch", "id": "overdue", "rationale": "batched", "review_by": passed}]})
+    assert r.status == 200 and r.json["items"][0]["status"] == "ok", r.body
+    other = str(TODAY - dt.timedelta(days=1))  # another past date is still refused
+    r = api.server.patch(api.url("overdue"), {"review_by": other})
+    assert r.status == 422 and r.error["details"]["errors"] == [
+        {"loc": ["body", "review_by"], "type": "date_in_past",
+         "msg": f"{other} is in the past (today is {TODAY}, in UTC)"}]
+    r = api.server.patch(api.url("overdue"), {"review_by": None})
+    assert r.status == 200 and (r.json["review_by"], r.json["effective_status"]) == \
+        (None, "ACTIVE")
+    assert [e["changes"].get("review_by") for e in api.history("overdue")][-1] == [passed, None]
+
+
 def test_maintenance_marks_decisions_whose_files_changed_in_git(api):
     git(api.dir, "init", "-q")
     for name in ("a.py", "b.py"):

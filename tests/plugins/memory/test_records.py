@@ -321,3 +321,67 @@ def test_a_refused_amend_links_nothing(api):
     assert api.server.get(api.url(old)).json["status"] == "ACTIVE"
     assert api.server.get(api.url(mid, "links")).json["items"] == []
     assert [e["kind"] for e in api.history(mid)] == ["created"]
+
+
+AHEAD = "2999-01-01T00:00:00.000Z"  # a last write the clock has not reached
+
+
+def test_every_write_moves_updated_at_past_the_last_one_even_when_the_clock_has_not(api):
+    """updated_at (the ETag) was the clock's millisecond: two writes in one millisecond left
+    it as it was, and an If-Match read before the first held for the second (a lost update).
+    A record last written "ahead of the clock" stands for the clock not having moved: each
+    write must still stamp it later, so the tag read before no longer holds."""
+    api.load({"id": "ahead", "title": "Ahead", "created_at": AHEAD, "updated_at": AHEAD},
+             {"id": "newer", "title": "Newer", "created_at": AHEAD, "updated_at": AHEAD})
+    url, last = api.url("ahead"), AHEAD
+    writes = [
+        lambda tag: api.server.patch(url, {"rationale": "B's"}, headers=tag),
+        lambda tag: api.server.post(url + "/feedback", {"signal": "unhelpful"}, headers=tag),
+        lambda tag: api.server.post(url + "/tags", {"tags": ["a"]}, headers=tag),
+        lambda tag: api.server.delete(url + "/tags?tag=a", headers=tag),
+        lambda tag: api.server.post(url + "/invalidate", {"reason": "r"}, headers=tag),
+        lambda tag: api.server.post(url + "/restore", {}, headers=tag),
+        lambda tag: api.server.post(api.url(tail="batch"), {"items": [
+            {"op": "patch", "id": "ahead", "rationale": "batched"},
+            {"op": "patch", "id": "ahead", "confidence": 0.5}]}),
+        lambda tag: api.server.post(api.url(tail="batch"), {"items": [
+            {"op": "invalidate", "id": "ahead", "reason": "r"}]}),
+        lambda tag: api.server.post(url + "/restore", {}, headers=tag),
+        lambda tag: api.server.post(api.url("newer", "links"),  # a link that sets its status
+                                    {"target": "ahead", "type": "supersedes"}),
+    ]
+    for i, write in enumerate(writes):
+        r = write({"If-Match": last})
+        assert r.status in (200, 201), (i, r.body)
+        now = api.get("ahead")["updated_at"]
+        assert now > last, (i, now, last)
+        stale = api.server.patch(url, {"rationale": "A's, on the old tag"},
+                                 headers={"If-Match": last})
+        assert stale.status == 412, (i, stale.body)
+        last = now
+    assert api.get("ahead")["status"] == "SUPERSEDED"
+
+
+def test_of_writers_holding_one_etag_exactly_one_lands(api):
+    """The If-Match check and the write are one serial transaction, on either backend."""
+    rec = api.create(title="Raced for")
+    url, tag = api.url(rec["id"]), rec["updated_at"]
+
+    def write(turn: int, i: int) -> int:
+        if i % 3 == 2:
+            return api.server.post(url + "/invalidate", {"reason": "r"},
+                                   headers={"If-Match": tag}).status
+        return api.server.patch(url, {"rationale": f"writer {i}, turn {turn}"},
+                                headers={"If-Match": tag}).status
+
+    for turn in range(3):
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda i: write(turn, i), range(8)))
+        assert sorted(statuses) == [200] + [412] * 7, statuses
+        now = api.get(rec["id"])
+        assert now["updated_at"] > tag
+        tag = now["updated_at"]
+        if now["status"] == "INVALIDATED":
+            tag = api.server.post(url + "/restore", {}).json["updated_at"]
+    kinds = [e["kind"] for e in api.history(rec["id"])]
+    assert kinds.count("amended") + kinds.count("invalidated") == 3

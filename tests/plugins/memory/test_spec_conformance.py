@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from urllib.parse import quote
 
 from tests.plugins.memory.conftest import git
 from tests.support import ROOT, run_cli, seed_models
@@ -137,6 +138,14 @@ def test_collections_are_saved_filters_for_list_and_search(api):
                        ("x", {}), ("x", {"filters": {"status": "GONE"}})]:
         assert api.server.request("PUT", f"{base}/{name}", json_body=body).status in (404, 422)
     assert api.server.get(api.base + "?collection=bad%20name").status == 422
+    for date in ("0", "1798761600", "20260601", "２０２６-０６-０１"):  # "0" was saved as 1970-01-01
+        listed = api.server.get(api.base + f"?created_after={quote(date)}")
+        saved = api.server.request("PUT", base + "/epoch",
+                                   json_body={"filters": {"created_after": date}})
+        assert (listed.status, saved.status) == (422, 422), (date, saved.body)
+        assert [e["msg"] for e in saved.error["details"]["errors"]] == \
+            [e["msg"] for e in listed.error["details"]["errors"]], date
+    assert api.server.get(base + "/epoch").status == 404
 
 
 def test_reserved_ids_are_refused(api):

@@ -262,6 +262,31 @@ def test_an_edit_refused_as_stale_keeps_what_was_typed_over_the_record_as_it_is_
     assert local.get(url + made["id"]).json["tags"] == ["other"]
 
 
+def test_an_overdue_record_is_edited_and_its_review_date_cleared(tab, local):
+    """The form sent the shown review date back with every save — refused once it had passed
+    (the record read STALE and could not be edited) — and an emptied date was never sent."""
+    line = {"memory": {"id": "overdue-ui", "title": "Overdue", "rationale": "First.",
+                       "review_by": "2020-06-01", "created_at": "2020-01-01T00:00:00.000Z",
+                       "updated_at": "2020-01-01T00:00:00.000Z"}, "history": []}
+    url = f"{memories(local, local.pid)}/overdue-ui"
+    assert local.post(f"{memories(local, local.pid)}/import", body=json.dumps(line).encode(),
+                      headers={"Content-Type": "application/x-ndjson"}).status == 200
+    page = tab().signed_in("#/memories/overdue-ui")
+    page.click("button:has-text('Edit')")
+    page.fill("form.card textarea >> nth=0", "Edited while overdue.")
+    page.click("form.card button:has-text('Save')")
+    page.wait_for_selector(".rationale:has-text('Edited while overdue.')")
+    assert page.locator("form.card").count() == 0
+    assert local.get(url).json["review_by"] == "2020-06-01"
+    assert page.locator("dl.facts dt:text-is('Status') + dd").text_content() == "STALE"
+    page.click("button:has-text('Edit')")
+    page.fill("form.card input[type=date]", "")
+    page.click("form.card button:has-text('Save')")
+    page.wait_for_selector("dl.facts dt:text-is('Status') + dd:text-is('ACTIVE')")
+    rec = local.get(url).json
+    assert (rec["review_by"], rec["effective_status"]) == (None, "ACTIVE")
+
+
 def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
     with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
         (tmp_path / "repo").mkdir()
