@@ -125,6 +125,7 @@ class EventLog:
         self._lock = threading.Lock()  # over _unwritten and each write, so order holds
         self._retrying: threading.Thread | None = None
         self._closed = threading.Event()
+        self._ending = threading.Event()  # the process is stopping: streams end
 
     def append(self, kind: str, project_id: str | None, actor: str | None,
                data: dict[str, Any] | None, request_id: str | None) -> None:
@@ -227,6 +228,12 @@ class EventLog:
         with self.db.transaction() as conn:
             return conn.execute("DELETE FROM events WHERE at < ?", (before,)).rowcount
 
+    def end_streams(self) -> None:
+        """End every open stream of this process within a poll (the process stops: a stream
+        open in a dashboard held a worker to its graceful timeout); the client comes back to
+        another worker, or to the restarted server, with its ``Last-Event-ID``."""
+        self._ending.set()
+
     def last_id(self) -> int:
         return self.db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
 
@@ -240,12 +247,13 @@ class EventLog:
         """Server-sent events after ``last_id``, with a comment line as heartbeat; ends when
         the client goes away (the server's write fails and closes the generator), and when
         the database cannot be read (an outage, a server shutting down): the client comes
-        back after ``retry`` with its ``Last-Event-ID`` and misses nothing. It ends, too, when
+        back after ``retry`` with its ``Last-Event-ID`` and misses nothing; and when the process
+        stops (:meth:`end_streams`). It ends, too, when
         ``admitted()`` no longer holds — asked before each batch it sends and each heartbeat
         (a token revoked or expired meanwhile gets nothing more)."""
         yield b"retry: 2000\n\n"
         quiet_since = time.monotonic()
-        while True:
+        while not self._ending.is_set():
             try:
                 batch = self.after(last_id)
             except Exception as ex:

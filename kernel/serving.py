@@ -11,8 +11,10 @@ import importlib
 import ipaddress
 import os
 import pkgutil
+import signal
 import socket
 import ssl
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -248,6 +250,13 @@ def _post_worker_init(worker) -> None:
     (docs/performance-memory.md, "Batch creates, profiled and cut")."""
     gc.collect()
     gc.freeze()
+    stop = worker.handle_exit  # SIGTERM: accept no more, let the requests in flight finish
+
+    def handle_exit(sig, frame) -> None:
+        if (wsgi := sys.modules.get("kernel.wsgi")) is not None:
+            wsgi.kernel.events.end_streams()  # an event stream never finishes on its own
+        stop(sig, frame)
+    signal.signal(signal.SIGTERM, handle_exit)
 
 
 _GUNICORN_CODES = {400: "bad_request", 403: "forbidden", 414: "uri_too_long",
@@ -278,7 +287,6 @@ def write_envelope(sock, status: int, reason: str, message: str) -> None:
 
 
 def _worker_exit(server, worker) -> None:
-    import sys
     wsgi = sys.modules.get("kernel.wsgi")
     if wsgi is not None:
         wsgi.kernel.shutdown()

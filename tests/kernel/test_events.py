@@ -190,3 +190,21 @@ def test_a_requests_events_are_written_before_after_events_middleware_runs(tmp_p
                                                        "test.noted"]]
         assert server.get("/v1/projects").status == 200
         assert len(found) == 1  # a read: nothing held, nothing looked for
+
+
+@pytest.mark.sqlite_only("how a serving process stops")
+def test_a_stopping_server_ends_its_event_streams(make_server):
+    """SIGTERM with a stream open (a dashboard left open) held the worker to gunicorn's
+    10 s graceful timeout; the stream now ends within a poll, cleanly, and the server stops."""
+    import os
+    import signal
+    server = make_server(serving=True, plugins=["auth"])
+    stream = SSE(server)
+    time.sleep(0.3)
+    assert stream.resp.status == 200
+    started = time.monotonic()
+    os.killpg(server.proc.pid, signal.SIGTERM)
+    stream.thread.join(8)
+    assert not stream.thread.is_alive()  # the body ended: the server closed the stream
+    assert server.proc.wait(8) == 0
+    assert time.monotonic() - started < 8  # not cut off at the graceful timeout (10 s)
