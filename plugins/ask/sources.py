@@ -10,7 +10,10 @@ from neuralmind import Caller, estimate_tokens
 
 MEMORY_LIMIT = 8
 MEMORY_MAX_TOKENS = 400  # of one record's text
+MEMORY_QUERY_MAX = 2000  # the memory search's cap on its query: a longer question (ask takes
+# 4,000 characters) is searched by its start (docs/ask.md)
 MIN_QUERY_BUDGET = 256  # the query route's floor
+L3_HEADER = "## Search results"  # the query context's last layer: the hits' snippets
 
 
 def gather(caller: Caller, project_id: str, question: str, kinds: list[str],
@@ -40,7 +43,8 @@ def _refused(what: str, error: dict[str, Any]) -> str:
 
 def _memories(caller, project_id, question, budget, notices) -> list[dict[str, Any]]:
     answer = caller("POST", f"/v1/projects/{project_id}/memories/search",
-                    body={"query": question[:2000], "mode": "hybrid", "limit": MEMORY_LIMIT})
+                    body={"query": question[:MEMORY_QUERY_MAX], "mode": "hybrid",
+                          "limit": MEMORY_LIMIT})
     if not answer.ok:
         notices.append(_refused("memories", answer.error))
         return []
@@ -66,7 +70,7 @@ def _code(caller, project_id, question, budget, notices) -> list[dict[str, Any]]
         notices.append(_refused("code", answer.error))
         return []
     hits = (answer.data.get("trace") or {}).get("hits") or []
-    snippets = _snippets(answer.data["context"], hits)
+    snippets = _snippets(answer.data, hits)
     out, spent = [], 0  # the query's floor may exceed this share: the snippets keep to it
     for i, h in enumerate(hits):
         text = _cut(snippets[i], budget - spent - estimate_tokens(h["label"])) \
@@ -81,24 +85,37 @@ def _code(caller, project_id, question, budget, notices) -> list[dict[str, Any]]
     return out
 
 
-def _snippets(context: str, hits: list[dict[str, Any]]) -> dict[int, str]:
-    """Each hit's L3 snippet, found by its header (``### path:line qualname (kind)``, the
-    index's documented layout); a hit whose snippet the budget left out has none."""
-    places = []
+def _header(hit: dict[str, Any]) -> str:
+    return f"### {hit['source_file']}:{hit['line']} {hit['label']} ({hit['kind']})\n"
+
+
+def _snippets(query: dict[str, Any], hits: list[dict[str, Any]]) -> dict[int, str]:
+    """Each hit's snippet from the query's context: the items of its last layer, L3, in the
+    hits' order, each its header (``### path:line qualname (kind)``, the index's documented
+    layout) and its fenced code; a hit the budget left out has none. Nothing before L3 is
+    read: L2 quotes memories' rationales as written, and a header and a fence there would
+    pass a memory's text off as a file's code."""
+    if not hits or "L3" not in query["layers_used"]:
+        return {}
+    context = query["context"]
+    start = context.rfind(f"\n{L3_HEADER}\n{_header(hits[0])}")
+    if start < 0:
+        return {}
+    at, out = start + len(L3_HEADER) + 2, {}
     for i, hit in enumerate(hits):
-        header = f"### {hit['source_file']}:{hit['line']} {hit['label']} ({hit['kind']})\n"
-        at = context.find(header)
-        if at >= 0:
-            places.append((at, at + len(header), i))
-    places.sort()
-    out = {}
-    for k, (_, start, i) in enumerate(places):
-        end = places[k + 1][0] if k + 1 < len(places) else len(context)
-        body = context[start:end].strip()
+        header = _header(hit)
+        if not context.startswith(header, at):
+            break
+        end = len(context)
+        if i + 1 < len(hits):  # the next hit's item follows this one's closing fence
+            found = context.find(f"```\n\n{_header(hits[i + 1])}", at)
+            end = found + 3 if found >= 0 else end
+        body = context[at + len(header):end].strip()
         if body.startswith("```"):  # the fence around the code
             body = body.split("\n", 1)[1] if "\n" in body else ""
             body = body[: body.rfind("```")] if "```" in body else body
         out[i] = body.strip()
+        at = end + 2
     return out
 
 

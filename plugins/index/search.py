@@ -20,8 +20,11 @@ import numpy as np
 from neuralmind import Unavailable, VersionedCache, top_k
 from plugins.index.keywords import fts_query
 
-# a Python identifier (PEP 3131: any script's letters), dotted; digits never first
-_IDENTIFIER = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+# a Python identifier (PEP 3131: any script's letters), dotted; digits never first — as a
+# query may wrap it: `class Name`, `def name`, `async def name`, `name()`, `name(args)`,
+# `Name:`, each also in backticks (the backticks are taken off first)
+_NAME = re.compile(r"(?:(?:async\s+)?def\s+|class\s+)?"
+                   r"(?P<name>[^\W\d]\w*(?:\.[^\W\d]\w*)*)\s*(?:\([^()]*\))?\s*:?")
 CANDIDATES = 100  # per leg, before the blend
 NAMED = 50  # the most definitions of one name put first
 HUB_NEIGHBOURS = 10  # a vector's hubness: its mean cosine to this many nearest others …
@@ -85,15 +88,24 @@ def _matrix(matrices: VersionedCache[Matrix], store, key: Hashable, model_id: st
     return matrices.get(key, lambda: (store.version(), model_id), load)
 
 
+def name_in(query: str) -> str | None:
+    """The identifier a query is, as written or wrapped as code names one (``CompiledRouter()``,
+    ```` `url_for` ````, ``class Flask:``, ``def url_for``), in NFKC as Python reads it; None
+    for a query of words."""
+    query = unicodedata.normalize("NFKC", query).strip().strip("`").strip()
+    match = _NAME.fullmatch(query)
+    return match["name"] if match else None
+
+
 def named(store, query: str, file_type: str | None) -> list[int]:
     """The definitions a query that is one identifier names (``url_for``, ``IndexStore``,
-    ``Flask.url_for``: those under the rest, else any of its last part); none for any other
-    query. The keyword leg splits an identifier into its parts (``url OR for``), and a long
-    class loses on BM25 to whatever repeats them, so a name alone rarely ranked its own
-    definition first. The query is taken in NFKC, as Python reads an identifier, and looked
-    up in NFD too: a module is named after its file, which macOS names in NFD."""
-    query = unicodedata.normalize("NFKC", query.strip())
-    if not _IDENTIFIER.fullmatch(query):
+    ``Flask.url_for``: those under the rest, else any of its last part; ``name_in``); none for
+    any other query. The keyword leg splits an identifier into its parts (``url OR for``), and
+    a long class loses on BM25 to whatever repeats them, so a name alone rarely ranked its own
+    definition first. The name is looked up in NFD too: a module is named after its file,
+    which macOS names in NFD."""
+    query = name_in(query)
+    if query is None:
         return []
     found = [row for form in dict.fromkeys((query, unicodedata.normalize("NFD", query)))
              for row in store.named(form, file_type, NAMED)]

@@ -3,9 +3,38 @@ beside them carries every field."""
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from typing import Any
 
 SNIPPET = 240
+BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # control characters, line breaks
+
+
+def _flatten(value: Any) -> Any:
+    """``value`` with every string in it on one line: each run of line breaks and other
+    control characters a space."""
+    if isinstance(value, str):
+        return BREAKS.sub(" ", value)
+    if isinstance(value, dict):
+        return {_flatten(k): _flatten(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_flatten(v) for v in value]
+    return value
+
+
+def _one_line(*keep: str) -> Callable:
+    """A renderer handed its result with every field on one line but those named in ``keep``
+    (a rationale, a context, an answer: text that is many lines by nature). A title, path or
+    note is stored as it was sent, and a line break in it would forge lines — another hit,
+    another source — in the text the model reads."""
+    def wrap(render: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
+        @functools.wraps(render)
+        def flat(out: dict[str, Any]) -> str:
+            return render({k: v if k in keep else _flatten(v) for k, v in out.items()})
+        return flat
+    return wrap
 
 
 def _cut(text: str, width: int = SNIPPET) -> str:
@@ -26,6 +55,7 @@ def _files(record: dict[str, Any]) -> str:
     return f" · files: {', '.join(files)}" if files else ""
 
 
+@_one_line("rationale")
 def memory(record: dict[str, Any]) -> str:
     """A decision as markdown: what ``get_memory`` and a memory resource show."""
     status = record.get("effective_status") or record.get("status")
@@ -43,6 +73,7 @@ def memory(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@_one_line()
 def created(record: dict[str, Any]) -> str:
     text = f"remembered {record['id']}: {record['title']}"
     dupes = record.get("possible_duplicates") or []
@@ -58,11 +89,13 @@ def created(record: dict[str, Any]) -> str:
     return text
 
 
+@_one_line()
 def changed(record: dict[str, Any]) -> str:
     return (f"{record['id']} is now {record.get('effective_status') or record['status']} "
             f"(updated {record['updated_at']}): {record['title']}")
 
 
+@_one_line()
 def recalled(out: dict[str, Any]) -> str:
     lines = [f"- {r['id']} [{r['status']}, score {r['score']:.2f}] {r['title']}"
              + (f" (linked: {r['linked_from']['type']} {r['linked_from']['id']})"
@@ -74,6 +107,7 @@ def recalled(out: dict[str, Any]) -> str:
     return "\n".join(lines + _notice(out))
 
 
+@_one_line()
 def history(page: dict[str, Any]) -> str:
     lines = [f"- {e['at']} {e['kind']} by {e.get('actor') or '?'}"
              + (f": {', '.join(sorted(e['changes']))}" if e.get("changes") else "")
@@ -81,6 +115,7 @@ def history(page: dict[str, Any]) -> str:
     return "\n".join(lines + _more(page)) or "no history"
 
 
+@_one_line()
 def code_hits(out: dict[str, Any]) -> str:
     lines = [f"- {h['source_file']}:{h['line']} {h['kind']} {h['label']} (score {h['score']:.2f})"
              for h in out.get("results") or []]
@@ -89,6 +124,7 @@ def code_hits(out: dict[str, Any]) -> str:
     return "\n".join(lines + _notice(out))
 
 
+@_one_line("context")
 def context(out: dict[str, Any]) -> str:
     """The context itself (``query_code``, ``wakeup``): it is what the model asked for."""
     text = out.get("context", "")
@@ -97,6 +133,7 @@ def context(out: dict[str, Any]) -> str:
     return text
 
 
+@_one_line()
 def impact(out: dict[str, Any]) -> str:
     lines = [f"- d{i['distance']} {i['node']['path']}:{i['node']['line']} {i['node']['kind']} "
              f"{i['node']['label']}" + (f" (via {i['path'][0]['kind']} "
@@ -112,12 +149,14 @@ def impact(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@_one_line()
 def next_files(out: dict[str, Any]) -> str:
     lines = [f"- {f['path']} ({f['score']:.2f}): " + "; ".join(
         f"{w['kind']} {w['detail']}" for w in f["why"][:3]) for f in out.get("files") or []]
     return "\n".join(lines) or "no suggestions yet: nothing links these files to others"
 
 
+@_one_line()
 def activity(out: dict[str, Any]) -> str:
     return (f"recorded {out['files']} file(s) as {out['kind']} (session {out['session']}): "
             f"{out['pairs']} pair(s) linked" + ("" if out["learning"] else
@@ -126,6 +165,7 @@ def activity(out: dict[str, Any]) -> str:
                if out.get("not_indexed") else ""))
 
 
+@_one_line("answer")
 def answer(out: dict[str, Any]) -> str:
     """An ask's answer, then its numbered sources (cited ones marked) and notices."""
     cited = set(out.get("cited") or ())
@@ -135,6 +175,7 @@ def answer(out: dict[str, Any]) -> str:
     return "\n".join(lines + [f"note: {n}" for n in out.get("notices") or ()]).rstrip()
 
 
+@_one_line()
 def job(job: dict[str, Any]) -> str:
     r = job.get("result") if isinstance(job.get("result"), dict) else {}
     if "nodes" not in r:
@@ -146,6 +187,7 @@ def job(job: dict[str, Any]) -> str:
             f"{r.get('chunks_embedded')} embedded, {r.get('duration_ms', 0) / 1000:.1f} s")
 
 
+@_one_line()
 def stats(out: dict[str, Any]) -> str:
     if not out.get("built"):
         return f"{out['project_id']} has no index yet: call build_index"
@@ -155,6 +197,7 @@ def stats(out: dict[str, Any]) -> str:
             f"{(out.get('built_head') or '-')[:12]}" + (f"; files per language: {langs}" if langs else ""))
 
 
+@_one_line()
 def project(p: dict[str, Any]) -> str:
     status = p.get("status") or {}
     note = ("  (its directory is gone: restore it, or `neuralmind project remove` it)"
@@ -163,15 +206,18 @@ def project(p: dict[str, Any]) -> str:
     return f"{p['id']}  {p.get('path') or p['name']}" + note
 
 
+@_one_line()
 def projects(page: dict[str, Any]) -> str:
     lines = [project(p) for p in page.get("items", [])] + _more(page)
     return "\n".join(lines) or "no projects: register_project adds one"
 
 
+@_one_line()
 def linked(link: dict[str, Any]) -> str:
     return f"{link['source']} {link['type']} {link['target']}"
 
 
+@_one_line()
 def graph(out: dict[str, Any]) -> str:
     lines = [f"- {n['id']} [{n['kind']}, {n['status']}, depth {n['depth']}] {n['title']}"
              for n in out.get("nodes") or []]
@@ -179,12 +225,14 @@ def graph(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@_one_line()
 def contradictions(page: dict[str, Any]) -> str:
     lines = [f"- {c['id']} [{c['status']}, confidence {c['confidence']:.2f}] A {c['a']} vs "
              f"B {c['b']}: {c['explanation']}" for c in page.get("items") or []]
     return "\n".join(lines + _more(page)) or "no contradictions"
 
 
+@_one_line()
 def resolved(out: dict[str, Any]) -> str:
     c = out["contradiction"]
     text = (f"{c['id']} resolved ({c['strategy']}): kept {', '.join(out['kept'])}; superseded "
@@ -192,6 +240,7 @@ def resolved(out: dict[str, Any]) -> str:
     return text + (f"; new record {out['created']}" if out.get("created") else "")
 
 
+@_one_line()
 def decayed(job: dict[str, Any]) -> str:
     r = job.get("result") or {}
     verb = "would archive" if r.get("dry_run") else "archived"
@@ -202,6 +251,7 @@ def decayed(job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@_one_line()
 def consolidated(job: dict[str, Any]) -> str:
     r = job.get("result") or {}
     verb = "would merge" if r.get("dry_run") else "merged"
@@ -220,6 +270,7 @@ def consolidated(job: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@_one_line()
 def memory_stats(out: dict[str, Any]) -> str:
     parts = [f"{out['total']} memories"]
     for key in ("by_kind", "by_status", "by_tag"):

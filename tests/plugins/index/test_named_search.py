@@ -48,6 +48,23 @@ def test_the_definitions_of_a_name_come_first(server, shop, mode):
     assert sorted(labels(server, shop, "URL_FOR", mode)[:2]) == ["App.url_for", "url_for"]
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "keyword"])
+@pytest.mark.parametrize("query, first", [
+    ("Config()", ["Config"]), ("`Config`", ["Config"]), ("Config:", ["Config"]),
+    ("class Config", ["Config"]), ("class Config(dict):", ["Config"]),
+    ("`Config()`", ["Config"]), ("def url_for", ["App.url_for", "url_for"]),
+    ("async def App.url_for(self, endpoint):", ["App.url_for"]),
+    ("shop.config.Config()", ["Config"])])  # a module path: every definition of its last part
+def test_a_name_wrapped_as_code_names_it(server, shop, mode, query, first):
+    """`CompiledRouter()`, backticks, a colon or `class `/`def ` before it took the name out
+    of the lookup: on falcon its class fell from first to 16th."""
+    r = server.post(f"/v1/projects/{shop}/search", {"query": query, "mode": mode, "n": 5})
+    top = r.json["results"]
+    assert sorted(h["label"] for h in top[:len(first)]) == first
+    if mode == "hybrid":  # lifted above every blended score
+        assert all(h["score"] > 1 for h in top[:len(first)])
+
+
 def test_a_query_in_words_and_semantic_search_are_ranked_as_before(server, shop):
     """Words are not a name, and semantic search stays the model's alone."""
     r = server.post(f"/v1/projects/{shop}/search", {"query": "url_for", "mode": "semantic"})
