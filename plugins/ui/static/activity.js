@@ -3,7 +3,7 @@
 // `neuralmind audit verify` does; docs/tier2.md).
 
 import {api} from "./api.js";
-import {clear, field, h, spinner, toast, value, when} from "./dom.js";
+import {action, armed, clear, field, filling, h, spinner, toast, value, when} from "./dom.js";
 
 const SHOWN = 200;
 const GENESIS = "0".repeat(64);
@@ -50,7 +50,7 @@ export function render(root, ctx) {
   if (ctx.can("tokens.manage") && ctx.has("/v1/auth/tokens")) root.append(tokens());
   if (ctx.can("seats.read") && ctx.has("/v1/admin/seats")) root.append(seats());
   if (ctx.can("audit.read") && ctx.has("/v1/admin/audit")) root.append(audit());
-  return () => ctx.bus.removeEventListener("event", onEvent);
+  return {leave: () => ctx.bus.removeEventListener("event", onEvent)};
 }
 
 function tokens() {
@@ -65,16 +65,12 @@ function tokens() {
         h("td", {}, h("code", {}, t.id)), h("td", {}, t.actor), h("td", {}, t.role),
         h("td", {}, Array.isArray(t.projects) ? t.projects.join(", ") : t.projects),
         h("td", {}, when(t.created_at)), h("td", {}, t.expired ? "expired" : when(t.expires_at)),
-        h("td", {}, h("button", {type: "button", class: "danger", onclick: async (e) => {
-          if (e.target.dataset.armed !== "1") {
-            e.target.dataset.armed = "1";
-            e.target.textContent = "Really revoke?";
-            return;
-          }
+        h("td", {}, h("button", {type: "button", class: "danger", onclick: action(async (e) => {
+          if (!armed(e, "Really revoke?")) return;
           await api("DELETE", `/v1/auth/tokens/${encodeURIComponent(t.id)}`);
           toast(`Revoked ${t.id} (${t.actor})`);
           load();
-        }}, "Revoke"))))))));
+        })}, "Revoke"))))))));
   }
   load().catch((error) => clear(box, h("p", {class: "error"}, error.message)));
   return h("section", {}, h("h2", {}, "Tokens"), box);
@@ -96,13 +92,17 @@ function audit() {
   let at = 0;
   const form = h("form", {class: "inline"}, field("Actor", inputs.actor), field("Action", inputs.action),
     field("Project", inputs.project), h("button", {type: "submit"}, "Filter"),
-    h("button", {type: "button", class: "primary", onclick: () => verify(verdict)}, "Verify chain"));
-  form.addEventListener("submit", (e) => { e.preventDefault(); cursors.length = 1; at = 0; load(); });
+    h("button", {type: "button", class: "primary", onclick: action(() => verify(verdict))}, "Verify chain"));
+  form.addEventListener("submit", (e) => { e.preventDefault(); cursors.length = 1; at = 0; show(); });
+
+  // a refused filter or page says why in the table's place; the old table does not stay
+  const show = () => filling(list, load);
 
   async function load() {
     const params = {limit: 50, cursor: cursors[at]};
     for (const [k, el] of Object.entries(inputs)) if (el.value.trim()) params[k] = el.value.trim();
     const page = await api("GET", "/v1/admin/audit", {params});
+    if (!page.items.length && at === 0) return clear(list, h("p", {class: "muted"}, "No records match."));
     clear(list, h("div", {class: "scroll"}, h("table", {class: "audit"},
       h("thead", {}, h("tr", {}, ["Seq", "When", "Actor", "Action", "Project", "Target", "Hash"].map((c) =>
         h("th", {scope: "col"}, c)))),
@@ -111,12 +111,12 @@ function audit() {
         h("td", {}, r.project || "—"), h("td", {class: "small"}, r.target || "—"),
         h("td", {}, h("code", {title: r.hash}, r.hash.slice(0, 12)))))))),
     h("div", {class: "pager"},
-      h("button", {type: "button", disabled: at === 0, onclick: () => { at -= 1; load(); }}, "← Earlier"),
+      h("button", {type: "button", disabled: at === 0, onclick: () => { at -= 1; show(); }}, "← Earlier"),
       h("button", {type: "button", disabled: !page.next_cursor, onclick: () => {
-        cursors[at + 1] = page.next_cursor; at += 1; load();
+        cursors[at + 1] = page.next_cursor; at += 1; show();
       }}, "Later →")));
   }
-  load().catch((error) => clear(list, h("p", {class: "error"}, error.message)));
+  show();
   return h("section", {}, h("h2", {}, "Audit trail"), form, verdict, list);
 }
 

@@ -52,7 +52,14 @@ export async function api(method, path, {body, params, headers, signal, raw} = {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path + query(params), init);
+  let resp;
+  try {
+    resp = await fetch(path + query(params), init);
+  } catch (error) {  // the browser says only "Failed to fetch"
+    if (error.name === "AbortError") throw error;
+    throw new ApiError(0, {code: "unreachable", message: "The server cannot be reached "
+      + "(stopped, restarting, or the network is down): try again in a moment."});
+  }
   if (!resp.ok) {
     const data = await resp.json().catch(() => null);
     const error = new ApiError(resp.status, data?.error);

@@ -2,7 +2,7 @@
 // every page listens to. Built only on the public /v1 routes.
 
 import {api, follow, session} from "./api.js";
-import {$, clear, field, h, toast} from "./dom.js";
+import {$, clear, field, h, once, toast} from "./dom.js";
 import * as activity from "./activity.js";
 import * as ask from "./ask.js";
 import * as code from "./code.js";
@@ -27,7 +27,9 @@ const ctx = {
   setProject,
   reloadProjects,
 };
-let leave = null;  // the current page's clean-up
+// the page drawn: its name, project and what render() returned — `leave()` cleans up,
+// `route(rest)` (optional) follows a new address within the page without drawing it again
+let shown = null;
 let stopEvents = null;
 
 async function boot() {
@@ -86,6 +88,7 @@ async function start() {
     ctx.recent.unshift(event);
     ctx.recent.length = Math.min(ctx.recent.length, RECENT);
     ctx.bus.dispatchEvent(new CustomEvent("event", {detail: event}));
+    if (event.kind.startsWith("project.") || event.kind === "index.built") projectsChanged(event);
   }, (status) => {
     const live = $("#live");
     live.textContent = status === "live" ? "● live" : status === "reconnecting" ? "○ reconnecting" : "";
@@ -106,6 +109,16 @@ async function reloadProjects() {
     : h("option", {value: ""}, "no projects"));
 }
 
+// Every page's picker follows the projects: one registered or removed anywhere shows here; the
+// page is drawn again when the project it showed is gone. Pages hear "projects" on the bus.
+async function projectsChanged(event) {
+  const before = ctx.project;
+  await reloadProjects().catch(() => null);
+  if (!ctx.me) return;
+  if (ctx.project !== before) route();
+  ctx.bus.dispatchEvent(new CustomEvent("projects", {detail: event}));
+}
+
 function setProject(id) {
   ctx.project = id || null;
   sessionStorage.setItem(PROJECT_KEY, id || "");
@@ -114,19 +127,33 @@ function setProject(id) {
 }
 
 function route() {
-  const [name = "projects", ...rest] = location.hash.replace(/^#\/?/, "").split("/");
-  const page = PAGES[name] || projects;
-  if (leave) leave();
-  for (const link of document.querySelectorAll("#nav a")) {
-    if (link.getAttribute("href") === `#/${PAGES[name] ? name : "projects"}`) {
-      link.setAttribute("aria-current", "page");
-    } else {
-      link.removeAttribute("aria-current");
-    }
+  const [name = "projects", ...parts] = location.hash.replace(/^#\/?/, "").split("/");
+  const known = PAGES[name] ? name : "projects";
+  let rest;
+  try {
+    rest = parts.map(decodeURIComponent);
+  } catch {  // a malformed %-escape: an address no page made
+    rest = null;
   }
+  for (const link of document.querySelectorAll("#nav a")) {
+    if (link.getAttribute("href") === `#/${known}`) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  if (rest && shown?.name === known && shown.project === ctx.project && shown.view?.route) {
+    shown.view.route(rest);  // the same page: it keeps its list, search and scroll
+    return;
+  }
+  shown?.view?.leave?.();
   const main = clear($("#main"));
-  leave = page.render(main, ctx, rest.map(decodeURIComponent)) || null;
+  shown = {name: known, project: ctx.project,
+    view: rest ? PAGES[known].render(main, ctx, rest) : notFound(main)};
   document.title = `${main.querySelector("h1")?.textContent || "NeuralMind"} · NeuralMind`;
+}
+
+function notFound(main) {
+  main.append(h("h1", {}, "Not found"), h("p", {}, "This address is not one the dashboard makes. ",
+    h("a", {href: "#/projects"}, "Go to the projects"), "."));
+  return null;
 }
 
 function signOut(message) {
@@ -134,8 +161,8 @@ function signOut(message) {
   stopEvents = null;
   ctx.me = null;
   session.clear();
-  if (leave) leave();
-  leave = null;
+  shown?.view?.leave?.();
+  shown = null;
   window.removeEventListener("hashchange", route);
   signedOut(typeof message === "string" ? message : "Signed out.");
 }
@@ -152,11 +179,13 @@ function signedOut(message) {
     h("p", {class: "muted"}, "On the server's own machine, run ", h("code", {}, "neuralmind ui"),
       " to open the dashboard signed in. On a team server, an admin makes your token with ",
       h("code", {}, "neuralmind token create"), "."));
-  form.addEventListener("submit", async (e) => {
+  form.addEventListener("submit", (e) => {
     e.preventDefault();
-    session.set(input.value.trim());
+    const token = input.value.trim();
+    if (!token) return signedOut("Paste a token first: the field was empty or only spaces.");
+    session.set(token);
     input.value = "";
-    await start();
+    return once(form, start);
   });
   clear($("#main"), h("section", {class: "sign-in"}, form));
   document.title = "Sign in · NeuralMind";

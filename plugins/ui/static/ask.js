@@ -68,6 +68,10 @@ export function render(root, ctx) {
     } catch (error) {
       if (error.name !== "AbortError") {
         clear(answer, h("span", {class: "error", role: "alert"}, `${error.message} (${error.code})`));
+      } else if (text) {
+        answer.append(h("span", {class: "muted"}, " — stopped."));
+      } else {
+        clear(answer, h("span", {class: "muted", role: "status"}, "Stopped before any answer."));
       }
     } finally {
       ask.disabled = false;
@@ -76,7 +80,7 @@ export function render(root, ctx) {
   });
   stop.addEventListener("click", () => control?.abort());
   question.focus();
-  return () => control?.abort();
+  return {leave: () => control?.abort()};
 }
 
 // The answer's text with each [n] a link to source n: text nodes and anchors, never markup.

@@ -2,9 +2,10 @@
 // token counts, and open a hit at its file and line.
 
 import {api} from "./api.js";
-import {clear, field, filling, h, number, select} from "./dom.js";
+import {clear, field, filling, h, number, once, select} from "./dom.js";
 
-export function render(root, ctx, [action, path, line]) {
+// `rest`: ["open", file, line] shows that file; the results stay above it, also after Back
+export function render(root, ctx, rest) {
   root.append(h("h1", {}, "Code"));
   if (!ctx.project) {
     root.append(h("p", {class: "muted"}, "Select or register a project first."));
@@ -19,27 +20,27 @@ export function render(root, ctx, [action, path, line]) {
   const kind = select("file_type", [["", "any file"], ["code", "code"], ["docs", "docs"], ["config", "config"]], "");
   const searchForm = h("form", {class: "inline", role: "search"}, field("Search symbols", query),
     field("Mode", mode), field("Files", kind), h("button", {type: "submit", class: "primary"}, "Search"));
-  searchForm.addEventListener("submit", async (e) => {
+  searchForm.addEventListener("submit", (e) => {
     e.preventDefault();
     const body = {query: query.value, mode: mode.value, n: 20};
     if (kind.value) body.file_type = kind.value;
-    await filling(results, async () => {
+    return once(searchForm, () => filling(results, async () => {
       const out = await api("POST", `${base}/search`, {body});
       clear(results, out.notice ? h("p", {class: "notice"}, out.notice) : null, hits(out.results));
-    });
+    }));
   });
 
   const question = h("input", {required: true, placeholder: "how are prices rounded?"});
   const budget = h("input", {type: "number", min: 256, max: 200000, step: 1, value: 4000});
   const queryForm = h("form", {class: "inline"}, field("Context for a question", question),
     field("Budget (tokens)", budget), h("button", {type: "submit", class: "primary"}, "Query"));
-  queryForm.addEventListener("submit", async (e) => {
+  queryForm.addEventListener("submit", (e) => {
     e.preventDefault();
-    await filling(results, async () => {
+    return once(queryForm, () => filling(results, async () => {
       const out = await api("POST", `${base}/query`, {body: {question: question.value,
         context_budget: Number(budget.value), trace: true}});
       clear(results, context(out));
-    });
+    }));
   });
 
   function hits(items) {
@@ -88,9 +89,14 @@ export function render(root, ctx, [action, path, line]) {
     }
   }
 
+  function route([action, path, line]) {
+    if (action === "open" && path) show(path, line);
+    else clear(viewer);
+  }
+
   root.append(searchForm, queryForm, results, viewer);
-  if (action === "open" && path) show(path, line);
-  return null;
+  route(rest);
+  return {route};
 }
 
 // The hash that opens `file` at `line` on this page.

@@ -93,6 +93,43 @@ export function select(name, options, current) {
     h("option", {value: v, selected: v === current}, label)));
 }
 
+// Run `work` for `control` (a form or a button) one at a time: its buttons are disabled
+// meanwhile, so a double click or a second Enter never sends the request twice.
+export async function once(control, work) {
+  if (control.dataset.busy) return undefined;
+  control.dataset.busy = "1";
+  const buttons = (control.matches("button") ? [control] : [...control.querySelectorAll("button")])
+    .filter((b) => !b.disabled);
+  const focused = document.activeElement;  // a button disabled under it drops it to the body
+  for (const b of buttons) b.disabled = true;
+  try {
+    return await work();
+  } finally {
+    delete control.dataset.busy;
+    for (const b of buttons) b.disabled = false;
+    if (document.activeElement === document.body && focused?.isConnected) {
+      focused.focus({preventScroll: true});
+    }
+  }
+}
+
+// An onclick handler that runs `work(event)` through once() on the clicked button.
+export const action = (work) => (e) => once(e.currentTarget, () => work(e));
+
+// The first press of a destructive button only arms it (its text asks again); a later press
+// confirms — not a slip of a key, nor the second click of a double click.
+export function armed(e, question) {
+  const button = e.currentTarget;
+  if (button.dataset.armed === "1" && e.detail < 2) return true;
+  button.dataset.armed = "1";
+  button.textContent = question;
+  return false;
+}
+
+export function plural(n, one, many = `${one}s`) {
+  return `${number(n)} ${n === 1 ? one : many}`;
+}
+
 export function spinner(text = "Loading…") {
   return h("p", {class: "muted", role: "status"}, text);
 }

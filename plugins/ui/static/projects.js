@@ -2,7 +2,7 @@
 // (the job polled, `index.built` heard on the event stream), savings when the server has them.
 
 import {api} from "./api.js";
-import {clear, field, h, number, spinner, toast, value, when} from "./dom.js";
+import {action, clear, field, h, number, once, spinner, toast, value, when} from "./dom.js";
 
 const SAVINGS = "/v1/projects/{project_id}/savings";
 const POLL_MS = 300;
@@ -34,12 +34,14 @@ export function render(root, ctx) {
     const path = h("input", {name: "path", required: true, placeholder: "/home/me/repo"});
     const form = h("form", {class: "inline"}, field("Register a directory", path),
       h("button", {type: "submit"}, "Register"));
-    form.addEventListener("submit", async (e) => {
+    form.addEventListener("submit", (e) => {
       e.preventDefault();
-      const made = await api("POST", "/v1/projects", {body: {path: path.value.trim()}});
-      await ctx.reloadProjects();
-      ctx.setProject(made.id);
-      toast(`Registered ${made.id}`);
+      return once(form, async () => {
+        const made = await api("POST", "/v1/projects", {body: {path: path.value.trim()}});
+        await ctx.reloadProjects();
+        ctx.setProject(made.id);
+        toast(`Registered ${made.id}`);
+      });
     });
     return form;
   }
@@ -82,8 +84,8 @@ export function render(root, ctx) {
     }
 
     return h("div", {class: "actions"},
-      h("button", {type: "button", class: "primary", onclick: () => build(false)}, "Build"),
-      h("button", {type: "button", onclick: () => build(true)}, "Full rebuild"), bar, said);
+      h("button", {type: "button", class: "primary", onclick: action(() => build(false))}, "Build"),
+      h("button", {type: "button", onclick: action(() => build(true))}, "Full rebuild"), bar, said);
   }
 
   async function numbers(p) {
@@ -105,22 +107,19 @@ export function render(root, ctx) {
     numbers(p);
   }
 
-  const onEvent = async (e) => {
-    const ev = e.detail;
-    if (ev.kind === "index.built" || ev.kind.startsWith("project.")) {
-      await ctx.reloadProjects();
-      if (stopped) return;
-      clear(list, table(), registration());
-      if (ev.project_id === ctx.project && ctx.projectInfo()) numbers(ctx.projectInfo());
-    }
+  // the shell has read the projects again (one registered, removed or built)
+  const onProjects = (e) => {
+    if (stopped) return;
+    clear(list, table(), registration());
+    if (e.detail.project_id === ctx.project && ctx.projectInfo()) numbers(ctx.projectInfo());
   };
-  ctx.bus.addEventListener("event", onEvent);
+  ctx.bus.addEventListener("projects", onProjects);
   show();
-  return () => {
+  return {leave() {
     stopped = true;
     clearTimeout(polling);
-    ctx.bus.removeEventListener("event", onEvent);
-  };
+    ctx.bus.removeEventListener("projects", onProjects);
+  }};
 }
 
 function statsView(s) {

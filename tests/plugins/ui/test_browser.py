@@ -66,7 +66,7 @@ def test_memories_created_here_and_elsewhere_searched_and_diffed(tab, local):
         page.fill("input[name=query]", query)
         page.check(f"input[name=mode][value={mode}]")
         page.click("form[role=search] button:has-text('Search')")
-        page.wait_for_selector(f"text=results, {mode} search")
+        page.wait_for_selector(f"text=/results?, {mode} search/")
         top = page.locator("table.memories tbody tr").first
         assert top.locator("a").text_content() == {"keyword": "Prices are integers of cents",
                                                    "semantic": "Prices are integers of cents",
@@ -139,10 +139,16 @@ def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(bro
         t.page.fill("input[type=password]", "bogus")
         t.page.press("input[type=password]", "Enter")
         t.page.wait_for_selector("text=That token is not valid: check it")
+        assert team.post(memories(team, "a"), {"title": "L" * 300, "rationale": "r"},
+                         token=team.admin).status == 201  # one word wider than the phone
         page = t.pasted(team.reader, "rita · reader")
         t.go("#/memories")
         page.click("a:has-text('Only admins delete')")
         page.wait_for_selector("ol.history")
+        # the record is below the list here: the tap brings it, and the keyboard, to it
+        assert page.evaluate("""(() => { const el = document.activeElement,
+            r = el.getBoundingClientRect();
+            return [el.tagName, r.top >= 0 && r.bottom <= innerHeight]; })()""") == ["H2", True]
         for label in ("New memory", "Edit", "Invalidate", "Delete", "Restore", "Helpful"):
             assert page.locator(f"button:has-text('{label}')").count() == 0, label
         status = page.evaluate("""async () => (await fetch('/v1/projects/a/memories', {method: 'POST',
@@ -151,6 +157,8 @@ def test_a_reader_pastes_a_token_sees_no_edit_buttons_and_a_write_is_refused(bro
             body: JSON.stringify({title: 't', rationale: 'r'})})).status""")
         assert status == 403
         assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+        assert page.evaluate("""[...document.querySelectorAll('.scroll')]
+            .every((s) => s.scrollWidth <= s.clientWidth + 1)""")
         t.go("#/activity")
         page.wait_for_selector("table.events")
         assert page.locator("text=Audit trail").count() == 0  # admins only
@@ -290,7 +298,10 @@ def test_an_overdue_record_is_edited_and_its_review_date_cleared(tab, local):
 def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
     with LocalServer(tmp_path / "home", plugins=PLUGINS) as server:
         (tmp_path / "repo").mkdir()
+        long_name = f"{'n' * 180}.py"  # a path no line of the page can hold
+        (tmp_path / "repo" / long_name).write_text("def zanzibar_rates():\n    return 1\n")
         pid = server.register(tmp_path / "repo")  # not the folder holding the state home
+        assert server.post(f"/v1/projects/{pid}/build", {"wait": True}).status == 200
         older = server.post(memories(server, pid), {"title": "<b>an older one</b>",
                                                     "rationale": "r"}).json
         made = server.post(memories(server, pid), {"title": "Linked", "rationale": "r2"}).json
@@ -309,6 +320,19 @@ def test_graph_links_and_savings_show_what_the_server_serves(browser, tmp_path):
             assert page.locator("h3:has-text('Links')").count() == 1
         finally:
             t.close()
+        phone = Page(browser, server, width=375, height=700)
+        try:  # the long path wraps: the hit's columns and the opened file stay on screen
+            page = phone.signed_in("#/code")
+            page.fill("form[role=search] input[type=search]", "zanzibar rates")
+            page.press("form[role=search] input[type=search]", "Enter")
+            page.wait_for_selector(f"table a:has-text('{long_name}')")
+            assert page.evaluate("""(() => { const s = document.querySelector('main .scroll');
+                return s.scrollWidth <= s.clientWidth + 1; })()""")
+            page.click(f"table a:has-text('{long_name}') >> nth=0")
+            page.wait_for_selector("ol.source li.target")
+            assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        finally:
+            phone.close()
 
 
 def test_an_admin_sees_tokens_seats_and_verifies_the_audit_trail(browser, tmp_path):
@@ -338,6 +362,17 @@ def admin_walkthrough(browser, team):
         count = len(trail)
         assert page.locator("p.ok").text_content().startswith(f"Verified {count} records")
         assert count >= 5 and t.problems == []
+        page.fill("input[name=actor]", "nobody")  # a filter that matches nothing says so
+        page.click("button:text-is('Filter')")
+        page.wait_for_selector("text=No records match.")
+        page.fill("input[name=actor]", "x" * 300)  # and one refused says why, in place
+        page.click("button:text-is('Filter')")
+        said = page.wait_for_selector("h2:text-is('Audit trail') ~ div p.error").text_content()
+        assert said.endswith("actor: String should have at most 256 characters"), said
+        assert page.locator("table.audit").count() == 0
+        page.fill("input[name=actor]", "")
+        page.click("button:text-is('Filter')")
+        page.wait_for_selector("table.audit")
         with sqlite3.connect(team.home / "audit.db") as db:  # someone edits the trail
             db.execute("DROP TRIGGER audit_no_update")
             db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2")
@@ -360,3 +395,166 @@ def test_the_api_docs_page_renders_the_openapi_document(browser, local):
         assert page.locator("text=Unable to render this definition").count() == 0
     finally:
         page.close()
+
+
+def imported(server, pid, *lines) -> None:
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    r = server.post(f"{memories(server, pid)}/import", body=body,
+                    headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 200, r.json
+
+
+def record(id_, title, history=(), **fields) -> dict:
+    return {"memory": {"id": id_, "title": title, "rationale": "r", **fields,
+                       "created_at": "2026-01-01T00:00:00.000Z",
+                       "updated_at": "2026-01-01T00:00:00.000Z"},
+            "history": [{"id": f"{id_}-{n}", "at": f"2026-01-01T00:00:{n // 10:02d}.{n % 10}00Z",
+                         "kind": kind, "actor": "ada", "changes": {}, "note": f"event {n}"}
+                        for n, kind in enumerate(history)]}
+
+
+def test_a_record_opened_from_a_filtered_search_keeps_the_list_and_is_written_once(tab, local):
+    """Tag filters were sent as strings (422); opening a record redrew the page and lost the
+    search; a double submit wrote twice; a confidence of 0.87 blocked every edit; every
+    record listed the project's contradictions; history stopped at 200 events; fields and
+    focus went missing."""
+    url = memories(local, local.pid)
+    contra = record("contra-b", "Contra B")
+    contra["contradictions"] = [{"id": "c_0123456789ab", "a": "contra-a", "b": "contra-b",
+                                 "confidence": 0.9, "kind": "polarity", "explanation": "x",
+                                 "status": "open", "detected_at": "2026-01-02T00:00:00.000Z"}]
+    imported(local, local.pid, record("contra-a", "Contra A"), contra,
+             record("busy-ui", "Zanzibar contract record", ["created"] + ["amended"] * 204,
+                    kind="fact", confidence=0.87, tags=["ui-only"], session_id="s-42"),
+             record("wide-ui", "W" * 300, tags=["ui-only"]))  # no history at all
+    t = tab()
+    page = t.signed_in("#/memories")
+    page.fill("input[name=tag]", "ui-only")
+    page.click("form.filters button:has-text('Filter')")
+    page.wait_for_selector("table.memories a:has-text('WWWW')")
+    assert page.locator("table.memories tbody tr").count() == 2
+    wide = page.evaluate("(() => { const s = document.querySelector('.list .scroll');"
+                         " return s.scrollWidth - s.clientWidth; })()")
+    assert wide <= 1  # the 300-character word wraps in its column
+    page.fill("input[name=query]", "zanzibar")
+    page.check("input[name=mode][value=keyword]")
+    page.press("input[name=query]", "Enter")
+    page.wait_for_selector("text=1 result, keyword search")
+    page.click("table.memories a:has-text('Zanzibar contract record')")
+    page.wait_for_selector(".detail h2:has-text('Zanzibar contract record')")
+    # the search, its filter and its result stay; the keyboard is on the record
+    assert page.input_value("input[name=query]") == "zanzibar"
+    assert page.input_value("input[name=tag]") == "ui-only"
+    assert page.locator(".list").text_content().endswith("1 result, keyword search")
+    assert page.evaluate("document.activeElement.textContent") == "Zanzibar contract record"
+    facts = dict(zip(page.locator("dl.facts dt").all_text_contents(),
+                     page.locator("dl.facts dd").all_text_contents()))
+    assert (facts["Kind"], facts["Confidence"], facts["Session"], facts["Pinned"]) == (
+        "fact", "0.87", "s-42", "no")
+    assert {"Importance", "Strength", "Recalled"} <= facts.keys()
+    page.wait_for_selector("h3:has-text('Contradictions') + div:not(:has([role=status]))")
+    assert page.locator("h3:has-text('Contradictions') + div").text_content() == "none"
+    assert page.locator("ol.history > li").count() == 200  # then the rest, to the newest
+    page.click("button:has-text('Later events')")
+    page.wait_for_selector("ol.history > li >> nth=204")
+    assert page.locator("button:has-text('Later events')").is_hidden()
+    # a confidence the step of 0.05 never reaches does not block the save, sent once
+    page.click("button:text-is('Edit')")
+    page.press("form.card textarea >> nth=0", "Escape")
+    assert page.evaluate("document.activeElement.textContent") == "Edit"  # back where it was
+    page.click("button:text-is('Edit')")
+    page.fill("form.card input >> nth=1", "ui-only, edited")
+    page.dblclick("form.card button:has-text('Save')")
+    page.wait_for_selector("li:has-text('edited')")
+    page.wait_for_selector("form.card", state="detached")
+    rec = local.get(f"{url}/busy-ui").json
+    assert (rec["tags"], rec["confidence"]) == (["ui-only", "edited"], 0.87)
+    assert page.evaluate("document.activeElement.textContent") == "Edit"
+    page.click("button:text-is('Invalidate')")
+    page.fill("form.card input", "superseded")
+    page.dblclick("form.card button:has-text('Invalidate')")
+    page.wait_for_selector("dd:text-is('INVALIDATED')")
+    page.dblclick("button:text-is('Delete')")  # a double click only arms it
+    page.wait_for_selector("button:text-is('Really delete?')")
+    history = local.get(f"{url}/busy-ui/history?limit=200&cursor="
+                        + local.get(f"{url}/busy-ui/history?limit=200").json["next_cursor"]).json
+    assert [e["kind"] for e in history["items"]] == ["amended"] * 5 + ["amended", "invalidated"]
+    page.click("button:has-text('New memory')")
+    page.fill("form.card textarea", "Typed once.")
+    page.fill("form.card input >> nth=0", "Entered twice")
+    page.focus("form.card input >> nth=0")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".detail h2:has-text('Entered twice')")
+    made = local.get(f"{url}?limit=200").json["items"]
+    assert [m["title"] for m in made].count("Entered twice") == 1
+    page.click("button:has-text('New memory')")
+    page.fill("form.card input >> nth=1", "x" * 65)  # a tag too long: named once
+    page.fill("form.card input >> nth=0", "Refused")
+    page.fill("form.card textarea", "r")
+    page.click("form.card button:has-text('Create')")
+    said = page.wait_for_selector(".toast.error").text_content()
+    assert said.count("tags.0") == 1 and "at most 64 characters" in said, said
+    page.keyboard.press("Escape")  # the keyboard stayed in the form; the record shows again
+    page.wait_for_selector(".detail h2:has-text('Entered twice')")
+    assert page.evaluate("document.activeElement.textContent") == "New memory"
+    t.go("#/memories/wide-ui")
+    page.wait_for_selector(".detail p:text-is('No events recorded.')")
+    assert page.locator("ol.history").count() == 0
+    assert [p for p in t.problems if "422" not in p] == []
+
+
+def test_the_code_page_keeps_its_hits_and_odd_addresses_stops_and_outages_say_so(tab, local,
+                                                                                 tmp_path):
+    """Opening a hit dropped the results (Back did not bring them); a malformed address blanked
+    the page; Stop left "Reading the sources…"; a server out of reach said "Failed to fetch"; a
+    token of spaces did nothing; a removed project stayed in the picker and on Projects."""
+    t = tab()
+    page = t.signed_in("#/code")
+    page.fill("form[role=search] input[type=search]", "sales tax")
+    page.press("form[role=search] input[type=search]", "Enter")
+    page.wait_for_selector("table a:text-is('tax.py:1')")
+    hits = page.locator("table tbody tr").all_text_contents()
+    page.click("table a:text-is('tax.py:1') >> nth=0")
+    page.wait_for_selector("ol.source li.target")
+    assert page.locator("table tbody tr").all_text_contents() == hits
+    page.go_back()
+    page.wait_for_selector("ol.source", state="detached")
+    assert page.locator("table tbody tr").all_text_contents() == hits
+    t.go("#/memories/%E0%A4%A")
+    page.wait_for_selector("h1:text-is('Not found')")
+    assert t.problems == []
+    held = []  # the answer never comes: Stop ends the wait
+    page.route("**/ask", lambda route: held.append(route))
+    t.go("#/ask")
+    page.fill("textarea", "how long do refunds take?")
+    page.click("form.card button[type=submit]")
+    page.click("button:text-is('Stop')")
+    page.wait_for_selector(".answer :text-is('Stopped before any answer.')")
+    page.unroute("**/ask")
+    t.go("#/memories")
+    page.wait_for_selector(".list:not(:has([role=status]))")
+    t.context.set_offline(True)
+    page.fill("input[name=query]", "anything")
+    page.press("input[name=query]", "Enter")
+    said = page.wait_for_selector(".list p.error").text_content()
+    assert said.startswith("The server cannot be reached"), said
+    t.context.set_offline(False)
+    # a project registered and removed elsewhere: every page's picker follows
+    extra = tmp_path / "extra-ui"
+    extra.mkdir()
+    pid = local.register(extra)
+    page.wait_for_selector(f"#project option[value='{pid}']", state="attached")
+    page.select_option("#project", pid)
+    page.wait_for_selector("text=No memories match.")
+    t.go("#/projects")
+    page.wait_for_selector(f"main section h2:text-is('{extra.name}')")
+    assert local.delete(f"/v1/projects/{pid}").status in (200, 204)
+    page.wait_for_selector(f"#project option[value='{pid}']", state="detached")
+    page.wait_for_selector(f"main section h2:not(:text-is('{extra.name}'))")
+    assert page.input_value("#project") == local.pid
+    signing = tab()  # a token of only spaces says so
+    signing.page.goto(local.url + "/ui")
+    signing.page.fill("input[type=password]", "   ")
+    signing.page.press("input[type=password]", "Enter")
+    signing.page.wait_for_selector(".notice:has-text('Paste a token first')")
