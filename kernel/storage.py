@@ -456,11 +456,12 @@ class ProjectStores(Generic[S]):
                     store = self._stores[project.id] = self._open(project)
         return store
 
-    def forget(self, project) -> None:
-        """Let go of the project's store: its files close once no request or job that holds
-        it still does (each thread's connection goes with the store)."""
+    def forget(self, project) -> S | None:
+        """Let go of the project's store, returned (None when this process never opened it):
+        its files close once no request or job that holds it still does (each thread's
+        connection goes with the store)."""
         with self._lock:
-            self._stores.pop(project.id, None)
+            return self._stores.pop(project.id, None)
 
 
 def database_errors() -> tuple[type[Exception], ...]:

@@ -244,6 +244,15 @@ class AnnIndexes:
         self._building: set[str] = set()
         self._lock = threading.Lock()
 
+    def forget(self, key: str) -> None:
+        """Let go of the mapped generations and the delta of the store ``key`` names (its
+        project was removed)."""
+        root = Path(key).parent / "memory-ann"
+        self._deltas.pop(key, None)
+        for path in list(self._snapshots):
+            if path.parent == root:
+                self._snapshots.pop(path, None)
+
     def covers(self, store) -> bool:
         return (self.settings.ann and store.LOCAL_ANN
                 and store.size_estimate() >= self.settings.ann_min_records)

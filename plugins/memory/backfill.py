@@ -3,6 +3,8 @@ so writes never wait for the model and searches rarely have anything left to emb
 
 Debounced (a burst of writes becomes one pass), batched, and one per project across gunicorn
 workers: a lease row in the project's SQLite, renewed between batches, decides who embeds.
+While writes go on it keeps up: a pass starts at the latest ``KEEP_UP`` delays after the first
+write it waits for, and embeds at least that long before it yields to them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from neuralmind import APIError, log_failure
 
 log = logging.getLogger("neuralmind.memory")
+KEEP_UP = 4  # × backfill_delay_s: the longest wait for a pause, then the least work done
 
 
 class Backfiller:
@@ -25,14 +28,15 @@ class Backfiller:
         self._embedder = embedder
         self.settings = settings
         self.owner = f"{os.getpid()}-{id(self):x}"
-        self._due: dict[str, tuple[Any, float]] = {}
+        self._due: dict[str, tuple[Any, float, float]] = {}  # path → (store, due, first write)
         self._last_write: dict[str, float] = {}
         self._cond = threading.Condition()
         self._stopped = False
         self._thread: threading.Thread | None = None
 
     def notify(self, store) -> None:
-        """A write happened in ``store``: embed its changes once writes pause."""
+        """A write happened in ``store``: embed its changes once writes pause, or ``KEEP_UP``
+        delays after the first write waiting while they go on."""
         with self._cond:
             self._last_write[str(store.db.path)] = time.monotonic()
             self._schedule(store, self.settings.backfill_delay_s)
@@ -45,11 +49,15 @@ class Backfiller:
             if str(store.db.path) not in self._due:
                 self._schedule(store, 0.0)
 
-    def _schedule(self, store, delay: float) -> None:
+    def _schedule(self, store, delay: float, again: bool = False) -> None:
+        """Run a pass on ``store`` ``delay`` from now — no later than ``KEEP_UP`` delays after
+        the first write waiting (``again``: from now on, a pass yielding to writes)."""
         with self._cond:
             key, now = str(store.db.path), time.monotonic()
             idle = not self._due
-            self._due[key] = (store, now + delay)
+            since = now if again else self._due.get(key, (None, None, now))[2]
+            latest = since + KEEP_UP * self.settings.backfill_delay_s
+            self._due[key] = (store, min(now + delay, latest), since)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="memory-backfill",
                                                 daemon=True)
@@ -60,6 +68,12 @@ class Backfiller:
                 # waiting for a due time finds the later time when it wakes and sleeps again.
                 self._cond.notify()
 
+    def forget(self, key: str) -> None:
+        """Let go of the store ``key`` names (its project was removed)."""
+        with self._cond:
+            self._due.pop(key, None)
+            self._last_write.pop(key, None)
+
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
@@ -69,10 +83,10 @@ class Backfiller:
         with self._cond:
             while not self._stopped:
                 now = time.monotonic()
-                ready = [k for k, (_, at) in self._due.items() if at <= now]
+                ready = [k for k, (_, at, _) in self._due.items() if at <= now]
                 if ready:
                     return self._due.pop(ready[0])[0]
-                wait = min((at for _, at in self._due.values()), default=now + 3600) - now
+                wait = min((at for _, at, _ in self._due.values()), default=now + 3600) - now
                 self._cond.wait(timeout=max(wait, 0.01))
             return None
 
@@ -85,19 +99,21 @@ class Backfiller:
                 log.debug("memory backfill skipped: %s", ex.message)
             except Exception as ex:
                 log_failure(log, f"memory backfill for {store.db.path}", ex)
+            del store  # not held while waiting: a removed project's store closes its files
 
     def run_once(self, store) -> int | None:
         """Embed what ``store`` is missing; None when another process holds the lease."""
         lease = self.settings.backfill_lease_s
         if not store.lease("backfill", self.owner, time.time(), lease):
             return None
-        key = str(store.db.path)
+        key, delay, started = str(store.db.path), self.settings.backfill_delay_s, time.monotonic()
 
         def stop() -> bool:
             if self._stopped:
                 return True
-            if time.monotonic() - self._last_write.get(key, 0.0) < self.settings.backfill_delay_s:
-                self.notify(store)  # writes resumed: yield the CPU to them, finish later
+            now = time.monotonic()
+            if now - self._last_write.get(key, 0.0) < delay and now - started >= KEEP_UP * delay:
+                self._schedule(store, delay, again=True)  # writes go on: yield, back soon
                 return True
             return not store.lease("backfill", self.owner, time.time(), lease)
 

@@ -104,7 +104,7 @@ class Consolidation:
         before each merge's write transaction (tests make a change land there)."""
         store = self.m.store(project)
         recs = store.active(kinds, today())
-        index = self.m.searcher.index(store, self.m.kernel.embedder)  # embeds what is missing
+        index = self.m.searcher.complete_index(store, self.m.kernel.embedder)
         vectors = {mid: index.matrix[i] for i, mid in enumerate(index.ids)}
         def conflict(x: dict[str, Any], y: dict[str, Any], cosine: float) -> bool:
             a, b = older_first(x, y)

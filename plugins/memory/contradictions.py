@@ -112,7 +112,8 @@ class Contradictions:
     def cosines(self, store, rec: dict[str, Any], on: str, k: int
                 ) -> tuple[dict[str, float], list[str]]:
         """``({id: cosine with rec}, the k nearest ACTIVE ids)`` from the stored vectors
-        (embedding what is missing); nothing without a model."""
+        (embedding up to ``search_embed_max`` of what is missing, as a search does); nothing
+        without a model, or while ``rec`` itself waits for the backfill past those."""
         try:
             index = self.m.searcher.index(store, self.m.kernel.embedder)
         except APIError:
@@ -268,9 +269,6 @@ class Contradictions:
         for rec in keeps:
             if not in_force(rec):
                 raise not_in_force(cid, strategy, rec, rec["id"])
-        if loser is not None and self.m.links.reaches(store, loser["id"], winner["id"],
-                                                      "supersedes"):
-            raise Conflict(f"{loser['id']} already supersedes {winner['id']}", code="link_cycle")
         new = self._replacement(project, a, b, title, rationale) if strategy == "manual" else None
         at = now_iso()
         with store.writing() as w:

@@ -32,7 +32,12 @@ class Links:
 
     def connect(self, w, source: dict[str, Any], target: dict[str, Any], link_type: str, actor,
                 at: str, note: str | None = None) -> dict[str, Any] | None:
-        """Add a link with its events and the status it implies; None when it exists."""
+        """Add a link with its events and the status it implies; None when it exists. A
+        ``supersedes`` link that would close a cycle is 409 ``link_cycle``: judged on the links
+        as this serial transaction reads them, so of two opposite links racing, one wins."""
+        if link_type == "supersedes" and self.reaches(w, target["id"], source["id"]):
+            raise Conflict(f"{target['id']} already supersedes {source['id']} (directly or "
+                           "through others)", code="link_cycle")
         link = {"source": source["id"], "target": target["id"], "type": link_type,
                 "created_at": at, "actor": actor.id, "note": note}
         if not w.link(link):
@@ -57,58 +62,39 @@ class Links:
                 done.append(oid)
         return done
 
-    # -- routes --------------------------------------------------------------------------
-
-    def reaches(self, store, start: str, goal: str, link_type: str) -> bool:
-        """Whether ``goal`` is reachable from ``start`` along ``link_type`` links."""
+    @staticmethod
+    def reaches(w, start: str, goal: str) -> bool:
+        """Whether ``goal`` is reachable from ``start`` along ``supersedes`` links, inside
+        the write ``w``."""
         seen, frontier = {start}, [start]
         while frontier:
-            nxt = [lk["target"] for lk in store.links(frontier)
-                   if lk["type"] == link_type and lk["source"] in frontier]
+            nxt = w.targets(frontier, "supersedes")
             if goal in nxt:
                 return True
             frontier = [t for t in dict.fromkeys(nxt) if t not in seen]
             seen.update(frontier)
         return False
 
+    # -- routes --------------------------------------------------------------------------
+
     def add(self, project, mid: str, target: str, link_type: str, note: str | None, actor,
             request_id) -> dict[str, Any]:
         store = self.m.store(project)
-        source = self.m.get_record(store, mid)
+        self.m.get_record(store, mid)
         errors = self.m.check_ids(store, [target], mid, "target")
         if errors:
             raise records.fail([{**e, "loc": ("target",)} for e in errors])
-        if link_type == "supersedes" and self.reaches(store, target, mid, "supersedes"):
-            raise Conflict(f"{target} already supersedes {mid} (directly or through others)",
-                           code="link_cycle")
         with store.writing() as w:
-            other = w.get(target)
-            if other is None:  # deleted since it was checked
-                raise NotFound(f"no memory with id {target}", code="memory_not_found")
-            link = self.connect(w, source, other, link_type, actor, now_iso(), note)
+            found = w.get_many([mid, target])
+            gone = [m for m in (mid, target) if m not in found]  # deleted since checked
+            if gone:
+                raise NotFound(f"no memory with id {gone[0]}", code="memory_not_found")
+            link = self.connect(w, found[mid], found[target], link_type, actor, now_iso(), note)
         if link is None:
             raise Conflict(f"{mid} already {link_type} {target}", code="link_exists")
         self.m.written(store)
         self.m.emit("linked", project, actor, request_id, **link_change(link)["link"])
         return link
-
-    def refuse_cycles(self, store, mid: str, old_ids: list[str]) -> None:
-        """A patch's ``supersedes``, checked before the patch writes anything."""
-        for oid in old_ids:
-            if self.reaches(store, oid, mid, "supersedes"):
-                raise Conflict(f"{oid} already supersedes {mid} (directly or through others)",
-                               code="link_cycle")
-
-    def add_supersedes(self, project, store, rec: dict[str, Any], old_ids: list[str], actor,
-                       request_id) -> None:
-        """A patch's ``supersedes`` (:meth:`refuse_cycles` first): links from ``rec`` to each
-        (existing links stay)."""
-        with store.writing() as w:
-            done = self.supersede(w, rec, old_ids, actor, now_iso())
-        self.m.written(store)
-        for oid in done:
-            self.m.emit("linked", project, actor, request_id, source=rec["id"], target=oid,
-                        type="supersedes")
 
     def remove(self, project, mid: str, target: str, link_type: str | None, actor,
                request_id) -> None:

@@ -99,6 +99,9 @@ class MemorySettings(ConfigSection):
     backfill_delay_s: float = Field(0.5, ge=0.0, le=60.0, description="debounce after a write")
     backfill_batch: int = Field(64, ge=1, le=1_024)
     backfill_lease_s: float = Field(60.0, ge=1.0, le=3_600.0)
+    search_embed_max: int = Field(256, ge=0, le=100_000, description="the most missing "
+                                  "vectors a search embeds itself; it finds the others by "
+                                  "their words alone until the backfill embeds them")
     keyword_postings: int = Field(10_000, ge=100, le=10_000_000, description="the keyword "
                                   "leg scores at most about this many matches (rarest words "
                                   "first), from 20,000 records on")

@@ -67,6 +67,13 @@ def startup(kernel):
 
 
 @hookimpl
+def forget_project(kernel, project):
+    service = kernel.state("memory")
+    if service is not None:
+        service.forget(project)
+
+
+@hookimpl
 def shutdown(kernel):
     service = kernel.drop_state("memory")
     if service is not None:

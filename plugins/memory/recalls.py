@@ -38,11 +38,26 @@ class Recalls:
         """Write every gathered recall now."""
         with self._cond:
             pending, self._pending = self._pending, {}
-        for store, counts, at in pending.values():
-            try:
-                store.touch(counts, at)
-            except Exception as ex:  # a closed, vanished or full store: the recalls are lost
-                log_failure(log, f"recording recalls for {store.db.path}", ex)
+        for found in pending.values():
+            self._write(*found)
+
+    def forget(self, key: str) -> None:
+        """Let go of the store ``key`` names (its project was removed), its recalls written
+        first — unless its file was deleted or replaced: they have nowhere to go."""
+        with self._cond:
+            found = self._pending.pop(key, None)
+        if found is None:
+            return
+        replaced = getattr(found[0].db, "replaced", None)  # a SQLite file's; PostgreSQL stays
+        if replaced is None or not replaced():
+            self._write(*found)
+
+    @staticmethod
+    def _write(store, counts: Counter, at: str) -> None:
+        try:
+            store.touch(counts, at)
+        except Exception as ex:  # a closed, vanished or full store: the recalls are lost
+            log_failure(log, f"recording recalls for {store.db.path}", ex)
 
     def stop(self) -> None:
         with self._cond:

@@ -94,6 +94,7 @@ class VectorIndex:
     next: Any = None
     row: dict[str, int] = field(default_factory=dict)
     _masks: dict = field(default_factory=dict)
+    pending: int = 0  # records left out: not embedded yet, past what a search embeds itself
 
     @classmethod
     def from_rows(cls, rows, dim: int, passages: bool = True) -> VectorIndex:
@@ -165,6 +166,15 @@ def with_fresh(store, stored: list, fresh: list[tuple[str, bytes, str]]) -> list
               for mid, blob, _ in fresh if mid in recs)]
 
 
+def left_out(leg: SemanticLeg, what: str) -> str | None:
+    """A search's notice of the records its semantic leg left out (``VectorIndex.pending``),
+    saying ``what`` became of them; None when it left none out."""
+    n = leg.index.pending
+    if not n:
+        return None
+    return f"{n:,} record{'s' if n > 1 else ''} written lately not embedded yet: {what}"
+
+
 # Keyword pruning (see Searcher.keyword and Searcher.similar_titles): from these sizes on,
 # common words cost more than the rest of the query (at 1k records a whole keyword leg takes
 # ~1 ms; at 10k, 7–9 ms, mostly common words).
@@ -197,6 +207,17 @@ class Searcher:
         self._held: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         # called with a store whose index holds such vectors (Memories: the backfill's)
         self.on_held: Callable[[Any], None] = lambda store: None
+
+    def forget(self, key: str) -> None:
+        """Let go of what this process keeps of the store ``key`` names (its project was
+        removed): its vectors, held and indexed, and its ANN index's mapped files."""
+        self._indexes.forget(key)
+        self.ann.forget(key)
+        with self._native_lock:
+            self._native_tried.pop(key, None)
+        for held in list(self._held):
+            if held[0] == key:
+                self._held.pop(held, None)
 
     def pool(self, limit: int) -> int:
         return max(self.settings.pool_factor * limit, self.settings.pool_min)
@@ -332,24 +353,41 @@ class Searcher:
         return [(mid, blobs[mid, sha], sha) for mid, _, _, sha in todo]
 
     def index(self, store, embedder) -> VectorIndex:
-        """The current vectors, with those still missing embedded into this index alone: a
-        read never writes, so it never waits on the file's write lock nor fails on a full
-        disk. The backfill stores them (reusing these vectors); its write moves the version,
-        and the next search loads them from the store."""
-        def load():
-            version = store.version()
-            todo = store.missing_vectors(embedder.model_id, None, self.passages_over())
-            fresh = self.embedded(store, embedder, todo)
-            self._held[str(store.db.path), embedder.model_id] = {
-                (mid, sha): blob for mid, blob, sha in fresh}
-            if fresh:
-                self.on_held(store)
-            return ((version, embedder.model_id), VectorIndex.from_rows(
-                with_fresh(store, store.vectors(embedder.model_id), fresh), embedder.dim,
-                self.settings.passages))
+        """The current vectors, with up to ``search_embed_max`` of those still missing
+        embedded into this index alone; its ``pending`` counts the others, left out until the
+        backfill embeds them (a search embedding thousands would take a minute). A read never
+        writes, so it never waits on the file's write lock nor fails on a full disk. The
+        backfill stores these vectors (without embedding them again); its write moves the
+        version, and the next search loads them from the store."""
+        return self._indexes.get(
+            str(store.db.path), lambda: (store.version(), embedder.model_id),
+            lambda: self.load(store, embedder, self.settings.search_embed_max))
 
-        return self._indexes.get(str(store.db.path), lambda: (store.version(), embedder.model_id),
-                                 load)
+    def complete_index(self, store, embedder) -> VectorIndex:
+        """Every record's vectors: :meth:`index` when it leaves none out, else one with every
+        missing vector embedded now, not cached — for a job that compares every record
+        (consolidation), which may take the time."""
+        index = self.index(store, embedder)
+        return self.load(store, embedder, None)[1] if index.pending else index
+
+    def load(self, store, embedder, most: int | None) -> tuple[tuple[int, str], VectorIndex]:
+        """``(stamp, index)``: the stored vectors, those a search embedded before that are still
+        missing, and up to ``most`` (None: all) of the other missing ones embedded now."""
+        key = (str(store.db.path), embedder.model_id)
+        version = store.version()
+        todo = store.missing_vectors(embedder.model_id, None, self.passages_over())
+        held = self._held.get(key, {})
+        new = [row for row in todo if (row[0], row[3]) not in held]
+        embed = new if most is None else new[:most]
+        fresh = self.embedded(store, embedder,
+                              [row for row in todo if (row[0], row[3]) in held] + embed)
+        self._held[key] = {(mid, sha): blob for mid, blob, sha in fresh}
+        if fresh:
+            self.on_held(store)
+        index = VectorIndex.from_rows(with_fresh(store, store.vectors(embedder.model_id), fresh),
+                                      embedder.dim, self.settings.passages)
+        index.pending = len(new) - len(embed)
+        return (version, embedder.model_id), index
 
     def semantic(self, store, query: str, filters: dict[str, Any], today: str, n: int
                  ) -> SemanticLeg:
@@ -456,7 +494,9 @@ class Searcher:
                                                              self.pool(limit), full=False)}
                 found = [h for h in found if h[0] in held]
             records = store.get_many([h[0] for h in found])
-            return [(records[m], round(c, 4)) for m, c, _ in found if m in records], None
+            return ([(records[m], round(c, 4)) for m, c, _ in found if m in records],
+                    left_out(leg, "left out of semantic search until the backfill embeds them "
+                             "(keyword and hybrid search find them by their words)"))
         n = self.pool(limit)
         # The keyword leg runs beside the query's embedding: SQLite and onnxruntime both
         # release the GIL, so hybrid costs about its slower leg instead of their sum.
@@ -471,7 +511,8 @@ class Searcher:
             hits = [(records[rec["id"]], s) for rec, s in kw[:limit] if rec["id"] in records]
             return (self.keyword_results(store, query, hits, lambda: None),
                     f"semantic search is unavailable ({ex.message}); keyword results only")
-        return self.hybrid(store, query, keyword.result(), leg, limit, policy, blind=blind), None
+        return (self.hybrid(store, query, keyword.result(), leg, limit, policy, blind=blind),
+                left_out(leg, "searched by their words alone until the backfill embeds them"))
 
     def blind(self, query: str) -> bool:
         """Whether the embedding model cannot read ``query``: most of its letters are in

@@ -163,6 +163,18 @@ class Memories:
     def store(self, project) -> MemoryStore:
         return self._stores.get(project)
 
+    def forget(self, project) -> None:
+        """Let go of the project's store and of all this process keeps for it, by the store's
+        path (the kernel's ``forget_project``): its files close once no request or job still
+        holds them. A store never opened here left nothing to let go of."""
+        store = self._stores.forget(project)
+        if store is None:
+            return
+        key = str(store.db.path)
+        self.recalls.forget(key)
+        self.backfill.forget(key)
+        self.searcher.forget(key)
+
     def close(self) -> None:
         self.backfill.stop()
         self.sweeps.stop()
@@ -312,13 +324,15 @@ class Memories:
         return self.views(store, rows), cursor
 
     def change(self, project, mid: str, make, *, kind: str, actor, request_id,
-               note: str | None = None, if_match: str | None = None
+               note: str | None = None, if_match: str | None = None, then=None
                ) -> tuple[dict[str, Any], dict[str, list]]:
         """Read, change (``make(rec)`` → ``(new, changes)``; no changes, nothing written) and
         write one record, with its event: ``(its view, changes)``. One serial write
         transaction holds all three, so changes racing on a record each read what the one
         before wrote: none is lost, none is refused. 404 when it is gone; 412 when
-        ``if_match`` (an ``If-Match`` header: an ``updated_at``, or ``*``) does not hold."""
+        ``if_match`` (an ``If-Match`` header: an ``updated_at``, or ``*``) does not hold.
+        ``then(w, new)``: more writes of the same transaction (a patch's links), true when
+        they changed a record."""
         store = self.store(project)
         with store.writing() as w:
             rec = matched(w, mid, if_match)
@@ -326,10 +340,11 @@ class Memories:
             if changes:
                 w.update(new, records.content_sha(new), kind=kind,
                          actor=self.actor_for(actor, new), changes=changes, note=note)
-        if not changes:
-            return self.view(store, rec), changes
-        self.written(store)
-        self.emit(kind, project, actor, request_id, id=mid, changes=sorted(changes))
+            more = then is not None and then(w, new)
+        if changes or more:
+            self.written(store)
+        if changes:
+            self.emit(kind, project, actor, request_id, id=mid, changes=sorted(changes))
         return self.view(store, new), changes
 
     def patch(self, project, mid: str, body: MemoryPatch, actor, request_id,
@@ -339,7 +354,6 @@ class Memories:
         replaces = fields.pop("supersedes", [])
         if errors := self.check_ids(store, replaces, mid, "supersedes"):
             raise records.fail(errors)
-        self.links.refuse_cycles(store, mid, replaces)
 
         def patched(rec):
             errors: list[dict] = []
@@ -349,11 +363,18 @@ class Memories:
                 raise records.fail(errors)
             return made
 
+        linked: list[str] = []
+
+        def supersede(w, rec):  # in the amend's transaction: a cycle refuses both
+            linked.extend(self.links.supersede(w, rec, replaces, actor, now_iso()))
+            return linked
+
         out, changes = self.change(project, mid, patched, kind="amended", actor=actor,
-                                   request_id=request_id, if_match=if_match)
-        if replaces:  # once the amend holds: a refused one links nothing
-            self.links.add_supersedes(project, store, out, replaces, actor, request_id)
-            out = self.view(store, store.get(mid) or out)
+                                   request_id=request_id, if_match=if_match,
+                                   then=supersede if replaces else None)
+        for oid in linked:
+            self.emit("linked", project, actor, request_id, source=mid, target=oid,
+                      type="supersedes")
         if {"rationale", "files_affected", "tags", "kind"} & set(changes):
             self.contradictions.on_store(project, store, out, actor, request_id)
         return out

@@ -443,6 +443,17 @@ class Writer:
             f"VALUES ({', '.join('?' * len(LINK_FIELDS))}) ON CONFLICT DO NOTHING",
             tuple(link[f] for f in LINK_FIELDS)).rowcount == 1
 
+    def targets(self, sources: list[str], link_type: str) -> list[str]:
+        """The targets of ``link_type`` links from any of ``sources``, as this transaction
+        sees them (what a cycle check walks: a link committed meanwhile is in it)."""
+        found: list[str] = []
+        for i in range(0, len(sources), 500):
+            chunk = sources[i:i + 500]
+            found += [r[0] for r in self.conn.execute(
+                f"SELECT DISTINCT target FROM memory_links WHERE type = ? AND source IN "
+                f"({','.join('?' * len(chunk))})", (link_type, *chunk))]
+        return found
+
     def outgoing(self, source: str) -> list[dict[str, Any]]:
         """The links ``source`` is the source of, as this transaction sees them."""
         return [link_of(r) for r in self.conn.execute(

@@ -3,6 +3,8 @@ patch, or a link) taking records out of search, cycles refused, the graph, searc
 
 from __future__ import annotations
 
+import threading
+
 
 def link(api, source: str, target: str, kind: str, **kw):
     return api.server.post(api.url(source, "links"), {"target": target, "type": kind, **kw})
@@ -142,3 +144,36 @@ def test_search_expand_adds_linked_records_below_their_source(api):
     everything = api.search("exponential backoff uploads", mode="keyword", expand=True,
                             status="ALL")["results"]
     assert {r["id"] for r in everything} == {hit["id"], dep["id"], gone["id"]}
+
+
+def test_opposite_supersedes_raced_one_wins_the_other_is_a_cycle(api):
+    """``a supersedes b`` and ``b supersedes a`` sent at once, by link and by patch: the
+    cycle check ran before the write transaction, so both could pass it and both be written
+    — a cycle, both records out of ACTIVE. Now exactly one wins each race; the other is 409
+    ``link_cycle`` and writes nothing."""
+    routes = {"link": lambda s, t: link(api, s, t, "supersedes"),
+              "patch": lambda s, t: api.server.patch(api.url(s), {"supersedes": [t]})}
+    for route, send in routes.items():
+        for n in range(12):
+            a, b = (api.create(title=f"{route} {n} {side}")["id"] for side in "ab")
+            gate, out = threading.Barrier(2), {}
+
+            def race(source, target, send=send, gate=gate, out=out):
+                gate.wait()
+                out[source] = send(source, target)
+
+            threads = [threading.Thread(target=race, args=pair) for pair in ((a, b), (b, a))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            won = [mid for mid, r in out.items() if r.status in (200, 201)]
+            lost = [r for r in out.values() if r.status == 409]
+            assert len(won) == 1 and len(lost) == 1, (route, [(r.status, r.body) for r in
+                                                              out.values()])
+            assert lost[0].error["code"] == "link_cycle"
+            loser = b if won == [a] else a
+            assert api.get(won[0])["status"] == "ACTIVE"
+            assert api.get(loser)["status"] == "SUPERSEDED"
+            assert [lk["source"] for lk in api.server.get(api.url(a, "links")).json["items"]
+                    ] == won
