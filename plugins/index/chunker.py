@@ -37,7 +37,7 @@ CONFIG = {"json", "yaml", "toml", "ini", "xml"}
 # `Cargo.lock`, `yarn.lock`, `poetry.lock`, `Gemfile.lock`, `go.sum`) and a dot-file
 # (`.gitignore`, `.editorconfig`, `.npmrc`, `.env.example`); a question about the docs never
 # wants them (`package-lock.json` or `pnpm-lock.yaml` are `config` by their extension already)
-LOCK_FILES = ("go.sum",)
+LOCK_FILES = ("go.sum", "py.typed")  # settings by their name alone (py.typed: PEP 561's marker)
 TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$"
                        r"|(^|/)conftest\.py$|\.(test|spec)\.[cm]?[jt]sx?$")
 # embed_text's revision: a change to what it makes of the same node re-parses every index
@@ -116,8 +116,8 @@ def language_of(path: str) -> str:
 
 def file_type_of(language: str, path: str = "") -> str:
     """``code``, ``docs`` or ``config`` by the language, except that a lock file (``*.lock``,
-    ``go.sum``) or a dot-file (``.gitignore``) the language would call ``docs`` is ``config``:
-    settings, not prose."""
+    ``go.sum``), a marker (``py.typed``) or a dot-file (``.gitignore``) the language would call
+    ``docs`` is ``config``: settings, not prose."""
     if language in DOCS:
         name = os.path.basename(path).lower()
         settings = name.startswith(".") or name.endswith(".lock") or name in LOCK_FILES

@@ -251,12 +251,13 @@ def test_lock_files_and_dot_files_are_config():
     typed = {p: chunker.file_type_of(chunker.language_of(p), p) for p in (
         "uv.lock", "sub/Cargo.lock", "yarn.lock", "go.sum", ".gitignore", "web/.npmrc",
         ".env.example", "package-lock.json", "README.md", "notes.txt", "docs/guide.rst",
-        "LICENSE", ".eslintrc.js", "app.py")}
+        "LICENSE", ".eslintrc.js", "app.py", "dotenv/py.typed")}
     assert typed == {"uv.lock": "config", "sub/Cargo.lock": "config", "yarn.lock": "config",
                      "go.sum": "config", ".gitignore": "config", "web/.npmrc": "config",
                      ".env.example": "config", "package-lock.json": "config",
                      "README.md": "docs", "notes.txt": "docs", "docs/guide.rst": "docs",
-                     "LICENSE": "docs", ".eslintrc.js": "code", "app.py": "code"}
+                     "LICENSE": "docs", ".eslintrc.js": "code", "app.py": "code",
+                     "dotenv/py.typed": "config"}
 
 
 def test_source_without_a_parser_is_code_and_nothing_else_moves():
