@@ -1333,7 +1333,7 @@ class Memories:
     def search(self, query: str, *, mode: str | None = None, limit: int = 10,
                **filters: Any) -> Results:
         self._nm._takes("search", "POST", MEMORIES + "/search", filters)
-        lists = {k: _items(filters[k]) for k in ("tag", "file", "kinds") if k in filters}
+        lists = {k: _items(filters[k]) for k in ("tag", "file", "kind", "kinds") if k in filters}
         body = {"query": query, "mode": mode, "limit": limit, **filters, **lists}
         data = self._nm._json("POST", self._url("search"), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})

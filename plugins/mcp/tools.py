@@ -57,7 +57,7 @@ SPECS = (
              "Search the decisions recorded for the project before you change code or make a "
              "choice. mode: hybrid (default) mixes keywords and meaning, keyword matches exact "
              "names, semantic matches paraphrases. Filters: status (ACTIVE by default; ALL for "
-             "every record), file, tag, type, author, created_after/created_before, "
+             "every record), file, tag, kind, type, author, created_after/created_before, "
              "min_confidence. Returns the best matches with id, title, rationale and score.")),
     Spec("get_memory", "Read a decision", "get", MEMORY, render.memory, description=(
         "Read one decision in full by its id (from recall or remember): rationale, files, "

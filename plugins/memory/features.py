@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from plugins.memory.text import plain
+from plugins.memory.text import as_prefix, plain
 
 K1, B = 1.2, 0.75  # bm25's usual constants, for the record's own bm25 over its text
 
@@ -77,9 +77,12 @@ def idf(df: int, n: int) -> float:
 
 class Query:
     """A query's distinct stems with their idf: a stem weighs as its rarest spelling (record
-    counts come from FTS5's stemmer, by word)."""
+    counts come from FTS5's stemmer, by word). A record holds a stem where one of its words
+    starts with it — the whole word for a single letter, as the keyword leg matches it
+    (:func:`plugins.memory.text.as_prefix`), unless ``letter_prefix``."""
 
-    def __init__(self, words: list[str], df: dict[str, int], n_records: int):
+    def __init__(self, words: list[str], df: dict[str, int], n_records: int,
+                 letter_prefix: bool = False):
         weights: dict[str, float] = {}
         for w in words:
             s = stem(w)
@@ -87,7 +90,8 @@ class Query:
         self.stems = list(weights)
         self.idf = np.array(list(weights.values()), np.float32)
         self.mass = float(self.idf.sum()) or 1.0
-        self.needles = [b" " + s.encode("utf-8", "replace") for s in self.stems]
+        self.needles = [b" " + s.encode("utf-8", "replace")
+                        + (b"" if letter_prefix or as_prefix(s) else b" ") for s in self.stems]
 
     def coverage(self, texts: list[str]) -> np.ndarray:
         """Each text's share of the query's idf mass (1.0: it holds every query word)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (AfterValidator, AliasChoices, BeforeValidator, ConfigDict, Field, StringConstraints,
+from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints,
                       model_validator)
 
 from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul, text
@@ -265,13 +265,20 @@ class ListQuery(Filters, PageQuery):
 
 class SearchIn(Filters):
     query: text(2_000)
-    kind: list[Kind] = Field(default_factory=list, validation_alias=AliasChoices("kinds", "kind"),
-                             description="Any of these kinds")
+    kinds: list[Kind] = Field(default_factory=list, description=(
+        "kind's other name (consolidate's): records of any kind either names"))
     mode: Mode = "hybrid"
     limit: int = Field(10, ge=1, le=25)
     view: Literal["full", "compact"] = "full"
     expand: bool = Field(False, description=(
         "Add the records linked to the hits, marked linked_from, scored below their source"))
+
+    @model_validator(mode="after")
+    def _kinds(self) -> SearchIn:
+        """Both names are published fields, so every client (HTTP, MCP's recall, the Python
+        client, which read the OpenAPI document) takes either; ``kind`` is what filters."""
+        self.kind = list(dict.fromkeys([*self.kind, *self.kinds]))
+        return self
 
 
 class LinkedFrom(Model):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from plugins.memory.features import F, Candidates, Query, candidates
+from plugins.memory.text import as_prefix
 
 RANKER = "ranker.json"
 
@@ -91,9 +92,17 @@ def gather(store, words: list[str], keyword: list[tuple[str, float]],
     pool = [(mid, cos) for mid, cos, _ in semantic]
     ids = list(dict.fromkeys([m for m, _ in keyword] + [m for m, _ in pool]))
     total = store.size_estimate()
-    q = Query(words, store.doc_counts(words, total), total)
-    return candidates(q, keyword, pool, leg.cosine, store.texts(ids), leg.vectors,
-                      leg.neighbours if sessions else None)
+    df, texts = store.doc_counts(words, total), store.texts(ids)
+    # the model was trained reading a single letter as a prefix (bench/train_ranker.py) and
+    # reads the query so until it is trained again; the floor reads it as the keyword leg
+    # matches it, so a letter no record holds as a word (``é``) does not pass it
+    cands = candidates(Query(words, df, total, letter_prefix=True), keyword, pool, leg.cosine,
+                       texts, leg.vectors, leg.neighbours if sessions else None)
+    if not all(map(as_prefix, words)):
+        held = Query(words, df, total).coverage([" ".join(texts.get(m, ("", "")))
+                                                 for m in cands.ids])
+        cands.coverage = float(held.max(initial=0.0))
+    return cands
 
 
 def nothing_found(top_cos: float, coverage: float, settings,

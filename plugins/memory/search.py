@@ -1,8 +1,9 @@
 """Keyword, semantic and hybrid search over one project's memories.
 
-Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped, words ORed
-with prefix match). Semantic is brute-force cosine over the stored vectors of title +
-rationale (and a long record's passages), held per process in a :class:`VectorIndex` that
+Keyword is FTS5 bm25 over title, rationale, evidence and tags (stopwords dropped but in a name
+such as ``falcon.before``, words and names ORed with prefix match: :func:`terms`). Semantic is
+brute-force cosine over the stored vectors of title + rationale (and a long record's
+passages), held per process in a :class:`VectorIndex` that
 reloads when the store's version stamp moves (a write in another worker); a large project's
 goes through an HNSW index instead — usearch files beside a SQLite store
 (:mod:`plugins.memory.ann`), or the store's own (``nearest``: PostgreSQL's). Hybrid ranks both
@@ -28,7 +29,7 @@ from plugins.memory.ann import AnnIndexes, CandidateLeg
 from plugins.memory.decay import parse_time, rank_factor, strengths
 from plugins.memory.legs import SemanticLeg, session_neighbours
 from plugins.memory.models import MemorySettings
-from plugins.memory.text import latin_share, query_words
+from plugins.memory.text import as_prefix, latin_share, query_names, query_words
 
 log = logging.getLogger("neuralmind.memory")
 TITLE = "keyword_title"  # the keyword index's title column (plugins.memory.store)
@@ -36,15 +37,17 @@ TITLE = "keyword_title"  # the keyword index's title column (plugins.memory.stor
 
 def terms(text: str) -> list[str]:
     """The query's distinct words, folded as the index folds its text (a Chinese or Japanese
-    word: the phrase of its character pairs), stopwords dropped (all kept if all are)."""
-    words = query_words(text)
-    kept = [w for w in words if w not in STOPWORDS]
-    return kept or words
+    word: the phrase of its character pairs), stopwords dropped (all kept if all are) but for
+    the words of a name (``falcon.before``), then each name as the phrase of its words: a
+    record holding the name as written holds one more term than one holding its words."""
+    words, names = query_words(text), query_names(text)
+    named = {w for name in names for w in name.split()}
+    kept = [w for w in words if w not in STOPWORDS or w in named]
+    return list(dict.fromkeys((kept or words) + names))
 
 
 def match_expression(words: list[str], column: str | None = None, prefix: bool = True) -> str:
-    star = "*" if prefix else ""
-    expr = " OR ".join(f'"{w}"{star}' for w in words)
+    expr = " OR ".join(f'"{w}"{"*" if prefix and as_prefix(w) else ""}' for w in words)
     return f"{{{column}}} : ({expr})" if column else expr
 
 
@@ -245,7 +248,7 @@ class Searcher:
     def budgeted(self, store, words: list[str], keep_one: bool) -> str | None:
         """The keyword leg's match expression, its bm25 scoring bounded (:meth:`bounded`):
         words are taken rarest first while the records they match (a prefix's, else the
-        whole word's) stay within ``keyword_postings`` — the rare words carry bm25's weight,
+        whole word's; a single letter's are the whole word's) stay within ``keyword_postings`` — the rare words carry bm25's weight,
         the common ones its cost. When even the rarest word matches more, it alone
         (``keep_one``: keyword mode) or nothing (hybrid: the semantic leg and the second
         stage's coverage features weigh such words; their bm25 weight is small)."""
@@ -255,7 +258,8 @@ class Searcher:
         exact, prefix = store.doc_counts(words, total), store.prefix_counts(words, total)
         used, parts = 0, []
         for w in sorted(words, key=lambda w: (exact[w], w)):
-            for cost, star in ((prefix[w], "*"), (exact[w], "")):
+            whole = (exact[w], "")
+            for cost, star in ((prefix[w], "*"), whole) if as_prefix(w) else (whole,):
                 if used + cost <= budget:
                     parts.append(f'"{w}"{star}')
                     used += cost
@@ -395,7 +399,9 @@ class Searcher:
         From ``ann_min_records`` records on, through the ANN index (:mod:`plugins.memory.ann`)."""
         import numpy as np
         embedder = self.kernel.embedder
-        extra = {k: v for k, v in filters.items() if k not in INDEX_FILTERS and v}
+        # the filters the store reads as it reads them: "" is an author (agent, session) too
+        extra = {k: v for k, v in filters.items()
+                 if k not in INDEX_FILTERS and v not in (None, [])}
         if self.ann.covers(store):
             vector = embedder.embed([query])[0].astype(np.float32)
             return self.ann.leg(store, embedder, vector, filters, today, n, extra)

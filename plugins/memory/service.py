@@ -508,9 +508,8 @@ class Memories:
                                             body.limit, policy)
         self.recalled(store, [rec["id"] for rec, _ in hits], policy)
         found = [(rec, score, None) for rec, score in hits]
-        if body.expand:
+        if body.expand:  # after the hits, which keep their mode's order (keyword's is bm25's)
             found += self.links.expand(store, hits, filters, on, EXPAND_FACTOR, body.limit)
-            found.sort(key=lambda h: -h[1])
         views = self.views(store, [rec for rec, _, _ in found], policy)
         results = [{**v, "score": round(score, 6), "linked_from": via}
                    for v, (_, score, via) in zip(views, found, strict=True)]

@@ -16,22 +16,31 @@ import unicodedata
 from functools import cache
 from typing import Any
 
-from neuralmind import combining_marks, keyword_text
+from neuralmind import combining_marks, keyword_text, unspaced
+
+
+# A name written as one: words joined by the punctuation of code, paths and addresses, with
+# no space between (``falcon.before``, ``std::move``, ``C:\src/app.py``, ``a->b``,
+# ``https://x.io``). "_" needs none of this: it is part of a word (``user_id``). "-" is not
+# one: prose joins words with it (``in-memory``, ``lock-in``), stopwords among them.
+_JOINER = r"(?:->|[./\\@:#])+"
 
 
 @cache
-def _words() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
-    """``(a word, a break the second stage reads, a break the keyword index reads)`` of text
-    past ASCII, made at its first use (as :func:`neuralmind.combining_marks` is): most servers,
-    and every English query, only ever meet ASCII."""
+def _words() -> tuple[re.Pattern, re.Pattern, re.Pattern, re.Pattern]:
+    """``(a word, a break the second stage reads, a break the keyword index reads, a name)``
+    of text past ASCII, made at its first use (as :func:`neuralmind.combining_marks` is): most
+    servers, and every English query, only ever meet ASCII."""
     marks = combining_marks()
     # "_" joins in a word (``user_id`` is a phrase) and in the second stage's text, while the
     # keyword index breaks on it, as FTS5 does
     return (re.compile(rf"[\w{marks}]+"), re.compile(rf"[^\w{marks}]+"),
-            re.compile(rf"[^\w{marks}]+|_+"))
+            re.compile(rf"[^\w{marks}]+|_+"),
+            re.compile(rf"[\w{marks}]+(?:{_JOINER}[\w{marks}]+)+"))
 
 
 _ASCII_WORD = re.compile(r"\w+")  # what _words()'s word is over ASCII
+_ASCII_NAME = re.compile(rf"\w+(?:{_JOINER}\w+)+")  # and its name
 _ACCENTS = re.compile("[\u0300-\u036f]+")  # the combining diacritics of Latin, Greek, Cyrillic
 
 
@@ -65,17 +74,40 @@ def keyword_columns(rec: dict[str, Any]) -> tuple[str, str]:
 def query_words(text: str) -> list[str]:
     """A query's words, folded, in order, each once. A word of Chinese or Japanese comes back
     as its character pairs (``数据 据库``), which a keyword query asks for as a phrase."""
+    return list(dict.fromkeys(_folded(text)))
+
+
+def _folded(text: str) -> list[str]:
     words = (_ASCII_WORD if text.isascii() else _words()[0]).findall(text)
-    return list(dict.fromkeys(w for w in (fold(w, query=True) for w in words) if w))
+    return [w for w in (fold(w, query=True) for w in words) if w]
+
+
+def query_names(text: str) -> list[str]:
+    """The names a query writes as one (``falcon.before``: see ``_JOINER``), each the phrase
+    of its folded words (``falcon before``), in order, each once. A name's words are no prose:
+    ``before`` in ``falcon.before`` is no stopword, and the name as written is what to find."""
+    found = (_ASCII_NAME if text.isascii() else _words()[3]).findall(text)
+    return list(dict.fromkeys(" ".join(_folded(name)) for name in found))
+
+
+def as_prefix(word: str) -> bool:
+    """Whether a keyword query matches ``word`` (a phrase: its last word) as the start of a
+    word. Not a single character of a script written with spaces (``a``, ``x``, ``é``; the
+    ``c`` of ``a.b.c``): nearly every record has a word it starts, so it is a word of its
+    own. A Chinese or Japanese character is a prefix: of the pairs it begins
+    (:func:`neuralmind.keyword_text`)."""
+    last = word.rsplit(" ", 1)[-1]
+    return len(last) > 1 or unspaced(last)
 
 
 def plain(text: str) -> bytes:
-    """``b" " + text`` folded, as UTF-8, with every character that is no part of a word
+    """``b" " + text + b" "`` folded, as UTF-8, with every character that is no part of a word
     (Unicode punctuation too: ``«Kafka»``, ``「PostgreSQL」``) a space; ``_`` stays, as query
-    words keep it. ASCII takes a byte translation, as fast as before."""
+    words keep it. ASCII takes a byte translation, as fast as before. The spaces around let
+    ``b" " + word`` find a word's start and ``b" " + word + b" "`` a whole word."""
     if text.isascii():
-        return b" " + text.lower().encode("ascii").translate(_PLAIN)
-    return b" " + _words()[1].sub(" ", fold(text)).encode("utf-8", "replace")
+        return b" " + text.lower().encode("ascii").translate(_PLAIN) + b" "
+    return b" " + _words()[1].sub(" ", fold(text)).encode("utf-8", "replace") + b" "
 
 
 _PLAIN = bytes(c if c < 128 and chr(c).isalnum() or c == 95 else 32 for c in range(256))

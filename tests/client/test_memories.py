@@ -102,6 +102,11 @@ def test_search_and_filters(repo):
     assert nothing.raw == {"project_id": repo.id, "query": "zzzqqq nothing like it",
                            "mode": "hybrid", "results": [], "notice": None}
     assert hits.mode == "keyword" and hits.raw["results"][0]["title"] == hits[0].title
+    # kind, as list() and the docs name it (search() raised TypeError), or kinds
+    for kinds in ({"kind": "decision"}, {"kind": ["decision"]}, {"kinds": ["decision"]}):
+        assert [m.title for m in repo.memories.search("idempotent retry", mode="keyword",
+                                                      **kinds)] == [hits[0].title], kinds
+    assert repo.memories.search("idempotent retry", mode="keyword", kind=["fact"]) == []
 
 
 def test_export_import_round_trip(repo, nm, tmp_path):

@@ -155,6 +155,11 @@ def test_memories_written_over_mcp_are_those_of_v1_and_the_reverse(local):
     found = local.call("recall", project=local.project, query="ONNX model", mode="keyword")
     assert [m["id"] for m in found["structuredContent"]["results"]] == [r.json["id"]]
     assert r.json["id"] in found["content"][0]["text"]
+    for kinds, hits in (({"kind": ["decision"]}, [r.json["id"]]), ({"kind": ["fact"]}, []),
+                        ({"kinds": ["decision"]}, [r.json["id"]])):  # kind was refused
+        found = local.call("recall", project=local.project, query="ONNX model", mode="keyword",
+                           **kinds)
+        assert [m["id"] for m in found["structuredContent"]["results"]] == hits, kinds
 
     changed = local.call("update_memory", project=local.project, memory_id=mid, confidence=0.5,
                          evidence_append=["bench/memory.py"])

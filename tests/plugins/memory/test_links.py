@@ -146,6 +146,18 @@ def test_search_expand_adds_linked_records_below_their_source(api):
     assert {r["id"] for r in everything} == {hit["id"], dep["id"], gone["id"]}
 
 
+def test_expanded_records_come_after_every_hit(api):
+    """An expanded record scores half its source's: above a weaker hit's, where sorting by
+    score placed it, though the docs (and recall's reader) have them after the hits."""
+    hit = api.create(title="Retry uploads with exponential backoff", rationale="Throttling.")
+    weak = api.create(title="Uploads land in the object store", rationale="One bucket.")
+    dep = api.create(title="Jitter every timer", rationale="Clients synchronise otherwise.")
+    assert link(api, hit["id"], dep["id"], "depends_on").status == 201
+    out = api.search("exponential backoff uploads", mode="keyword", expand=True)["results"]
+    assert [r["id"] for r in out] == [hit["id"], weak["id"], dep["id"]]
+    assert out[2]["score"] == out[0]["score"] / 2 > out[1]["score"]
+
+
 def test_opposite_supersedes_raced_one_wins_the_other_is_a_cycle(api):
     """``a supersedes b`` and ``b supersedes a`` sent at once, by link and by patch: the
     cycle check ran before the write transaction, so both could pass it and both be written

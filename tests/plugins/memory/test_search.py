@@ -107,6 +107,11 @@ def test_search_filters_and_compact_view(corpus):
     for bad in ({"query": ""}, {"query": "x", "mode": "fuzzy"}, {"query": "x", "view": "tiny"},
                 {"query": "x", "status": "GONE"}):
         assert api.server.post(api.url(tail="search"), bad).status == 422, bad
+    # the query: 1–2,000 characters once trimmed, not blank (docs/memory.md)
+    for query in (" \n\t ", "x" * 2_001):
+        r = api.server.post(api.url(tail="search"), {"query": query})
+        assert r.status == 422 and r.error["details"]["errors"][0]["loc"] == ["body", "query"]
+    assert api.search(" " + "x" * 2_000 + " ")["query"] == "x" * 2_000
 
 
 def test_invalidated_records_leave_default_search(corpus, server, tmp_path):
@@ -130,3 +135,80 @@ def test_feedback_moves_hybrid_ranking(server, tmp_path):
         api.server.post(api.url(first, "feedback"), {"helpful": False})
     after = api.search("cache compiled regular expressions")
     assert ids(after)[0] != first and first in ids(after)
+
+
+@pytest.fixture(scope="module")
+def names(server, tmp_path_factory):
+    """Records naming code: a dotted name whose last part is a stopword, its first part in
+    other records, single letters."""
+    api = Api(server, tmp_path_factory.mktemp("names-proj"))
+    made = {key: api.create(title=t, rationale=r)["id"] for key, t, r in [
+        ("hooks", "Hooks via @falcon.before decorator",
+         "@falcon.before(validate_token) runs before the responder; @falcon.after for "
+         "post-processing. Prefer middleware for cross-cutting concerns."),
+        ("alias", "Deprecated: falcon.API alias",
+         "falcon.API was renamed falcon.App in 3.0 and removed in 4.0; replace every "
+         "falcon.API() call."),
+        ("pin", "Pin falcon to v4.0.2", "Version 4.0.2 fixed the multipart parser regression; "
+         "test on Python 3.11 before an upgrade."),
+        ("abc", "a.b.c dotted config keys",
+         "Settings use dotted keys like server.http.port (a.b.c); nested tables map to them."),
+        ("self", "Use self.x attributes sparingly in resources",
+         "Resources are shared between requests; per-request state on self.x races."),
+        ("testing", "Testing with falcon.testing.TestClient",
+         "Use TestClient(app).simulate_get('/path') instead of a server; "
+         "simulate_request handles headers and bodies.")]}
+    return api, made
+
+
+@pytest.mark.parametrize("query", ["falcon.before", "@falcon.before", "@falcon.after"])
+def test_a_dotted_name_keeps_its_stopword_and_ranks_the_record_holding_it(names, query):
+    """`before`, `after` are stopwords of prose, not of `falcon.before`: dropped, the query was
+    `falcon`, every falcon record tied at 1.0 in keyword mode and hybrid ranked the alias
+    first. The name counts as written, so the one record holding it wins."""
+    api, made = names
+    keyword = api.search(query, mode="keyword")["results"]
+    assert keyword[0]["id"] == made["hooks"] and keyword[0]["score"] == 1.0
+    assert all(r["score"] < 1.0 for r in keyword[1:]) and len(keyword) > 1
+    assert ids(api.search(query))[0] == made["hooks"]
+
+
+def test_single_letters_are_words_not_prefixes(names):
+    """A single letter prefix-matched nearly every record, each at 1.0 (never floored), and
+    made `a.b.c`'s own record rank third; hybrid's floor read it so too."""
+    api, made = names
+    assert ids(api.search("a.b.c", mode="keyword"))[0] == made["abc"]
+    assert ids(api.search("x", mode="keyword")) == [made["self"]]  # self.x
+    for mode in ("keyword", "hybrid"):  # "e": no record's word, so the floor answers nothing
+        assert api.search("é", mode=mode)["results"] == [], mode
+    assert ids(api.search("self.x", mode="keyword"))[0] == made["self"]
+
+
+@pytest.mark.parametrize("name", ["author", "agent", "session_id"])
+def test_an_empty_filter_matches_the_empty_value_in_every_mode(server, tmp_path, name):
+    """"" is a value a record holds (create keeps it); semantic mode (and hybrid's semantic
+    leg) dropped it and brought back the records that have none."""
+    api = Api(server, tmp_path)
+    blank = api.create(title="Wombat cache policy", rationale="Evict wombats hourly.",
+                       **{name: ""})["id"]
+    api.create(title="Wombat cache policy", rationale="Evict wombats hourly, too.")
+    api.create(title="Wombat cache policy", rationale="Evict wombats daily.", **{name: "ana"})
+    for mode in ("keyword", "semantic", "hybrid"):
+        assert ids(api.search("wombat cache", mode=mode, **{name: ""})) == [blank], mode
+    listed = api.server.get(api.url() + f"?{name}=").json["items"]
+    assert [r["id"] for r in listed] == [blank]
+
+
+def test_kind_and_kinds_both_filter_search_and_are_published(server, tmp_path):
+    """The docs name `kind`; the OpenAPI document published only `kinds`, so MCP's recall and
+    the Python client, which read it, refused `kind`. Both are fields now."""
+    api = Api(server, tmp_path)
+    decision = api.create(title="Write-ahead logging", rationale="journal mode WAL")["id"]
+    fact = api.create(title="Write-ahead logging is on", rationale="journal mode WAL",
+                      kind="fact")["id"]
+    for body in ({"kind": ["fact"]}, {"kinds": ["fact"]}, {"kind": ["fact"], "kinds": ["fact"]}):
+        assert ids(api.search("write-ahead logging", mode="keyword", **body)) == [fact], body
+    both = api.search("write-ahead logging", mode="keyword", kind=["fact"], kinds=["decision"])
+    assert set(ids(both)) == {fact, decision}
+    schema = api.server.get("/v1/openapi.json").json["components"]["schemas"]["SearchIn"]
+    assert {"kind", "kinds"} <= set(schema["properties"])
