@@ -217,8 +217,11 @@ class ProjectRegistry:
     def all(self) -> list[Project]:
         """Every project in id order (config aliases and registered ones)."""
         rows = [] if self.server_mode else self._db.conn.execute("SELECT * FROM projects").fetchall()
-        found = [*self._aliases.values(), *filter(None, map(self._row, rows))]
-        return sorted(found, key=lambda p: p.id)
+        registered = list(filter(None, map(self._row, rows)))
+        if self._forget is not None:  # a listing opens stores too (a project's status)
+            for project in registered:
+                self._served_now(project.id, project)
+        return sorted([*self._aliases.values(), *registered], key=lambda p: p.id)
 
     def remove(self, pid: str) -> Project:
         """Unregister (never touches the user's files). Config aliases cannot be removed."""
@@ -228,7 +231,7 @@ class ProjectRegistry:
                             code="registration_disabled")
         with self._db.transaction() as conn:
             conn.execute("DELETE FROM projects WHERE id = ?", (pid,))
-        self._let_go([pid])
+        self._let_go([project])
         return project
 
     # -- what this process served ------------------------------------------------------------
@@ -236,20 +239,23 @@ class ProjectRegistry:
     def _served_now(self, pid: str, project: Project | None) -> None:
         known = self._served.get(pid)
         if known is not None and (project is None or project.registered_at != known.registered_at):
-            self._let_go([pid])
-        if project is not None and known is not project:
+            self._let_go([known])
+        if project is not None and self._served.get(pid) is not project:
             with self._served_lock:
                 self._served[pid] = project
         if time.monotonic() - self._checked >= self.check_every_s:
             self._checked = time.monotonic()
             current = dict(self._db.conn.execute("SELECT id, registered_at FROM projects"))
-            self._let_go([pid for pid, p in list(self._served.items())
+            self._let_go([p for pid, p in list(self._served.items())
                           if current.get(pid) != p.registered_at])
 
-    def _let_go(self, pids: list[str]) -> None:
+    def _let_go(self, known: list[Project]) -> None:
+        """Forget these registrations — each once: a thread that found one changed after
+        another thread let it go (and noted the new one) forgets nothing."""
         with self._served_lock:
-            gone = [p for pid in pids if (p := self._served.pop(pid, None)) is not None]
+            gone = [p for p in known if self._served.get(p.id) is p]
             for p in gone:
+                del self._served[p.id]
                 self._made.pop((p.id, str(p.path), p.registered_at), None)
         for project in gone:
             self._forget(project)

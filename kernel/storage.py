@@ -432,36 +432,49 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 class ProjectStores(Generic[S]):
     """A plugin's store per project, opened on first use (in the project's :func:`state_dir`)
-    and kept until the plugin forgets the project (the ``forget_project`` hook)."""
+    for the project's registration, and kept until the plugin forgets the project (the
+    ``forget_project`` hook) or the project is found registered anew."""
 
     def __init__(self, open_store: Callable[[Any], S]):
         self._open = open_store
-        self._stores: dict[str, S] = {}
+        self._stores: dict[str, tuple[str, S]] = {}  # id → (registered_at, its store)
         self._lock = threading.Lock()
 
     def get(self, project) -> S:
-        """The project's store; :class:`StateReplaced` when its file was deleted or replaced
-        under the running server."""
-        store = self._stores.get(project.id)
-        db = getattr(store, "db", None)  # a store of the kernel's databases: its file checked
+        """The project's store; one opened before the project was removed and registered
+        again is let go of (this process had not served it since, or looked it up late);
+        :class:`StateReplaced` when its file was deleted or replaced under the running
+        server."""
+        held = self._stores.get(project.id)
+        if held is not None and held[0] != project.registered_at:
+            self.forget(project, held[0])
+            held = None
+        db = getattr(held and held[1], "db", None)  # a store of the kernel's databases
         if isinstance(db, Database) and db.replaced():
             raise StateReplaced(project.id)
-        if store is None:
+        if held is None:
             with self._lock:
-                store = self._stores.get(project.id)
-                if store is None:
+                held = self._stores.get(project.id)
+                if held is None or held[0] != project.registered_at:
                     from kernel.projects import refuse_a_gone_directory
                     refuse_a_gone_directory(project)  # opening it would make the folder anew
                     state_dir(project.state_dir)
-                    store = self._stores[project.id] = self._open(project)
-        return store
+                    held = self._stores[project.id] = (project.registered_at,
+                                                       self._open(project))
+        return held[1]
 
-    def forget(self, project) -> S | None:
-        """Let go of the project's store, returned (None when this process never opened it):
-        its files close once no request or job that holds it still does (each thread's
-        connection goes with the store)."""
+    def forget(self, project, registered_at: str | None = None) -> S | None:
+        """Let go of the project's store opened for its registration (``registered_at``, by
+        default ``project``'s), returned; None when this process holds none: its files close
+        once no request or job that holds it still does (each thread's connection goes with
+        the store)."""
+        when = project.registered_at if registered_at is None else registered_at
         with self._lock:
-            return self._stores.pop(project.id, None)
+            held = self._stores.get(project.id)
+            if held is None or held[0] != when:
+                return None
+            del self._stores[project.id]
+            return held[1]
 
 
 def database_errors() -> tuple[type[Exception], ...]:

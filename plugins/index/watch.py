@@ -184,11 +184,15 @@ class Watchers:
         return self.status(project, show_root)
 
     def forget(self, project) -> None:
-        """Stop watching a removed project, whichever process watches it, without waiting."""
-        self.service.kernel.leases.request_stop(watch_lease(project))
-        mine = self._mine.pop(project.id, None)
-        if mine is not None:
-            mine.stopping.set()
+        """Stop this process's watcher of a removed registration, without waiting. Only its
+        own: asking the lease to stop, a process finding the removal late would stop the
+        watcher of the project as registered anew since."""
+        with self._lock:
+            mine = self._mine.get(project.id)
+            if mine is None or mine.project.registered_at != project.registered_at:
+                return
+            del self._mine[project.id]
+        mine.stopping.set()
 
     def _running(self, project):
         return self.service.kernel.leases.holder(watch_lease(project), TTL_S)

@@ -91,6 +91,31 @@ def test_a_project_removed_and_registered_again_starts_afresh(tmp_path):
         assert {h["source_file"] for h in r.json["results"]} == {"shop/till.py"}
 
 
+def test_a_worker_that_only_listed_a_project_serves_it_registered_anew(tmp_path):
+    """A listing opens a project's stores (its status) without a lookup of the project: such
+    a worker was never told of the removal, held the files, and answered 409
+    ``project_state_replaced`` for the project registered anew; and the late news of the
+    removal in one worker stopped the watcher another had started for the new registration."""
+    repo = write(tmp_path / "repo", FILES)
+    with LocalServer(tmp_path / "home", plugins=PLUGINS) as a, \
+            LocalServer(tmp_path / "home", plugins=PLUGINS) as b:
+        pid = used(a, repo)
+        assert b.get("/v1/projects").status == 200  # b opens the index for its status
+        assert a.delete(f"/v1/projects/{pid}").status == 204
+        shutil.rmtree(repo)  # cloned anew
+        write(repo, {"shop/till.py": "def till_total(items):\n    return sum(items)\n"})
+        assert a.register(repo) == pid
+        build(a, pid)
+        assert a.post(f"/v1/projects/{pid}/watch/start").status == 200
+        try:
+            r = b.post(f"/v1/projects/{pid}/search", {"query": "till", "mode": "keyword"})
+            assert r.status == 200, r.body
+            assert {h["source_file"] for h in r.json["results"]} == {"shop/till.py"}
+            assert a.get(f"/v1/projects/{pid}/watch/status").json["running"] is True
+        finally:
+            a.post(f"/v1/projects/{pid}/watch/stop")
+
+
 @pytest.mark.sqlite_only("kernel.db is the SQLite home's")
 def test_a_stopped_server_leaves_kernel_db_whole_without_its_log(tmp_path):
     repo = write(tmp_path / "repo", FILES)

@@ -126,7 +126,8 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
         return object()
 
     stores = ProjectStores(open_store)
-    a, b = (SimpleNamespace(id=pid, path=tmp_path, state_dir=tmp_path / pid) for pid in "ab")
+    a, b = (SimpleNamespace(id=pid, path=tmp_path, state_dir=tmp_path / pid, registered_at="1")
+            for pid in "ab")
     got = []
     threads = [threading.Thread(target=lambda p=p: got.append(stores.get(p))) for p in [a] * 8]
     for t in threads:
@@ -136,6 +137,12 @@ def test_project_stores_open_one_store_per_project_once(tmp_path):
     assert opened == ["a"] and len({id(x) for x in got}) == 1
     assert stores.get(b) is not stores.get(a) and opened == ["a", "b"]
     assert (tmp_path / "a" / ".gitignore").read_text() == "*\n"  # the state folder git ignores
+    # registered anew: its own store, and forgetting the old registration leaves it be
+    again = SimpleNamespace(**{**vars(a), "registered_at": "2"})
+    fresh = stores.get(again)
+    assert fresh is not got[0] and opened == ["a", "b", "a"]
+    assert stores.forget(a) is None and stores.get(again) is fresh
+    assert stores.forget(again) is fresh and stores.forget(again) is None
 
 
 def test_a_deleted_project_folder_is_never_made_anew_by_a_store(tmp_path):
