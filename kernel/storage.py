@@ -447,8 +447,7 @@ class ProjectStores(Generic[S]):
         server."""
         held = self._stores.get(project.id)
         if held is not None and held[0] != project.registered_at:
-            self.forget(project, held[0])
-            held = None
+            held = None  # opened for an earlier registration: replaced below
         db = getattr(held and held[1], "db", None)  # a store of the kernel's databases
         if isinstance(db, Database) and db.replaced():
             raise StateReplaced(project.id)
@@ -463,15 +462,13 @@ class ProjectStores(Generic[S]):
                                                        self._open(project))
         return held[1]
 
-    def forget(self, project, registered_at: str | None = None) -> S | None:
-        """Let go of the project's store opened for its registration (``registered_at``, by
-        default ``project``'s), returned; None when this process holds none: its files close
-        once no request or job that holds it still does (each thread's connection goes with
-        the store)."""
-        when = project.registered_at if registered_at is None else registered_at
+    def forget(self, project) -> S | None:
+        """Let go of the store opened for ``project``'s registration, returned; None when this
+        process holds none: its files close once no request or job that holds it still does
+        (each thread's connection goes with the store)."""
         with self._lock:
             held = self._stores.get(project.id)
-            if held is None or held[0] != when:
+            if held is None or held[0] != project.registered_at:
                 return None
             del self._stores[project.id]
             return held[1]

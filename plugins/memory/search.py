@@ -248,10 +248,11 @@ class Searcher:
     def budgeted(self, store, words: list[str], keep_one: bool) -> str | None:
         """The keyword leg's match expression, its bm25 scoring bounded (:meth:`bounded`):
         words are taken rarest first while the records they match (a prefix's, else the
-        whole word's; a single letter's are the whole word's) stay within ``keyword_postings`` — the rare words carry bm25's weight,
-        the common ones its cost. When even the rarest word matches more, it alone
-        (``keep_one``: keyword mode) or nothing (hybrid: the semantic leg and the second
-        stage's coverage features weigh such words; their bm25 weight is small)."""
+        whole word's; a single letter's are the whole word's) stay within
+        ``keyword_postings`` — the rare words carry bm25's weight, the common ones its cost.
+        When even the rarest word matches more, it alone (``keep_one``: keyword mode) or
+        nothing (hybrid: the semantic leg and the second stage's coverage features weigh such
+        words; their bm25 weight is small)."""
         if not self.bounded(store):
             return match_expression(words)
         total, budget = store.size_estimate(), self.settings.keyword_postings
