@@ -7,12 +7,16 @@ generate the OpenAPI document. Handlers never parse JSON or build error bodies.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 import re
 import types
 import typing
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import falcon
@@ -73,7 +77,8 @@ def operation(*, permission: str | None, body: type[BaseModel] | None = None,
     they are few; ``media_type`` names what a streaming handler writes itself (SSE, JSONL,
     HTML; several, comma-separated, when a query parameter picks one); ``raw_types`` are
     media types the body may also come in besides JSON (a file upload): such a body reaches
-    the handler as bytes in ``req.context.raw``, ``req.context.body`` None;
+    the handler as bytes in ``req.context.raw``, ``req.context.body`` None — without ``body``,
+    the only ones it comes in (any other, or none, is a 415);
     ``directory=False`` serves a ``{project_id}`` route whose project's directory (which
     holds its state) is gone, as every other such route refuses (409
     ``project_directory_missing``). The OpenAPI document publishes all of it: a status the route
@@ -148,6 +153,10 @@ class Validator:
         if media in self.op.raw_types:
             req.context.raw = raw
             return None
+        if self.op.body is None:  # raw_types alone: a file, never JSON nor nothing
+            raise UnsupportedMediaType(
+                f"the body came as {media or 'no Content-Type'}; this route takes "
+                f"{' or '.join(self.op.raw_types)}")
         if not raw.strip():
             raw = b"{}"
         elif media != "application/json":
@@ -178,9 +187,21 @@ class Validator:
         elif self.response_adapter is not None:
             data = self.response_adapter.dump_json(self.response_adapter.validate_python(result))
         else:
-            data = json.dumps(result, default=str).encode()
+            data = json.dumps(result, default=_as_text).encode()
         resp.content_type = JSON
         resp.data = data
+
+
+# what an answer without a response model may hold besides JSON's own types: text is their
+# faithful form (a set or an object is not: "{1, 2}" would pass for a string)
+AS_TEXT = (datetime.date, datetime.time, decimal.Decimal, uuid.UUID, PurePath)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, AS_TEXT):
+        return str(value)
+    raise TypeError(f"the handler answered a {type(value).__name__}, which has no JSON form: "
+                    "answer lists and dicts of JSON values, or declare @operation(response=…)")
 
 
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

@@ -22,7 +22,8 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
-from kernel.errors import APIError, Forbidden, InvalidFields, NotFound, Unauthorized
+from kernel.errors import (APIError, Forbidden, InvalidFields, NotFound, Unauthorized,
+                           log_failure)
 from kernel.events import (KERNEL_EVENT_KINDS, Event, EventKind, EventLog, HeldEvents,
                            unknown_patterns)
 from kernel.guards import LOOPBACK_HOSTS, Guards
@@ -65,6 +66,8 @@ class Kernel:
         names = list(plugins) if plugins is not None else self.settings.kernel.plugins
         self.plugin_names = list(dict.fromkeys(names))
         self.pm = make_plugin_manager(names, extra_plugins, load_entrypoints)
+        _refuse_wrappers(self.pm)
+        self._failed: set[tuple[str, str]] = set()  # (hook, plugin) logged as failing
         storage_ = self.settings.storage
         self._pg = (PgBackend(storage_.dsn, storage_.pool_size)
                     if storage_.backend == "postgres" else None)
@@ -80,6 +83,7 @@ class Kernel:
         self.event_kinds = self._collect("register_event_kinds", KERNEL_EVENT_KINDS,
                                          EventKind, "event kind")
         self.routes: list[tuple[str, str, Operation, str]] = []
+        self._served: dict[str, tuple[str, str]] = {}  # uri template → (uri, its owner)
         self._components: dict[str, type] = {"Error": dict}  # component name → its model
         self._embedder = None
         self._embedder_lock = threading.Lock()
@@ -261,10 +265,14 @@ class Kernel:
             log.warning("embedder not warmed: %s", ex)
 
     def describe(self, project: Project) -> dict[str, Any]:
+        """The project's ``status``: what each plugin says of it. One that raises is logged
+        (once per process: every listing asks again) and left out, so the kernel's own routes
+        answer as if it had said nothing."""
         if gone(project):  # the plugins' stores were there: asking them would make it anew
             return {"directory_missing": True}
         status: dict[str, Any] = {}
-        for part in self.pm.hook.describe_project(kernel=self, project=project):
+        for part in self._call_each("describe_project", f"project {project.id}", once=True,
+                                    project=project):
             status.update(part or {})
         return status
 
@@ -275,20 +283,25 @@ class Kernel:
         return self._openapi
 
     def shutdown(self) -> None:
+        """Each plugin's ``shutdown`` (one that raises is logged, and the others still run),
+        then, whatever they did, the kernel's own: the event log, the pool, each SQLite file
+        folded in."""
         self.retention.stop()
-        self.pm.hook.shutdown(kernel=self)
-        self.events.close()
-        if self._side is not None:
-            self._side.shutdown(wait=False)
-        if self._pg is not None:
-            self._pg.close()
-        # a file whose commits stayed in its -wal is not whole alone (a copy, a restore)
-        for db in list(self._files):
-            try:
-                db.checkpoint()
-                db.close()  # this thread's: the last connection to close removes the log
-            except sqlite3.Error as ex:
-                log.warning("%s: its log could not be folded in at shutdown: %s", db.path, ex)
+        try:
+            self._call_each("shutdown", "")
+        finally:
+            self.events.close()
+            if self._side is not None:
+                self._side.shutdown(wait=False)
+            if self._pg is not None:
+                self._pg.close()
+            # a file whose commits stayed in its -wal is not whole alone (a copy, a restore)
+            for db in list(self._files):
+                try:
+                    db.checkpoint()
+                    db.close()  # this thread's: the last connection to close removes the log
+                except sqlite3.Error as ex:
+                    log.warning("%s: its log could not be folded in at shutdown: %s", db.path, ex)
 
     def _forget(self, project: Project) -> None:
         self._call_each("forget_project", f"project {project.id}", project=project)
@@ -298,13 +311,22 @@ class Kernel:
     def _fan_out(self, event: Event) -> None:
         self._call_each("track_event", f"event {event.id}", event=event)
 
-    def _call_each(self, hook: str, about: str, **kw) -> None:
-        """Every plugin's ``hook``: one that raises is logged, and the others still run."""
-        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+    def _call_each(self, hook: str, about: str, *, once: bool = False, **kw) -> list[Any]:
+        """The answers of every plugin's ``hook``, called one by one in pluggy's order: one
+        that raises is logged naming the plugin (``once``: the first time only) and left out,
+        and the others still run."""
+        answers = []
+        args = {"kernel": self, **kw}
+        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
             try:
-                impl.function(kernel=self, **kw)
-            except Exception:
-                log.exception("%s in plugin %s failed for %s", hook, impl.plugin_name, about)
+                answers.append(impl.function(*[args[name] for name in impl.argnames]))
+            except Exception as ex:
+                label = plugin_label(self.pm, impl.plugin)
+                if not once or (hook, label) not in self._failed:
+                    self._failed.add((hook, label))
+                    log_failure(log, f"{hook} of plugin {label!r}"
+                                + (f" for {about}" if about else ""), ex)
+        return answers
 
     def _collect(self, hook: str, own: Iterable[T], cls: type[T], noun: str) -> dict[str, T]:
         """What ``hook`` answers, each a ``cls`` (``name``, …), with the kernel's ``own``, by
@@ -337,6 +359,10 @@ class Kernel:
         outer: list[object] = []
         for owner, batch in each(self.pm, "register_middleware", kernel=self):
             for entry in _entries(owner, "register_middleware", batch, "middleware objects"):
+                if not _is_middleware(entry):
+                    raise StartupError(f"plugin {owner!r} register_middleware: {entry!r:.60} is "
+                                       "not a middleware object (an instance with "
+                                       f"{', '.join(MIDDLEWARE_METHODS)})")
                 (outer if getattr(entry, "after_events", False) is True else inner).append(entry)
         middleware = [*outer, HeldEvents(self.events),
                       Guards(self._allowed_hosts(), self.settings.kernel.max_body_bytes), *inner]
@@ -353,19 +379,21 @@ class Kernel:
                     raise StartupError(f"plugin {owner!r} register_routes: {entry!r:.60} is not "
                                        "(uri, resource[, suffix]); it returns a list of them")
                 try:
-                    self._mount(app, *entry)
+                    self._mount(app, owner, *entry)
                 except (StartupError, ValueError) as ex:  # ValueError: Falcon's, on the uri
                     raise StartupError(f"plugin {owner!r}: {ex}") from None
         return app
 
-    def _mount(self, app: falcon.App, uri: str, resource: object, suffix: str | None = None
-               ) -> None:
+    def _mount(self, app: falcon.App, owner: str, uri: str, resource: object,
+               suffix: str | None = None) -> None:
         # Falcon would let a second resource at a template replace the first without a word
         template = re.sub(r"{\w+}", "{}", uri)
-        clash = next((u for u, *_ in self.routes if re.sub(r"{\w+}", "{}", u) == template), None)
-        if clash is not None:
+        if template in self._served:
+            clash, holder = self._served[template]
+            by = "the kernel" if holder == "kernel" else f"plugin {holder!r}"
             raise StartupError(f"{type(resource).__name__} at {uri}: {clash} is already served "
-                               "(each route is declared once, by one plugin)")
+                               f"by {by} (each route is declared once, by one plugin)")
+        self._served[template] = (uri, owner)
         bound = _Bound()
         found = False
         for method in HTTP_METHODS:
@@ -382,9 +410,10 @@ class Kernel:
                 raise StartupError(f"{where} names unknown permission {op.permission!r}")
             op = dataclasses.replace(op, method=method)
             try:
+                openapi.check_models(op)
                 for tp in (op.body, op.query, op.response, *op.responses.values()):
                     openapi.claim_components(tp, self._components)
-            except openapi.ComponentClash as ex:
+            except (openapi.ComponentClash, openapi.Unpublishable) as ex:
                 raise StartupError(f"{where}: {ex}") from None
             setattr(bound, f"on_{method}", self._wrap(handler, op))
             op_id = f"{method}_{type(resource).__name__}" + (f"_{suffix}" if suffix else "")
@@ -398,6 +427,7 @@ class Kernel:
     def _wrap(self, handler, op: Operation):
         validator = Validator(op, self.settings.kernel.max_body_bytes)
         query_fields = frozenset(op.query.model_fields) if op.query is not None else frozenset()
+        takes_body = op.body is not None or bool(op.raw_types)
         kernel = self
 
         def responder(req: falcon.Request, resp: falcon.Response, **params):
@@ -412,19 +442,32 @@ class Kernel:
                 refuse_a_gone_directory(ctx.project)
             if op.query is not None:
                 ctx.query = validator.query(req)
-            if op.body is not None:
+            if takes_body:
                 ctx.body = validator.body(req)
             resp.status = op.status
             try:
                 result = handler(req, resp, **params)
             except InvalidFields as ex:
-                ex.place(query_fields)
+                # a field of the query model is the query's; the others the body's when the
+                # operation takes one, else the query's as well: nothing else was sent
+                ex.place(query_fields if takes_body
+                         else {e["loc"][0] for e in ex.errors if e["loc"]})
                 raise
             if result is not None:
                 validator.write(resp, result)
 
         return responder
 
+
+
+MIDDLEWARE_METHODS = ("process_request", "process_resource", "process_response")
+
+
+def _is_middleware(entry: object) -> bool:
+    """Whether Falcon takes ``entry`` as middleware: an instance (a class's methods are not
+    bound) with one of its methods at least, each callable."""
+    found = [getattr(entry, name) for name in MIDDLEWARE_METHODS if hasattr(entry, name)]
+    return not isinstance(entry, type) and bool(found) and all(map(callable, found))
 
 
 def _entries(owner: str, hook: str, batch: Any, what: str) -> list:
@@ -435,6 +478,20 @@ def _entries(owner: str, hook: str, batch: Any, what: str) -> list:
         raise StartupError(f"plugin {owner!r} {hook} must return a list of {what}, not "
                            f"{type(batch).__name__}")
     return list(batch)
+
+
+# the hooks the kernel calls plugin by plugin (``_call_each``), so one that fails is left out
+CALLED_ONE_BY_ONE = ("describe_project", "forget_project", "shutdown", "track_event")
+
+
+def _refuse_wrappers(pm) -> None:
+    """A wrapper of a hook called plugin by plugin would never run: refused at start-up."""
+    for hook in CALLED_ONE_BY_ONE:
+        for impl in getattr(pm.hook, hook).get_hookimpls():
+            if impl.wrapper or impl.hookwrapper:
+                raise PluginError(f"plugin {plugin_label(pm, impl.plugin)!r} wraps {hook}, "
+                                  "which the kernel calls plugin by plugin (so one that fails "
+                                  "is left out): implement it instead")
 
 
 class _Bound:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernel.errors import error_message
+
+log = logging.getLogger("neuralmind.config")
 
 DEFAULT_PLUGINS = ["auth", "memory", "index", "mcp", "ask", "ui"]
 DEFAULT_MAX_BODY = 1024 * 1024
@@ -184,13 +187,19 @@ class Settings(BaseModel):
                     self.section(name, model)
                 except ConfigError as ex:
                     bad.append(str(ex))
-        known = {*Settings.model_fields, *_installed_sections(pm)} - {"raw", "source"}
-        for name in self.raw:
-            if name not in known:
-                near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-                bad.append(f"[{name}] in {self.source or 'config'} is no section of NeuralMind "
-                           "or of an installed plugin"
-                           + (f": did you mean [{near[0]}]?" if near else ""))
+        sections, failed = _installed_sections(pm)
+        known = {*Settings.model_fields, *sections} - {"raw", "source"}
+        where = self.source or "config"
+        for name in self.raw.keys() - known:
+            if name in failed:
+                bad.append(f"[{name}] in {where} belongs to no plugin that loads: plugin "
+                           f"{name!r} is installed but fails to load (the warning above says why)")
+                continue
+            near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            bad.append(f"[{name}] in {where} is no section of NeuralMind or of an installed "
+                       "plugin" + (f": did you mean [{near[0]}]?" if near else "")
+                       + (f" (the sections of {', '.join(failed)}, installed but failing to "
+                          "load, are unknown)" if failed and not near else ""))
         if bad:
             raise ConfigError("\n".join(sorted(bad)))
 
@@ -202,20 +211,27 @@ def file_in_the_way(folder: Path) -> Path | None:
     return None if existing.is_dir() else existing
 
 
-def _installed_sections(enabled) -> set[str]:
+def _installed_sections(enabled) -> tuple[set[str], list[str]]:
     """The top-level sections the plugins of ``enabled`` (a plugin manager) read, and those of
     every other installed plugin: a disabled plugin's section may stay in a config, a misspelt
-    one may not."""
-    from kernel.plugins import PluginError, available, each, make_plugin_manager
-    managers = [enabled]
+    one may not. With them, the disabled plugins that do not load or whose
+    ``config_sections`` fails: a warning naming each, never a stop — nothing of them runs."""
+    from kernel.plugins import PluginError, StartupError, available, each, make_plugin_manager
+    sections = _section_names(each(enabled, "config_sections"))
+    failed = []
     for name in available():
         if enabled.get_plugin(name) is None:
             try:
-                managers.append(make_plugin_manager([name]))
-            except PluginError:  # it does not load: said where it is enabled
-                continue
-    return {name.split(".")[0] for pm in managers for _, declared in each(pm, "config_sections")
-            if isinstance(declared, dict) for name in declared}
+                sections |= _section_names(each(make_plugin_manager([name]), "config_sections"))
+            except (ConfigError, PluginError, StartupError) as ex:
+                log.warning("%s (not enabled, so left out)", ex)
+                failed.append(name)
+    return sections, failed
+
+
+def _section_names(answers) -> set[str]:
+    return {name.split(".")[0] for _, declared in answers if isinstance(declared, dict)
+            for name in declared}
 
 
 def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = None) -> str:
@@ -239,11 +255,13 @@ def _as_written(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-# NEURALMIND_* variables that set one key as they are
+# NEURALMIND_* variables that set one key as they are, read as the config's value would be
+# (a number, or true/false as 1/0, true/false, yes/no, on/off in any case), or refused so
 ENV_KEYS = {"NEURALMIND_HOME": ("kernel", "home"),
             "NEURALMIND_API_MAX_BODY_BYTES": ("kernel", "max_body_bytes"),
             "NEURALMIND_STATE_DIR": ("kernel", "state_dir"),
-            "NEURALMIND_MODEL_DIR": ("embeddings", "model_dir")}
+            "NEURALMIND_MODEL_DIR": ("embeddings", "model_dir"),
+            "NEURALMIND_EMBEDDINGS_WARM": ("embeddings", "warm")}
 
 
 def _env_overrides(data: dict[str, Any]) -> dict[tuple[str, str], str]:
@@ -262,9 +280,6 @@ def _env_overrides(data: dict[str, Any]) -> dict[tuple[str, str], str]:
     if env.get("NEURALMIND_PLUGINS") is not None:
         put("kernel", "plugins", [p.strip() for p in env["NEURALMIND_PLUGINS"].split(",")
                                   if p.strip()], "NEURALMIND_PLUGINS")
-    if env.get("NEURALMIND_EMBEDDINGS_WARM"):
-        put("embeddings", "warm", env["NEURALMIND_EMBEDDINGS_WARM"] not in ("0", "false"),
-            "NEURALMIND_EMBEDDINGS_WARM")
     if env.get("NEURALMIND_DATABASE_URL"):  # a database named is the database used
         put("storage", "backend", "postgres", "NEURALMIND_DATABASE_URL")
         put("storage", "dsn", env["NEURALMIND_DATABASE_URL"], "NEURALMIND_DATABASE_URL")

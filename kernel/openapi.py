@@ -7,7 +7,7 @@ import re
 import typing
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, PydanticUserError, TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
 from kernel.api import Operation, _is_list
@@ -66,6 +66,75 @@ def claim_components(tp: Any, owners: dict[str, type]) -> None:
         return
     for arg in typing.get_args(tp):
         claim_components(arg, owners)
+
+
+class Unpublishable(Exception):
+    """A model an operation declares that requests cannot be read into, or that the document
+    cannot publish: found as the route is mounted, it would otherwise break the document (and
+    the route) for everyone at their first request."""
+
+
+_published: set = set()  # (type, mode) whose schema was made once: classes do not change
+
+
+def check_models(op: Operation) -> None:
+    """Raise :class:`Unpublishable` naming the part of ``op`` (``body=``, ``query=``,
+    ``response=``, ``responses[202]``) the kernel cannot validate with or publish: ``body``
+    and ``query`` must be pydantic models; each must have a JSON Schema, made as the
+    document makes it."""
+    for part, tp in (("body", op.body), ("query", op.query)):
+        if tp is not None and not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+            raise Unpublishable(f"{part}={_type_name(tp)} is not a pydantic model (a "
+                                "neuralmind.Model subclass)")
+    for part, tp, mode in (("body", op.body, "validation"), ("query", op.query, "validation"),
+                           ("response", op.response, "serialization"),
+                           *((f"responses[{status}]", tp, "serialization")
+                             for status, tp in op.responses.items())):
+        if tp is not None:
+            _check_schema(part, tp, mode)
+
+
+def _check_schema(part: str, tp: Any, mode: str) -> None:
+    key = (tp, mode)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable annotation: checked each time
+        key = None
+    if key in _published:
+        return
+    try:
+        adapter = TypeAdapter(tp)
+    except PydanticUserError as ex:
+        raise Unpublishable(f"{part}={_type_name(tp)} is not a type pydantic can validate "
+                            f"({_first_sentence(ex)})") from None
+    try:
+        adapter.json_schema(ref_template=REF, mode=mode, schema_generator=GenerateJsonSchema)
+    except PydanticUserError as ex:
+        field = _field_at_fault(tp, mode)
+        raise Unpublishable(f"{part}={_type_name(tp)} has no JSON Schema, so the OpenAPI "
+                            "document cannot publish it"
+                            + (f": field {field!r}" if field else "")
+                            + f" ({_first_sentence(ex)})") from None
+    if key is not None:
+        _published.add(key)
+
+
+def _field_at_fault(model: Any, mode: str) -> str | None:
+    """The first field of ``model`` whose type has no JSON Schema, if it is a model's."""
+    for name, field in getattr(model, "model_fields", {}).items():
+        try:
+            TypeAdapter(field.annotation).json_schema(mode=mode)
+        except PydanticUserError:
+            return name
+    return None
+
+
+def _type_name(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) else repr(tp)
+
+
+def _first_sentence(ex: Exception) -> str:
+    return str(ex).split("\n", 1)[0].split(". ", 1)[0].rstrip(".")
 
 
 class _Schemas:
@@ -161,12 +230,15 @@ def build(routes, version: str, title: str = "NeuralMind API (self-hosted)") -> 
                    for name, text, required, *values in op.headers]
         if params:
             entry["parameters"] = params
-        if op.body is not None:
-            # required exactly when a missing body is refused: a missing body is read as {}
-            required = _refuses_empty(op.body)
-            entry["requestBody"] = {"required": required, "content": {
-                "application/json": {"schema": schemas.ref(op.body, "validation")},
-                **{t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}}}
+        if op.body is not None or op.raw_types:
+            # required exactly when a missing body is refused: a missing body is read as {},
+            # and one of raw_types alone must come as one of them
+            content = {t: {"schema": {"type": "string", "format": "binary"}} for t in op.raw_types}
+            if op.body is not None:
+                content = {"application/json": {"schema": schemas.ref(op.body, "validation")},
+                           **content}
+            entry["requestBody"] = {"required": op.body is None or _refuses_empty(op.body),
+                                    "content": content}
         responses: dict[str, Any] = {}
         written = {t.split(";")[0]: {"schema": _stream_schema(t)}
                    for t in op.media_type.split(",")}  # what a streaming handler writes
@@ -225,6 +297,8 @@ def markdown(doc: dict[str, Any]) -> str:
             if "$ref" in body.get("schema", {}):
                 lines.append(f"Body: `{body['schema']['$ref'].rsplit('/', 1)[1]}`"
                              + (f", or a file as {', '.join(files)}." if files else "."))
+            elif files:
+                lines.append(f"Body: a file as {', '.join(files)}.")
             ok = []
             for status, r in op["responses"].items():
                 if not status.startswith("2"):

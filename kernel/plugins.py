@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Iterable
 from functools import cache
@@ -55,9 +56,9 @@ def each(pm: pluggy.PluginManager, hook: str, doing: str = "", **kwargs: Any
                               "calls one by one: implement it instead")
         try:
             result = impl.function(*[kwargs[arg] for arg in impl.argnames])
-        except (ConfigError, PluginError, StartupError):
+        except (ConfigError, PluginError, StartupError, KeyboardInterrupt):
             raise
-        except Exception as ex:
+        except BaseException as ex:  # sys.exit in a plugin too: its name, not a silent exit
             raise PluginError(f"plugin {name!r} {doing or f'failed in {hook}'}: "
                               f"{type(ex).__name__}: {ex}") from ex
         out.append((name, result))
@@ -78,16 +79,43 @@ def bundled() -> dict[str, str]:
 
 
 def available() -> dict[str, str]:
-    """Plugin name → module path, for everything installed in the entry-point group."""
-    return {**bundled(), **_installed(tuple(sys.path))}
+    """Plugin name → module path, for everything installed in the entry-point group. A
+    bundled plugin's name always means the bundled plugin: the names are reserved
+    (docs/security.md; :func:`contested` stops the plugin of a name another claims)."""
+    others = _installed(tuple(sys.path))
+    return {**{name: claims[0][1] for name, claims in others.items()}, **bundled()}
+
+
+def contested(name: str) -> str | None:
+    """Why plugin ``name`` cannot be taken from the entry points, or None: another
+    distribution claims a bundled plugin's name, or two distributions claim one name. Which
+    one won would depend on the order of ``sys.path``, so an installed package could quietly
+    stand in for a plugin — authentication included."""
+    claims = _installed(tuple(sys.path)).get(name, [])
+    said = " and ".join(f"{dist} ({target})" for dist, target in claims)
+    if name in bundled() and claims:
+        return (f"plugin name {name!r} is reserved for NeuralMind's bundled plugin "
+                f"({bundled()[name]}), but the installed "
+                + (f"distribution {said} claims" if len(claims) == 1 else f"distributions {said} claim")
+                + " it too: uninstall it, or rename its entry point")
+    if len(claims) > 1:
+        return f"plugin name {name!r} is claimed by {len(claims)} installed distributions, {said}"
+    return None
 
 
 @cache
-def _installed(path: tuple[str, ...]) -> dict[str, str]:
-    """The group's entry points on ``path`` (``sys.path`` now), read once per path: reading
+def _installed(path: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
+    """Plugin name → ``(distribution, module path)`` of each distribution on ``path``
+    (``sys.path`` now) but this one declaring it in the group, read once per path: reading
     opens every installed distribution's metadata (~8 ms here), and one command makes a
     manager per plugin (the CLI's parser) or several in a row (``serve``)."""
-    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    found: dict[str, list[tuple[str, str]]] = {}
+    for ep in entry_points(group=GROUP):
+        dist = ep.dist
+        if dist is None or re.sub(r"[-_.]+", "-", dist.name).lower() != DISTRIBUTION:  # PEP 503
+            who = f"{dist.name} {dist.version}" if dist is not None else "a nameless distribution"
+            found.setdefault(ep.name, []).append((who, ep.value))
+    return found
 
 
 def _load(name: str, known: dict[str, str]) -> object:
@@ -99,7 +127,9 @@ def _load(name: str, known: dict[str, str]) -> object:
     try:
         module = importlib.import_module(module_name)
         return getattr(module, attr) if attr else module
-    except Exception as ex:  # any import-time failure is a start-up error with the plugin's name
+    except KeyboardInterrupt:
+        raise
+    except BaseException as ex:  # any import-time failure, sys.exit too: one naming the plugin
         raise PluginError(f"plugin {name!r} ({target}) failed to load: "
                           f"{type(ex).__name__}: {ex}") from ex
 
@@ -114,7 +144,11 @@ def make_plugin_manager(enabled: Iterable[str], extra: Iterable[object] = (),
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
     known = available() if load_entrypoints else bundled()
-    for name, plugin in [*((n, _load(n, known)) for n in dict.fromkeys(enabled)),
+    names = list(dict.fromkeys(enabled))
+    for name in names if load_entrypoints else ():
+        if why := contested(name):
+            raise PluginError(why)
+    for name, plugin in [*((n, _load(n, known)) for n in names),
                          *((None, p) for p in extra)]:
         try:
             pm.register(plugin, name=name)

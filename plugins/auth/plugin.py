@@ -8,17 +8,19 @@ rate-limited per actor and role across workers.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 
 from pydantic import field_validator
 
-from neuralmind import Actor, EventKind, Permission, Unauthorized, hookimpl
+from neuralmind import Actor, EventKind, Unauthorized, hookimpl
 from plugins.auth.apicalls import ApiCalls
 from plugins.auth.cors import CORS, OriginsOfServer, check_origins
 from plugins.auth.loopback import LoopbackToken, ensure_token
 from plugins.auth.ratelimit import FileBuckets, PgBuckets, RateLimiter
-from plugins.auth.roles import (GLOBAL_PERMISSIONS, AuthSection, RateLimit, RolePolicy,
+from plugins.auth.roles import (AUTH_PERMISSIONS, AuthSection, RateLimit, RolePolicy,
                                 auth_section, rate_for, scoped_refusal)
 from plugins.auth.schema import PG_MIGRATIONS
 from plugins.auth.tokens import (SEEN_MAX, SHORT_ID, TokenError, TokenRecord, Tokens, path_fault,
@@ -93,8 +95,7 @@ def register_event_kinds(kernel):
 
 @hookimpl
 def register_permissions(kernel):
-    return [Permission("auth.whoami", "See one's own actor, role and permissions"),
-            Permission("tokens.manage", "List and revoke server-mode tokens", ("admin",))]
+    return list(AUTH_PERMISSIONS)
 
 
 @hookimpl
@@ -121,7 +122,8 @@ def startup(kernel):
             raise TokenError(fault)
         state.limiter = RateLimiter(PgBuckets(state.shared) if state.shared is not None
                                     else FileBuckets(kernel.home))
-        if not state.tokens.records() and state.tokens.unreadable is None:  # else said why
+        if (not state.tokens.records() and state.tokens.unreadable is None  # else said why
+                and _first_worker(kernel, "auth.no-tokens-warning")):
             from plugins.auth.commands import create_command
             log.warning("no tokens in %s yet: every request is 401 until %s adds one",
                         state.tokens.where, create_command(kernel.settings))
@@ -130,6 +132,18 @@ def startup(kernel):
     state.loopback = LoopbackToken(kernel.home)
     from neuralmind import update_discovery
     update_discovery(kernel.home, token=token)
+
+
+WORKERS_START_S = 60.0  # a server's workers all start within it
+
+
+def _first_worker(kernel, lease: str) -> bool:
+    """Whether this worker is its server's first to reach here, so what it says at start-up is
+    said once per server, not once per worker: it takes ``lease`` for ``WORKERS_START_S``,
+    which the server's other workers then find held (a server started again takes it over
+    from the gone process)."""
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    return kernel.leases.acquire(lease, owner, WORKERS_START_S) is None
 
 
 @hookimpl
@@ -163,7 +177,7 @@ def permission_allowed(kernel, actor, permission, project):
     if project is not None and actor.projects is not None and project.id not in actor.projects:
         return False
     # a token limited to projects holds no permission that reaches beyond them (tokens.manage,
-    # events.global, …: roles.GLOBAL_PERMISSIONS), whatever its role; the kernel asks for
+    # events.global, …: Permission.beyond_projects), whatever its role; the kernel asks for
     # those with no project, which the line above cannot catch
     return _state(kernel).policy.allows(actor.role, permission, actor.projects)
 
@@ -172,9 +186,11 @@ def permission_allowed(kernel, actor, permission, project):
 def refusal(kernel, actor, permission, project):
     """A token limited to projects, refused a permission its role holds that reaches beyond
     them: say so — the kernel's words would read as if the role lacked it."""
-    if (actor.kind == "token" and actor.projects is not None and permission in GLOBAL_PERMISSIONS
-            and _state(kernel).policy.allows(actor.role, permission)):
-        return scoped_refusal(actor.projects, permission), {"projects": list(actor.projects)}
+    policy = _state(kernel).policy
+    if (actor.kind == "token" and actor.projects is not None
+            and permission in policy.beyond_projects and policy.allows(actor.role, permission)):
+        return (scoped_refusal(actor.projects, kernel.permissions[permission]),
+                {"projects": list(actor.projects)})
     return None
 
 

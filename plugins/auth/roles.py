@@ -16,37 +16,22 @@ from neuralmind import ROLES, ConfigError, ConfigSection, Permission
 
 ALL = "*"
 
-# Permissions that reach beyond any project: what they read or change belongs to no project,
-# or to all of them. A token limited to projects never holds one, whatever its role (the
-# ``permission_allowed`` hook refuses them; ``token create`` says so). Each with what it lets
-# a caller do, for the 403's message.
-GLOBAL_PERMISSIONS: dict[str, str] = {
-    "tokens.manage": "manage tokens",  # every token: other projects' members, `*` admins
-    "events.global": "read events of no project",  # token changes, job cancels, seats
-    "system.shutdown": "stop the server",  # every project's server
-    "ui.sign_in": "make dashboard sign-in codes",  # they hand out the loopback token
-    "audit.read": "read the audit trail",  # every project's and actor's trail (tier2)
-    "seats.read": "read the seat counts",  # every token actor of the server (tier2)
-}
+# the plugin's own permissions: registered by the plugin, and known to the CLI, which runs
+# without the plugins' registrations
+AUTH_PERMISSIONS = (
+    Permission("auth.whoami", "See one's own actor, role and permissions"),
+    # every token: other projects' members, `*` admins
+    Permission("tokens.manage", "List and revoke server-mode tokens", ("admin",),
+               beyond_projects=True),
+)
 
 
-def scoped_refusal(projects, permission: str) -> str:
-    """Why a token limited to ``projects`` is refused ``permission`` (one of the global ones)."""
-    what = GLOBAL_PERMISSIONS.get(permission, f"use {permission}")
-    return (f"a token limited to projects {', '.join(projects)} cannot {what} ({permission}): "
-            "that reaches beyond its projects and needs a token for every project "
-            "(token create --projects '*')")
-
-
-def global_permissions_of(section: "AuthSection", role: str) -> list[str]:
-    """The global permissions ``role`` holds by the config alone (the CLI runs without the
-    plugins' registrations): a role the config lists holds what it names (``*``: all of
-    them); otherwise only ``admin`` holds them by default."""
-    if role in section.roles:
-        names = section.roles[role]
-        return list(GLOBAL_PERMISSIONS) if ALL in names else [
-            p for p in GLOBAL_PERMISSIONS if p in names]
-    return list(GLOBAL_PERMISSIONS) if role == "admin" else []
+def scoped_refusal(projects, permission: Permission) -> str:
+    """Why a token limited to ``projects`` is refused ``permission``, one that reaches beyond
+    any project (``Permission.beyond_projects``)."""
+    return (f"a token limited to projects {', '.join(projects)} cannot use {permission.name} "
+            f"({permission.description}): that reaches beyond its projects and needs a token "
+            "for every project (token create --projects '*')")
 
 
 class RateLimit(ConfigSection):
@@ -68,29 +53,43 @@ def known_roles(section: AuthSection) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*ROLES, *section.roles]))
 
 
+def role_holds(section: AuthSection, role: str, permission: Permission) -> bool:
+    """Whether ``role`` holds ``permission``, projects aside: as ``[auth.roles]`` lists the
+    role (``*``: every permission), else as the permission's default roles say."""
+    if role in section.roles:
+        names = section.roles[role]
+        return ALL in names or permission.name in names
+    return role in permission.roles
+
+
 def rate_for(section: AuthSection, role: str) -> RateLimit:
     return section.rate_limits.get(role) or section.rate_limits.get("default") or RateLimit()
 
 
 class RolePolicy:
-    """Which permissions each role holds: the registered defaults with the config's overrides."""
+    """Which permissions each role holds: the registered defaults with the config's overrides;
+    a role no configuration knows, or a permission no plugin registers, stops start-up."""
 
     def __init__(self, permissions: dict[str, Permission], section: AuthSection):
-        grants: dict[str, set[str]] = {role: set() for role in known_roles(section)}
+        roles = known_roles(section)
         for perm in permissions.values():
-            for role in perm.roles:
-                grants.setdefault(role, set()).add(perm.name)
+            if unknown := [role for role in perm.roles if role not in roles]:
+                raise ConfigError(f"permission {perm.name!r} grants unknown role(s) "
+                                  f"{', '.join(unknown)}; known roles: {', '.join(roles)} "
+                                  "(the built-in ones and those [auth.roles] defines)")
         for role, names in section.roles.items():
             unknown = sorted(set(names) - set(permissions) - {ALL})
             if unknown:
                 raise ConfigError(f"[auth.roles] {role}: unknown permission(s) {', '.join(unknown)}"
                                   f"; registered: {', '.join(sorted(permissions))}")
-            grants[role] = set(permissions) if ALL in names else set(names)
-        self.grants = {role: frozenset(names) for role, names in grants.items()}
+        self.grants = {role: frozenset(name for name, perm in permissions.items()
+                                       if role_holds(section, role, perm)) for role in roles}
+        self.beyond_projects = frozenset(name for name, perm in permissions.items()
+                                         if perm.beyond_projects)
 
     def allows(self, role: str, permission: str, projects=None) -> bool:
         """Whether ``role`` holds ``permission``; for a token limited to ``projects`` (not
-        None), never one of :data:`GLOBAL_PERMISSIONS`."""
-        if projects is not None and permission in GLOBAL_PERMISSIONS:
+        None), never one that reaches beyond them (``Permission.beyond_projects``)."""
+        if projects is not None and permission in self.beyond_projects:
             return False
         return permission in self.grants.get(role, ())

@@ -86,8 +86,10 @@ def register_event_kinds(kernel):
 
 @hookimpl
 def register_permissions(kernel):
-    return [Permission("audit.read", "Read the tier2 hash-chained audit trail", ("admin",)),
-            Permission("seats.read", "See licensed seats against active token actors", ("admin",))]
+    return [Permission("audit.read", "Read the tier2 hash-chained audit trail", ("admin",),
+                       beyond_projects=True),
+            Permission("seats.read", "See licensed seats against active token actors", ("admin",),
+                       beyond_projects=True)]
 
 
 @hookimpl

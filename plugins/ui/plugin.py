@@ -38,7 +38,8 @@ def register_permissions(kernel):
     if not _signs_in(kernel):
         return []
     return [Permission("ui.sign_in", "Make a one-time code that signs the dashboard in with "
-                       "the caller's own token (loopback mode)", ("admin",))]
+                       "the caller's own token (loopback mode)", ("admin",),
+                       beyond_projects=True)]
 
 
 @hookimpl

@@ -1,5 +1,8 @@
 """Settings: TOML, NEURALMIND_* overrides, and clear errors."""
 
+import logging
+import sys
+
 import pytest
 from pydantic import BaseModel
 
@@ -242,3 +245,54 @@ def test_a_bad_value_names_the_variable_or_flag_it_came_from(tmp_path, monkeypat
     assert "server.port (from the command line): Input should be less than or equal to 65535 " \
            "(got 99999)" in said
     assert "server.threads: Input should be greater than or equal to 1 (got 0)" in said
+
+
+@pytest.fixture
+def failing_plugins(tmp_path, monkeypatch):
+    """Two installed plugins, not enabled unless a test says so: one whose import calls
+    sys.exit (a missing API key), one whose config_sections raises."""
+    from tests.support import plugin_site
+    site = plugin_site(tmp_path / "site", "neuralmind-failing",
+                       {"exiter": "exiter_plugin", "sectionless": "sectionless_plugin"})
+    (site / "exiter_plugin.py").write_text("import sys\nsys.exit('exiter needs FOO_API_KEY')\n")
+    (site / "sectionless_plugin.py").write_text(
+        "from neuralmind import hookimpl\n\n\n@hookimpl\ndef config_sections():\n"
+        "    raise RuntimeError('no sections today')\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("NEURALMIND_HOME", str(tmp_path / "home"))
+    yield tmp_path
+    sys.modules.pop("sectionless_plugin", None)
+
+
+@pytest.mark.sqlite_only("checked before any storage opens")
+def test_an_installed_plugin_that_is_not_enabled_never_stops_a_start(failing_plugins, caplog):
+    """Only what is enabled may stop a server: an installed plugin that exits at import, or
+    whose config_sections raises, is a warning naming it — and its section in a config the
+    usual unknown-section error, saying the plugin fails to load."""
+    from kernel.plugins import make_plugin_manager
+    cfg = failing_plugins / "c.toml"
+    cfg.write_text("[auth]\n")
+    with caplog.at_level(logging.WARNING, logger="neuralmind.config"):
+        load_settings(cfg).check_sections(make_plugin_manager(["auth"]))
+    said = sorted(r.getMessage() for r in caplog.records if r.name == "neuralmind.config")
+    assert said == [
+        "plugin 'exiter' (exiter_plugin) failed to load: SystemExit: exiter needs FOO_API_KEY "
+        "(not enabled, so left out)",
+        "plugin 'sectionless' failed in config_sections: RuntimeError: no sections today "
+        "(not enabled, so left out)"]
+    cfg.write_text("[exiter]\napi_key = 1\n[sectionles]\n")
+    with pytest.raises(ConfigError) as ex:
+        load_settings(cfg).check_sections(make_plugin_manager(["auth"]))
+    assert str(ex.value).splitlines() == [
+        f"[exiter] in {cfg} belongs to no plugin that loads: plugin 'exiter' is installed but "
+        "fails to load (the warning above says why)",
+        f"[sectionles] in {cfg} is no section of NeuralMind or of an installed plugin (the "
+        "sections of exiter, sectionless, installed but failing to load, are unknown)"]
+
+
+@pytest.mark.sqlite_only("refused before any storage opens")
+def test_an_enabled_plugin_that_exits_at_import_is_a_load_failure_naming_it(failing_plugins):
+    from tests.support import run_cli
+    code, out, err = run_cli("serve", env={"NEURALMIND_PLUGINS": "auth,exiter"})
+    assert (code, out, err) == (2, "", "neuralmind: plugin 'exiter' (exiter_plugin) failed to "
+                                       "load: SystemExit: exiter needs FOO_API_KEY\n")

@@ -91,17 +91,26 @@ def test_hook_startup_runs_once_with_the_routes_mounted(kernels):
     assert "/v1/probe" in probe.routes and "/v1/projects" in probe.routes
 
 
-def test_hook_shutdown_runs_when_the_kernel_stops(kernels):
+def test_hook_shutdown_runs_when_the_kernel_stops(kernels, caplog):
     class OnStop(Probe):
         @hookimpl
         def shutdown(self, kernel):
             self.calls.append(("shutdown", kernel))
 
+    class Broken:
+        @hookimpl
+        def shutdown(self, kernel):
+            raise RuntimeError("cannot stop")
+
     probe = OnStop()
-    kernel = kernels(["auth"], probe)
+    kernel = kernels(["auth"], probe, Broken())  # pluggy calls the last registered first
+    kernel.emit("probe.stopping")  # a write the kernel's own shutdown folds into its file
     assert probe.calls == []
-    kernel.shutdown()
-    assert probe.calls == [("shutdown", kernel)]
+    with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
+        kernel.shutdown()
+    assert probe.calls == [("shutdown", kernel)]  # the others still stop
+    assert "shutdown of plugin 'Broken' failed" in caplog.text and "cannot stop" in caplog.text
+    assert list(kernel.home.rglob("*-wal")) == []  # and so does the kernel
 
 
 def test_hook_register_routes_serves_and_documents_the_route(kernels):
@@ -295,18 +304,32 @@ def test_hook_forget_project_is_told_of_a_project_removed_or_registered_anew(ker
     assert keeper.calls[1:] == [("forget", pid, again.registered_at)]
 
 
-def test_hook_describe_project_adds_to_the_status(kernels, tmp_path):
+def test_hook_describe_project_adds_to_the_status(kernels, tmp_path, caplog):
     class Describer(Probe):
         @hookimpl
         def describe_project(self, kernel, project):
             return {"probe_name": project.name}
 
-    kernel = kernels(["auth"], Describer())
+    class Broken:
+        @hookimpl
+        def describe_project(self, kernel, project):
+            raise RuntimeError("describer down")
+
+    kernel = kernels(["auth"], Describer(), Broken())
     (tmp_path / "repo").mkdir()
-    pid = client(kernel).simulate_post("/v1/projects",
-                                       json={"path": str(tmp_path / "repo")}).json["id"]
-    status = client(kernel).simulate_get(f"/v1/projects/{pid}").json["status"]
-    assert status == {"probe_name": "repo"}
+    api = client(kernel)
+    with caplog.at_level(logging.ERROR, logger="neuralmind.kernel"):
+        registered = api.simulate_post("/v1/projects", json={"path": str(tmp_path / "repo")})
+        pid = registered.json["id"]
+        one = api.simulate_get(f"/v1/projects/{pid}")
+        listed = api.simulate_get("/v1/projects")
+    # the failing plugin is left out: the others' parts, and the routes, stand
+    assert (registered.status_code, registered.json["status"]) == (201, {"probe_name": "repo"})
+    assert (one.status_code, one.json["status"]) == (200, {"probe_name": "repo"})
+    assert [p["status"] for p in listed.json["items"]] == [{"probe_name": "repo"}]
+    assert caplog.text.count(f"describe_project of plugin 'Broken' for project {pid} "
+                             "failed") == 1  # once, not at every listing
+    assert "describer down" in caplog.text
 
 
 def test_hook_query_context_adds_parts_to_l2_within_the_budget(kernels, tmp_path):

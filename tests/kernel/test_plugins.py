@@ -4,6 +4,7 @@ errors, and secure-by-default with no authenticating plugin."""
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from kernel.api import operation
 from kernel.app import Kernel, StartupError
 from kernel.config import load_settings
 from kernel import __version__
+from kernel.models import Model
 from kernel.plugins import PluginError, hookimpl, make_plugin_manager
 from tests.support import EXAMPLE, ROOT, Server, plugin_site, run_cli
 
@@ -179,7 +181,8 @@ def test_two_plugins_serving_one_route_stop_start_up(tmp_path):
             return [("/v1/projects/{project_id}/twice", Resource())]
 
     settings = load_settings(None, kernel={"home": str(tmp_path)}, embeddings={"warm": False})
-    with pytest.raises(StartupError, match=r"/v1/projects/\{project_id\}/twice is already served"):
+    with pytest.raises(StartupError, match=r"/v1/projects/\{project_id\}/twice is already served "
+                                           r"by plugin 'Twice' \(each route"):
         Kernel(settings, plugins=[], extra_plugins=[Twice(), Twice()], load_entrypoints=False)
 
 
@@ -212,6 +215,29 @@ class _Hello:
         return {"hello": 1}
 
 
+class _Plain:  # not a model: pydantic can neither validate nor publish it
+    pass
+
+
+class _Hooked(Model):
+    name: str
+    hook: Callable | None = None  # validates, but has no JSON Schema
+
+
+def _declared(**declaration):
+    """A resource whose one responder carries ``declaration``."""
+    class Declared:
+        @operation(permission=None, **declaration)
+        def on_post(self, req, resp):
+            return None
+    return Declared()
+
+
+class _Stamp:
+    def process_response(self, req, resp, resource, req_succeeded):
+        resp.set_header("X-Stamp", "1")
+
+
 @pytest.mark.parametrize("hooks,error,message", [
     ({"register_routes": lambda kernel: 1 / 0}, PluginError,
      "plugin 'ext' failed in register_routes: ZeroDivisionError: division by zero"),
@@ -223,16 +249,49 @@ class _Hello:
     ({"register_routes": lambda kernel: [("v1/hello", _Hello())]}, StartupError,
      "plugin 'ext': uri_template must start with '/'"),
     ({"register_routes": lambda kernel: [("/v1/health", _Hello())]}, StartupError,
-     "plugin 'ext': _Hello at /v1/health: /v1/health is already served"),
+     "plugin 'ext': _Hello at /v1/health: /v1/health is already served by the kernel"),
+    ({"register_routes": lambda kernel: [("/v1/x", _declared(response=_Hooked))]}, StartupError,
+     "plugin 'ext': Declared.on_post (/v1/x): response=_Hooked has no JSON Schema, so the "
+     "OpenAPI document cannot publish it: field 'hook' (Cannot generate a JsonSchema for "
+     "core_schema.CallableSchema)"),
+    ({"register_routes": lambda kernel: [("/v1/x", _declared(responses={202: _Hooked}))]},
+     StartupError, "plugin 'ext': Declared.on_post (/v1/x): responses[202]=_Hooked has no JSON "),
+    ({"register_routes": lambda kernel: [("/v1/x", _declared(body=dict))]}, StartupError,
+     "plugin 'ext': Declared.on_post (/v1/x): body=dict is not a pydantic model (a "
+     "neuralmind.Model subclass)"),
+    ({"register_routes": lambda kernel: [("/v1/x", _declared(query=dict))]}, StartupError,
+     "plugin 'ext': Declared.on_post (/v1/x): query=dict is not a pydantic model"),
+    ({"register_routes": lambda kernel: [("/v1/x", _declared(response=_Plain))]}, StartupError,
+     "plugin 'ext': Declared.on_post (/v1/x): response=_Plain is not a type pydantic can "
+     "validate (Unable to generate pydantic-core schema for <class "
+     "'tests.kernel.test_plugins._Plain'>)"),
     ({"register_permissions": lambda kernel: ["ext.read"]}, StartupError,
      "plugin 'ext' register_permissions: 'ext.read' is not a Permission"),
     ({"register_middleware": lambda kernel: object()}, StartupError,
      "plugin 'ext' register_middleware must return a list of middleware objects, not object"),
+    ({"register_middleware": lambda kernel: ["not a middleware"]}, StartupError,
+     "plugin 'ext' register_middleware: 'not a middleware' is not a middleware object (an "
+     "instance with process_request, process_resource, process_response)"),
+    ({"register_middleware": lambda kernel: [_Stamp]}, StartupError,  # the class, not one
+     "plugin 'ext' register_middleware: <class 'tests.kernel.test_plugins._Stamp'> is not a "),
 ])
 def test_what_a_plugin_hands_the_kernel_is_checked_and_named(tmp_path, hooks, error, message):
     with pytest.raises(error) as bad:
         _kernel_with(tmp_path, _plugin("ext", **hooks))
     assert str(bad.value).startswith(message)
+
+
+def test_a_hook_the_kernel_calls_plugin_by_plugin_cannot_be_wrapped(tmp_path):
+    """``shutdown``, ``describe_project``, ``track_event``, ``forget_project``: each plugin's
+    is called on its own, so one that fails is left out; a wrapper would never run."""
+    class Around:
+        @hookimpl(wrapper=True)
+        def describe_project(self, kernel, project):
+            return (yield)
+
+    with pytest.raises(PluginError, match=r"^plugin 'Around' wraps describe_project, which the "
+                                          r"kernel calls plugin by plugin"):
+        _kernel_with(tmp_path, Around())
 
 
 def test_a_permission_registered_twice_names_both_owners(tmp_path):

@@ -1,9 +1,10 @@
-"""A token limited to projects never holds a permission that reaches beyond them: an admin of
-project "a" (`token create --role admin --projects a`) neither lists nor revokes tokens (every
-token: `*` admins, other projects' members), nor reads events of no project (`token.created`
-for project b's members), nor stops the server — 403 saying why; the unrestricted admin still
-can. Served from this process, tokens made by the CLI (docs/security.md, "Tokens limited to
-projects")."""
+"""A token limited to projects never holds a permission that reaches beyond them
+(``Permission.beyond_projects``): an admin of project "a" (`token create --role admin
+--projects a`) neither lists nor revokes tokens (every token: `*` admins, other projects'
+members), nor reads events of no project (`token.created` for project b's members), nor stops
+the server, nor uses a third-party plugin's server-wide permission — 403 saying why; the
+unrestricted admin still can. Served from this process, tokens made by the CLI
+(docs/security.md, "Tokens limited to projects")."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from plugins.auth.roles import GLOBAL_PERMISSIONS
+from neuralmind import Model, Permission, hookimpl, operation
 from tests.plugins.auth.helpers import cli, create_token, replay_events, server_config
-from tests.support import DEFAULT_PLUGINS, LocalServer, request
+from tests.support import DEFAULT_PLUGINS, LocalServer, make_kernel, request
 
 EXTRA = """
 [kernel]
@@ -23,6 +24,29 @@ sse_heartbeat_s = 0.5
 [auth.roles]
 auditor = ["events.read", "events.global", "system.read"]
 """
+
+
+class Pong(Model):
+    pong: bool
+
+
+class PingResource:
+    @operation(permission="gate.ping", response=Pong, summary="Ping the whole server")
+    def on_get(self, req, resp):
+        return Pong(pong=True)
+
+
+class Gate:
+    """A third-party plugin whose permission reaches beyond any project."""
+
+    @hookimpl
+    def register_permissions(self, kernel):
+        return [Permission("gate.ping", "Ping the whole server", ("admin",),
+                           beyond_projects=True)]
+
+    @hookimpl
+    def register_routes(self, kernel):
+        return [("/v1/gate/ping", PingResource())]
 
 
 @dataclass
@@ -36,12 +60,18 @@ class Lab:
     def token(self, actor: str, role: str, projects: str = "*") -> dict:
         return create_token(self.server.home, self.config, actor, role, projects)
 
+    @property
+    def beyond_projects(self) -> set[str]:
+        return {name for name, perm in self.server.kernel.permissions.items()
+                if perm.beyond_projects}
+
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, backend):
     root = tmp_path_factory.mktemp("scoped")
     config = server_config(root, {"a": root / "repo-a", "b": root / "repo-b"}, EXTRA)
-    with LocalServer(root / "home", config=config, plugins=list(DEFAULT_PLUGINS)) as server:
+    with LocalServer(root / "home", config=config, plugins=list(DEFAULT_PLUGINS),
+                     extra_plugins=[Gate()]) as server:
         cfg = server.home / "config.toml"
         made = [create_token(server.home, cfg, actor, role, projects)
                 for actor, role, projects in [("root", "admin", "*"), ("alice-a", "admin", "a"),
@@ -61,7 +91,7 @@ def refused_as_scoped(r, permission: str, projects: list[str]) -> None:
 def test_a_project_limited_admin_cannot_list_tokens(lab):
     r = lab.server.get("/v1/auth/tokens", token=lab.admin_a["token"])
     refused_as_scoped(r, "tokens.manage", ["a"])
-    assert "manage tokens" in r.error["message"]
+    assert "(List and revoke server-mode tokens)" in r.error["message"]
     said = json.dumps({k: v for k, v in r.error.items() if k != "request_id"})  # random hex
     assert set(r.json) == {"error"} and "root" not in said and "bea" not in said  # no listing
     # the unrestricted admin still lists every token
@@ -103,9 +133,9 @@ def test_creating_a_project_limited_admin_says_what_it_cannot_do(lab):
                "--projects", "a", config=lab.config)
     note = [line for line in done.stderr.splitlines() if line.startswith("note:")]
     assert len(note) == 1, done.stderr
-    assert "limited to projects a" in note[0] and "manage tokens" in note[0]
-    for name in ("tokens.manage", "events.global"):
-        assert name in note[0]
+    assert note[0].startswith("note: limited to projects a, this admin token holds the role's "
+                              "permissions in those projects only: not events.global, "
+                              "system.shutdown, tokens.manage, nor any plugin's permission")
     token = done.stdout.strip().splitlines()[-1]  # still alone on the last line
     assert lab.server.get("/v1/auth/tokens", token=token).status == 403
     # an auditor (events.global by config) limited to a project is told so too
@@ -124,10 +154,12 @@ def test_whoami_of_a_project_limited_admin_lists_no_global_permission(lab):
     limited = lab.server.get("/v1/auth/whoami", token=lab.admin_a["token"]).json
     everything = lab.server.get("/v1/auth/whoami", token=lab.root["token"]).json
     assert limited["projects"] == ["a"] and everything["projects"] is None
-    assert not set(limited["permissions"]) & set(GLOBAL_PERMISSIONS)
-    assert {"tokens.manage", "events.global"} <= set(everything["permissions"])
+    assert lab.beyond_projects == {"tokens.manage", "events.global", "system.shutdown",
+                                   "gate.ping"}  # server mode: no ui.sign_in
+    assert not set(limited["permissions"]) & lab.beyond_projects
+    assert lab.beyond_projects <= set(everything["permissions"])
     # within its projects it is still an admin
-    assert set(limited["permissions"]) == set(everything["permissions"]) - set(GLOBAL_PERMISSIONS)
+    assert set(limited["permissions"]) == set(everything["permissions"]) - lab.beyond_projects
     assert {"memories.delete", "jobs.cancel", "index.admin"} <= set(limited["permissions"])
 
 
@@ -149,13 +181,13 @@ def test_a_project_limited_admin_reads_no_global_events(lab):
 
 def test_every_global_route_refuses_a_project_limited_token_saying_why(lab):
     """Each route whose permission reaches beyond any project (tokens.manage,
-    system.shutdown, …, whatever plugins run) is a 403 for the admin of "a", and not a
-    `forbidden` for the admin of every project."""
+    system.shutdown, a third-party plugin's gate.ping, …: whatever plugins run) is a 403 for
+    the admin of "a", and not a `forbidden` for the admin of every project."""
     doc = request(lab.server.port, "GET", "/v1/openapi.json").json
     ops = [(method, template.replace("{token_id}", "0000ffff"), op["x-permission"])
            for template, methods in doc["paths"].items() for method, op in methods.items()
-           if op.get("x-permission") in GLOBAL_PERMISSIONS]
-    assert {"tokens.manage", "system.shutdown"} <= {perm for _, _, perm in ops}
+           if op.get("x-permission") in lab.beyond_projects]
+    assert {"tokens.manage", "system.shutdown", "gate.ping"} <= {perm for _, _, perm in ops}
     for method, path, perm in ops:
         body = {} if method in ("post", "put", "patch") else None
         r = lab.server.request(method.upper(), path, json_body=body, token=lab.admin_a["token"])
@@ -167,3 +199,15 @@ def test_every_global_route_refuses_a_project_limited_token_saying_why(lab):
     r = lab.server.get("/v1/auth/tokens", token=lab.bea["token"])
     assert (r.status, r.error["code"]) == (403, "forbidden")
     assert "limited to projects" not in r.error["message"] and "projects" not in r.error["details"]
+
+
+def test_the_bundled_permissions_that_reach_beyond_projects_declare_it(tmp_path):
+    """The kernel's, the auth plugin's, the dashboard's sign-in and tier2's (loopback mode,
+    where ui.sign_in exists)."""
+    kernel = make_kernel(tmp_path / "home", plugins=["auth", "ui", "tier2_bridge"])
+    try:
+        assert {name for name, perm in kernel.permissions.items() if perm.beyond_projects} == {
+            "events.global", "system.shutdown", "tokens.manage", "ui.sign_in", "audit.read",
+            "seats.read"}
+    finally:
+        kernel.shutdown()
