@@ -13,7 +13,7 @@ from typing import Any
 
 import falcon
 
-from kernel.storage import (RESTORE_HINT, NewerSchema, StateReadOnly, StateReplaced, damage_said,
+from kernel.storage import (NewerSchema, StateReadOnly, StateReplaced, damage_remedy, damage_said,
                             damaged, damaged_file)
 
 log = logging.getLogger("neuralmind.errors")
@@ -235,11 +235,12 @@ def storage_error(ex: BaseException) -> APIError:
 
 def damage_error(ex: BaseException) -> APIError:
     """What a request is told of a damaged SQLite file: which component's (never the path),
-    and that only a backup helps — a 500, as retrying is no use."""
+    and what mends it — a backup, or for a derived store's file a build — a 500, as retrying
+    is no use."""
     path = damaged_file(ex)
     which = f"the {path.stem} database" if path else "a database file"
-    return APIError(f"{which} of NeuralMind's state is damaged: {RESTORE_HINT}; the server "
-                    "log names the file", code="storage_damaged")
+    return APIError(f"{which} of NeuralMind's state is damaged: {damage_remedy(ex)}; the "
+                    "server log names the file", code="storage_damaged")
 
 
 def state_fault(ex: BaseException) -> tuple[APIError, str] | None:

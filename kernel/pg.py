@@ -6,9 +6,10 @@ for reads, ``transaction()`` for writes, rows read by name or by position, ``?``
 placeholders — so a store's plain SQL serves both engines. What differs (full-text search,
 vectors, schema types) lives in the store's PostgreSQL twin and in its own migrations.
 
-Every database of one kernel shares one connection pool (``[storage] pool_size`` per worker).
-Migrations are versioned per component (``kernel``, ``memory`` …) in ``nm_schema`` and run once,
-whoever starts first, under an advisory lock.
+Every database of one kernel shares one connection pool (``[storage] pool_size`` per worker),
+whose waits suit a request (:class:`Pool`). Migrations are versioned per component
+(``kernel``, ``memory`` …) in ``nm_schema`` and run once, whoever starts first, under an
+advisory lock.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS nm_schema (
     component TEXT PRIMARY KEY, version INTEGER NOT NULL)"""
 
 PgMigration = str | Callable[[Any], None]
+
+# A request waits this long for a pooled connection (psycopg_pool's own 30 s held a worker
+# thread through an outage, till the threads ran out and /v1/health queued behind them) …
+WAIT_S = 5.0
+# … and this long once a connection was found broken or none could be had: time for the pool
+# to try a fresh connection, not for an outage to end (the answer is 503 with Retry-After)
+DOWN_WAIT_S = 0.5
+# a lost connection is tried again for this long (backing off), then the next request that
+# finds none starts afresh: after an outage the pool reconnects within seconds, not minutes
+RECONNECT_S = 5.0
+CONNECT_TIMEOUT_S = 5  # one connection attempt, unless the DSN sets connect_timeout
 
 
 class Row:
@@ -105,11 +117,53 @@ class Connection:
             cur.executemany(translate(sql, False), rows)
 
 
+class Pool:
+    """One kernel's psycopg pool, lent a connection at a time with a wait that suits a request:
+    :data:`WAIT_S` while the database answers, :data:`DOWN_WAIT_S` once a connection was
+    found broken or none came in time — until a connection is made or a statement runs again.
+    So while the database is down each request answers 503 at once instead of holding a
+    worker's thread, and the pool's reconnection is short (:data:`RECONNECT_S`)."""
+
+    def __init__(self, dsn: str, size: int):
+        from psycopg.conninfo import conninfo_to_dict
+        from psycopg_pool import ConnectionPool
+        self.reached = True
+        limit = {} if "connect_timeout" in conninfo_to_dict(dsn) else {
+            "connect_timeout": CONNECT_TIMEOUT_S}
+        self.raw = ConnectionPool(dsn, min_size=1, max_size=size, open=True, timeout=WAIT_S,
+                                  reconnect_timeout=RECONNECT_S, configure=self._connected,
+                                  kwargs={"autocommit": True, "row_factory": _rows, **limit},
+                                  name="neuralmind")
+
+    def _connected(self, conn) -> None:
+        self.reached = True
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+        try:
+            with self.raw.connection(WAIT_S if self.reached else DOWN_WAIT_S) as conn:
+                try:
+                    yield conn
+                except psycopg.OperationalError:
+                    if conn.broken:
+                        self.reached = False
+                    raise
+        except PoolTimeout:
+            self.reached = False
+            raise
+        self.reached = True
+
+    def close(self) -> None:
+        self.raw.close()
+
+
 class _Reader:
     """``db.conn``: each statement runs on a connection borrowed from the pool for it alone
     (after the database's session settings, when it has any)."""
 
-    def __init__(self, pool, settings: dict[str, str]):
+    def __init__(self, pool: Pool, settings: dict[str, str]):
         self._pool, self._settings = pool, settings
 
     def execute(self, sql: str, params: Sequence | dict = ()) -> Cursor:
@@ -151,26 +205,39 @@ def shown_dsn(dsn: str) -> str:
     return make_conninfo(**parts)
 
 
-def cannot_reach(dsn: str, ex: Exception) -> str:
-    """One line saying ``dsn`` is out of reach, with psycopg's reason and no password; a DSN
-    psycopg cannot parse is said to be that (its reason may quote the password)."""
+# what the server says when it refuses a role (SQLSTATE 28P01, 28000: libpq gives no code for
+# a failed connection, only the server's text) or libpq has no password to give it
+_SIGN_IN = re.compile(r"authentication failed|no pg_hba\.conf entry|role \"[^\"]*\" does not "
+                      r"exist|no password supplied|password authentication")
+
+
+def cannot_connect(dsn: str, ex: Exception) -> str:
+    """One line saying why no connection to ``dsn`` could be made — the server refused the
+    sign-in, or it is out of reach — with psycopg's reason and no password; a DSN psycopg
+    cannot parse is said to be that (its reason may quote the password)."""
     shown = shown_dsn(dsn)
     if shown == UNPARSEABLE:
         return ("the database DSN is not one psycopg reads: write postgresql://user:password@"
                 "host/db, or key=value pairs such as host=… dbname=…")
-    return f"the database at {shown} cannot be reached: {' '.join(str(ex).split())}"
+    reason = " ".join(str(ex).split())
+    if getattr(ex, "sqlstate", None) in ("28P01", "28000") or _SIGN_IN.search(reason):
+        return (f"the database at {shown} refused the sign-in: {reason}: check the user and "
+                "password the DSN gives ([storage] dsn, --dsn or NEURALMIND_DATABASE_URL) and "
+                "that pg_hba.conf lets that user connect from here")
+    return f"the database at {shown} cannot be reached: {reason}"
 
 
 def unreachable(dsn: str, timeout_s: int = 10,
                 check: Callable[[Any], str | None] | None = None) -> str | None:
-    """Why ``dsn`` cannot be used now (one connection tried): out of reach, or what ``check``
-    finds wrong on that connection (:func:`missing_vector`); None when nothing is."""
+    """Why ``dsn`` cannot be used now (one connection tried): out of reach, a sign-in refused,
+    or what ``check`` finds wrong on that connection (:func:`missing_vector`); None when
+    nothing is."""
     import psycopg
     try:
         with psycopg.connect(dsn, connect_timeout=timeout_s) as conn:
             return check(conn) if check else None
     except psycopg.Error as ex:
-        return cannot_reach(dsn, ex)
+        return cannot_connect(dsn, ex)
 
 
 VECTOR = """SELECT current_database(), current_user, e.extversion, a.default_version, v.trusted,
@@ -206,12 +273,9 @@ class PgBackend:
     """One kernel's pool of connections to the shared database."""
 
     def __init__(self, dsn: str, pool_size: int):
-        from psycopg_pool import ConnectionPool
         self.dsn = dsn
-        self.pool = ConnectionPool(dsn, min_size=1, max_size=pool_size, open=True,
-                                   kwargs={"autocommit": True, "row_factory": _rows},
-                                   name="neuralmind")
-        self.pool.wait(timeout=30)
+        self.pool = Pool(dsn, pool_size)
+        self.pool.raw.wait(timeout=30)
 
     def database(self, component: str, migrations: Sequence[PgMigration] | None) -> PgDatabase:
         """``component``'s view, migrated — or as it is, for a reader (``migrations=None``)."""
@@ -238,7 +302,7 @@ def open_shared(settings, component: str, migrations: Sequence[PgMigration] | No
 class PgDatabase:
     """A component's view of the shared database, with the interface of a SQLite Database."""
 
-    def __init__(self, pool, component: str, settings: dict[str, str] | None = None):
+    def __init__(self, pool: Pool, component: str, settings: dict[str, str] | None = None):
         self.pool = pool
         self.component = component
         self.settings = dict(settings or {})

@@ -9,6 +9,7 @@ holding it would index and serve the bearer token.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -23,6 +24,7 @@ from kernel.errors import Conflict, Forbidden, InvalidFields, NotFound
 
 RESERVED_SYSTEM = ("/", "/proc", "/sys", "/dev", "/etc", "/boot", "/run")
 RESERVED_HOME = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config")
+HOMES_ROOTS = ("/home", "/Users")  # where users' homes usually are, whoever runs the server
 
 MIGRATIONS = ["""
 CREATE TABLE IF NOT EXISTS projects (
@@ -68,15 +70,18 @@ def _inside(path: str, root: str) -> bool:
 
 def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
     """Why the directory at real path ``real`` may not be a project, or None: a system path,
-    the user's home or a folder holding it (``/home``: its build would index every user's
-    credential folders), a credential folder. ``private`` holds NeuralMind's own state
-    folders (real paths): neither they, nor a folder inside them, nor a folder holding them
-    may be one."""
+    a user's home or a folder holding one (``/home``: its build would index every user's
+    credential folders), a credential folder of the server's user. ``private`` holds
+    NeuralMind's own state folders (real paths): neither they, nor a folder inside them, nor
+    a folder holding them may be one."""
     home = os.path.realpath(os.path.expanduser("~"))
-    if real in RESERVED_SYSTEM or _inside(home, real) or any(
-            _inside(real, p) for p in RESERVED_SYSTEM[1:]) or any(
+    if real in RESERVED_SYSTEM or any(_inside(real, p) for p in RESERVED_SYSTEM[1:]) or any(
             _inside(real, os.path.join(home, d)) for d in RESERVED_HOME):
         return f"{real} is a reserved system or credentials path"
+    held = next((h for h in (home, *HOMES_ROOTS, *_users_homes()) if _inside(h, real)), None)
+    if held is not None:
+        return (f"{real} is a reserved system or credentials path: it is or holds users' "
+                f"homes ({held}), whose credential folders its build would index")
     for state in private:
         if _inside(real, state) or _inside(state, real):
             return f"{real} holds NeuralMind's own state ({state}: its token and stores)"
@@ -87,6 +92,15 @@ def refusal(real: str, private: tuple[str, ...] = ()) -> str | None:
         return (f"{real} is git's own data (a .git folder or a bare repository), not a "
                 "working tree: give the folder the repository is checked out in")
     return None
+
+
+@functools.cache
+def _users_homes() -> tuple[str, ...]:
+    """The real paths of the homes the system's user database lists (``/``, some daemons'
+    home, is a system path already). Read once: a user added later is in the next process."""
+    import pwd
+    homes = {os.path.realpath(user.pw_dir) for user in pwd.getpwall() if user.pw_dir}
+    return tuple(sorted(homes - {"/"}))
 
 
 def _bare_repository(real: str) -> bool:

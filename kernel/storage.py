@@ -81,12 +81,13 @@ def write_lock(path: str | Path) -> WriteLock:
         return lock
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | Path, remedy: str | None = None) -> sqlite3.Connection:
     """A connection in autocommit mode with the project's pragmas applied. It makes no folder:
     a thread connecting after the store's folder was deleted (a project's directory removed)
     fails, rather than making an empty database in a new folder of that name. A file whose
     folder or self cannot be written (a read-only file system, a folder without write
-    permission) is opened read-only: reads go on, a write is :class:`StateReadOnly`."""
+    permission) is opened read-only: reads go on, a write is :class:`StateReadOnly`.
+    ``remedy`` is what a damage error met on it says to do (:func:`damage_remedy`)."""
     path = Path(path)
     read_only = read_only_here(path)
     if read_only and not path.exists():
@@ -94,7 +95,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     conn = sqlite3.connect(read_only_uri(path) if read_only else str(path), uri=read_only,
                            timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                            check_same_thread=False, factory=_Connection)
-    conn.path, conn.read_only = path, read_only
+    conn.path, conn.read_only, conn.remedy = path, read_only, remedy or RESTORE_HINT
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if read_only:
@@ -161,22 +162,29 @@ def damaged_file(ex: BaseException) -> Path | None:
 RESTORE_HINT = 'restore it from a backup (docs/operations.md, "Storage")'
 
 
+def damage_remedy(ex: BaseException) -> str:
+    """What mends the file a damage error came from: its store's ``remedy`` (a derived
+    store's file is made again, see :class:`Database`), else a backup."""
+    return getattr(ex, "database_remedy", RESTORE_HINT)
+
+
 def damage_said(ex: BaseException) -> str:
     """The one line a log, a start-up or ``storage check`` says of a damaged file."""
     where = damaged_file(ex) or "a SQLite file of NeuralMind's state"
-    return f"{where} is damaged ({ex}): {RESTORE_HINT}"
+    return f"{where} is damaged ({ex}): {damage_remedy(ex)}"
 
 
 def _names_its_file(method: Callable) -> Callable:
-    """``method`` of a cursor, putting the cursor's file on a damage error it raises (SQLite's
-    own names none, and a traceback says only which query met it)."""
+    """``method`` of a cursor, putting the cursor's file, and what mends it, on a damage error
+    it raises (SQLite's own names none, and a traceback says only which query met it)."""
 
     def call(self, *args):
         try:
             return method(self, *args)
         except sqlite3.DatabaseError as ex:
             if damaged(ex):
-                ex.database_path = self.connection.path
+                ex.database_path, ex.database_remedy = (self.connection.path,
+                                                        self.connection.remedy)
             raise
 
     return call
@@ -191,11 +199,12 @@ class _Cursor(sqlite3.Cursor):
 
 
 class _Connection(sqlite3.Connection):
-    """A store's connection: its file, whether it was opened read-only, and cursors that name
-    the file on damage."""
+    """A store's connection: its file, whether it was opened read-only, what mends it when
+    damaged, and cursors that name the file on damage."""
 
     path: Path
     read_only: bool
+    remedy: str
 
     def cursor(self, factory=_Cursor):
         return super().cursor(factory)
@@ -254,9 +263,11 @@ class StateReplaced(Exception):
 
     def __init__(self, project_id: str):
         super().__init__(f"the state of project {project_id} (its .neuralmind folder) was "
-                         "deleted or replaced while this server ran — a fresh clone? Restart "
-                         "the server to begin it afresh (`neuralmind daemon stop`, then "
-                         "`neuralmind daemon start`)")
+                         "deleted or replaced while this server ran — a fresh clone? Remove "
+                         "the project and add it again to serve the folder as it is now "
+                         "(`neuralmind project remove`, then `neuralmind project add`, in the "
+                         "folder); what the deleted state held is gone with it. A project "
+                         "from the server's config: restart the server")
 
 
 class NewerSchema(Exception):
@@ -341,10 +352,13 @@ def statements(script: str) -> Iterator[str]:
 
 class Database:
     """A SQLite file with its migrations, handing each thread its own connection; without
-    them (``None``) the file is read and written as it is."""
+    them (``None``) the file is read and written as it is. The migrations of a derived store
+    (the code index, made from the repository) carry a ``remedy``: what a damage error then
+    says to do instead of restoring a backup (deleting the file and building it again)."""
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
         self.path = Path(path)
+        self.remedy: str = getattr(migrations, "remedy", RESTORE_HINT)
         self.path.parent.mkdir(parents=True, exist_ok=True)  # here only: see connect()
         self._local = threading.local()
         self._write_lock = write_lock(self.path)
@@ -367,7 +381,7 @@ class Database:
             conn.close()
             conn = None
         if conn is None:
-            conn = self._local.conn = connect(self.path)
+            conn = self._local.conn = connect(self.path, self.remedy)
         return conn
 
     @contextmanager

@@ -3,10 +3,14 @@
 The kernel and every plugin with state describe it as :class:`StorageComponent` objects (the
 kernel its own; plugins through the ``storage_components`` hook): its name in the shared
 database, its PostgreSQL migrations and tables, the files it keeps in a SQLite home, and how
-to copy those files into PostgreSQL. Copies go through :func:`copy_table`: rows in batches,
-each committed, a row already in the database skipped — so running a copy again resumes it,
-and running it on a finished copy changes nothing. Each copy answers with :class:`Check`
-lines (a count, a chain's head) that hold the same value in the home and in the database.
+to copy those files into PostgreSQL — or, for state each machine keeps for itself whatever
+the backend (the code index, derived from its checkout), no PostgreSQL part at all. Copies
+go through :func:`copy_table`: rows in batches, each committed, a row already in the
+database skipped — so running a copy again resumes it, and running it on a finished copy
+changes nothing, as long as no server wrote there meanwhile: a row a server deleted would
+come back, so :func:`foreign` refuses such a database first. Each copy answers with
+:class:`Check` lines (a count, a chain's head) that hold the same value in the home and in
+the database.
 """
 
 from __future__ import annotations
@@ -55,10 +59,11 @@ class StorageComponent:
     migrated) and returns the :class:`Check` lines that prove the copy whole. ``prerequisite``
     says, on a connection to the database, why the component could not make its tables there
     (an extension the role may not create) — checked before a server forks or a copy begins,
-    for the enabled components alone."""
+    for the enabled components alone. ``pg_migrations`` None: the component keeps nothing in
+    the database — its files stay per machine, checked in a SQLite home, never copied."""
 
     name: str
-    pg_migrations: Sequence[PgMigration]
+    pg_migrations: Sequence[PgMigration] | None
     tables: tuple[str, ...]
     files: Callable[[SqliteHome], list[StoredFile]]
     copy: Callable[[SqliteHome, PgDatabase], list[Check]]
@@ -205,6 +210,59 @@ def _kernel_copy(home: SqliteHome, target: PgDatabase) -> list[Check]:
     return checks
 
 
+def foreign(home: SqliteHome, conn) -> str | None:
+    """Why the database ``conn`` reads (a reader's ``conn``) must not take a copy of ``home``:
+    it holds what the home does not — this home's copy with events past the home's last (a
+    server wrote there since: copying again would bring back what it deleted, a webhook that
+    then delivers again), or another home's events or projects (they would mix, ids clash).
+    None when it holds nothing yet, or (part of) this home's copy that no server wrote to
+    since: the copy then resumes, or changes nothing. Every write a server makes appends an
+    event, and the events' sequence never goes back: it tells even of events deleted since."""
+    if conn.execute("SELECT to_regclass('events') IS NULL OR to_regclass('projects') IS NULL"
+                    ).fetchone()[0]:
+        return None
+    issued, last = conn.execute(
+        "SELECT GREATEST(pg_sequence_last_value(pg_get_serial_sequence('events', 'id')"
+        "::regclass), MAX(id), 0), MAX(id) FROM events").fetchone()
+    ours, in_home, registered = _home_kernel(home, last)
+    ids = [n for n in {last, ours} if n]
+    in_database = {row[0]: (row[1], row[2]) for row in conn.execute(
+        "SELECT id, at, kind FROM events WHERE id = ANY(?)", (ids,))}
+    copied = ours > 0 and in_database.get(ours) == in_home.get(ours)  # the home's last is there
+    if last is not None and in_database[last] != in_home.get(last) and not (
+            issued > ours and copied):
+        at, kind = in_database[last]
+        return (f"holds data this home does not: its event #{last} ({kind} at {at}) is not "
+                "this home's — another home's data, or a server wrote there; copying would mix "
+                "them")
+    if issued > ours:
+        return (f"holds events up to #{issued}, past this home's last (#{ours}): a server "
+                "wrote there since this home was copied, and copying again would bring back "
+                "what it deleted")
+    for pid, at in conn.execute("SELECT id, registered_at FROM projects ORDER BY id"):
+        if registered.get(pid) != at:
+            return (f"holds data this home does not: project {pid} (registered at {at}) — "
+                    "another home's data, or a server wrote there; copying would mix them")
+    return None
+
+
+def _home_kernel(home: SqliteHome, event: int | None) -> tuple[int, dict, dict]:
+    """What :func:`foreign` compares of ``home``'s kernel.db: its last event's id, ``{id:
+    (at, kind)}`` of that event and of event ``event``, ``{project id: registered_at}``."""
+    (file,) = _kernel_files(home)
+    source = home.open(file)
+    if source is None:
+        return 0, {}, {}
+    try:
+        last = source.conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0]
+        events = {row[0]: (row[1], row[2]) for row in source.conn.execute(
+            "SELECT id, at, kind FROM events WHERE id IN (?, ?)", (last, event))}
+        registered = dict(source.conn.execute("SELECT id, registered_at FROM projects"))
+        return last, events, registered
+    finally:
+        source.close()
+
+
 def kernel_component() -> StorageComponent:
     from kernel.app import kernel_migrations
     return StorageComponent("kernel", kernel_migrations(postgres=True),
@@ -212,10 +270,13 @@ def kernel_component() -> StorageComponent:
 
 
 def components(settings, pm) -> list[StorageComponent]:
-    """The kernel's component, then each enabled plugin's (``storage_components``)."""
+    """The kernel's component, then each enabled plugin's (``storage_components``); on
+    PostgreSQL those with a part in the database alone."""
     found = [kernel_component()]
     for batch in pm.hook.storage_components(settings=settings):
         found.extend(batch or ())
+    if settings.storage.backend == "postgres":
+        found = [c for c in found if c.pg_migrations is not None]
     return found
 
 

@@ -9,7 +9,7 @@ import json
 import sys
 
 from kernel.config import load_settings
-from kernel.pg import cannot_reach, shown_dsn
+from kernel.pg import cannot_connect, shown_dsn
 
 
 def add_commands(subparsers) -> None:
@@ -53,6 +53,7 @@ def _size(n: int) -> str:
 # -- check -----------------------------------------------------------------------------------
 
 def _check_sqlite(settings, found) -> list[dict]:
+    from kernel.storage import RESTORE_HINT
     from kernel.stored import SqliteHome, file_size
     home, rows = SqliteHome(settings), []
     for component in found:
@@ -60,11 +61,13 @@ def _check_sqlite(settings, found) -> list[dict]:
             row = {"component": component.name, "file": str(file.path), "label": file.label,
                    "exists": file.path.exists(), "size": file_size(file.path),
                    "version": None, "latest": None, "pending": None, "newer": False,
-                   "damaged": None}
+                   "damaged": None, "remedy": None}
             if file.migrations is not None:
                 row["latest"] = len(file.migrations)
             if file.migrations is not None and row["exists"]:  # a missing one is made whole
                 row.update(_file_state(file.path, len(file.migrations)))
+            if row["damaged"]:  # a derived store's file is made again, not restored
+                row["remedy"] = getattr(file.migrations, "remedy", RESTORE_HINT)
             rows.append(row)
     return rows
 
@@ -120,7 +123,7 @@ def _has_schema(db) -> bool:
 
 
 def cmd_check(args) -> int:
-    from kernel.storage import RESTORE_HINT, NewerSchema, damage_said, damaged, database_errors
+    from kernel.storage import NewerSchema, damage_said, damaged, database_errors
     from kernel.stored import unusable
     settings = load_settings(args.config)
     found = components(settings)
@@ -130,7 +133,7 @@ def cmd_check(args) -> int:
         rows = (_check_postgres if storage.backend == "postgres" else _check_sqlite)(settings,
                                                                                      found)
     except database_errors() as ex:  # kernel.db damaged past reading its projects, too
-        why = (cannot_reach(storage.dsn, ex) if storage.backend == "postgres" else
+        why = (cannot_connect(storage.dsn, ex) if storage.backend == "postgres" else
                damage_said(ex) if damaged(ex) else
                f"the database at {where} cannot be reached: {ex}")
         print(f"neuralmind: {why}", file=sys.stderr)
@@ -156,7 +159,8 @@ def cmd_check(args) -> int:
         if pending:
             print(f"{pending} migration step(s) pending: they run when a server starts")
         elif not (newer or broken or lacking):
-            print("every schema is at this version's, and every file is whole")
+            print("every schema is at this version's" + (
+                "" if storage.backend == "postgres" else ", and every file is whole"))
     if lacking:
         print(f"neuralmind: {lacking}", file=sys.stderr)
     for r in newer:
@@ -165,7 +169,7 @@ def cmd_check(args) -> int:
               file=sys.stderr)
     for r in broken:
         print(f"neuralmind: {r['file']} ({r['component']}) is damaged ({r['damaged']}): "
-              f"{RESTORE_HINT}", file=sys.stderr)
+              f"{r['remedy']}", file=sys.stderr)
     return 1 if newer or broken or lacking else 0
 
 
@@ -240,7 +244,7 @@ def _nothing_to_copy(settings) -> int:
 
 def _copy(args, settings, dsn: str, found) -> int:
     from kernel.storage import database_errors
-    from kernel.stored import SqliteHome, unmet
+    from kernel.stored import SqliteHome, foreign, unmet
     home = SqliteHome(settings)
     if not any(file.path.exists() for c in found for file in c.files(home)):
         return _nothing_to_copy(settings)
@@ -251,11 +255,17 @@ def _copy(args, settings, dsn: str, found) -> int:
     try:
         backend = connect(dsn, 2)
     except database_errors() as ex:
-        print(f"neuralmind: {cannot_reach(dsn, ex)}", file=sys.stderr)
+        print(f"neuralmind: {cannot_connect(dsn, ex)}", file=sys.stderr)
         return 1
     try:
-        if why := unmet(backend.database("kernel", None).conn, found):
+        reader = backend.database("kernel", None).conn
+        if why := unmet(reader, found):
             print(f"neuralmind: {why}; nothing was copied", file=sys.stderr)
+            return 2
+        if why := foreign(home, reader):
+            print(f"neuralmind: the database at {shown_dsn(dsn)} {why}. Nothing was copied: "
+                  "migrate into a new database (or a schema of its own), or serve that one as "
+                  "it is", file=sys.stderr)
             return 2
         for component in found:
             target = backend.database(component.name, component.pg_migrations)
@@ -281,6 +291,7 @@ def _copy(args, settings, dsn: str, found) -> int:
               '[storage] backend = "postgres" and dsn (or NEURALMIND_DATABASE_URL).')
     else:
         print("neuralmind: the database does not hold what the home holds (MISMATCH above): "
-              "was it used by a server before the copy, or was the home written meanwhile?",
-              file=sys.stderr)
+              "a token added to the home's file after the first copy is added with `neuralmind "
+              "token create --config` naming the database; else migrate into a new database "
+              "(or a schema of its own)", file=sys.stderr)
     return 0 if whole else 1

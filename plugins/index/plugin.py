@@ -76,6 +76,22 @@ def shutdown(kernel):
 
 
 @hookimpl
+def storage_components(settings):
+    """Each project's index.db and usage.db: checked by ``storage check`` and before a server
+    starts, never copied into a shared database — each machine derives its own index from its
+    checkout (docs/operations.md, "Scaling out")."""
+    from neuralmind import StorageComponent, StoredFile
+    from plugins.index import store, usage
+
+    def files(home) -> list:
+        return [StoredFile(p.state_dir / name, migrations, label=p.id) for p in home.projects()
+                for name, migrations in (("index.db", store.MIGRATIONS),
+                                         ("usage.db", usage.MIGRATIONS))]
+
+    return [StorageComponent("index", None, (), files, lambda home, target: [])]
+
+
+@hookimpl
 def register_commands(kernel, subparsers):
     from plugins.index.commands import register
     register(subparsers)

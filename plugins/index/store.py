@@ -39,7 +39,17 @@ def nfc_key(path: str) -> str | None:
     return None if path.isascii() else unicodedata.normalize("NFC", path)
 
 
-MIGRATIONS = ["""
+class Derived(list):
+    """The migrations of a file the index derives (``index.db`` from the repository,
+    ``usage.db`` from use), carrying what the kernel tells of a damaged one: delete it and
+    build again, never restore it from a backup."""
+
+    remedy = ("delete it (with the server stopped, and its -wal and -shm), then build the "
+              "project again: the code index is derived from the repository, never restored "
+              '(docs/operations.md, "Storage")')
+
+
+MIGRATIONS = Derived(["""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files (
     path TEXT PRIMARY KEY,
@@ -133,7 +143,7 @@ CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
 """, """
 -- a one-word search names a definition in any case (plugins/index/search.py named)
 CREATE INDEX nodes_by_name_nocase ON nodes (name COLLATE NOCASE);
-""", _rekey, _nfc_paths]
+""", _rekey, _nfc_paths])
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
                 "end_line", "language", "file_type", "parent", "whole", "text", "embed_hash")

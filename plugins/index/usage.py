@@ -14,7 +14,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-MIGRATIONS = ["""
+from plugins.index.store import Derived
+
+MIGRATIONS = Derived(["""
 CREATE TABLE synapses (
     a TEXT NOT NULL,
     b TEXT NOT NULL,
@@ -41,7 +43,7 @@ CREATE TABLE savings (
     PRIMARY KEY (day, kind)
 );
 CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-"""]
+"""])
 
 # the weight of a synapse row at :now, decayed by half every :half seconds
 DECAYED = "weight * pow(0.5, max(0.0, :now - updated) / :half)"

@@ -228,3 +228,67 @@ def test_a_model_derived_without_a_cache_leaves_no_folder_behind(tmp_path, monke
     with int8model.derived(tmp_path / "tiny.onnx", "0" * 64, cache) as path:
         assert path.parent == cache
     assert path.is_file()
+
+
+def test_a_derive_cut_short_leaves_no_child_and_its_files_go_at_the_next(tmp_path):
+    """A process stopped while it derives (a server stopped in its first seconds): the
+    quantizer child ends with it, rather than writing 22 MB no one will use; the partial
+    files such a stop left (or an earlier release's orphan wrote) go at the next derive."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    files = embeddings.locate_model(None)
+    cache = tmp_path / "models"
+    cache.mkdir()
+    left = cache / f".{int8model.cached_path(files.digest, cache).name}.abc123.tmp"
+    left.write_bytes(b"\0" * 1024)
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from kernel import int8model; "
+        "int8model.derive(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))"),
+        str(files.model), files.digest, str(cache)])
+    try:
+        child = None
+        deadline = time.monotonic() + 30
+        while child is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            child = next((int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+                          and _ppid(pid) == parent.pid and b"kernel.int8model" in _cmdline(pid)),
+                         None)
+        assert child is not None, "the parent started no quantizer"
+        partial = [p.name for p in cache.iterdir()]  # its own, not the one left before
+        assert len(partial) == 1 and partial[0].endswith(".tmp") and not left.exists()
+        parent.send_signal(signal.SIGKILL)  # as gunicorn ends a worker that does not stop
+        parent.wait()
+        deadline = time.monotonic() + 1  # the derive needs ~2.5 s more: it never ends so
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _alive(child), "the quantizer outlived the process that started it"
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _ppid(pid: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie its new parent has yet to reap."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

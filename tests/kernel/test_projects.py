@@ -67,6 +67,24 @@ def test_home_and_credential_dirs_refused_even_through_a_symlink(kapp, tmp_path,
         assert r.status == 403 and r.error["code"] == "path_not_allowed", path
 
 
+def test_the_folders_of_every_users_home_are_refused_whoever_serves(kapp, tmp_path,
+                                                                    monkeypatch):
+    """A server whose own home is elsewhere (root's /root, a service account's): /home, /Users
+    and any folder holding a home the user database lists still index users' credentials."""
+    import pwd
+    monkeypatch.setenv("HOME", str(tmp_path / "service-home"))
+    listed = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)  # this user's, in passwd
+    assert listed != "/", "a user database whose home for this user is / checks nothing here"
+    # (/, which holds /root, is a system path, refused as such)
+    for path in {"/home", "/Users", listed, os.path.dirname(listed)} - {"/"}:
+        r = kapp.post("/v1/projects", {"path": path})
+        assert r.status == 403 and r.error["code"] == "path_not_allowed", path
+        assert "users' homes" in r.error["message"], path
+    inside = tmp_path / "repo"  # a folder beside the homes, holding none, still is one
+    inside.mkdir()
+    assert kapp.post("/v1/projects", {"path": str(inside)}).status == 201
+
+
 def test_gits_own_data_is_no_project(kapp, tmp_path):
     """A bare repository or a .git folder holds git's config, remote URLs with their tokens
     among it: refused, naming what to give instead."""
@@ -325,8 +343,9 @@ def test_a_project_cloned_afresh_under_the_running_server_is_said_not_written_to
         make_server, tmp_path, backend):
     """``rm -rf repo && git clone … repo`` while the daemon runs: the server held the deleted
     .neuralmind files open — builds and writes went into them (gone at its next start) and
-    new threads met an empty file (500s). Now 409 project_state_replaced saying to restart,
-    and nothing is written."""
+    new threads met an empty file (500s). Now 409 project_state_replaced, nothing written,
+    saying the quick way out (it said to restart the server): remove the project and add it
+    again, which serves the folder as it is now at once."""
     import shutil
     server = make_server(plugins=["auth", "memory"])
     repo = tmp_path / "repo"
@@ -336,10 +355,17 @@ def test_a_project_cloned_afresh_under_the_running_server_is_said_not_written_to
     assert server.post(memories, {"title": "Use WAL", "rationale": "readers"}).status == 201
     shutil.rmtree(repo)
     repo.mkdir()  # the fresh clone
+    assert server.register(repo) == pid  # registered already: that changes nothing
     for r in (server.post(memories, {"title": "Lost?", "rationale": "no"}), server.get(memories)):
         assert r.status == 409 and r.error["code"] == "project_state_replaced"
-        assert "restart the server" in r.error["message"].lower()
+        assert ("Remove the project and add it again to serve the folder as it is now "
+                "(`neuralmind project remove`, then `neuralmind project add`, in the folder); "
+                "what the deleted state held is gone with it") in r.error["message"]
     assert not (repo / ".neuralmind" / "memory.db").exists()
+    assert server.delete(f"/v1/projects/{pid}").status == 204
+    assert server.register(repo) == pid
+    assert server.post(memories, {"title": "Use WAL again", "rationale": "r"}).status == 201
+    assert [m["title"] for m in server.get(memories).json["items"]] == ["Use WAL again"]
 
 
 @pytest.mark.sqlite_only("the state's files on disk")

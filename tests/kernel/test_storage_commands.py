@@ -270,23 +270,52 @@ def test_a_home_moves_into_postgres_whole_again_and_after_a_cut(served_home, tmp
             k: web[k] for k in ("title", "tags", "confidence", "status", "updated_at")}
         assert server.get(f"{memories}/{web['id']}/history").json["items"] == web["history"]
         assert "ann" in [r.actor for r in server.kernel.state("auth").tokens.records().values()]
+        # the team deletes on the database what the home still holds
+        assert server.delete(f"{memories}/{flaky['id']}").status == 204
+        assert server.delete(f"/v1/webhooks/{seen['hook']}").status == 204
+        last = server.kernel.events.last_id()
     code, out, _ = run_cli("audit", "verify", "--json", env={
         "NEURALMIND_DATABASE_URL": dsn, "NEURALMIND_PLUGINS": ",".join(PLUGINS)})
     verdict = json.loads(out)
     assert code == 0 and verdict["whole"] and verdict["records"] >= len(seen["events"])
 
+    # copying again would bring them back (the hook would deliver again): refused, one line
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert (f"holds events up to #{last}, past this home's last (#{seen['events'][-1][0]}): "
+            "a server wrote there since this home was copied") in err
+    assert err.endswith("Nothing was copied: migrate into a new database (or a schema of its "
+                        "own), or serve that one as it is\n")
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM all_memories WHERE id = %s",
+                            (flaky["id"],)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM hooks").fetchone()[0] == 0
 
-def test_a_database_another_home_used_is_a_mismatch(served_home, tmp_path):
-    home, _ = served_home
+
+def test_a_database_holding_another_homes_data_is_refused_copying_nothing(served_home,
+                                                                          tmp_path):
+    """A second home into a database a team already uses: its projects and memories would
+    mix in and its events clash with the team's ids. Refused before anything is copied."""
+    import psycopg
+    home, seen = served_home
     dsn = fresh_pg_dsn()
     with LocalServer(tmp_path / "other", config=CONFIG,
                      storage={"backend": "postgres", "dsn": dsn}) as other:
         repo = tmp_path / "other-repo"
         repo.mkdir()
-        other.register(repo)
+        theirs = other.register(repo)
+    with psycopg.connect(dsn) as conn:
+        last = conn.execute("SELECT id, kind, at FROM events ORDER BY id DESC").fetchone()
+    assert last[0] <= seen["events"][-1][0]  # not past the home's own: the events differ
     code, text, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
-    assert code == 1 and "MISMATCH" in text
-    assert "does not hold what the home holds" in err
+    assert (code, text) == (2, "") and err.count("\n") == 1, err
+    assert "holds data this home does not: its event #{} ({} at {}) is not this home's — " \
+           "another home's data, or a server wrote there; copying would mix them. Nothing " \
+           "was copied".format(*last) in err
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id FROM projects").fetchall() == [(theirs,)]
+        assert conn.execute("SELECT count(*) FROM all_memories WHERE project_id = %s",
+                            (seen["project"],)).fetchone()[0] == 0
 
 
 def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
@@ -313,6 +342,16 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
     code, _, err = storage(home, "migrate", "--to", "postgres",
                            "--dsn", "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
     assert code == 1 and "cannot be reached" in err
+    from psycopg.conninfo import make_conninfo
+    stranger = make_conninfo(fresh_pg_dsn(), user="no_such_role", password="wrong")
+    for argv, dsn in ((("migrate", "--to", "postgres", "--dsn", stranger), None),
+                      (("check",), stranger)):  # a sign-in refused is no database down
+        code, _, err = storage(home, *argv, dsn=dsn)
+        assert code == 1 and "refused the sign-in: " in err and "cannot be reached" not in err
+        assert 'role "no_such_role" does not exist' in err and "wrong" not in err, err
+        assert err.endswith("check the user and password the DSN gives ([storage] dsn, --dsn "
+                            "or NEURALMIND_DATABASE_URL) and that pg_hba.conf lets that user "
+                            "connect from here\n"), err
     for argv, dsn in ((("migrate", "--to", "postgres", "--dsn", "notadsn secret"), None),
                       (("check",), "notadsn secret")):
         code, _, err = storage(home, *argv, dsn=dsn)
