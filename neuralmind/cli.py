@@ -121,42 +121,57 @@ def client_error(ex: Exception) -> int:
     given wrongly (the ValueErrors), else 1. A timeout's hint names the Python client's
     ``timeout=``, which no flag sets here: it is left out."""
     from neuralmind.client import NeuralMindAPIError, TimedOut
-    if isinstance(ex, NeuralMindAPIError):
+    from neuralmind.commands.common import err
+    if isinstance(ex, NeuralMindAPIError):  # a message that may echo what was typed
         request = f", request {ex.request_id}" if ex.request_id else ""
         wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
         head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
-        print(f"neuralmind: {head} [{ex.code}, status {ex.status}{request}]"
-              + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1), file=sys.stderr)
+        err(f"{head} [{ex.code}, status {ex.status}{request}]"
+            + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1))
         return 1
-    print(f"neuralmind: {ex.message if isinstance(ex, TimedOut) else ex}", file=sys.stderr)
+    err(str(ex.message if isinstance(ex, TimedOut) else ex))
     return 2 if isinstance(ex, ValueError) else 1
+
+
+def command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` were parsed for (``project show``'s), whose usage
+    a wrong argument is shown with rather than the whole CLI's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return command_parser(chosen, args)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from kernel.daemon import DiscoveryDamaged
     from kernel.plugins import PluginError, StartupError
     from neuralmind.client import NeuralMindError
-    from neuralmind.commands.common import CommandError
+    from neuralmind.commands.common import CommandError, err, shown
     line = sys.argv[1:] if argv is None else argv
     if (reconfigure := getattr(sys.stdout, "reconfigure", None)) is not None:
         # a terminal or pipe that is not UTF-8 shows what it cannot encode as \u escapes
         # rather than ending the command in a traceback (-o FILE writes UTF-8 whatever it is)
         reconfigure(errors="backslashreplace")
     if bad := next((arg for arg in line if not _utf8(arg)), None):
-        shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        print(f"neuralmind: the argument {shown!r} is not UTF-8: names and text reach the "
+        readable = bad.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        print(f"neuralmind: the argument {readable!r} is not UTF-8: names and text reach the "
               "server as UTF-8 (rename the file, or give the text in UTF-8)", file=sys.stderr)
         return 2
     parser = build_parser(line)
     hint = _plugin_not_enabled(parser, line)
     if hint is not None:
-        print(f"neuralmind: {hint}", file=sys.stderr)
+        err(hint)
         return 2
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # argparse's parse_args would name them under the whole CLI's usage
+        command_parser(parser, args).error(
+            f"unrecognized arguments: {' '.join(map(shown, extra))}")
     try:
         return args.func(args) or 0
     except (ConfigError, CommandError, PluginError, StartupError, DiscoveryDamaged) as ex:
-        print(f"neuralmind: {ex}", file=sys.stderr)
+        err(str(ex))
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:
         print("\nneuralmind: interrupted", file=sys.stderr)
@@ -169,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as ex:  # a file a command was told to read or write
         if ex.filename is None:
             raise
-        print(f"neuralmind: {ex.filename or repr('')}: {ex.strerror}", file=sys.stderr)
+        err(f"{ex.filename or repr('')}: {ex.strerror}")
         # a path that names no such file (or the wrong kind) is the command used wrongly
         return 2 if isinstance(ex, (FileNotFoundError, IsADirectoryError,
                                     NotADirectoryError)) else 1

@@ -60,7 +60,8 @@ class DaemonNotRunning(NeuralMindError, ConnectionError):
 
 
 class NotAServerURL(NeuralMindError, ValueError):
-    """The URL given, in ``NEURALMIND_API_URL`` or in the daemon's file is not http(s)://host."""
+    """The URL given, in ``NEURALMIND_API_URL`` or in the daemon's file is not
+    http(s)://host[:port][/path]."""
 
 
 class NotAToken(NeuralMindError, ValueError):
@@ -152,16 +153,20 @@ _BY_STATUS = {400: ValidationFailed, 422: ValidationFailed, 401: Unauthorized, 4
               404: NotFound, 409: Conflict, 412: Conflict, 429: RateLimited, 503: Unavailable}
 
 
-def _api_error(status: int, body: bytes, headers: dict[str, str]) -> NeuralMindAPIError:
+def _api_error(resp: _Response) -> NeuralMindError:
+    """What an error status says: its envelope's :class:`NeuralMindAPIError` subclass — or,
+    for a body that is no envelope (another web server's error page at the address), a
+    :class:`BrokenAnswer` saying so, as for a success whose body is not JSON."""
     try:
-        err = json.loads(body)["error"]
+        err = json.loads(resp.body)["error"]
         code, message = err.get("code", "http_error"), err.get("message", "")
         details, request_id = err.get("details") or {}, err.get("request_id")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        code, message, details = "http_error", body[:200].decode(errors="replace"), {}
-        request_id = headers.get("x-request-id")
-    return _BY_STATUS.get(status, NeuralMindAPIError)(status, code, message, details, request_id,
-                                                      headers)
+    except ValueError:
+        return resp.not_neuralmind("not JSON")
+    except (KeyError, TypeError, AttributeError):
+        return resp.not_neuralmind("JSON but no error envelope")
+    return _BY_STATUS.get(resp.status, NeuralMindAPIError)(resp.status, code, message, details,
+                                                           request_id, resp.headers)
 
 
 # -- response types ------------------------------------------------------------------------
@@ -334,8 +339,9 @@ class MCPAnswer:
 
 class Results(list):
     """A search's hits — a list, as before — with what the search said besides them: the
-    ``mode`` it ran (a hybrid search without a model runs keyword), its ``notice`` (why, or
-    that nothing relevant was found) and the whole response in ``raw``."""
+    ``mode`` it ran (a hybrid search without a model runs keyword), its ``notice`` (why it ran
+    so, and for a memory search that found nothing, that nothing relevant was found or that no
+    record matches its filters) and the whole response in ``raw``."""
 
     def __init__(self, hits: Iterable[Any], raw: dict[str, Any]):
         super().__init__(hits)
@@ -376,7 +382,8 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     if url and (why := _not_a_server_url(url)):
         source = ("given" if given else "from NEURALMIND_API_URL"
                   if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
-        raise NotAServerURL(f"{url} ({source}) is not a server URL such as "
+        shown = url if isinstance(url, str) and url.isprintable() else repr(url)  # one line
+        raise NotAServerURL(f"{shown} ({source}) is not a server URL such as "
                             f"http://127.0.0.1:8765: {why}")
     url = _root(url) if url else None
     token = token or os.environ.get("NEURALMIND_API_TOKEN") or _local_token(url, info, home)
@@ -411,10 +418,12 @@ def _token_file(home: Path) -> str | None:
 
 
 def _not_a_server_url(url: Any) -> str | None:
-    """Why ``url`` cannot be a server's address (each path of the API is added to it), or
-    None."""
+    """Why ``url`` cannot be a server's address (each path of the API is added to it: a path
+    of its own is where a proxy serves it), or None."""
     if not isinstance(url, str):
         return f"it is {type(url).__name__}, not text"
+    if bad := re.search(r"[\x00-\x20\x7f]", url):  # urlsplit drops some; no request carries one
+        return f"it holds {bad.group()!r} (a space or control character)"
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname
@@ -482,9 +491,15 @@ class _Response:
         try:
             return json.loads(self.body) if self.body else None
         except ValueError:
-            kind = self.headers.get("content-type") or "no Content-Type"
-            raise BrokenAnswer(f"the server at {self.url} answered {self.status} with a body "
-                               f"that is not JSON ({kind}): is it NeuralMind?") from None
+            raise self.not_neuralmind("not JSON") from None
+
+    def not_neuralmind(self, what: str) -> BrokenAnswer:
+        """The answer of something at the address that is not NeuralMind (a body that is
+        ``what``), said in one line rather than as the page it sent."""
+        kind = self.headers.get("content-type") or "no Content-Type"
+        body = f"a body that is {what}" if self.body else "an empty body"
+        return BrokenAnswer(f"the server at {self.url} answered {self.status} with {body} "
+                            f"({kind}): is it NeuralMind?")
 
 
 class NeuralMindClient:
@@ -624,10 +639,10 @@ class NeuralMindClient:
                 if resp.status < 400:
                     return resp
                 failed += 1
-                if resp.status != 503 or failed == attempts:
-                    raise _api_error(resp.status, resp.body, resp.headers)
-                if (lasting := _api_error(resp.status, resp.body, resp.headers)).code in LASTING:
-                    raise lasting
+                error = _api_error(resp)
+                lasting = getattr(error, "code", None) in LASTING  # another server's page: none
+                if resp.status != 503 or failed == attempts or lasting:
+                    raise error
             time.sleep(BACKOFF_S * 2 ** (failed - 1))
 
     def _answers(self) -> bool:
@@ -909,7 +924,8 @@ def _ask_events(resp) -> Iterator[AskEvent]:
             event = AskEvent(fields.get("event", "message"), json.loads(data))
             if event.kind == "error":
                 err = event.data["error"]
-                raise _api_error(err.get("status", 502), json.dumps(event.data).encode(), {})
+                raise _api_error(_Response(err.get("status", 502), {},
+                                           json.dumps(event.data).encode()))
             yield event
 
 
@@ -1321,7 +1337,8 @@ class Memories:
         (``page`` gives one page, with its ``limit`` and ``cursor``)."""
         self._nm._takes("list", "GET", MEMORIES, filters, PAGING)
         if bad := sorted(set(filters) & set(PAGING)):
-            raise TypeError(f"list() reads every page itself: {', '.join(bad)} belong to page()")
+            raise TypeError(f"list() reads every page itself: give {' and '.join(bad)} to "
+                            "page() instead")
         return self._nm._pages(self._base, _memory, filters)
 
     get_all = list

@@ -65,6 +65,21 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {first}..{first + _PORT_BLOCK - 1}")
 
 
+@contextmanager
+def http_server(handler: type):
+    """A real local HTTP server answering with ``handler`` (a ``BaseHTTPRequestHandler``) on a
+    thread: what stands in for something outside us (another web server, a scripted one).
+    Yields its URL."""
+    from http.server import ThreadingHTTPServer
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 @dataclass
 class Response:
     status: int

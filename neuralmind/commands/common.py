@@ -52,6 +52,9 @@ def ranged(low: int, high: int | None = None):
     return parse
 
 
+port = ranged(0, 65535)  # an argparse ``type``: a TCP port to listen on (0: one the OS picks)
+
+
 def filled(text: str) -> str:
     """An argparse ``type``: an id (of a job, a memory, a hook …) or a name that is never
     empty (an empty one would drop a filter, or name nothing)."""
@@ -186,15 +189,34 @@ def looks_like_a_path(value: str) -> bool:
     return value.startswith((".", "~", os.sep)) or os.sep in value
 
 
+def in_project(handle: ProjectHandle, paths: Iterable[str]) -> list[str]:
+    """FILE arguments as the request names them, project-relative: one that names a file
+    under the current directory inside the project is taken from here (`cd kernel; …
+    config.py` is kernel/config.py, `../app.py` is app.py); anything else as given — a path
+    from the root, a deleted file."""
+    root = handle.info.path and os.path.realpath(handle.info.path)
+    out = []
+    for path in paths:
+        if root and os.path.isfile(path):
+            here = os.path.abspath(path)  # a symlinked file is named, not followed
+            rel = os.path.relpath(os.path.join(os.path.realpath(os.path.dirname(here)),
+                                               os.path.basename(here)), root)
+            if not rel.startswith(os.pardir + os.sep):
+                path = rel.replace(os.sep, "/")
+        out.append(path)
+    return out
+
+
 def emit(args, data: Any, rows: Sequence[dict] | None = None, columns: Sequence[str] = (),
          text: str | None = None) -> int:
-    """Print ``data`` as JSON with ``--json``; else ``rows`` as a table, or ``text``."""
+    """Print ``data`` as JSON with ``--json``; else ``rows`` as a table, or ``text``
+    (:func:`shown`, its lines kept)."""
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     elif rows is not None:
         print(table(rows, columns) if rows else "(none)")
     elif text is not None:
-        print(text)
+        print(shown(text, lines=True))
     return 0
 
 
@@ -216,11 +238,27 @@ def table(rows: Iterable[dict], columns: Sequence[str], width: int = CELL) -> st
 JOINERS = "\u200c\u200d"
 
 
+def shown(text: str, lines: bool = False) -> str:
+    """``text`` — the server's, or what the user typed echoed back — as the terminal is to
+    show it: each control character (an ANSI or OSC escape, BEL, a C1 control, a bidi override
+    that makes a title read other than it is) written as its escape, never sent to the
+    terminal. ``lines`` keeps the line breaks and tabs of multi-line prose (an answer, a
+    query's context, a list of lines), never a lone carriage return (it overwrites a line).
+    ``--json`` needs none of this: JSON's own escapes cover it."""
+    kept = "\n\t" if lines else ""
+    if lines:
+        text = text.replace("\r\n", "\n")
+    return "".join(c if c.isprintable() or c in JOINERS or c in kept else repr(c)[1:-1]
+                   for c in text)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _cell(value: Any, width: int) -> str:
-    text = plain(value).replace("\n", " ") or "-"
-    # a control character (an ANSI escape, a bidi override in a title) is shown, never sent
-    # to the terminal
-    text = "".join(c if c.isprintable() or c in JOINERS else repr(c)[1:-1] for c in text)
+    text = shown(plain(value).replace("\n", " ")) or "-"
     if shown_width(text) <= width:
         return text
     cut, used = [], 0
@@ -269,4 +307,4 @@ def fields(record: Any, names: Sequence[str]) -> str:
 
 
 def err(message: str) -> None:
-    print(f"neuralmind: {message}", file=sys.stderr)
+    print(f"neuralmind: {shown(message, lines=True)}", file=sys.stderr)

@@ -10,9 +10,9 @@ import os
 import sys
 
 from neuralmind.client import ValidationFailed
-from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, path_id, plain,
-                                        project, project_flags, ranged, refuse_misplaced,
-                                        setting)
+from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, in_project,
+                                        path_id, plain, project, project_flags, ranged,
+                                        refuse_misplaced, setting)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -30,8 +30,9 @@ def _show(args, memory, note: str = "") -> int:
     return emit(args, memory.raw, text=fields(memory, DETAIL) + note)
 
 
-def _filters(args) -> dict:
-    return {k: v for k, v in {"status": args.status, "tag": args.tag, "file": args.file,
+def _filters(args, handle) -> dict:
+    files = args.file and in_project(handle, args.file)
+    return {k: v for k, v in {"status": args.status, "tag": args.tag, "file": files,
                               "kind": args.kind, "type": args.type, "author": args.author,
                               "agent": args.agent, "session_id": args.session,
                               "collection": args.collection}.items() if v}
@@ -77,14 +78,16 @@ def _on_off(text: str) -> bool:
 
 
 def cmd_add(args) -> int:
-    body = {"files_affected": args.file or [], "tags": args.tag or [], "decision_type": args.type,
+    handle = project(args, register=True)
+    body = {"files_affected": in_project(handle, args.file or ()), "tags": args.tag or [],
+            "decision_type": args.type,
             "kind": args.kind, "importance": args.importance, "pinned": args.pinned or None,
             "confidence": args.confidence, "review_by": args.review_by, "agent": args.agent,
             "session_id": args.session, "author": args.author, "id": args.id,
             "evidence": args.evidence or [], "rejected_alternatives": args.rejected or [],
             "supersedes": args.supersedes or []}
-    memory = project(args, register=True).memories.add(args.title, args.rationale,
-                                        **{k: v for k, v in body.items() if v not in (None, [])})
+    memory = handle.memories.add(args.title, args.rationale,
+                                 **{k: v for k, v in body.items() if v not in (None, [])})
     dupes = memory.possible_duplicates
     note = "" if not dupes else "\n\npossible duplicates:\n" + "\n".join(
         f"  {d['id']}  {d['title']}" for d in dupes)
@@ -101,15 +104,17 @@ def cmd_show(args) -> int:
 
 
 def cmd_list(args) -> int:
-    items = project(args).memories.list(**_filters(args))
+    handle = project(args)
+    items = handle.memories.list(**_filters(args, handle))
     rows = [m.raw for m in itertools.islice(items, args.limit)] if args.limit else \
         [m.raw for m in items]
     return emit(args, rows, rows=rows, columns=LIST_COLUMNS)
 
 
 def cmd_search(args) -> int:
-    found = project(args).memories.search(args.query, mode=args.mode, limit=args.limit,
-                                          expand=args.expand or None, **_filters(args))
+    handle = project(args)
+    found = handle.memories.search(args.query, mode=args.mode, limit=args.limit,
+                                   expand=args.expand or None, **_filters(args, handle))
     rows = [m.raw for m in found]
     return emit(args, rows, rows=rows, columns=SEARCH_COLUMNS)
 
@@ -127,7 +132,10 @@ def cmd_edit(args) -> int:
         raise CommandError("nothing to change: give --rationale, --confidence, --tags, --files, "
                            "--review-by, --kind, --importance, --pinned, --add-evidence, "
                            "--add-rejected or --supersedes")
-    return _show(args, project(args).memories.update(args.id, if_match=args.if_match, **changes))
+    handle = project(args)
+    if args.files:
+        changes["files_affected"] = in_project(handle, args.files)
+    return _show(args, handle.memories.update(args.id, if_match=args.if_match, **changes))
 
 
 def cmd_invalidate(args) -> int:
@@ -368,7 +376,8 @@ def cmd_stats(args) -> int:
              f"{stats['vectors']['pending']} pending"]
     for key in ("by_kind", "by_status", "by_author", "by_agent", "by_tag"):
         if stats[key]:
-            lines.append(f"{key[3:]}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+            lines.append(f"{key[3:]}: " + ", ".join(f"{k or '(none)'} {v}"
+                                                    for k, v in stats[key].items()))
     return emit(args, stats, text="\n".join(lines))
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from neuralmind.client import Job
-from neuralmind.commands.common import CommandError
+from neuralmind.commands.common import CommandError, counted, shown
 
 
 class ProgressBar:
@@ -55,7 +55,7 @@ class ProgressBar:
         self.job = job
         if self.quiet:
             return
-        text = self.line(job)
+        text = shown(self.line(job))
         if not text:
             if self.tty and self._last:
                 self.out.write("\r\033[K")
@@ -106,14 +106,14 @@ def job_summary(job: Job) -> str:
     # files_total: the repository's files indexed and skipped; files: those indexed, ingested too
     repository = r.get("files_total", r.get("files", 0)) - r.get("files_skipped", 0)
     ingested = r.get("files", 0) - repository
-    return (f"indexed {r.get('files')} files"
+    return (f"indexed {counted(r.get('files', 0), 'file')}"
             + (f" (the repository's {repository}, {ingested} ingested documents)"
                if ingested > 0 else "")
             + f", {r['nodes']} nodes, {r.get('edges')} edges "
             f"in {seconds:.1f}s ({r.get('files_changed')} changed, {r.get('files_deleted')} deleted, "
             + (f"{r['files_reindexed']} re-indexed unchanged, " if r.get("files_reindexed") else "")
             + f"{r.get('chunks_embedded')} embedded)"
-            + (f"; skipped {r.get('files_skipped')} files: {why}" if why else "")
+            + (f"; skipped {counted(r.get('files_skipped', 0), 'file')}: {why}" if why else "")
             + ("; keyword search only: no embedding model (docs/embeddings.md)"
                if r.get("semantic") is False else ""))
 

@@ -48,14 +48,14 @@ def _kinds(text: str) -> list[str]:
 
 
 def cmd_ask(args) -> int:
-    from neuralmind.commands.common import project
+    from neuralmind.commands.common import project, shown
     handle = project(args)
     if args.json or args.no_stream:
         result = handle.ask(args.question, sources=args.sources, context_budget=args.budget)
         if args.json:
             print(json.dumps(result.raw, indent=2))
             return 0
-        print(result.answer)
+        print(shown(result.answer, lines=True))
         _footer(result.raw)
         return 0
     done: dict = {}
@@ -64,7 +64,7 @@ def cmd_ask(args) -> int:
         if event.kind == "sources":
             done.update(event.data)
         elif event.kind == "delta":
-            sys.stdout.write(event.data["text"])
+            sys.stdout.write(shown(event.data["text"], lines=True))
             sys.stdout.flush()
         elif event.kind == "done":
             done.update(event.data)
@@ -75,13 +75,14 @@ def cmd_ask(args) -> int:
 
 def _footer(out: dict) -> None:
     """The sources (cited ones marked with *), then notices and the provider."""
+    from neuralmind.commands.common import shown
     cited = set(out.get("cited") or ())
     if out.get("sources"):
         print()
     for s in out.get("sources") or ():
         mark = "*" if s["n"] in cited else " "
-        print(f"{mark}[{s['n']}] {s['cite']}  {s['title']}")
+        print(shown(f"{mark}[{s['n']}] {s['cite']}  {s['title']}"))
     for notice in out.get("notices") or ():
-        print(f"note: {notice}", file=sys.stderr)
+        print(f"note: {shown(notice)}", file=sys.stderr)
     model = f" ({out['model']})" if out.get("model") else ""
-    print(f"-- {out.get('provider')}{model}, {out.get('ms')} ms", file=sys.stderr)
+    print(shown(f"-- {out.get('provider')}{model}, {out.get('ms')} ms"), file=sys.stderr)

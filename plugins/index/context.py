@@ -49,8 +49,9 @@ def _cut(text: str, max_tokens: int) -> str:
 def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[str]]:
     """Join the layers within ``budget``: whole items while they fit, the first that does not
     cut to what is left, the rest dropped. Each layer's count includes its header and the
-    blank line after it, so the layer counts add up to the total exactly. What a later layer
-    holds back (``hold_first``) the layers before it leave free, all but the first (L0)."""
+    blank line after it (one more line break after a layer of lines, whose ``sep`` is one),
+    so the layer counts add up to the total exactly. What a later layer holds back
+    (``hold_first``) the layers before it leave free, all but the first (L0)."""
     remaining, parts, counts, used = budget, [], {}, []
     held = sum(layer.held() for layer in layers[1:])
     for i, layer in enumerate(layers):
@@ -58,7 +59,8 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
             held -= layer.held()
         room = min(layer.cap, remaining - (held if i else 0))
         header = HEADERS[layer.name] + "\n"
-        spent, pieces = estimate_tokens(header), []
+        blank = "" if layer.sep.endswith("\n\n") else "\n"  # before the next layer's header
+        spent, pieces = estimate_tokens(header) + estimate_tokens(blank), []
         for item in layer.items:
             piece = item + layer.sep
             cost = estimate_tokens(piece)
@@ -74,7 +76,7 @@ def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[st
         if not pieces:
             counts[layer.name.lower()] = 0
             continue
-        text = header + "".join(pieces)
+        text = header + "".join(pieces) + blank
         counts[layer.name.lower()] = estimate_tokens(text)
         remaining -= counts[layer.name.lower()]
         parts.append(text)

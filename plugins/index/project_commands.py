@@ -7,35 +7,17 @@ when they name a file here."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
-from neuralmind.commands.common import emit, err, filled, project, project_flags, ranged, table
+from neuralmind.commands.common import (emit, err, filled, in_project, project, project_flags,
+                                        ranged, table)
 
 LEARNED_LIMIT = 200  # GET …/neighbors/synaptic takes limit 1–200
 
 
 def _where(node: dict) -> str:
     return f"{node['path']}:{node['line']} {node['label']}"
-
-
-def _in_project(handle, paths: list[str]) -> list[str]:
-    """FILE arguments as the request names them, project-relative: one that names a file
-    under the current directory inside the project is taken from here (`cd kernel; …
-    config.py` is kernel/config.py); anything else as given — a path from the root, a
-    deleted file."""
-    root = handle.info.path and os.path.realpath(handle.info.path)
-    out = []
-    for path in paths:
-        if root and os.path.isfile(path):
-            here = os.path.abspath(path)  # a symlinked file is named, not followed
-            rel = os.path.relpath(os.path.join(os.path.realpath(os.path.dirname(here)),
-                                               os.path.basename(here)), root)
-            if not rel.startswith(os.pardir + os.sep):
-                path = rel.replace(os.sep, "/")
-        out.append(path)
-    return out
 
 
 def _media_type(text: str) -> str:
@@ -52,7 +34,7 @@ def cmd_impact(args) -> int:
         err("name the changed files (`project impact src/a.py`) or nodes (`--node ID`)")
         return 2
     handle = project(args)
-    out = handle.impact(_in_project(handle, args.files), args.node or (), depth=args.depth,
+    out = handle.impact(in_project(handle, args.files), args.node or (), depth=args.depth,
                         limit=args.limit, guessed=not args.exact)
     lines = []
     for item in out["impacted"]:
@@ -73,7 +55,7 @@ def cmd_impact(args) -> int:
 
 def cmd_next(args) -> int:
     handle = project(args)
-    out = handle.next_files(_in_project(handle, args.files), task=args.task, limit=args.n,
+    out = handle.next_files(in_project(handle, args.files), task=args.task, limit=args.n,
                             full=True)
     files = out["files"]
     rows = [{"score": f["score"], "path": f["path"],
@@ -99,7 +81,7 @@ def cmd_neighbors(args) -> int:
         err("--depth follows structural edges; --learned lists the files learned with FILE")
         return 2
     handle = project(args)
-    file = None if args.file is None else _in_project(handle, [args.file])[0]
+    file = None if args.file is None else in_project(handle, [args.file])[0]
     if args.learned:
         out = handle.learned_neighbors(file, limit=args.limit)
         if not out["indexed"] and not out["neighbors"] and not args.json:
@@ -125,7 +107,7 @@ def cmd_neighbors(args) -> int:
 
 def cmd_activity(args) -> int:
     handle = project(args)
-    out = handle.activity(_in_project(handle, args.files), kind=args.kind, session=args.session)
+    out = handle.activity(in_project(handle, args.files), kind=args.kind, session=args.session)
     note = "" if out["learning"] else " (learning is off on this server: nothing linked)"
     if out["not_indexed"]:
         note += (f"\nleft out, not in the index: {', '.join(out['not_indexed'])} (a new file "

@@ -178,6 +178,15 @@ def left_out(leg: SemanticLeg, what: str) -> str | None:
     return f"{n:,} record{'s' if n > 1 else ''} written lately not embedded yet: {what}"
 
 
+def nothing_found(store, filters: dict[str, Any], today: str, notice: str | None) -> str:
+    """The notice of a search that answers nothing, before ``notice`` (the search's own,
+    which may say why): no record passes the filters, or none is relevant (the floor)."""
+    why = ("nothing relevant found: no record is close enough to the query in meaning or words"
+           if store.list(filters, today, 1, None) else
+           f"nothing to search: no record matches the filters (status {filters['status']})")
+    return f"{why}; {notice}" if notice else why
+
+
 # Keyword pruning (see Searcher.keyword and Searcher.similar_titles): from these sizes on,
 # common words cost more than the rest of the query (at 1k records a whole keyword leg takes
 # ~1 ms; at 10k, 7–9 ms, mostly common words).

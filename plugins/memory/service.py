@@ -25,7 +25,7 @@ from plugins.memory.links import Links
 from plugins.memory.models import (BatchIn, BatchItem, ExportLine, InvalidateIn, MemoryIn,
                                    MemoryPatch, MemorySettings, SearchIn)
 from plugins.memory.recalls import Recalls
-from plugins.memory.search import Searcher
+from plugins.memory.search import Searcher, nothing_found
 from plugins.memory.store import MIGRATIONS, IdTaken, MemoryStore
 from plugins.memory.sweeps import Sweeps
 from plugins.memory.text import nfc
@@ -506,6 +506,8 @@ class Memories:
         filters = self.filters(store, body)
         hits, notice = self.searcher.search(store, body.query, body.mode, filters, on,
                                             body.limit, policy)
+        if not hits:
+            notice = nothing_found(store, filters, on, notice)
         self.recalled(store, [rec["id"] for rec, _ in hits], policy)
         found = [(rec, score, None) for rec, score in hits]
         if body.expand:  # after the hits, which keep their mode's order (keyword's is bm25's)

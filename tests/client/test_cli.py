@@ -69,10 +69,43 @@ def test_only_a_command_that_writes_into_a_project_registers_its_folder(cli, ser
     assert cli("memory", "list")[0] == 0
 
 
-def test_control_characters_are_shown_not_sent_to_the_terminal(cli):
-    assert cli("memory", "add", "esc \x1b[31mRED\x1b[0m title", "-r", "r")[0] == 0
-    code, out, _ = cli("memory", "list")
-    assert code == 0 and "\x1b" not in out and "esc \\x1b[31mRED\\x1b[0m title" in out
+EVIL = "Use \x1b]0;owned\x07 WAL \x1b[31mred\x1b[0m \u202eevil"  # a title, escapes and all
+SHOWN = "Use \\x1b]0;owned\\x07 WAL \\x1b[31mred\\x1b[0m \\u202eevil"  # as the terminal shows it
+
+
+def test_control_characters_are_shown_not_sent_to_the_terminal(cli, nm):
+    """An ANSI or OSC escape, BEL or a bidi override in what the server sends (a title, a tag,
+    an answer) or in a message echoing what was typed is shown as its escape by every printer,
+    tables or not; prose keeps its line breaks."""
+    needs(nm, "/v1/projects/{project_id}/ask")
+    assert cli("project", "build")[0] == 0
+    add = ("memory", "add", EVIL, "-r", "WAL \x1b[2J mode", "--file", "../app.py",
+           "--tag", "t\x1b[1mx")
+    mid = json.loads(cli(*add, "--json")[1])["id"]
+    said = {"twin": cli(*add)[1:]}  # the first is its possible duplicate
+    for name, *args in (("list", "memory", "list"), ("show", "memory", "show", mid),
+                        ("stats", "memory", "stats"), ("tags", "memory", "tags", mid, "--add", "y"),
+                        ("consolidate", "memory", "consolidate", "--dry-run"),
+                        ("impact", "project", "impact", "app.py"),
+                        ("query", "project", "query", "WAL mode"),
+                        ("ask", "ask", "WAL mode"), ("whole", "ask", "WAL mode", "--no-stream"),
+                        ("typed", "memory", "list", "--project", "/no\x1b[31mpe"),
+                        ("echoed", "memory", "show", "no\x1b[31mpe")):
+        said[name] = cli(*args)[1:]
+    for name, printed in said.items():
+        assert not set("\x1b\x07\u202e") & set("".join(printed)), (name, printed)
+    assert f"possible duplicates:\n  {mid}  {SHOWN}" in said["twin"][0]
+    assert "tag: t\\x1b[1mx 2" in said["stats"][0]
+    assert said["tags"][0] == f"{mid}: t\\x1b[1mx, y\n"
+    assert f"would merge 2 decision records: {SHOWN}; {SHOWN}" in said["consolidate"][0]
+    assert f"decision {mid}: {SHOWN}" in said["impact"][0]
+    assert f"## Related\nDecisions on these files\n- {SHOWN} [" in said["query"][0]
+    for streamed in ("ask", "whole"):
+        answer, sources = said[streamed][0].split("\n\n", 1)
+        assert SHOWN in answer and "WAL \\x1b[2J mode" in answer, streamed
+        assert f"memory:{mid}  {SHOWN}" in sources, streamed
+    assert "--project /no\\x1b[31mpe: no such directory" in said["typed"][1]
+    assert "no memory with id no\\x1b[31mpe [memory_not_found" in said["echoed"][1]  # the server's
 
 
 def test_tables_keep_joiners_escape_bidi_overrides_and_align_wide_characters():
@@ -288,6 +321,9 @@ def test_memory_model_v2_commands(cli, nm):
     assert code == 0 and "db" in out and "COUNT" in out
     code, out, _ = cli("memory", "stats")
     assert code == 0 and "kind: fact 2" in out
+    nm.project(cli.repo).memories.add("Unsigned", "No author.", author="")  # as HTTP may send
+    code, out, _ = cli("memory", "stats")
+    assert code == 0 and "author: (none) 1" in out  # was `author:  1`
     code, out, _ = cli("memory", "decay", "policy", "--half-life", "fact=30")
     assert code == 0 and "fact: 30.000" in out
     code, out, _ = cli("memory", "decay", "--dry-run")

@@ -110,6 +110,10 @@ def test_project_commands_and_what_they_say_to_wrong_input(run, tmp_path):
     assert code == 0 and "ledger.py" in out
     code, out, _ = run("query", "how are amounts added", "--trace")
     assert code == 0 and "\n-- trace:\n{" in out  # the trace, without --json too
+    lines = out.splitlines()  # a blank line before each layer's header (## Layout's list ran on)
+    headers = [i for i, line in enumerate(lines)
+               if line in ("## Project", "## Layout", "## Related", "## Search results")]
+    assert len(headers) >= 3 and all(lines[i - 1] == "" for i in headers[1:]), out
     code, out, _ = run("stats")
     assert code == 0 and "languages" in out and "{'" not in out  # never Python's repr
     code, out, _ = run("savings", "--days", "7")
@@ -189,3 +193,30 @@ def test_file_arguments_are_read_from_the_current_directory(run, repo, monkeypat
     assert code == 0 and "ledger.py  changed" in out, err
     code, out, err = run("impact", "core/gone.py")
     assert code == 1 and "core/gone.py is not an indexed file" in err
+
+
+def test_memory_file_arguments_are_read_from_the_current_directory(served, repo, run,
+                                                                     monkeypatch):
+    """From core/, `memory add --file config.py` stored `config.py` (no such file) where
+    `project impact config.py` reads core/config.py, and `--file ../ledger.py` was refused as
+    outside the project: memory commands read FILE arguments as the index commands do."""
+    monkeypatch.chdir(Path(repo.info.path) / "core")
+    env = {"NEURALMIND_API_URL": served.url, "NEURALMIND_API_TOKEN": served.token}
+
+    def memory(*args: str):
+        code, out, err = run_cli("memory", *args, "--project", repo.id, "--json", env=env)
+        assert code == 0, (args, err)
+        return json.loads(out)
+
+    made = memory("add", "Settings are read once", "-r", "at boot", "--file", "config.py",
+                  "--file", "../ledger.py")
+    assert made["files_affected"] == ["core/config.py", "ledger.py"]
+    code, out, err = run("impact", "config.py")
+    assert code == 0 and f"decision {made['id']}: Settings are read once" in out, err
+    for found in (memory("list", "--file", "config.py"),
+                  memory("search", "settings", "--mode", "keyword", "--file", "config.py")):
+        assert [m["id"] for m in found] == [made["id"]]
+    # a path from the root, or a file that is not here, is taken as given
+    edited = memory("edit", made["id"], "--files", "boot.py", "calc.py", "gone.py")
+    assert edited["files_affected"] == ["core/boot.py", "calc.py", "gone.py"]
+    memory("delete", made["id"])

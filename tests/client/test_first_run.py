@@ -170,7 +170,7 @@ def test_build_no_wait_succeeds_and_jobs_are_shown_waited_for_and_cancelled(cli)
     job_id = out.split("build job ", 1)[1].split()[0]
     assert f"neuralmind job wait {job_id}" in out and f"neuralmind job cancel {job_id}" in out
     code, out, _ = cli("job", "wait", job_id)
-    assert code == 0 and "indexed 1 files" in out
+    assert code == 0 and "indexed 1 file," in out
     code, out, _ = cli("job", "show", job_id, "--json")
     assert code == 0 and json.loads(out)["status"] == "done"
     code, out, _ = cli("job", "show", job_id)
@@ -238,15 +238,6 @@ def test_tables_read_as_text_not_python(cli):
                "--project", str(cli.repo))[0] == 0
     code, out, _ = cli("memory", "history", mid, "--project", str(cli.repo))
     assert "rationale: …proceed. → …proceed. (edited)" in out
-
-
-def test_a_port_asked_of_a_running_daemon_is_answered(daemon, tmp_path):
-    other = daemon.port + 1
-    again = daemon.run("daemon", "start", "--port", str(other))
-    assert again.returncode == 0 and "already running" in again.stdout
-    assert f"--port {other} was not used" in again.stdout and "daemon stop" in again.stdout
-    same = daemon.run("daemon", "start", "--port", str(daemon.port))
-    assert "was not used" not in same.stdout
 
 
 def test_the_docs_page_answers_with_a_trailing_slash_too(served):

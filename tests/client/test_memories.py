@@ -96,11 +96,12 @@ def test_search_and_filters(repo):
     assert [m.title for m in repo.memories.list(tag="client")] == ["Retry only idempotent requests"]
     assert all(m.decision_type == "BUGFIX" for m in repo.memories.list(type="BUGFIX"))
     assert repo.memories.search("zzzqqq nothing like it", mode="keyword") == []
-    # what the search said besides its hits: the mode it ran, a notice (none: a model ran)
+    # what the search said besides its hits: the mode it ran, a notice (that nothing fits)
+    said = "nothing relevant found: no record is close enough to the query in meaning or words"
     nothing = repo.memories.search("zzzqqq nothing like it")
-    assert nothing == [] and nothing.mode == "hybrid" and nothing.notice is None
+    assert nothing == [] and nothing.mode == "hybrid" and nothing.notice == said
     assert nothing.raw == {"project_id": repo.id, "query": "zzzqqq nothing like it",
-                           "mode": "hybrid", "results": [], "notice": None}
+                           "mode": "hybrid", "results": [], "notice": said}
     assert hits.mode == "keyword" and hits.raw["results"][0]["title"] == hits[0].title
     # kind, as list() and the docs name it (search() raised TypeError), or kinds
     for kinds in ({"kind": "decision"}, {"kind": ["decision"]}, {"kinds": ["decision"]}):
@@ -225,8 +226,8 @@ def test_a_misspelled_filter_or_change_is_refused_before_it_is_sent(repo):
         (lambda: repo.memories.save_collection("qa", tags=["qa"]), r"^save_collection\(\) got "),
         (lambda: repo.memories.decay_policy(halflife_days=3), r"^decay_policy\(\) got "),
         (lambda: repo.memories.contradiction_config(treshold=0.5), r"^contradiction_config\(\)"),
-        (lambda: repo.memories.list(limit=5), r"^list\(\) reads every page itself: limit "
-                                              r"belong to page\(\)"),
+        (lambda: repo.memories.list(limit=5), r"^list\(\) reads every page itself: give limit "
+                                              r"to page\(\) instead"),
     ]
     for call, said in calls:
         with pytest.raises(TypeError, match=said):

@@ -46,6 +46,12 @@ def test_another_kind_of_job_is_followed_without_a_builds_words():
     assert job_summary(Job(id="j2", kind="memory.decay", status="done")) == "memory.decay done"
 
 
+def test_a_control_character_in_a_jobs_words_is_shown_not_sent():
+    out = io.StringIO()  # a job's kind and status are the server's
+    ProgressBar(out)(Job(id="j3", kind="x\x1b]0;owned\x07", status="running"))
+    assert out.getvalue() == "x\\x1b]0;owned\\x07 running…\n"
+
+
 def test_the_summary_says_what_was_skipped_and_why():
     result = {"files": 8, "nodes": 40, "edges": 3, "duration_ms": 1200, "files_changed": 8,
               "files_deleted": 0, "chunks_embedded": 40, "files_skipped": 3,
@@ -57,6 +63,10 @@ def test_the_summary_says_what_was_skipped_and_why():
                                 result={**result, "files": 13, "files_total": 11}))
     # files_total is the repository's files indexed (8) and skipped (3)
     assert with_docs.startswith("indexed 13 files (the repository's 8, 5 ingested documents), ")
+    one = job_summary(Job(id="j", kind="build", status="done",
+                          result={**result, "files": 1, "files_total": 2, "files_skipped": 1,
+                                  "skipped": {"binary or not UTF-8 text": 1}}))
+    assert one.startswith("indexed 1 file, ") and "; skipped 1 file: 1 binary" in one
     del result["skipped"], result["files_skipped"]
     assert "skipped" not in job_summary(Job(id="j", kind="build", status="done", result=result))
     # a build without a model says so (it was only in --json, as semantic: false)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from neuralmind.client import (BrokenAnswer, Conflict, NeuralMindAPIError, NeuralMindClient,
                                RateLimited, Unavailable, ValidationFailed)
-from tests.support import run_cli
+from tests.support import http_server, run_cli
 
 NOT_HTTP = b"garbage not http\r\n"
 CUT_SHORT = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n"
@@ -59,10 +58,8 @@ class Scripted(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with http_server(Scripted) as url:
+        yield url
 
 
 @pytest.fixture
@@ -156,7 +153,7 @@ def test_the_cli_says_in_one_line_that_the_answer_was_broken(nm, server, tmp_pat
     code, out, err = run_cli("memory", "list", "--url", server, "--token", "x",
                              env={"NEURALMIND_HOME": str(tmp_path / "home")})
     assert (code, out) == (1, "")
-    assert err.startswith(f"neuralmind: GET /v1/projects") and err.count("\n") == 1
+    assert err.startswith("neuralmind: GET /v1/projects") and err.count("\n") == 1
     assert f"the server at {server} {said}" in err
 
 

@@ -46,6 +46,10 @@ def test_a_search_embeds_a_few_and_finds_the_rest_by_their_words(held_off, tmp_p
     assert hybrid["notice"].startswith("7 records written lately not embedded yet: searched "
                                        "by their words alone")
     assert hybrid["results"][0]["title"] == "Ship the airship zeppelin parts by rail"
+    nothing = api.search("recipe for banana bread with walnuts", mode="semantic")
+    assert nothing["results"] == []  # said first, then why it may have missed some
+    assert nothing["notice"] == ("nothing relevant found: no record is close enough to the "
+                                 "query in meaning or words; " + semantic["notice"])
     assert pending(api) == 12  # a read stores nothing
 
     # every vector stored: the notice goes, and the search is as it always was

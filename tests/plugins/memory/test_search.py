@@ -50,15 +50,27 @@ def test_paraphrase_without_shared_words_found_by_semantic_and_hybrid(corpus):
     assert all(0.0 < r["score"] <= 1.0 for r in hybrid["results"])
 
 
+NOTHING_RELEVANT = ("nothing relevant found: no record is close enough to the query in "
+                    "meaning or words")
+
+
 def test_nothing_found_in_every_mode_while_a_real_match_is_kept(corpus):
     """'lexer' is a word of the parser decision, but the rest of the question is about
     nothing here: the floor answers nothing in every mode (keyword mode asks the semantic
-    leg for the best cosine, since the hit holds a small share of the query)."""
+    leg for the best cosine, since the hit holds a small share of the query), and its notice
+    says so (it was null, while the docs said it tells that nothing relevant was found) — or
+    that there was nothing to search, when no record passes the filters."""
     api, _, others = corpus
     for mode in ("keyword", "semantic", "hybrid"):
-        assert api.search("holiday plans in the lexer mountains", mode=mode)["results"] == [], mode
-        assert api.search("recipe for banana bread with walnuts", mode=mode)["results"] == [], mode
-        assert ids(api.search("lexer and grammar modules", mode=mode))[0] == others[2]["id"], mode
+        for query in ("holiday plans in the lexer mountains", "recipe for banana bread with walnuts"):
+            found = api.search(query, mode=mode)
+            assert (found["results"], found["notice"]) == ([], NOTHING_RELEVANT), (mode, query)
+        found = api.search("lexer and grammar modules", mode=mode)
+        assert ids(found)[0] == others[2]["id"] and found["notice"] is None, mode
+        found = api.search("lexer and grammar modules", mode=mode, status="invalidated")
+        assert (found["results"], found["notice"]) == ([], "nothing to search: no record "
+                                                           "matches the filters (status "
+                                                           "INVALIDATED)"), mode
 
 
 def test_scores_read_on_a_scale_per_mode(corpus, server, tmp_path):
