@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import importlib
 import ipaddress
+import logging
 import os
 import pkgutil
 import signal
@@ -157,7 +158,7 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
         "reuse_port": spread_connections(server.host, server.port, workers),
         "accesslog": None,
-        "on_starting": _preload(settings.kernel.plugins),
+        "on_starting": _on_starting(settings.kernel.plugins),
         "worker_exit": _worker_exit,
         "post_fork": _post_fork,
         "post_worker_init": _post_worker_init,
@@ -203,6 +204,25 @@ def spread_connections(host: str, port: int, workers: int) -> bool:
 
 
 _checked: set[tuple[str, int]] = set()
+
+
+def _on_starting(plugins: list[str]):
+    """gunicorn's ``on_starting``, in the master before it binds: :func:`_preload`, and
+    gunicorn's "Listening at:  (PID)" left unsaid when it names no address — with
+    ``reuse_port`` the master holds no listener (each worker binds its own), and
+    :func:`_announce` says where the server listens."""
+    preload = _preload(plugins)
+
+    def on_starting(server) -> None:
+        logging.getLogger("gunicorn.error").addFilter(_no_empty_listening)
+        preload(server)
+    return on_starting
+
+
+def _no_empty_listening(record: logging.LogRecord) -> bool:
+    """A logging filter: False for gunicorn's "Listening at" line with no address in it."""
+    return not (record.msg == "Listening at: %s (%s)" and record.args
+                and record.args[0] == "")
 
 
 def _preload(plugins: list[str]):
@@ -294,7 +314,8 @@ def _worker_exit(server, worker) -> None:
 
 def _announce(settings: Settings, daemon: bool):
     """Say where the server listens (with ``reuse_port`` the workers bind, and gunicorn's own
-    line names no address); the daemon also writes its discovery file."""
+    line, which names no address then, is left unsaid); the daemon also writes its discovery
+    file."""
     def when_ready(server) -> None:
         if server.LISTENERS:
             host, port = server.LISTENERS[0].sock.getsockname()[:2]

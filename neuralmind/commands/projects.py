@@ -6,8 +6,9 @@ import json
 import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound, no_directory
-from neuralmind.commands.common import (CommandError, client, common_flags, emit, err, fields,
-                                        filled, git_root, project, project_flags, ranged, repo_root)
+from neuralmind.commands.common import (CommandError, client, common_flags, counted, emit, err,
+                                        fields, filled, git_root, port, project, project_flags,
+                                        ranged, repo_root, shown)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -100,7 +101,7 @@ def _reindex_note(r: dict) -> str | None:
         return None
     why = REINDEX_WHY.get(r.get("reindex_reason"), "the index was built differently")
     changed, deleted = r.get("files_changed", 0), r.get("files_deleted", 0)
-    return (f"re-indexed {n} file{'' if n == 1 else 's'}: {why}"
+    return (f"re-indexed {counted(n, 'file')}: {why}"
             + (f" (besides {changed} changed, {deleted} deleted)" if changed or deleted else ""))
 
 
@@ -119,10 +120,10 @@ def cmd_up(args) -> int:
     """Start the daemon if needed, register this repository, build it, say what to try next
     (``--json``: one object with the same facts, for scripts)."""
     from kernel.config import load_settings
-    from neuralmind.commands.server import start_daemon
+    from neuralmind.commands.server import check_port, start_daemon
     if args.path and (why := no_directory(args.path)):
         raise CommandError(f"{args.path}: {why} (give the repository to index)")
-    say = (lambda text: None) if args.json else print
+    say = (lambda text: None) if args.json else (lambda text: print(shown(text, lines=True)))
     settings = load_settings(args.config)
     remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
     nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
@@ -133,19 +134,18 @@ def cmd_up(args) -> int:
             return 1
         info, spawned = start_daemon(args.config, args.port)
         # a start beside this one (a second `up`) may have spawned it: this one found it
+        if not spawned:
+            check_port(info["url"], args.port)
         started = info if spawned else None
         say(f"{'started the daemon' if spawned else 'daemon already running'} at {info['url']} "
             f"(pid {info['pid']})")
         nm = NeuralMindClient(url=args.url, token=args.token, home=settings.home)
     else:
-        from urllib.parse import urlsplit
-
         from kernel.daemon import other_code, read_discovery
-        from neuralmind.commands.server import port_note
+        if not remote:
+            check_port(nm.url, args.port)
         local = None if remote else read_discovery(settings.home)
-        say(f"daemon already running at {nm.url}"
-            + ("" if remote else port_note({"port": urlsplit(nm.url).port}, args.port))
-            + (other_code(local) if local else ""))
+        say(f"daemon already running at {nm.url}" + (other_code(local) if local else ""))
     root = args.path or repo_root()
     handle = nm.project(root)
     say(f"project {handle.id} → {handle.info.path or root}"
@@ -168,10 +168,10 @@ def cmd_up(args) -> int:
                           "token_file": str(token_at)}, indent=2, default=str))
         return 0 if job is None or job.status == "done" else 1
     if job is not None:
-        print(job_summary(job))
+        say(job_summary(job))
         if job.status != "done":
             return 1
-        print(_incremental_note(job, was_built))
+        say(_incremental_note(job, was_built))
     print(f"\nURL:   {nm.url}/v1  (API docs: {nm.url}/v1/docs)")
     print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print(f'try:   neuralmind project query "{FIRST_QUERY}"')
@@ -199,7 +199,7 @@ def add_commands(sub) -> None:
     up.add_argument("path", nargs="?", type=filled,
                     help="the repository (default: the one around here)")
     up.add_argument("--config", help="TOML config for the daemon")
-    up.add_argument("--port", type=int, help="the daemon's port when it has to start")
+    up.add_argument("--port", type=port, help="the daemon's port when it has to start")
     up.set_defaults(func=cmd_up)
 
     group = command_group(sub, "project", "projects: add, list, show, remove, build, search, "

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from urllib.parse import urlsplit
 
 from kernel.config import load_settings
-from neuralmind.commands.common import CommandError, filled, ranged, refuse_misplaced
+from neuralmind.commands.common import CommandError, filled, port, ranged, refuse_misplaced
 
 
 def _settings(args, **server):
@@ -24,12 +25,31 @@ def cmd_serve(args) -> int:
              "allow_origins": args.allow_origin}
     _export(args, _plugin_server_settings(args.config, flags))
     settings = load_settings()
+    if why := _tls_and_proxy(args, settings):
+        print(f"neuralmind: {why}", file=sys.stderr)
+        return 2
     try:
         options = gunicorn_options(settings)
     except CannotServe as ex:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 2
     return _run_gunicorn(options, settings.home, "server")
+
+
+def _tls_and_proxy(args, settings) -> str | None:
+    """TLS served here and a TLS-terminating proxy in front (``--insecure-http``) are
+    alternatives: given together, the server would serve TLS and the acknowledgement would
+    stand for nothing, so the pair is refused, each named where it was given (a flag or the
+    config)."""
+    server = settings.server
+    if not ((server.tls_cert or server.tls_key) and server.insecure_http):
+        return None
+    in_config = f"in {settings.source}" if settings.source else "in the config"
+    tls = ("--tls-cert/--tls-key" if args.tls_cert or args.tls_key
+           else f"[server] tls_cert/tls_key {in_config}")
+    proxy = "--insecure-http" if args.insecure_http else f"[server] insecure_http = true {in_config}"
+    return (f"{tls} and {proxy} are alternatives — TLS served here, or a TLS-terminating proxy "
+            "in front: give one")
 
 
 def _run_gunicorn(options, home, what: str) -> int:
@@ -106,12 +126,15 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
 START_WAIT_S = 90.0  # longer than another start's wait for its daemon (spawn's 60 s)
 
 
-def port_note(info: dict, port: int | None) -> str:
-    """What a ``--port`` asked of a daemon that already runs elsewhere comes to."""
-    if port is None or port == info.get("port"):
-        return ""
-    return (f"; --port {port} was not used: stop it first (`neuralmind daemon stop`) to move "
-            "it to another port")
+def check_port(url: str, port: int | None) -> None:
+    """A ``--port`` the daemon running at ``url`` does not listen on is refused, exit 1: the
+    command line is right (2 is for one that never could be), the daemon already running is
+    what stands in the way — and exit 0 would let a script take the port it asked for as the
+    one served. ``--port 0`` (one the OS picks) is met by any."""
+    if port and port != urlsplit(url).port:
+        raise CommandError(f"the daemon already runs at {url}: --port {port} was not used — "
+                           "stop it first (`neuralmind daemon stop`) to move it to another "
+                           "port", 1)
 
 
 def _daemon_port(args) -> int:
@@ -136,8 +159,9 @@ def cmd_daemon(args) -> int:
             settings = _settings(args, host=args.host or "127.0.0.1")
             running = daemon.status(settings.home)
             if running:
+                check_port(running["url"], args.port)
                 print(f"daemon already running at {running['url']} (pid {running['pid']})"
-                      + port_note(running, args.port) + daemon.other_code(running))
+                      + daemon.other_code(running))
                 return 0
             try:
                 daemon.claim_home(settings.home)
@@ -153,13 +177,15 @@ def cmd_daemon(args) -> int:
                 return 2
             return _run_gunicorn(options, settings.home, "daemon")
         info, started = start_daemon(args.config, args.port)
+        if not started:
+            check_port(info["url"], args.port)
         home = _settings(args).home
         if args.json:
             print(json.dumps({"started": started, "url": info["url"], "pid": info["pid"],
                               "discovery": str(daemon.discovery_path(home))}))
         elif not started:
             print(f"daemon already running at {info['url']} (pid {info['pid']})"
-                  + port_note(info, args.port) + daemon.other_code(info))
+                  + daemon.other_code(info))
         else:
             print(f"daemon running at {info['url']} (pid {info['pid']}); "
                   f"discovery file {daemon.discovery_path(home)}")
@@ -198,7 +224,7 @@ def add_commands(sub) -> None:
     serve.add_argument("--config", help="TOML config (default $NEURALMIND_CONFIG)")
     serve.add_argument("--host", type=filled, help="address to bind (default [server] host, "
                        "127.0.0.1; another needs server mode)")
-    serve.add_argument("--port", type=ranged(0, 65535), help="port (default [server] port, 8765)")
+    serve.add_argument("--port", type=port, help="port (default [server] port, 8765)")
     serve.add_argument("--workers", type=ranged(1, 64), help="gunicorn workers "
                        "(default [server] workers)")
     serve.add_argument("--allow-remote", action="store_true", help="server mode")
@@ -213,7 +239,7 @@ def add_commands(sub) -> None:
     dmn.add_argument("action", choices=["start", "stop", "status"])
     dmn.add_argument("--config", help="TOML config (default $NEURALMIND_CONFIG)")
     dmn.add_argument("--host", type=filled, help="loopback only; use `serve` for anything else")
-    dmn.add_argument("--port", type=ranged(0, 65535), default=None,
+    dmn.add_argument("--port", type=port, default=None,
                      help="start: the port (default [server] port, else 8765 when free, else "
                           "one the OS picks)")
     dmn.add_argument("--foreground", action="store_true",

@@ -18,9 +18,9 @@ import logging
 import shlex
 import sys
 
-from neuralmind import load_settings, open_shared, record_event, unreachable
+from neuralmind import KERNEL_PERMISSIONS, load_settings, open_shared, record_event, unreachable
 from plugins.auth import loopback
-from plugins.auth.roles import GLOBAL_PERMISSIONS, auth_section, global_permissions_of, known_roles
+from plugins.auth.roles import AUTH_PERMISSIONS, auth_section, known_roles, role_holds
 from plugins.auth.schema import PG_MIGRATIONS
 from plugins.auth.tokens import (ACTOR_MAX, SHORT_ID, TokenError, Tokens, parse_expiry, plain,
                                  token_store)
@@ -117,14 +117,21 @@ def _projects(text: str, settings) -> list[str] | str:
     return ids
 
 
-def scoped_note(role: str, projects: list[str], withheld: list[str]) -> str:
-    """One line: what a token of ``role`` limited to ``projects`` cannot do — the role's
-    permissions that reach beyond any project, which such a token never holds
-    (docs/security.md, "Tokens limited to projects")."""
+def withheld(section, role: str) -> list[str]:
+    """The permissions ``role`` holds that reach beyond any project, which a token of it
+    limited to projects never holds — among those known here: the kernel's and this plugin's
+    (the CLI runs without the other plugins' registrations)."""
+    return [p.name for p in (*KERNEL_PERMISSIONS, *AUTH_PERMISSIONS)
+            if p.beyond_projects and role_holds(section, role, p)]
+
+
+def scoped_note(role: str, projects: list[str], names: list[str]) -> str:
+    """One line: what a token of ``role`` limited to ``projects`` cannot do (docs/security.md,
+    "Tokens limited to projects")."""
     return (f"note: limited to projects {', '.join(projects)}, this {role} token holds the "
-            f"role's permissions in those projects only; it cannot "
-            f"{' or '.join(GLOBAL_PERMISSIONS[p] for p in withheld[:2])} "
-            f"— {', '.join(withheld)} need a token for every project (--projects '*')")
+            f"role's permissions in those projects only: not {', '.join(names)}, nor any "
+            "plugin's permission that reaches beyond projects — those need a token for every "
+            "project (--projects '*')")
 
 
 def cmd_create(args) -> int:
@@ -143,13 +150,13 @@ def cmd_create(args) -> int:
         raise TokenError(f"--role {args.role!r}: one of {', '.join(roles)}")
     projects = _projects(args.projects, settings)
     expires = parse_expiry(args.expires) if args.expires is not None else None
-    withheld = global_permissions_of(auth_section(settings), args.role) if projects != "*" else []
+    held_beyond = withheld(auth_section(settings), args.role) if projects != "*" else []
     tokens = _tokens(settings)
     token, digest, rec = tokens.create(args.actor, args.role, projects, expires)
     _record(settings, "token.created", {"token_id": digest[:SHORT_ID], "token_actor": rec.actor,
                                         "role": rec.role, "projects": rec.projects})
-    if withheld:  # stderr, like the reminder: stdout stays the description and the token
-        print(scoped_note(args.role, projects, withheld), file=sys.stderr)
+    if held_beyond:  # stderr, like the reminder: stdout stays the description and the token
+        print(scoped_note(args.role, projects, held_beyond), file=sys.stderr)
     if args.json:
         print(json.dumps({"token": token, "id": digest[:SHORT_ID], "actor": rec.actor,
                           "role": rec.role, "projects": rec.projects,
@@ -164,6 +171,7 @@ def cmd_create(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from neuralmind.commands.common import shown
     from plugins.auth.resources import token_out
     settings = _settings(args)
     rows = [token_out(h, r) for h, r in _tokens(settings).listing()]
@@ -171,15 +179,19 @@ def cmd_list(args) -> int:
         print(json.dumps([r.model_dump() for r in rows]))
         return 0
     if not rows:
-        print(f"no tokens — add one with {create_command(settings)}"
-              if settings.server_mode else "no per-user tokens: loopback mode takes only its own "
-              "(`neuralmind token show`); per-user tokens need server mode (docs/security.md)")
+        print(shown(f"no tokens — add one with {create_command(settings)}"
+                    if settings.server_mode else "no per-user tokens: loopback mode takes only "
+                    "its own (`neuralmind token show`); per-user tokens need server mode "
+                    "(docs/security.md)"))
         return 0
     print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':20}  EXPIRES")
+    # stored text, shown escaped should a control character pass the store's check (names
+    # of printable characters) — never sent to the terminal
     for r in rows:
         projects = r.projects if isinstance(r.projects, str) else ",".join(r.projects)
         expires = (r.expires_at or "never") + (" (expired)" if r.expired else "")
-        print(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:20}  {expires}")
+        print(shown(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:20}  "
+                    f"{expires}"))
     return 0
 
 
@@ -205,23 +217,25 @@ def cmd_revoke(args) -> int:
 def cmd_show(args) -> int:
     settings = _loopback_settings(args)
     settings.home.mkdir(parents=True, exist_ok=True)
-    print(loopback.ensure_token(settings.home))
+    token, replaced = loopback.provide_token(settings.home)
+    if replaced:  # the file was emptied or deleted: a new token, as a rotation makes one
+        _rotated(settings, "the token file held no token: a new one replaces the lost one")
+    print(token)
     return 0
 
 
 def cmd_rotate(args) -> int:
-    from neuralmind import read_discovery, write_discovery
     settings = _loopback_settings(args)
     token = loopback.rotate(settings.home)
-    info = read_discovery(settings.home)
-    if info is not None and "token" in info:
-        info["token"] = token
-        write_discovery(settings.home, info)
-    _record(settings, "token.rotated", {"token": "loopback"})
-    print("the old token is refused from now on; the running server reads the new one",
-          file=sys.stderr)
+    _rotated(settings, "the old token is refused from now on")
     print(token)
     return 0
+
+
+def _rotated(settings, what: str) -> None:
+    """Record a new loopback token (the discovery file already holds it) and say so."""
+    _record(settings, "token.rotated", {"token": "loopback"})
+    print(f"{what}; the running server reads the new one", file=sys.stderr)
 
 
 def _guarded(fn):

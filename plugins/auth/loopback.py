@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from neuralmind import write_private
+from neuralmind import read_discovery, write_discovery, write_private
 
 TOKEN_FILE = "token"
 
@@ -26,14 +26,18 @@ def new_token() -> str:
     return "nm_" + secrets.token_urlsafe(32)
 
 
-def ensure_token(home: Path) -> str:
-    """The token, created on first use. The file appears whole or not at all (written aside,
-    then hard-linked into place), so a worker starting beside another never reads it empty."""
+def provide_token(home: Path) -> tuple[str, bool]:
+    """The token, made on first use, and whether this call wrote it in place of one that was
+    lost: an emptied file, or a missing one while the running daemon's discovery file holds a
+    token (a first start's file is missing too, with no token there). The file appears whole or
+    not at all (written aside, then hard-linked into place), so a worker starting beside
+    another never reads it empty; a token this call wrote reaches the discovery file, where the
+    CLI and clients read it."""
     path = token_path(home)
     try:
         token = path.read_text().strip()
         if token:
-            return token
+            return token, False
         emptied = True  # no write of ours leaves it empty: an editor or a full disk did
     except FileNotFoundError:
         emptied = False
@@ -48,16 +52,35 @@ def ensure_token(home: Path) -> str:
         else:
             os.link(tmp, path)
     except FileExistsError:  # another worker made it first: theirs is the token
-        token = path.read_text().strip()
+        return path.read_text().strip(), False
     finally:
         tmp.unlink(missing_ok=True)
-    return token
+    return token, publish(home, token) or emptied
+
+
+def ensure_token(home: Path) -> str:
+    """The token, made on first use (:func:`provide_token`)."""
+    return provide_token(home)[0]
 
 
 def rotate(home: Path) -> str:
+    """A new token in place of the old one, in the file and the discovery file."""
     token = new_token()
     write_private(token_path(home), token + "\n")
+    publish(home, token)
     return token
+
+
+def publish(home: Path, token: str) -> bool:
+    """Put ``token`` in the running daemon's discovery file in place of the one it holds (the
+    CLI and clients send the token they find there); False when it holds none to replace — no
+    daemon runs, or its worker has yet to write it — or this one already."""
+    info = read_discovery(home)
+    if info is None or info.get("token") in (None, token):
+        return False
+    info["token"] = token
+    write_discovery(home, info)
+    return True
 
 
 class LoopbackToken:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, NotFound,
                                Unauthorized, no_directory)
-from neuralmind.commands.common import common_flags, err, repo_root
+from neuralmind.commands.common import common_flags, err, repo_root, shown
 
 log = logging.getLogger("neuralmind.mcp")
 
@@ -81,7 +81,8 @@ def cmd_wakeup(args) -> int:
     if args.json:
         print(json.dumps(result.raw, indent=2))
     else:
-        print(result.context + (f"\n\nwarning: {result.warning}" if result.warning else ""))
+        print(shown(result.context + (f"\n\nwarning: {result.warning}" if result.warning
+                                      else ""), lines=True))  # a README's escape, as text
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from neuralmind import load_settings, open_shared
 from neuralmind.client import no_directory
+from neuralmind.commands.common import shown
 from plugins.tier2_bridge.audit import (audit_path, malformed, read_only, records, shared_records,
                                         verify)
 from plugins.tier2_bridge.storage import StoreUnavailable
@@ -104,8 +105,8 @@ def cmd_verify(args) -> int:
                           "head_seq": verdict.head_seq, "head_hash": verdict.head_hash,
                           "broken": where}))
     elif broken:
-        print(f"audit trail BROKEN at record {broken.seq}: {broken.reason} "
-              f"({verdict.records} records before it hold; {path})")
+        print(shown(f"audit trail BROKEN at record {broken.seq}: {broken.reason} "
+                    f"({verdict.records} records before it hold; {path})"))
     else:
         print(f"audit trail whole: {verdict.records} records; head "
               f"{verdict.head_seq}:{verdict.head_hash} (keep it to pass as --anchor later)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -12,16 +11,23 @@ from neuralmind import Model, PageQuery
 
 
 def _iso_time(value: Any) -> Any:
-    """ISO 8601 text only: pydantic also reads ``"0"``, ``"1780000000"`` — and ``"20261202"``
-    — as a Unix time. Kept here until the kernel has a timestamp type beside ``ISODate``."""
-    if not isinstance(value, datetime) and not (isinstance(value, str)
-                                                and _ISO_TIME.match(value)):
-        raise ValueError("an ISO 8601 time is written YYYY-MM-DDTHH:MM:SS (UTC unless a zone "
-                         "follows) or YYYY-MM-DD, never as a Unix time")
-    return value
+    """ISO 8601 in the forms ``datetime.fromisoformat`` reads, as ``token create --expires``
+    reads a date: extended (``2026-12-02T13:00:00Z``, ``2026-12-02``) or basic
+    (``20261202T130000Z``, ``20261202``). Read here, not by pydantic, which also takes ``"0"``
+    or ``"1780000000"`` as a Unix time: a number is none of these forms — eight digits are the
+    basic date YYYYMMDD, while a Unix time has ten (since 2001), or a sign, or a fraction, and
+    is refused. Kept here until the kernel has a timestamp type beside ``ISODate``."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value.isascii():  # no other script's digits (２０２６…)
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    raise ValueError("an ISO 8601 time is written YYYY-MM-DDTHH:MM:SS (UTC unless a zone "
+                     "follows), or a date: YYYY-MM-DD or YYYYMMDD — never as a Unix time")
 
 
-_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # \d would take any script's digits
 ISOTime = Annotated[datetime, BeforeValidator(_iso_time)]
 
 

@@ -70,6 +70,26 @@ def test_rotate_takes_effect_in_the_running_server_within_a_second(daemon):
     assert events(daemon.home, "token.rotated")[-1]["actor"].startswith("cli:")
 
 
+@pytest.mark.parametrize("lost", ["emptied", "deleted"])
+def test_a_token_show_makes_anew_reaches_the_cli_and_clients(daemon, lost):
+    """A lost token file (an editor, a full disk, a stray rm): `token show` writes a new token,
+    which the server takes, and the discovery file too, where the CLI and clients read theirs
+    — as `token rotate` does, event included."""
+    old, rotations = daemon.token, len(events(daemon.home, "token.rotated"))
+    if lost == "emptied":
+        (daemon.home / "token").write_text("")
+    else:
+        (daemon.home / "token").unlink()
+    new = cli(daemon.home, "token", "show").stdout.strip()
+    assert new != old and daemon.token == new
+    assert json.loads((daemon.home / "daemon.json").read_text())["token"] == new
+    shown_at = time.monotonic()
+    while (listed := cli(daemon.home, "project", "list", check=False)).returncode != 0:
+        assert time.monotonic() - shown_at < 1.0, listed.stderr
+        time.sleep(0.05)
+    assert len(events(daemon.home, "token.rotated")) == rotations + 1
+
+
 def test_no_cors_headers_by_default(daemon):
     pre = daemon.request("OPTIONS", "/v1/projects", auth=False, headers={
         "Origin": "https://evil.example", "Access-Control-Request-Method": "GET",
@@ -113,9 +133,11 @@ def test_an_emptied_token_file_gets_a_new_token(tmp_path):
     carry it: `token show` makes a new one, whole, and the file holds it."""
     from plugins.auth.loopback import ensure_token
     home = tmp_path / "home"
-    home.mkdir()
+    first = cli(home, "token", "show")
+    assert (first.stderr, (home / "kernel.db").exists()) == ("", False)  # made, not replaced
     (home / "token").write_text("\n")
     token = cli(home, "token", "show").stdout.strip()
     assert len(token) >= 32 and (home / "token").read_text() == token + "\n"
-    assert ensure_token(home) == token
+    assert ensure_token(home) == token != first.stdout.strip()
     assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600
+    assert [e["data"] for e in events(home, "token.rotated")] == [{"token": "loopback"}]

@@ -73,3 +73,19 @@ def test_one_actors_tokens_of_two_roles_each_keep_their_roles_limit(team):
     allowed = 3 + int((time.monotonic() - started) / 2)  # the burst, and one per 2 s since
     assert 3 <= granted <= allowed, (granted, allowed)
     assert team.get("/v1/auth/whoami", token=reader).status == 200  # its own bucket is full
+
+
+def test_start_up_says_each_thing_once_per_server(team):
+    """Started with no tokens, the server's 4 workers say so once between them (each worker
+    said it), and the address once — never gunicorn's "Listening at:  (PID)" that names none
+    (with SO_REUSEPORT the master holds no listener)."""
+    token = create_token(team.home, team.home / "config.toml", "olga", "reader")["token"]
+    pids, deadline = set(), time.monotonic() + 30
+    while len(pids) < 4:  # each worker has answered: each has started
+        assert time.monotonic() < deadline, pids
+        pids.add(team.get("/v1/status", token=token).json["pid"])
+    log = team.output().splitlines()
+    assert len([line for line in log if "no tokens in" in line]) == 1, log
+    assert len([line for line in log if f"listening at http://127.0.0.1:{team.port}"
+                in line]) == 1, log
+    assert not [line for line in log if "Listening at:" in line], log

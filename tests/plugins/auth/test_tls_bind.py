@@ -90,6 +90,22 @@ def test_non_loopback_bind_without_tls_is_refused(tmp_path):
     assert done.returncode == 2 and "go together" in done.stderr
 
 
+def test_tls_and_insecure_http_together_are_refused(tmp_path):
+    """Alternatives (TLS here, or a TLS-terminating proxy in front): the pair is refused in
+    one line before anything loads, each named where it was given — a flag, or the config."""
+    tls = ["--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem")]
+    done = serve(tmp_path, "--allow-remote", "--insecure-http", *tls)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
+        "neuralmind: --tls-cert/--tls-key and --insecure-http are alternatives — TLS served "
+        "here, or a TLS-terminating proxy in front: give one\n"))
+    config = tmp_path / "server.toml"
+    config.write_text("[server]\nallow_remote = true\ninsecure_http = true\n")
+    done = serve(tmp_path, "--config", str(config), *tls)
+    assert done.returncode == 2 and done.stderr.startswith(
+        f"neuralmind: --tls-cert/--tls-key and [server] insecure_http = true in {config} are "
+        "alternatives"), done.stderr
+
+
 def test_unloadable_certificate_is_refused_before_forking(tmp_path, ca):
     other = trustme.CA().issue_cert("127.0.0.1")
     cert = ca.issue_cert("127.0.0.1")

@@ -270,6 +270,12 @@ def test_agent_wakeup_prints_the_overview_or_its_json(tmp_path):
         assert code == 0 and "wal.py" in out
         code, out, _ = run_cli("agent", "wakeup", "--project", pid, "--json", env=env)
         assert code == 0 and "wal.py" in json.loads(out)["context"]
+        # the overview quotes the repository (its README): an escape there is shown as text
+        (server.home.parent / "repo" / "README.md").write_text("# Demo\x1b]0;owned\x07\n")
+        build(server, pid)
+        code, out, _ = run_cli("agent", "wakeup", "--project", pid, env=env)
+        assert code == 0 and "(Demo\\x1b]0;owned\\x07)" in out and "\x1b" not in out, out
+        assert "\n## Layout\n" in out  # its lines kept
         code, _, err = run_cli("agent", "wakeup", "--project", "/nonexistent", env=env)
         assert code == 2 and err == ("neuralmind: --project /nonexistent: not a directory here, "
                                      "and no project has that id (`neuralmind project list`)\n")

@@ -88,6 +88,12 @@ def test_admin_route_filters(busy):
     r = busy.get(f"/v1/admin/audit?since={between}&limit=200")
     assert r.json["items"] == [x for x in rows if x["at"] > middle][:200]
     assert busy.get("/v1/admin/audit?since=2999-01-01T00:00:00Z").json["items"] == []
+    day = middle[:10]
+    extended = busy.get(f"/v1/admin/audit?since={day}&limit=200").json["items"]
+    assert extended == [x for x in rows if x["at"] >= day][:200]
+    basic = day.replace("-", "")  # ISO 8601's basic forms, as `token create --expires` reads them
+    for since in (basic, f"{basic}T000000Z", f"{basic}T000000%2B00:00"):
+        assert busy.get(f"/v1/admin/audit?since={since}&limit=200").json["items"] == extended
 
 
 def test_admin_route_refuses_bad_queries_with_the_envelope(busy):
@@ -98,11 +104,13 @@ def test_admin_route_refuses_bad_queries_with_the_envelope(busy):
         r = busy.get(f"/v1/admin/audit?{query}")
         assert r.status == 422, query
         assert r.error["code"] == "validation_error"
-    for unix in ("0", "1780000000", "-1", "0.5", "20261202"):  # pydantic's Unix time, not ISO
-        r = busy.get(f"/v1/admin/audit?since={unix}")
+    # pydantic's Unix times, and eight digits that are no day (a basic date is YYYYMMDD)
+    for unix in ("0", "1780000000", "-1", "0.5", "1780000000.5", "12345678",
+                 "%EF%BC%92%EF%BC%90%EF%BC%92%EF%BC%96%EF%BC%91%EF%BC%92%EF%BC%90%EF%BC%92"):
+        r = busy.get(f"/v1/admin/audit?since={unix}")  # the last: ２０２６１２０２
         assert (r.status, r.error["code"]) == (422, "validation_error"), unix
         [error] = r.error["details"]["errors"]
-        assert error["loc"] == ["query", "since"] and "YYYY-MM-DDTHH:MM:SS" in error["msg"], error
+        assert error["loc"] == ["query", "since"] and "never as a Unix time" in error["msg"], error
     assert busy.get("/v1/admin/audit", auth=False).status == 401
 
 

@@ -165,6 +165,13 @@ def test_verify_speaks_plainly(busy, tmp_path):
     assert code == 1 and verdict["whole"] is False and "no audit trail" in verdict["error"]
 
 
+def test_the_broken_line_sends_no_control_character_to_the_terminal(busy, tmp_path):
+    home = tamper(busy, tmp_path / "trail\x1b]0;owned\x07", edit)
+    code, out, _ = in_process("audit", "verify", "--home", str(home))
+    assert code == 1 and out.startswith("audit trail BROKEN at record 5: ")
+    assert "trail\\x1b]0;owned\\x07/copy" in out and "\x1b" not in out, out
+
+
 def test_a_field_that_is_not_text_is_named_not_a_traceback(busy, tmp_path):
     home = tamper(busy, tmp_path, blob)
     done = audit_cli(home, "verify", "--home", str(home))
