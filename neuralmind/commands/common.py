@@ -308,3 +308,11 @@ def fields(record: Any, names: Sequence[str]) -> str:
 
 def err(message: str) -> None:
     print(f"neuralmind: {shown(message, lines=True)}", file=sys.stderr)
+
+
+def note(args, notice: str | None) -> None:
+    """What the server said besides its answer (nothing relevant found, records not embedded
+    yet), on stderr so the table on stdout stays the results; ``--json`` prints the results
+    alone, as before."""
+    if notice and not args.json:
+        print(f"note: {shown(notice)}", file=sys.stderr)

@@ -11,7 +11,7 @@ import sys
 
 from neuralmind.client import ValidationFailed
 from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, in_project,
-                                        path_id, plain, project, project_flags, ranged,
+                                        note, path_id, plain, project, project_flags, ranged,
                                         refuse_misplaced, setting)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
@@ -116,7 +116,9 @@ def cmd_search(args) -> int:
     found = handle.memories.search(args.query, mode=args.mode, limit=args.limit,
                                    expand=args.expand or None, **_filters(args, handle))
     rows = [m.raw for m in found]
-    return emit(args, rows, rows=rows, columns=SEARCH_COLUMNS)
+    emit(args, rows, rows=rows, columns=SEARCH_COLUMNS)
+    note(args, found.notice)
+    return 0
 
 
 def cmd_edit(args) -> int:

@@ -7,8 +7,8 @@ import os
 
 from neuralmind.client import Job, NeuralMindClient, NotFound, no_directory
 from neuralmind.commands.common import (CommandError, client, common_flags, counted, emit, err,
-                                        fields, filled, git_root, port, project, project_flags,
-                                        ranged, repo_root, shown)
+                                        fields, filled, git_root, note, port, project,
+                                        project_flags, ranged, repo_root, shown)
 from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job_summary
 
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
@@ -60,7 +60,9 @@ def cmd_build(args) -> int:
 def cmd_search(args) -> int:
     hits = project(args).search(args.query, n=args.n, mode=args.mode, file_type=args.file_type)
     rows = [h.raw for h in hits]
-    return emit(args, rows, rows=rows, columns=HIT_COLUMNS)
+    emit(args, rows, rows=rows, columns=HIT_COLUMNS)
+    note(args, hits.notice)
+    return 0
 
 
 def cmd_query(args) -> int:

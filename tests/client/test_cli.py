@@ -202,6 +202,12 @@ def test_memory_commands(cli, nm):
     assert code == 0 and mid in out and "TITLE" in out.splitlines()[0]
     code, out, _ = cli("memory", "search", "wal", "--mode", "keyword", "--json")
     assert [r["id"] for r in json.loads(out)] == [mid]
+    # nothing found: the table says (none), the server's notice says why, on stderr
+    code, out, err = cli("memory", "search", "zzqx nothing like it", "--mode", "keyword")
+    assert (code, out.strip()) == (0, "(none)")
+    assert err.startswith("note: nothing relevant found") and err.count("\n") == 1, err
+    code, out, err = cli("memory", "search", "zzqx nothing like it", "--json")
+    assert (code, json.loads(out), err) == (0, [], "")
     code, out, _ = cli("memory", "edit", mid, "--rationale", "readers and writers coexist",
                        "--if-match", mem["updated_at"])
     assert code == 0 and "coexist" in out
