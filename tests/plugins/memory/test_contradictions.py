@@ -194,8 +194,8 @@ def test_the_open_list_pages_past_dormant_contradictions(api):
     """A page of the open list is full and its cursor right when dormant rows lie between."""
     made = []
     for topic in ("alpha", "beta", "gamma", "delta"):
-        a = api.create(title=f"Set {topic}_timeout = 30 seconds", rationale="Measured.",
-                       files_affected=[f"{topic}.py"])
+        api.create(title=f"Set {topic}_timeout = 30 seconds", rationale="Measured.",
+                   files_affected=[f"{topic}.py"])
         b = api.create(title=f"Set {topic}_timeout = 60 seconds", rationale="Measured again.",
                        files_affected=[f"{topic}.py"])
         assert b["contradictions"]["count"] == 1, b["contradictions"]
