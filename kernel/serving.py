@@ -55,6 +55,9 @@ def check_tls(settings: Settings) -> None:
         return
     if not (server.tls_cert and server.tls_key):
         raise BindError("--tls-cert and --tls-key (tls_cert/tls_key) go together; give both")
+    if server.insecure_http:  # `serve` names where each came from; plain gunicorn meets this
+        raise BindError("[server] tls_cert/tls_key and insecure_http are alternatives — TLS "
+                        "served here, or a TLS-terminating proxy in front: give one")
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
             server.tls_cert, server.tls_key, password=_no_passphrase)

@@ -134,6 +134,21 @@ def test_each_unloadable_tls_file_is_named_with_what_is_wrong(tmp_path, ca):
         assert str(refused.value).endswith(f"{tmp_path}/{why}"), refused.value
 
 
+def test_tls_and_insecure_http_in_one_config_are_refused_by_the_bind_check(tmp_path, ca):
+    """What plain gunicorn (conf/gunicorn.conf.py) checks, where no flag is given."""
+    from kernel.config import load_settings
+    from kernel.serving import BindError, check_tls
+    cert = ca.issue_cert("127.0.0.1")
+    cert.cert_chain_pems[0].write_to_path(tmp_path / "cert.pem")
+    cert.private_key_pem.write_to_path(tmp_path / "key.pem")
+    tls = {"tls_cert": str(tmp_path / "cert.pem"), "tls_key": str(tmp_path / "key.pem")}
+    check_tls(load_settings(server=tls))
+    with pytest.raises(BindError) as refused:
+        check_tls(load_settings(server={**tls, "insecure_http": True}))
+    assert str(refused.value).startswith(
+        "[server] tls_cert/tls_key and insecure_http are alternatives"), refused.value
+
+
 def test_insecure_http_acknowledgement_passes_the_bind_check():
     from kernel.config import load_settings
     from kernel.serving import BindError, check_bind
