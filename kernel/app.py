@@ -271,9 +271,13 @@ class Kernel:
         if gone(project):  # the plugins' stores were there: asking them would make it anew
             return {"directory_missing": True}
         status: dict[str, Any] = {}
-        for part in self._call_each("describe_project", f"project {project.id}", once=True,
-                                    project=project):
-            status.update(part or {})
+        for label, part in self._call_each("describe_project", f"project {project.id}",
+                                           once=True, project=project):
+            if isinstance(part, dict):
+                status.update(part)
+            elif part is not None:
+                self._failing("describe_project", label, f"project {project.id}", TypeError(
+                    f"it answered {type(part).__name__}, not a dict"), once=True)
         return status
 
     @property
@@ -311,22 +315,26 @@ class Kernel:
     def _fan_out(self, event: Event) -> None:
         self._call_each("track_event", f"event {event.id}", event=event)
 
-    def _call_each(self, hook: str, about: str, *, once: bool = False, **kw) -> list[Any]:
-        """The answers of every plugin's ``hook``, called one by one in pluggy's order: one
-        that raises is logged naming the plugin (``once``: the first time only) and left out,
-        and the others still run."""
+    def _call_each(self, hook: str, about: str, *, once: bool = False, **kw
+                   ) -> list[tuple[str, Any]]:
+        """Each plugin's answer to ``hook`` with its name, called one by one in pluggy's
+        order: one that raises is logged naming the plugin (``once``: the first time only)
+        and left out, and the others still run."""
         answers = []
         args = {"kernel": self, **kw}
         for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
+            label = plugin_label(self.pm, impl.plugin)
             try:
-                answers.append(impl.function(*[args[name] for name in impl.argnames]))
+                answers.append((label, impl.function(*[args[name] for name in impl.argnames])))
             except Exception as ex:
-                label = plugin_label(self.pm, impl.plugin)
-                if not once or (hook, label) not in self._failed:
-                    self._failed.add((hook, label))
-                    log_failure(log, f"{hook} of plugin {label!r}"
-                                + (f" for {about}" if about else ""), ex)
+                self._failing(hook, label, about, ex, once=once)
         return answers
+
+    def _failing(self, hook: str, label: str, about: str, ex: Exception, *, once: bool) -> None:
+        if not once or (hook, label) not in self._failed:
+            self._failed.add((hook, label))
+            log_failure(log, f"{hook} of plugin {label!r}" + (f" for {about}" if about else ""),
+                        ex)
 
     def _collect(self, hook: str, own: Iterable[T], cls: type[T], noun: str) -> dict[str, T]:
         """What ``hook`` answers, each a ``cls`` (``name``, …), with the kernel's ``own``, by
