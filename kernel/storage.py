@@ -162,6 +162,12 @@ def damaged_file(ex: BaseException) -> Path | None:
 RESTORE_HINT = 'restore it from a backup (docs/operations.md, "Storage")'
 
 
+def remedy_of(migrations) -> str:
+    """What mends a damaged file of a store with these ``migrations``: the ``remedy`` a
+    derived store's carry (make the file again), else a backup."""
+    return getattr(migrations, "remedy", RESTORE_HINT)
+
+
 def damage_remedy(ex: BaseException) -> str:
     """What mends the file a damage error came from: its store's ``remedy`` (a derived
     store's file is made again, see :class:`Database`), else a backup."""
@@ -358,7 +364,7 @@ class Database:
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
         self.path = Path(path)
-        self.remedy: str = getattr(migrations, "remedy", RESTORE_HINT)
+        self.remedy = remedy_of(migrations)
         self.path.parent.mkdir(parents=True, exist_ok=True)  # here only: see connect()
         self._local = threading.local()
         self._write_lock = write_lock(self.path)

@@ -28,6 +28,7 @@ import tomllib
 import warnings
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -65,12 +66,18 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {first}..{first + _PORT_BLOCK - 1}")
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler for :func:`http_server` that keeps its access log to itself."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+
 @contextmanager
 def http_server(handler: type):
     """A real local HTTP server answering with ``handler`` (a ``BaseHTTPRequestHandler``) on a
     thread: what stands in for something outside us (another web server, a scripted one).
     Yields its URL."""
-    from http.server import ThreadingHTTPServer
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:

@@ -53,7 +53,7 @@ def _size(n: int) -> str:
 # -- check -----------------------------------------------------------------------------------
 
 def _check_sqlite(settings, found) -> list[dict]:
-    from kernel.storage import RESTORE_HINT
+    from kernel.storage import remedy_of
     from kernel.stored import SqliteHome, file_size
     home, rows = SqliteHome(settings), []
     for component in found:
@@ -67,7 +67,7 @@ def _check_sqlite(settings, found) -> list[dict]:
             if file.migrations is not None and row["exists"]:  # a missing one is made whole
                 row.update(_file_state(file.path, len(file.migrations)))
             if row["damaged"]:  # a derived store's file is made again, not restored
-                row["remedy"] = getattr(file.migrations, "remedy", RESTORE_HINT)
+                row["remedy"] = remedy_of(file.migrations)
             rows.append(row)
     return rows
 

@@ -56,7 +56,7 @@ def cmd_ask(args) -> int:
             print(json.dumps(result.raw, indent=2))
             return 0
         print(shown(result.answer, lines=True))
-        _footer(result.raw)
+        _footer(args, result.raw)
         return 0
     done: dict = {}
     for event in handle.ask(args.question, sources=args.sources, context_budget=args.budget,
@@ -69,13 +69,13 @@ def cmd_ask(args) -> int:
         elif event.kind == "done":
             done.update(event.data)
     print()
-    _footer(done)
+    _footer(args, done)
     return 0
 
 
-def _footer(out: dict) -> None:
+def _footer(args, out: dict) -> None:
     """The sources (cited ones marked with *), then notices and the provider."""
-    from neuralmind.commands.common import shown
+    from neuralmind.commands.common import note, shown
     cited = set(out.get("cited") or ())
     if out.get("sources"):
         print()
@@ -83,6 +83,6 @@ def _footer(out: dict) -> None:
         mark = "*" if s["n"] in cited else " "
         print(shown(f"{mark}[{s['n']}] {s['cite']}  {s['title']}"))
     for notice in out.get("notices") or ():
-        print(f"note: {shown(notice)}", file=sys.stderr)
+        note(args, notice)
     model = f" ({out['model']})" if out.get("model") else ""
     print(shown(f"-- {out.get('provider')}{model}, {out.get('ms')} ms"), file=sys.stderr)

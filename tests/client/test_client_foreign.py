@@ -6,19 +6,18 @@ server sent a broken answer, though nothing was sent)."""
 from __future__ import annotations
 
 import re
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from neuralmind.client import BrokenAnswer, NeuralMindClient, NotAServerURL
-from tests.support import http_server, run_cli
+from tests.support import QuietHandler, http_server, run_cli
 
 HTML = ("text/html;charset=utf-8",
         b"<!DOCTYPE HTML>\n<html>\n<head><title>Error response</title></head>\n"
         b"<body><h1>Error response</h1><p>Error code: 404</p></body>\n</html>\n")
 
 
-class OtherServer(BaseHTTPRequestHandler):
+class OtherServer(QuietHandler):
     """Another web server: every request answered ``status`` with ``content_type`` and
     ``body``."""
 
@@ -35,9 +34,6 @@ class OtherServer(BaseHTTPRequestHandler):
         self.wfile.write(self.body)
 
     do_GET = do_POST = _answer
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import http.client
 import json
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from neuralmind.client import (BrokenAnswer, Conflict, NeuralMindAPIError, NeuralMindClient,
                                RateLimited, Unavailable, ValidationFailed)
-from tests.support import http_server, run_cli
+from tests.support import QuietHandler, http_server, run_cli
 
 NOT_HTTP = b"garbage not http\r\n"
 CUT_SHORT = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n"
@@ -22,7 +21,7 @@ WEB_PAGE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 15\r
             b"<html>hi</html>")
 
 
-class Scripted(BaseHTTPRequestHandler):
+class Scripted(QuietHandler):
     """Answers each request with the next step of the script — a (status, code), or bytes
     written as they are before the connection is closed — then 200."""
 
@@ -51,9 +50,6 @@ class Scripted(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_GET = do_POST = do_DELETE = do_PATCH = _answer
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")
