@@ -42,11 +42,13 @@ def nfc_key(path: str) -> str | None:
 class Derived(list):
     """The migrations of a file the index derives (``index.db`` from the repository,
     ``usage.db`` from use), carrying what the kernel tells of a damaged one: delete it and
-    build again, never restore it from a backup."""
+    build again, never restore it from a backup — and what of it a build does not make again."""
 
-    remedy = ("delete it (with the server stopped, and its -wal and -shm), then build the "
-              "project again: the code index is derived from the repository, never restored "
-              '(docs/operations.md, "Storage")')
+    def __init__(self, migrations, *, also: str = ""):
+        super().__init__(migrations)
+        self.remedy = ("delete it (with the server stopped, and its -wal and -shm), then build "
+                       "the project again: the code index is derived from the repository, never "
+                       f'restored{also} (docs/operations.md, "Storage")')
 
 
 MIGRATIONS = Derived(["""
@@ -143,7 +145,9 @@ CREATE INDEX vectors_hubless ON vectors (hash) WHERE hub IS NULL;
 """, """
 -- a one-word search names a definition in any case (plugins/index/search.py named)
 CREATE INDEX nodes_by_name_nocase ON nodes (name COLLATE NOCASE);
-""", _rekey, _nfc_paths])
+""", _rekey, _nfc_paths], also=(
+    "; but the documents ingested into it (`project ingest`) and the ignore rules added to it "
+    "are kept nowhere else: ingest and add them again"))
 
 NODE_COLUMNS = ("id", "path", "kind", "name", "qualname", "signature", "docstring", "line",
                 "end_line", "language", "file_type", "parent", "whole", "text", "embed_hash")

@@ -18,8 +18,9 @@ from tests.support import LocalServer, fresh_pg_dsn, run_cli
 
 CONFIG = '[kernel]\nplugins = ["auth", "index"]\n'
 REMEDY = ("delete it (with the server stopped, and its -wal and -shm), then build the project "
-          "again: the code index is derived from the repository, never restored "
-          '(docs/operations.md, "Storage")')
+          "again: the code index is derived from the repository, never restored; but the "
+          "documents ingested into it (`project ingest`) and the ignore rules added to it are "
+          'kept nowhere else: ingest and add them again (docs/operations.md, "Storage")')
 
 
 def storage(home, *args: str) -> tuple[int, str, str]:
