@@ -86,12 +86,10 @@ def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str
     known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if command is None or command in known:
         return None
-    given = _config_given(argv)
-    if given is not None:
-        try:
-            load_settings(given)
-        except ConfigError as ex:  # what is wrong is the config, not the plugins it names
-            return str(ex)
+    try:  # the config's fault (the --config given, else $NEURALMIND_CONFIG's) is said, not
+        load_settings(_config_given(argv))  # the plugins it names: they were never read
+    except ConfigError as ex:
+        return str(ex)
     for name in sorted(available()):
         probe = argparse.ArgumentParser().add_subparsers()
         try:

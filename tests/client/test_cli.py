@@ -292,6 +292,11 @@ def test_commands_of_the_plugins_the_daemon_serves_or_the_commands_config_enable
     assert main(["audit", "verify", "--config", str(tmp_path / "bad.toml")]) == 2
     assert capsys.readouterr().err.startswith(f"neuralmind: config {tmp_path / 'bad.toml'} is not "
                                               "valid TOML")
+    # … and so does $NEURALMIND_CONFIG's, a file gone since it was set (a home moved)
+    monkeypatch.setenv("NEURALMIND_CONFIG", str(tmp_path / "moved.toml"))
+    assert main(["audit", "verify"]) == 2
+    assert capsys.readouterr().err == (f"neuralmind: cannot read config {tmp_path / 'moved.toml'}: "
+                                       "No such file or directory\n")
 
 
 def dead_pid() -> int:
