@@ -5,6 +5,7 @@ store holds the state. No HTTP framework and no SQL here."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import secrets
@@ -21,6 +22,8 @@ from plugins.webhooks.sender import Sender
 from plugins.webhooks.store import (FILE, MIGRATIONS, PG_MIGRATIONS, Hook, Queued, WebhookStore,
                                     in_grace)
 from plugins.webhooks.targets import TargetPolicy, TargetRefused, host_of, post
+
+log = logging.getLogger("neuralmind.webhooks")
 
 BATCH = 500  # events taken into the queue per transaction, so other workers get their turn
 USER_AGENT = f"NeuralMind-Webhooks/{__version__}"
@@ -72,7 +75,11 @@ class Webhooks:
                                    and not settings.insecure_http, ca_file=settings.ca_file)
         self.store = WebhookStore(kernel.shared_database("webhooks", PG_MIGRATIONS)
                                   or _private_file(kernel))
-        self.store.start_cursor(kernel.events.last_id())
+        last = kernel.events.last_id()
+        if (was := self.store.start_cursor(last)) is not None:
+            log.warning("webhooks: the event log ends at #%d, before the #%d the deliveries had "
+                        "reached (kernel.db restored from an older backup?): events from #%d on "
+                        "are delivered", last, was, last + 1)
         self.sender = Sender(self)
 
     # -- who may manage which hook -------------------------------------------------------

@@ -260,11 +260,24 @@ class WebhookStore:
         row = conn.execute("SELECT value FROM webhooks_meta WHERE key = 'event_cursor'").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
-    def start_cursor(self, last_event: int) -> None:
-        """On a new file, start after the events already in the log: hooks never get the past."""
+    def start_cursor(self, last_event: int) -> int | None:
+        """On a new file, start after the events already in the log: hooks never get the past.
+        A cursor past a log that holds events was taken in from a newer log (``kernel.db``
+        restored from an older backup, whose ids are handed out again): it comes back to the
+        log's end, so the events numbered anew are delivered, and the deliveries of the lost
+        ids keep their body and history but no event id (a new event's would clash with it).
+        Returns the cursor it replaced."""
         with self.db.transaction() as conn:
             conn.execute("UPDATE webhooks_meta SET value = ? WHERE key = 'event_cursor' "
                          "AND value IS NULL", (str(last_event),))
+            was = self._cursor(conn)
+            if 0 < last_event < was:  # an empty log may be one retention emptied: no sign
+                conn.execute("UPDATE webhooks_meta SET value = ? WHERE key = 'event_cursor'",
+                             (str(last_event),))
+                conn.execute("UPDATE deliveries SET event_id = NULL WHERE event_id > ?",
+                             (last_event,))
+                return was
+        return None
 
     def queue_events(self, read_after: Callable[[int, int], Sequence[Any]],
                      plan: Callable[[Sequence[Any], list[Hook]], Iterable[Queued]],

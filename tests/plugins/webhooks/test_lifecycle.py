@@ -6,8 +6,13 @@ carried over. The service's clock is moved by the tests where hours must pass.""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 import threading
 import time
+from contextlib import closing
+
+import pytest
 
 from neuralmind.client import verify_signature
 from plugins.webhooks.store import FILE, MIGRATIONS, PG_MIGRATIONS
@@ -317,5 +322,39 @@ def test_a_store_of_the_last_release_keeps_its_grace_and_its_pause(tmp_path, rec
         assert got[0].verified and verify_signature("whsec_new", got[0].body, receiver.headers[0])
         settled(server, paused["id"], lambda items: [d["event_id"] for d in items] == [event])
         assert deliveries(server, off["id"]) == []
+    finally:
+        server.stop()
+
+
+def test_events_after_kernel_db_is_restored_from_an_older_backup_are_delivered(
+        tmp_path, receiver, backend):
+    """docs/operations.md restores ``kernel.db`` alone: its event ids are handed out again, and
+    a queue that had taken in the newer ids would wait for the log to pass them in silence."""
+    if backend != "sqlite":
+        pytest.skip("a file restored on its own: PostgreSQL keeps the log and the queue together")
+    home = tmp_path / "home"
+    server = LocalServer(home, **SERVED, config=FAST).start()
+    try:
+        subscribe(server, receiver, events=["memory.*"])
+        emit(server, "memory.created", n=0)
+        receiver.wait(1)
+        backup = sqlite3.connect(tmp_path / "kernel-backup.db")
+        with closing(sqlite3.connect(home / "kernel.db")) as live:
+            live.backup(backup)
+        backup.close()
+        newest = max(emit(server, "memory.created", n=n) for n in (1, 2, 3))
+        receiver.wait(4)
+    finally:
+        server.stop()
+    for suffix in ("", "-wal", "-shm"):
+        (home / f"kernel.db{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "kernel-backup.db", home / "kernel.db")
+    server = LocalServer(home, **SERVED, config=FAST).start()
+    try:
+        again = emit(server, "memory.created", n=4)
+        assert again < newest  # the restored log numbers it as one the queue had taken in
+        assert receiver.wait(5)[-1].json["data"] == {"n": 4}
+        assert (f"the event log ends at #{again - 1}, before the #{newest} the deliveries had "
+                f"reached") in server.output()
     finally:
         server.stop()
