@@ -102,6 +102,10 @@ def read_discovery(home: Path) -> dict[str, Any] | None:
 
 
 def write_discovery(home: Path, info: dict[str, Any]) -> None:
+    """Write the file, naming the home it was written for unless ``info`` names one already
+    (a rewrite keeps the daemon's): a home renamed while its daemon runs is told apart
+    (:func:`moved`)."""
+    info = {"home": str(Path(home).resolve()), **info}
     write_private(discovery_path(home), json.dumps(info, indent=2))
 
 
@@ -160,13 +164,32 @@ def health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
         return None
 
 
-def status(home: Path) -> dict[str, Any] | None:
-    """The discovery info of a daemon that is alive and answering, else None
-    (:class:`DiscoveryDamaged` when its file is damaged)."""
+def held(home: Path) -> dict[str, Any] | None:
+    """The discovery info when the daemon it names holds ``home`` (:func:`claim_home`), else
+    None: a file a crashed daemon left names an address any program may listen on now, and
+    one copied with a home names the original's daemon. :class:`DiscoveryDamaged` when the
+    file is damaged."""
     info = discovered(home)
-    if info and pid_alive(info.get("pid")) and health(info):
-        return info
-    return None
+    return info if info and serving_pid(home) == info["pid"] else None
+
+
+def status(home: Path) -> dict[str, Any] | None:
+    """The discovery info of the daemon that holds ``home`` and answers, else None
+    (:class:`DiscoveryDamaged` when its file is damaged)."""
+    info = held(home)
+    return info if info and health(info) else None
+
+
+def moved(info: dict[str, Any], home: Path) -> str:
+    """What to say of the daemon holding ``home`` when it serves it under another path (the
+    home was renamed while it ran: it reads its token and files where they were, and answers
+    every call 401); "" when it serves this path (or its file predates the ``home`` field)."""
+    served = info.get("home")
+    if not isinstance(served, str) or Path(served) == Path(home).resolve():
+        return ""
+    return (f"the daemon holding {home} (pid {info['pid']}) serves it as {served}: the home "
+            "was moved while the daemon ran — restart it (`neuralmind daemon stop`, then "
+            "`neuralmind daemon start`)")
 
 
 class HomeBusy(RuntimeError):
@@ -211,6 +234,9 @@ def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
 
 
 SERVING = ".daemon.lock"
+# :func:`serving_pid` (and each client) holds the lock shared for an instant to test it: a
+# start then waits that out rather than take the tester for a daemon
+CLAIM_WAIT_S = 1.0
 
 
 _claimed: list[int] = []  # the held locks' fds: the master's alone
@@ -230,12 +256,18 @@ def claim_home(home: Path) -> None:
     whatever ``daemon.json`` says, two daemons never serve one home. Only the gunicorn master
     holds it (a worker outliving a killed master never keeps the next daemon out)."""
     fd = _open_lock(home, SERVING)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
-        os.close(fd)
-        raise HomeBusy(Path(home), f"the daemon (pid {pid})") from None
+    deadline = time.monotonic() + CLAIM_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise HomeBusy(Path(home), f"the daemon (pid {pid})") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _claimed.append(fd)  # it stays open: the lock is the process's
@@ -386,15 +418,13 @@ def _errors_since(log: Path, offset: int) -> str:
 
 
 def stop(home: Path, timeout: float = 15.0) -> bool:
-    """Stop the daemon serving ``home``: the one holding it (:func:`claim_home`), else the
-    one its discovery file names if it answers there (after a crash or a reboot the file's
-    pid may be another process's now); a damaged file with no daemon holding the home is
+    """Stop the daemon holding ``home`` (:func:`claim_home`) — never the one a discovery file
+    alone names (after a crash the file's pid may be another process's now; in a copy of a
+    home, the original's daemon); a damaged file with no daemon holding the home is
     :class:`DiscoveryDamaged`."""
     pid = serving_pid(home)
     if pid is None:
-        info = discovered(home)
-        pid = info["pid"] if info and pid_alive(info["pid"]) and health(info) else None
-    if pid is None:
+        discovered(home)
         discovery_path(home).unlink(missing_ok=True)
         return False
     os.kill(pid, signal.SIGTERM)

@@ -363,31 +363,98 @@ def home_dir() -> Path:
 def _discovery_file(home: Path | None = None) -> Any:
     """What the daemon's discovery file holds, as JSON, or None (the kernel's
     ``read_discovery`` checks it as a daemon's; the client, which imports nothing of the
-    server, only reads it)."""
+    server, only reads it, and :func:`_held` checks its daemon holds the home)."""
     try:
         return json.loads((Path(home or home_dir()) / "daemon.json").read_text())
     except (OSError, ValueError):
         return None
 
 
+def _holder(home: Path) -> int | None:
+    """The pid of the daemon holding ``home`` — a ``flock`` on ``.daemon.lock`` it keeps for
+    its life, its pid in the file (the kernel's ``serving_pid``; this module imports none of
+    the server) — or None."""
+    try:
+        import fcntl
+    except ImportError:  # no flock, no daemon (it holds its home with one)
+        return None
+    try:
+        fd = os.open(home / ".daemon.lock", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None  # nobody holds it
+    except BlockingIOError:
+        text = os.pread(fd, 20, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+def _held(home: Path) -> dict[str, Any] | None:
+    """The discovery file's contents when the daemon it names holds ``home``, else None: a
+    file a crashed daemon left names an address any program may listen on since, and one
+    copied with the home names another home's daemon — neither gets this home's token."""
+    info = _discovery_file(home)
+    holder = _holder(home)
+    return info if isinstance(info, dict) and holder and info.get("pid") == holder else None
+
+
+def _moved_from(info: dict[str, Any], home: Path) -> str | None:
+    """The path the daemon holding ``home`` serves it as, when the home was renamed while it
+    ran (it then answers every call 401), else None."""
+    served = info.get("home")
+    return served if isinstance(served, str) and Path(served) != home.resolve() else None
+
+
+def _no_daemon(home: Path) -> str:
+    """Why the home gives no daemon to call, and what to do about it."""
+    found = home / "daemon.json"
+    info = _discovery_file(home)
+    if not found.exists():
+        why = f"{found} does not exist"
+    elif not (isinstance(info, dict) and info.get("url")):
+        why = f"{found} holds no address (it is damaged)"
+    elif (held := _held(home)) and (served := _moved_from(held, home)):
+        return (f"the daemon holding {home} (pid {held['pid']}) serves it as {served}: the "
+                "home was moved while the daemon ran — restart it (`neuralmind daemon stop`, "
+                "then `neuralmind daemon start`)")
+    else:
+        why = (f"{found} is stale: the daemon it names does not hold {home} (it exited, or "
+               "the home was copied from under it)")
+    return (f"no NeuralMind daemon found: {why}. Start one with `neuralmind daemon start` "
+            "(or set NEURALMIND_API_URL)")
+
+
 def discover(url: str | None = None, token: str | None = None, home: Path | None = None
              ) -> tuple[str | None, str | None]:
     """(url, token): arguments first, then ``NEURALMIND_API_URL``/``NEURALMIND_API_TOKEN``,
-    then the daemon's discovery file, then (token only) ``$NEURALMIND_HOME/token``."""
+    then the discovery file of the daemon holding the home, then (token only)
+    ``$NEURALMIND_HOME/token``."""
     home = Path(home or home_dir())
-    info = _discovery_file(home)
-    if not isinstance(info, dict):  # JSON, but no daemon's: as if there were none
+    info = _held(home) or {}
+    if _moved_from(info, home):  # it would answer 401: _no_daemon says what to do
         info = {}
     given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
     if url and (why := _not_a_server_url(url)):
         source = ("given" if given else "from NEURALMIND_API_URL"
                   if os.environ.get("NEURALMIND_API_URL") else f"from {home / 'daemon.json'}")
-        shown = url if isinstance(url, str) and url.isprintable() else repr(url)  # one line
-        raise NotAServerURL(f"{shown} ({source}) is not a server URL such as "
+        raise NotAServerURL(f"{_shown(url)} ({source}) is not a server URL such as "
                             f"http://127.0.0.1:8765: {why}")
     url = _root(url) if url else None
     token = token or os.environ.get("NEURALMIND_API_TOKEN") or _local_token(url, info, home)
     return url, token
+
+
+def _shown(url: Any) -> str:
+    """``url`` for a message: on one line, the password in its userinfo (``user:PW@host``)
+    masked."""
+    if isinstance(url, str):
+        url = re.sub(r"^((?:[a-zA-Z][a-zA-Z0-9+.-]*:)?(?://)?[^/?#@:]*:)[^/?#]*@", r"\1***@", url)
+        if url.isprintable():
+            return url
+    return repr(url)
 
 
 def _root(url: str) -> str:
@@ -552,11 +619,7 @@ class NeuralMindClient:
         if not self.url:  # none when made, or the daemon was down at the last call
             self._rediscover()
         if not self.url:
-            found = self.home / "daemon.json"
-            raise DaemonNotRunning(
-                f"no NeuralMind daemon found: {found} "
-                f"{'holds no address (it is damaged)' if found.exists() else 'does not exist'}. "
-                "Start one with `neuralmind daemon start` (or set NEURALMIND_API_URL)")
+            raise DaemonNotRunning(_no_daemon(self.home))
         hdrs = {"Accept": "application/json", "User-Agent": "neuralmind-client/1", **(headers or {})}
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"

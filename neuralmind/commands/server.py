@@ -104,7 +104,7 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     settings = load_settings(config)
     if why := settings.misplaced_state():
         raise CommandError(why)
-    running = daemon.status(settings.home)
+    running = _running(settings.home)
     if running:
         return running, False
     argv = ["daemon", "start", "--foreground"] + (["--port", str(port)] if port is not None else [])
@@ -115,12 +115,22 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
     wait = 0.0 if daemon.holder(settings.home).startswith(daemon.MIGRATING) else START_WAIT_S
     try:
         with daemon.holding(settings.home, "daemon start", wait):
-            running = daemon.status(settings.home)
+            running = _running(settings.home)
             return (running, False) if running else (daemon.spawn(settings.home, argv), True)
     except daemon.HomeBusy as ex:
         raise CommandError(f"{ex}: start the daemon when it ends", 1) from None
     except RuntimeError as ex:
         raise DaemonDidNotStart(ex) from None
+
+
+def _running(home) -> dict | None:
+    """The daemon holding ``home`` when it answers; one that serves it under a path it was
+    moved from is no daemon to use, and another cannot start beside it (:class:`CommandError`)."""
+    from kernel import daemon
+    running = daemon.status(home)
+    if running and (why := daemon.moved(running, home)):
+        raise CommandError(why, 1)
+    return running
 
 
 START_WAIT_S = 90.0  # longer than another start's wait for its daemon (spawn's 60 s)
@@ -157,7 +167,7 @@ def cmd_daemon(args) -> int:
             return 2
         if args.foreground:
             settings = _settings(args, host=args.host or "127.0.0.1")
-            running = daemon.status(settings.home)
+            running = _running(settings.home)
             if running:
                 check_port(running["url"], args.port)
                 print(f"daemon already running at {running['url']} (pid {running['pid']})"
@@ -196,16 +206,33 @@ def cmd_daemon(args) -> int:
         print(json.dumps({"stopped": stopped}) if args.json else
               "daemon stopped" if stopped else "no daemon was running")
         return 0
-    info = daemon.status(settings.home)
-    if args.json:
+    return _status(settings.home, args.json)
+
+
+def _status(home, as_json: bool) -> int:
+    """``daemon status``: exit 0 when the daemon holding the home answers and serves it
+    where it is; a daemon that holds it but does not answer, or that serves it under the
+    path it was moved from, is said as such (exit 1)."""
+    from kernel import daemon
+    info = daemon.status(home)
+    moved = daemon.moved(info, home) if info else ""
+    silent = None if info else daemon.serving_pid(home)
+    if as_json:
         print(json.dumps({"running": bool(info), **({k: v for k, v in info.items() if k != "token"}
-                                                     if info else {})}))
+                                                     if info else {}),
+                          **({"moved": True} if moved else {}),
+                          **({"held_by": silent} if silent else {})}))
     elif info:
         print(f"running at {info['url']} (pid {info['pid']}, version {info['version']}, "
-              f"since {info['started_at']})" + daemon.other_code(info))
+              f"since {info['started_at']})" + (f"; but {moved}" if moved else "")
+              + daemon.other_code(info))
+    elif silent:
+        print(f"not answering — the daemon (pid {silent}) holds {home} but did not answer "
+              "/v1/health within 2 s (starting, busy or hung): wait, or stop it with "
+              "`neuralmind daemon stop`")
     else:
         print("not running — start it with `neuralmind daemon start`")
-    return 0 if info else 1
+    return 0 if info and not moved else 1
 
 
 def cmd_openapi(args) -> int:

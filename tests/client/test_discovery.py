@@ -4,10 +4,13 @@ answers; and why importing the client is free."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -15,6 +18,27 @@ from neuralmind.client import (DaemonNotRunning, NeuralMindClient, NotAServerURL
                                Unauthorized)
 from tests.client.conftest import Daemon, git_repo
 from tests.support import ROOT, LocalServer, free_port
+
+
+@contextmanager
+def held(home, **info):
+    """``home``'s daemon.json naming ``info``'s server as a daemon writes it, with this process
+    holding the home as that daemon does (``.daemon.lock``, its pid): a client counts the file
+    only while its daemon holds the home."""
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / ".daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, str(os.getpid()).encode())
+    if info:
+        announce(home, **info)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def announce(home, **info):
+    (home / "daemon.json").write_text(json.dumps({**info, "pid": os.getpid()}))
 
 
 def test_discovery_file_gives_url_and_token(daemon, monkeypatch):
@@ -31,11 +55,11 @@ def test_discovery_file_gives_url_and_token(daemon, monkeypatch):
 def test_token_file_when_discovery_has_none(daemon, tmp_path, monkeypatch):
     home = tmp_path / "other"
     home.mkdir()
-    (home / "daemon.json").write_text(json.dumps({"url": daemon.url}))
     (home / "token").write_text(daemon.token + "\n")
-    nm = NeuralMindClient(home=home)
-    assert nm.token == daemon.token
-    assert nm.health()["status"] == "ok" and nm.projects.page() is not None
+    with held(home, url=daemon.url):
+        nm = NeuralMindClient(home=home)
+        assert nm.token == daemon.token
+        assert nm.health()["status"] == "ok" and nm.projects.page() is not None
 
 
 def test_this_machines_token_goes_to_its_own_server_alone(tmp_path, monkeypatch):
@@ -47,20 +71,19 @@ def test_this_machines_token_goes_to_its_own_server_alone(tmp_path, monkeypatch)
     monkeypatch.delenv("NEURALMIND_API_TOKEN", raising=False)
     home = tmp_path / "home"
     home.mkdir()
-    (home / "daemon.json").write_text(json.dumps({"url": "http://127.0.0.1:8765",
-                                                  "token": "nm_daemon"}))
     (home / "token").write_text("nm_file\n")
-    assert discover(home=home) == ("http://127.0.0.1:8765", "nm_daemon")
-    assert discover("http://127.0.0.1:8765/v1", home=home) == ("http://127.0.0.1:8765",
-                                                               "nm_daemon")
-    assert discover("https://nm.internal:8765", home=home) == ("https://nm.internal:8765", None)
-    assert discover("http://127.0.0.1:9000", home=home) == ("http://127.0.0.1:9000", "nm_file")
-    monkeypatch.setenv("NEURALMIND_API_URL", "http://10.0.0.5:8765")
-    assert discover(home=home) == ("http://10.0.0.5:8765", None)
-    assert discover("https://nm.internal:8765", token="t", home=home)[1] == "t"
-    (home / "daemon.json").write_text('["http://127.0.0.1:8765"]')  # JSON, but no daemon's
-    monkeypatch.delenv("NEURALMIND_API_URL")
-    assert discover(home=home) == (None, None)
+    with held(home, url="http://127.0.0.1:8765", token="nm_daemon"):
+        assert discover(home=home) == ("http://127.0.0.1:8765", "nm_daemon")
+        assert discover("http://127.0.0.1:8765/v1", home=home) == ("http://127.0.0.1:8765",
+                                                                   "nm_daemon")
+        assert discover("https://nm.internal:8765", home=home) == ("https://nm.internal:8765", None)
+        assert discover("http://127.0.0.1:9000", home=home) == ("http://127.0.0.1:9000", "nm_file")
+        monkeypatch.setenv("NEURALMIND_API_URL", "http://10.0.0.5:8765")
+        assert discover(home=home) == ("http://10.0.0.5:8765", None)
+        assert discover("https://nm.internal:8765", token="t", home=home)[1] == "t"
+        (home / "daemon.json").write_text('["http://127.0.0.1:8765"]')  # JSON, but no daemon's
+        monkeypatch.delenv("NEURALMIND_API_URL")
+        assert discover(home=home) == (None, None)
 
 
 def test_a_call_while_the_daemon_was_down_does_not_stop_the_client(tmp_path, monkeypatch):
@@ -73,8 +96,8 @@ def test_a_call_while_the_daemon_was_down_does_not_stop_the_client(tmp_path, mon
     nm = NeuralMindClient(home=home)
     with pytest.raises(DaemonNotRunning, match="daemon.json does not exist"):
         nm.health()
-    with LocalServer(tmp_path / "server", plugins=["auth"]) as server:
-        (home / "daemon.json").write_text(json.dumps({"url": server.url, "token": server.token}))
+    with LocalServer(tmp_path / "server", plugins=["auth"]) as server, \
+            held(home, url=server.url, token=server.token):
         assert nm.health()["status"] == "ok" and nm.projects.page().items == []
 
 
@@ -176,25 +199,23 @@ def test_a_write_finds_a_daemon_that_restarted_on_another_port(tmp_path, monkeyp
     home, repo = tmp_path / "client", tmp_path / "repo"
     home.mkdir(), repo.mkdir()
 
-    def announce(server):
-        (home / "daemon.json").write_text(json.dumps({"url": server.url, "token": server.token}))
-
-    with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as first:
-        announce(first)
-        nm = NeuralMindClient(home=home)
-        memories = nm.project(repo).memories
-        memories.add("Use SQLite", "one file")
-    with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as again:
-        announce(again)
-        memories.add("Use WAL", "readers do not block")
-        assert [m.title for m in memories.list()] == ["Use WAL", "Use SQLite"]
-        assert nm.url == again.url
-    # nothing answers now: every call, a streamed one too, says so the same way
-    for call in (lambda: memories.add("lost", "no server"), lambda: list(memories.export()),
-                 lambda: nm.mcp({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
-                 lambda: nm.events()):
-        with pytest.raises(DaemonNotRunning, match=r"cannot reach NeuralMind at http://"):
-            call()
+    with held(home):
+        with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as first:
+            announce(home, url=first.url, token=first.token)
+            nm = NeuralMindClient(home=home)
+            memories = nm.project(repo).memories
+            memories.add("Use SQLite", "one file")
+        with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as again:
+            announce(home, url=again.url, token=again.token)
+            memories.add("Use WAL", "readers do not block")
+            assert [m.title for m in memories.list()] == ["Use WAL", "Use SQLite"]
+            assert nm.url == again.url
+        # nothing answers now: every call, a streamed one too, says so the same way
+        for call in (lambda: memories.add("lost", "no server"), lambda: list(memories.export()),
+                     lambda: nm.mcp({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                     lambda: nm.events()):
+            with pytest.raises(DaemonNotRunning, match=r"cannot reach NeuralMind at http://"):
+                call()
 
 
 @pytest.mark.parametrize("url, why", [

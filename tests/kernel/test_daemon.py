@@ -322,3 +322,101 @@ def test_stop_never_kills_the_process_a_stale_discovery_file_names(tmp_path):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_copy_of_a_running_daemons_home_is_a_home_with_no_daemon(tmp_path):
+    """A home copied while its daemon runs: the copy's daemon.json names the original's
+    daemon, which holds the original alone — status on the copy said it ran, start started
+    nothing, and stop killed the original's daemon."""
+    import shutil
+    home, copy = tmp_path / "nmhome", tmp_path / "copy"
+    assert run(home, "daemon", "start", "--port", "0").returncode == 0
+    pid = json.loads((home / "daemon.json").read_text())["pid"]
+    copies = None
+    try:
+        shutil.copytree(home, copy)
+        status = run(copy, "daemon", "status")
+        assert (status.returncode, status.stdout) == (
+            1, "not running — start it with `neuralmind daemon start`\n")
+        stopped = run(copy, "daemon", "stop")
+        assert stopped.stdout == "no daemon was running\n" and os.path.exists(f"/proc/{pid}")
+        assert not (copy / "daemon.json").exists()  # stale: gone
+        shutil.copy(home / "daemon.json", copy / "daemon.json")
+        started = run(copy, "daemon", "start", "--port", "0", "--json")
+        assert started.returncode == 0, started.stderr
+        copies = json.loads(started.stdout)
+        assert copies["started"] is True and copies["pid"] != pid
+        assert json.loads(run(copy, "daemon", "status", "--json").stdout)["home"] == str(copy)
+    finally:
+        if copies:
+            run(copy, "daemon", "stop")
+        assert run(home, "daemon", "stop").stdout == "daemon stopped\n"
+
+
+def test_status_names_a_daemon_that_holds_the_home_but_does_not_answer(tmp_path):
+    """Its workers hung (stopped here): status said "not running — start it", and a start
+    was then refused; it names the pid holding the home (exit 1)."""
+    import signal
+    home = tmp_path / "nmhome"
+    assert run(home, "daemon", "start", "--port", "0").returncode == 0
+    pid = json.loads((home / "daemon.json").read_text())["pid"]
+    workers = [int(p) for p in
+               open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    try:
+        for worker in workers:
+            os.kill(worker, signal.SIGSTOP)
+        status = run(home, "daemon", "status")
+        assert (status.returncode, status.stdout) == (1, (
+            f"not answering — the daemon (pid {pid}) holds {home} but did not answer "
+            "/v1/health within 2 s (starting, busy or hung): wait, or stop it with "
+            "`neuralmind daemon stop`\n"))
+        said = json.loads(run(home, "daemon", "status", "--json").stdout)
+        assert said == {"running": False, "held_by": pid}
+    finally:
+        for worker in workers:
+            os.kill(worker, signal.SIGCONT)
+        run(home, "daemon", "stop")
+
+
+def test_a_home_renamed_under_its_daemon_is_named_with_the_path_it_serves(tmp_path):
+    """The daemon keeps holding the renamed home but reads its token and files at the old
+    path (every call was 401 while status said "running"): status says so (exit 1), start
+    does not take it for the home's daemon, and stop stops it."""
+    old, moved = tmp_path / "nmhome", tmp_path / "moved"
+    assert run(old, "daemon", "start", "--port", "0").returncode == 0
+    pid = json.loads((old / "daemon.json").read_text())["pid"]
+    os.rename(old, moved)
+    said = (f"the daemon holding {moved} (pid {pid}) serves it as {old}: the home was moved "
+            "while the daemon ran — restart it (`neuralmind daemon stop`, then `neuralmind "
+            "daemon start`)")
+    try:
+        status = run(moved, "daemon", "status")
+        assert status.returncode == 1 and status.stdout.endswith(f"; but {said}\n")
+        assert json.loads(run(moved, "daemon", "status", "--json").stdout)["moved"] is True
+        start = run(moved, "daemon", "start", "--port", "0")
+        assert (start.returncode, start.stderr) == (1, f"neuralmind: {said}\n")
+    finally:
+        stopped = run(moved, "daemon", "stop")
+    assert stopped.stdout == "daemon stopped\n" and not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_start_waits_out_a_client_testing_the_homes_lock(tmp_path):
+    """Each client tests the home's lock (does its daemon hold it?) by holding it shared for
+    an instant: a daemon starting at that instant must not take the client for a daemon."""
+    import fcntl
+    import time
+    script = ("import sys\nfrom kernel import daemon\nprint('ready', flush=True)\n"
+              f"sys.stdin.readline()\ndaemon.claim_home({str(tmp_path)!r})\nprint('held')\n")
+    start = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert start.stdout.readline() == "ready\n"
+    fd = os.open(tmp_path / ".daemon.lock", os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        start.stdin.write("go\n")
+        start.stdin.flush()
+        time.sleep(0.3)
+    finally:
+        os.close(fd)
+    out, err = start.communicate(timeout=30)
+    assert (start.returncode, out) == (0, "held\n"), err
