@@ -7,9 +7,12 @@ repository's either way."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
+
+HEX = re.compile(r"[0-9a-fA-F]{4,64}")  # a commit id, abbreviated or not (git takes 4 on)
 
 
 def git_dir(root: Path) -> Path | None:
@@ -60,10 +63,15 @@ def head(root: Path) -> str:
 
 
 def changed_since(root: Path, sha: str) -> set[str] | None:
-    """Project-relative paths changed between ``sha`` and HEAD; None when git cannot say."""
+    """Project-relative paths changed between ``sha`` and HEAD; None when git cannot say, or
+    ``sha`` is no commit id (a stored value, imported perhaps: never one git reads as an
+    option, which ``--end-of-options`` makes sure of as well)."""
+    if not HEX.fullmatch(sha):
+        return None
     try:
         out = subprocess.run(["git", "-C", str(root), "diff", "--name-only", "--relative",
-                              f"{sha}..HEAD"], capture_output=True, text=True, timeout=60)
+                              "--end-of-options", f"{sha}..HEAD"],
+                             capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:

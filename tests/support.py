@@ -394,10 +394,12 @@ def pythonpath(*folders: Path | str) -> str:
 # -- schemathesis against a server --------------------------------------------------------------
 
 def schemathesis(url: str, token: str, folder: Path, *options: str, config: str | None = None,
-                 hooks: str = "", timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
+                 hooks: str = "tests.schemathesis_media", timeout: float = 600
+                 ) -> tuple[subprocess.CompletedProcess, dict]:
     """``schemathesis run`` over ``url``'s OpenAPI document with ``token`` (coverage and fuzzing
     phases, seed 1, the event stream left out: it never ends), ``options`` added; ``config`` is
-    a schemathesis.toml, ``hooks`` a module of custom checks. ``(the run, its JSON report)``;
+    a schemathesis.toml, ``hooks`` a module of custom checks (which imports
+    ``tests.schemathesis_media``, as the default does). ``(the run, its JSON report)``;
     what it printed is kept in ``folder/schemathesis.out``."""
     report = folder / "schemathesis.json"
     head = ["schemathesis"]

@@ -23,6 +23,9 @@ MAX_ITEMS = 200  # a record's evidence, rejected alternatives, dependency constr
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
 CONFLICTS = ("replaces", "forbids", "setting_value", "polarity")  # the detector's kinds
+EVENT_KINDS = ("created", "amended", "invalidated", "restored", "stale", "feedback", "linked",
+               "unlinked", "superseded", "merged", "archived", "contradiction",
+               "contradiction_resolved", "imported", "deleted")  # docs/memory.md, History
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
@@ -50,6 +53,9 @@ Tag, Path = Annotated[text(64), BeforeValidator(nfc)], Annotated[text(1_024), Be
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
                   AfterValidator(no_nul), BeforeValidator(nfc)]
 MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+# hex only: maintenance hands it to `git diff`, where a leading "-" would be an option
+CommitSha = Annotated[str, StringConstraints(strip_whitespace=True, max_length=64,
+                                             pattern=r"^[0-9a-fA-F]*$")]
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -131,8 +137,7 @@ class MemoryFields(Model):
 
     title: Title
     rationale: Rationale
-    commit_sha: Annotated[str, StringConstraints(strip_whitespace=True, max_length=64,
-                                                 pattern=r"^[0-9a-fA-F]*$")] | None = None
+    commit_sha: CommitSha | None = None
     files_affected: list[Path] = Field(default_factory=list, max_length=500)
     decision_type: DecisionType = "ARCHITECTURE"
     kind: Kind = Field("decision", description="decision, fact, preference, procedure or episode")
@@ -316,7 +321,7 @@ class InvalidateIn(Model):
 
 
 class RestoreIn(Model):
-    commit_sha: Annotated[str, StringConstraints(max_length=64, pattern=r"^[0-9a-fA-F]*$")] | None = None
+    commit_sha: CommitSha | None = None
 
 
 class FeedbackIn(Model):
@@ -626,7 +631,7 @@ class StoredMemory(MemoryFields):
     """A record as exported: every stored field, nothing computed."""
 
     id: MemoryId
-    commit_sha: str = ""
+    commit_sha: CommitSha = ""
     importance: Importance | None = None
     created_at: Timestamp
     updated_at: Timestamp
@@ -636,6 +641,7 @@ class StoredMemory(MemoryFields):
 
 class ExportedEvent(HistoryEvent):
     at: Timestamp
+    kind: Literal[EVENT_KINDS]
 
 
 class ExportedLink(Link):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from neuralmind import (JobAccepted, Page, PageQuery, UnsupportedMediaType, ValidationFailed,
-                        answer_job, operation, read_body)
+from neuralmind import (JobAccepted, Page, PageQuery, ValidationFailed, answer_job,
+                        operation)
 from plugins.memory.exports import MEDIA_TYPES
 from plugins.memory.models import (NAME_PATTERN, BatchIn, BatchOut, CheckOut, Collection, CollectionIn,
                                    CollectionsOut, ConsolidateIn, Contradiction,
@@ -22,7 +22,7 @@ from plugins.memory.models import (NAME_PATTERN, BatchIn, BatchOut, CheckOut, Co
 
 TAGS = ["memories"]
 JSONL = MEDIA_TYPES["ndjson"]
-JSONL_TYPES = frozenset({JSONL, "application/jsonl", "application/x-jsonlines"})
+JSONL_TYPES = (JSONL, "application/jsonl", "application/x-jsonlines")
 PROJECT = "/v1/projects/{project_id}"
 BASE = PROJECT + "/memories"
 
@@ -91,14 +91,13 @@ class MemoryResources:
 
     @operation(permission="memories.write", query=ImportQuery, response=ImportOut, tags=TAGS,
                summary="Restore an export (JSONL body, application/x-ndjson as export "
-                       "returns it); all or nothing",
+                       "returns it); all or nothing", raw_types=JSONL_TYPES,
                errors={415: f"`unsupported_media_type`: the body is not {JSONL}"})
     def on_post_import(self, req, resp, project_id):
-        if (req.content_type or "").split(";")[0].strip().lower() not in JSONL_TYPES:
-            raise UnsupportedMediaType(f"an import is sent as {JSONL} (what export returns)")
+        # a body of raw_types: the kernel reads it, and places a bad line's errors under body
         project, actor, rid = _ctx(req)
-        raw = read_body(req, self.m.kernel.settings.kernel.max_body_bytes)
-        return self.m.import_(project, raw, req.context.query.mode == "overwrite", actor, rid)
+        return self.m.import_(project, req.context.raw, req.context.query.mode == "overwrite",
+                              actor, rid)
 
     @operation(permission="memories.write", query=JobQuery, response=JobAccepted,
                status=202, responses={200: JobAccepted}, tags=TAGS,

@@ -83,14 +83,21 @@ def matched(w, mid: str, if_match: str | None) -> dict[str, Any]:
     return rec
 
 
-def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int]) -> list[dict[str, Any]]:
+def _refused_line(parsed: ExportLine, line: str, seen: dict[str, int],
+                  events: dict[str, str]) -> list[dict[str, Any]]:
     """What an export line holds that no export writes and the API refuses: an id given twice
-    or naming a route, a link that does not start at its record or ends there, a
-    contradiction not between its record (the newer) and another."""
+    or naming a route, an event id given twice (``events``: those of the lines before, by
+    id; the store would keep the first alone), a link that does not start at its record or
+    ends there, a contradiction not between its record (the newer) and another."""
     mid, errors = parsed.memory.id, []
     if mid in seen:
         errors.append(records.invalid((line, "memory", "id"), f"line {seen[mid]} has this id too",
                                       "duplicate_id"))
+    for i, ev in enumerate(parsed.history):
+        if ev.id in events:
+            errors.append(records.invalid((line, "history", i, "id"), f"{events[ev.id]} has "
+                                          "this id too", "duplicate_event_id"))
+        events.setdefault(ev.id, f"event {i} of {line}")
     if mid in records.RESERVED_IDS:
         errors.append(records.invalid((line, "memory", "id"), f"{mid} names a route; choose "
                                       "another id", "reserved_id"))
@@ -428,7 +435,9 @@ class Memories:
         after = decode_cursor(cursor, row_number)
         store = self.store(project)
         rows = store.history(mid, limit + 1, after)
-        if not rows and after is None and store.get(mid) is None:
+        # an id with neither a record nor events never existed, whatever page is asked for
+        # (a deleted record's history still answers)
+        if not rows and store.get(mid) is None and not store.history(mid, 1, None):
             raise not_found(mid)
         more = len(rows) > limit
         rows = rows[:limit]
@@ -625,7 +634,7 @@ class Memories:
         return exports.stream(self.store(project).export(), fmt, request_id)
 
     def import_(self, project, raw: bytes, overwrite: bool, actor, request_id) -> dict[str, int]:
-        lines, numbers, errors, seen = [], [], [], {}
+        lines, numbers, errors, seen, events = [], [], [], {}, {}
         store = self.store(project)
         for n, line in enumerate(raw.splitlines(), start=1):
             if not line.strip():
@@ -635,9 +644,12 @@ class Memories:
             except ValidationError as ex:
                 errors.extend(records.located(ex, (f"line {n}",)))
                 continue
-            errors += _refused_line(parsed, f"line {n}", seen)
+            errors += _refused_line(parsed, f"line {n}", seen, events)
             seen.setdefault(parsed.memory.id, n)
             rec = parsed.memory.model_dump(mode="json")
+            rec["files_affected"] = records.normalise_files(
+                project.path, rec["files_affected"], (f"line {n}", "memory", "files_affected"),
+                errors)
             rec["importance"] = importance_of(rec["kind"], rec["importance"])
             lines.append((rec, records.content_sha(rec), [e.model_dump() for e in parsed.history],
                           [lk.model_dump() for lk in parsed.links],

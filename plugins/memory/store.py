@@ -605,18 +605,21 @@ class MemoryStore:
             # about it — their links to it, the contradictions it is in — would go with it, so
             # it is read first and put back; a pair its line holds too is the line's
             links, kept = self._held_about(w.conn, taken if overwrite else set(), set(imported))
+            # and each one's own links, read before any is deleted: a delete takes the links
+            # to it along, so a line after its target's would no longer see them
+            had = {mid: w.outgoing(mid) for mid in (taken if overwrite else ())}
             found: list[dict[str, Any]] = []
             for rec, sha, history, out, contradictions in lines:
                 if rec["id"] in taken:
                     if not overwrite:
                         skipped += 1
                         continue
-                    was, had = w.get(rec["id"]), w.outgoing(rec["id"])
+                    was = w.get(rec["id"])
                     w.conn.execute("DELETE FROM memories WHERE id = ?", (rec["id"],))
                     overwritten += 1
                     changes = {f: [was[f], rec[f]] for f in rec
                                if f in was and f not in UNCOMPARED and rec[f] != was[f]}
-                    dropped = [lk for lk in had if not any(
+                    dropped = [lk for lk in had[rec["id"]] if not any(
                         (lk["type"], lk["target"]) == (x["type"], x["target"]) for x in out)]
                     if changes or dropped:
                         rec = {**rec, "updated_at": times.after(was["updated_at"], at)}

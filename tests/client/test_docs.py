@@ -90,8 +90,11 @@ def test_quickstart(tmp_path, bindir):
 
 def test_client_page(daemon, tmp_path, bindir):
     repo = git_repo(tmp_path / "demo", REPO)
-    outputs = [run_block(lang, code, daemon, repo, bindir).stdout
-               for lang, code in blocks("client.md")]
+    outputs = []
+    for lang, code in blocks("client.md"):
+        if 'open("memories.ndjson"' in code:  # the recipe reads an export, as the page says
+            run_block("sh", "neuralmind memory export -o memories.ndjson", daemon, repo, bindir)
+        outputs.append(run_block(lang, code, daemon, repo, bindir).stdout)
     text = "\n".join(outputs)
     assert "done" in text and "config.py:4 load_settings" in text
     assert "['created', 'amended', 'feedback', 'invalidated', 'restored']" in text

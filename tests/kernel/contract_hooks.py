@@ -16,6 +16,8 @@ import typing
 import schemathesis
 from pydantic_core.core_schema import ErrorType
 
+import tests.schemathesis_media  # noqa: F401  (the JSON Lines bodies, as every run sends them)
+
 SCHEMA_ERRORS = frozenset(typing.get_args(ErrorType)) - {"value_error", "assertion_error"}
 ACCEPTED = range(200, 300)
 # bodies JSON Schema does not describe here: a JSONL import, and batch items whose required
