@@ -141,6 +141,17 @@ def _marks(values: Collection) -> str:
     return ",".join("?" * len(values)) or "NULL"
 
 
+def _seen(visible: Collection[str] | None, hidden: Collection[str]) -> tuple[str, list]:
+    """The SQL condition, with its arguments, for the jobs a caller sees: those of no project
+    and of the ``visible`` projects; with ``visible`` None (a caller who sees every project),
+    those of every project but ``hidden``, removed ones too, as ``GET /v1/jobs/{id}`` shows."""
+    if visible is not None:
+        return f"(project_id IS NULL OR project_id IN ({_marks(visible)}))", list(visible)
+    if not hidden:
+        return "1 = 1", []
+    return f"(project_id IS NULL OR project_id NOT IN ({_marks(hidden)}))", list(hidden)
+
+
 class Jobs:
     def __init__(self, db):
         self.db = db
@@ -239,20 +250,20 @@ class Jobs:
             "ORDER BY created_at DESC LIMIT 1", (kind, project_id)).fetchone()
         return _job(row) if row else None
 
-    def active_counts(self, visible: Collection[str]) -> dict[str, int]:
-        """``{"queued": n, "running": n}`` over jobs of no project and of ``visible`` ones."""
-        marks = _marks(visible)
-        rows = self.db.conn.execute(
-            f"SELECT status, COUNT(*) AS n FROM jobs WHERE status IN {_ACTIVE_SQL} AND "
-            f"(project_id IS NULL OR project_id IN ({marks})) GROUP BY status", list(visible))
+    def active_counts(self, visible: Collection[str] | None, hidden: Collection[str] = ()
+                      ) -> dict[str, int]:
+        """``{"queued": n, "running": n}`` over the jobs the caller sees (:func:`_seen`)."""
+        seen, args = _seen(visible, hidden)
+        rows = self.db.conn.execute(f"SELECT status, COUNT(*) AS n FROM jobs WHERE status IN "
+                                    f"{_ACTIVE_SQL} AND {seen} GROUP BY status", args)
         return {"queued": 0, "running": 0, **{r["status"]: r["n"] for r in rows}}
 
-    def list(self, *, visible: Collection[str], project_id: str | None, status: str | None,
-             limit: int, after: list | None) -> list[Job]:
-        """Newest first: jobs of no project, and jobs of the ``visible`` projects."""
-        marks = _marks(visible)
-        sql, args = f"SELECT * FROM jobs WHERE (project_id IS NULL OR project_id IN ({marks}))", \
-            list(visible)
+    def list(self, *, visible: Collection[str] | None, hidden: Collection[str] = (),
+             project_id: str | None, status: str | None, limit: int, after: list | None
+             ) -> list[Job]:
+        """Newest first: the jobs the caller sees (:func:`_seen`)."""
+        seen, args = _seen(visible, hidden)
+        sql = f"SELECT * FROM jobs WHERE {seen}"
         if project_id:
             sql += " AND project_id = ?"
             args.append(project_id)

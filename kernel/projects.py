@@ -46,7 +46,7 @@ class Project:
     name: str
     path: Path
     state_dir: Path
-    registered_at: str
+    registered_at: str | None  # None for a config alias: the config declares it, none registered it
     alias: bool = False
 
 
@@ -176,14 +176,14 @@ class ProjectRegistry:
         self.server_mode = settings.server_mode
         self.private = private_dirs(settings)
         self._made: dict[tuple, Project | None] = {}  # per registry row: what _row made of it
-        self._aliases = {pid: self._make(pid, real, "", alias=True)
+        self._aliases = {pid: self._make(pid, real, None, alias=True)
                          for pid, real in config_projects(settings).items()}
         self._forget = forget
         self._served: dict[str, Project] = {}  # as registered when this process served them
         self._served_lock = threading.Lock()
         self._checked = time.monotonic()
 
-    def _make(self, pid: str, real: str, registered_at: str, alias: bool = False) -> Project:
+    def _make(self, pid: str, real: str, registered_at: str | None, alias: bool = False) -> Project:
         state = (self._state_root / pid) if self._state_root else Path(real) / ".neuralmind"
         return Project(pid, os.path.basename(real) or real, Path(real), state, registered_at, alias)
 

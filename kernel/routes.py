@@ -38,14 +38,15 @@ class Health(Model):
     status: Literal["ok"] = Field(description="Kept for clients that read it; `ok` is spec 000's")
     api_version: str
     version: str
-    uptime_s: float
+    uptime_s: float = Field(description="Seconds since the server started (all its workers)")
 
 
 class ProjectOut(Model):
     id: str
     name: str
     path: str | None = Field(None, description="Redacted (null) for callers without projects.paths")
-    registered_at: str
+    registered_at: str | None = Field(description="When it was registered; null for a project "
+                                      "the config declares ([[projects]]), which none registered")
     alias: bool = False
     status: dict[str, Any] = Field(default_factory=dict,
                                    description="What plugins report (index: built, built_at, …)")
@@ -88,7 +89,7 @@ class ActiveJobs(Model):
 class ServerStatus(Model):
     version: str
     api_version: str
-    uptime_s: float
+    uptime_s: float = Field(description="Seconds since the server started (all its workers)")
     mode: Literal["loopback", "server"]
     pid: int = Field(description="The serving process (a gunicorn worker under gunicorn)")
     workers: int
@@ -111,8 +112,23 @@ def embeddings_status(kernel) -> EmbeddingsStatus:
     return EmbeddingsStatus(model_id=embedder.model_id, dim=embedder.dim, loaded=True)
 
 
+def jobs_seen(kernel, actor) -> tuple[list[str], dict[str, list[str] | None]]:
+    """The projects ``actor`` may read, and which jobs it sees, as ``kernel.jobs``' ``visible``
+    and ``hidden``: a caller who sees every project sees the jobs of removed ones too (as
+    ``GET /v1/jobs/{id}`` shows them), so its listing leaves out only what it may not read."""
+    projects = kernel.projects.all()
+    readable = [p.id for p in projects if kernel.allowed(actor, "projects.read", p)]
+    if actor.projects is not None:
+        return readable, {"visible": readable, "hidden": []}
+    return readable, {"visible": None, "hidden": [p.id for p in projects if p.id not in readable]}
+
+
 def uptime(kernel) -> float:
-    return round(time.monotonic() - kernel.started, 3)
+    """Seconds since the server started: under gunicorn its master, whose ``time.monotonic()``
+    at start (the clock every process of the machine shares) the workers inherit as
+    ``NEURALMIND_STARTED``, so a worker started again does not make the server look new."""
+    return round(time.monotonic() - float(os.environ.get("NEURALMIND_STARTED")
+                                          or kernel.started), 3)
 
 
 class EmbeddingsStatusResource:
@@ -142,14 +158,14 @@ class StatusResource:
     @operation(permission="system.read", response=ServerStatus, tags=["system"],
                summary="What runs: version, uptime, workers, plugins, model, projects, jobs")
     def on_get(self, req, resp):
-        kernel, actor = self.kernel, req.context.actor
-        visible = [p.id for p in kernel.projects.all() if kernel.allowed(actor, "projects.read", p)]
+        kernel = self.kernel
+        readable, seen = jobs_seen(kernel, req.context.actor)
         return ServerStatus(
             version=__version__, api_version=API_VERSION, uptime_s=uptime(kernel),
             mode="server" if kernel.settings.server_mode else "loopback", pid=os.getpid(),
             workers=int(os.environ.get("NEURALMIND_WORKERS", "1")), plugins=kernel.plugin_names,
-            model=embeddings_status(kernel), projects=len(visible),
-            jobs=ActiveJobs(**kernel.jobs.active_counts(visible)))
+            model=embeddings_status(kernel), projects=len(readable),
+            jobs=ActiveJobs(**kernel.jobs.active_counts(**seen)))
 
 
 class ShutdownResource:
@@ -288,10 +304,9 @@ class JobsResource:
         q = req.context.query
         if q.project is not None:
             self.kernel.authorize(req.context.actor, "projects.read", self.kernel.projects.get(q.project))
-        visible = [p.id for p in self.kernel.projects.all()
-                   if self.kernel.allowed(req.context.actor, "projects.read", p)]
-        items = self.kernel.jobs.list(visible=visible, project_id=q.project, status=q.status,
-                                      limit=q.limit + 1, after=decode_cursor(q.cursor, text_pair))
+        items = self.kernel.jobs.list(**jobs_seen(self.kernel, req.context.actor)[1],
+                                      project_id=q.project, status=q.status, limit=q.limit + 1,
+                                      after=decode_cursor(q.cursor, text_pair))
         more = len(items) > q.limit
         items = items[: q.limit]
         cursor = encode_cursor([items[-1].created_at, items[-1].id]) if more else None

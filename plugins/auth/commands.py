@@ -157,10 +157,11 @@ def cmd_create(args) -> int:
                                         "role": rec.role, "projects": rec.projects})
     if held_beyond:  # stderr, like the reminder: stdout stays the description and the token
         print(scoped_note(args.role, projects, held_beyond), file=sys.stderr)
-    if args.json:
+    if args.json:  # times as the listing shows them
+        from plugins.auth.resources import token_out
         print(json.dumps({"token": token, "id": digest[:SHORT_ID], "actor": rec.actor,
                           "role": rec.role, "projects": rec.projects,
-                          "expires_at": rec.expires_at}))
+                          "expires_at": token_out(digest, rec).expires_at}))
         return 0
     print(f"token {digest[:SHORT_ID]} for {rec.actor} (role {rec.role}, projects "
           f"{rec.projects if rec.projects == '*' else ','.join(rec.projects)}"
@@ -184,13 +185,13 @@ def cmd_list(args) -> int:
                     "its own (`neuralmind token show`); per-user tokens need server mode "
                     "(docs/security.md)"))
         return 0
-    print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':20}  EXPIRES")
+    print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':24}  EXPIRES")
     # stored text, shown escaped should a control character pass the store's check (names
     # of printable characters) — never sent to the terminal
     for r in rows:
         projects = r.projects if isinstance(r.projects, str) else ",".join(r.projects)
         expires = (r.expires_at or "never") + (" (expired)" if r.expired else "")
-        print(shown(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:20}  "
+        print(shown(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:24}  "
                     f"{expires}"))
     return 0
 

@@ -7,8 +7,9 @@ from contextlib import contextmanager
 
 from pydantic import Field
 
-from neuralmind import Conflict, Model, NotFound, Unavailable, operation
-from plugins.auth.tokens import SHORT_ID, AmbiguousId, TokenError, TokenRecord, Tokens
+from neuralmind import Conflict, Model, NotFound, Unavailable, iso_time, operation
+from plugins.auth.tokens import (SHORT_ID, AmbiguousId, TokenError, TokenRecord, Tokens,
+                                 expiry_instant, instant)
 
 
 class WhoAmI(Model):
@@ -34,8 +35,12 @@ class TokenList(Model):
 
 
 def token_out(h: str, rec: TokenRecord) -> TokenOut:
+    """A token as every route shows a time (UTC, to the millisecond): a stored one may be in
+    whole seconds, in another zone, or a date for an expiry (the instant that day ends)."""
+    expires = iso_time(expiry_instant(rec.expires_at)) if rec.expires_at is not None else None
     return TokenOut(id=h[:SHORT_ID], actor=rec.actor, role=rec.role, projects=rec.projects,
-                    created_at=rec.created_at, expires_at=rec.expires_at, expired=rec.expired())
+                    created_at=iso_time(instant(rec.created_at)), expires_at=expires,
+                    expired=rec.expired())
 
 
 @contextmanager

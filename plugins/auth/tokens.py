@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from neuralmind import ConfigError, file_in_the_way, write_private
+from neuralmind import ConfigError, file_in_the_way, now_iso, write_private
 from plugins.auth.loopback import new_token
 
 log = logging.getLogger("neuralmind.auth")
@@ -152,12 +152,24 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+KEY_SHOWN = 4  # characters of a key that is no hash a message shows: it may be a raw token
+
+
+def _key_shown(key: object) -> str:
+    """A stored key that is no sha256 in a message: its first few characters and its length,
+    never more, as a hand edit may have pasted the token itself where its hash goes."""
+    if not isinstance(key, str) or len(key) <= KEY_SHOWN:
+        return _shown(key)
+    return f"{json.dumps(key[:KEY_SHOWN])[:-1]}...\" ({len(key)} characters)"
+
+
 def stored_record(source: str, key: object, fields: object) -> TokenRecord:
     """A stored token the server can trust, or TokenError naming ``source`` (the file, the
     table), the token and what is wrong: a hand edit costs one clear line, never a 500 at
     each request that presents the token."""
     if not (isinstance(key, str) and HASH.match(key)):
-        raise TokenError(f"{source}: {_shown(key)} is not a token's sha256 (64 hex characters)")
+        raise TokenError(f"{source}: {_key_shown(key)} is not a token's sha256 (64 hex "
+                         "characters)")
     where = f"{source}: token {key[:SHORT_ID]}"
     if not isinstance(fields, dict):
         raise TokenError(f"{where} is {_shown(fields)}, not an object of {', '.join(FIELDS)}")
@@ -310,7 +322,7 @@ class Tokens(ABC):
                expires_at: str | None = None) -> tuple[str, str, TokenRecord]:
         """``(token, hash, record)``; the token itself is never stored."""
         token = new_token()
-        rec = TokenRecord(actor, role, projects, iso(now()), expires_at)
+        rec = TokenRecord(actor, role, projects, now_iso(), expires_at)
         with self._editing() as records:
             records[digest(token)] = rec
         return token, digest(token), rec

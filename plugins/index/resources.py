@@ -99,10 +99,12 @@ class RulesResource(_Resource):
                errors={409: "`rule_exists`: another rule has that type and value "
                             "(`details.rule`)"})
     def on_patch_item(self, req, resp, project_id, rule_id):
-        rule, removed = self.service.update_rule(req.context.project, rule_id, req.context.body)
-        self.kernel.emit("index.rule_updated", project=req.context.project,
-                         actor=req.context.actor, data={"rule": rule.public()},
-                         request_id=req.context.request_id)
+        rule, removed, changed = self.service.update_rule(req.context.project, rule_id,
+                                                          req.context.body)
+        if changed:  # a PATCH that changed nothing writes nothing and says nothing
+            self.kernel.emit("index.rule_updated", project=req.context.project,
+                             actor=req.context.actor, data={"rule": rule.public()},
+                             request_id=req.context.request_id)
         return RuleCreated(**rule.public(), files_removed=removed)
 
     @operation(permission="index.build", status=204, tags=TAGS,

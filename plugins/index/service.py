@@ -125,7 +125,8 @@ class IndexService:
             raise Forbidden(f"{rid} is a protected system rule", code="rule_protected")
         return rule
 
-    def update_rule(self, project, rid: str, patch) -> tuple[Rule, int]:
+    def update_rule(self, project, rid: str, patch) -> tuple[Rule, int, bool]:
+        """The rule as patched, how many indexed files it removed, and whether it changed."""
         rule = self._own_rule(project, rid)
         value = rule.value
         if patch.value is not None:
@@ -136,9 +137,11 @@ class IndexService:
             self._refuse_twin(project, rule.type, value, rid)
         enabled = rule.enabled if patch.enabled is None else patch.enabled
         reason = rule.reason if patch.reason is None else patch.reason
+        if (value, enabled, reason) == (rule.value, rule.enabled, rule.reason):
+            return rule, 0, False  # nothing written: ``updated_at`` says when it last changed
         self.store(project).save_rule(rid, rule.type, value, enabled, reason, now_iso())
         updated = self.rule(project, rid)
-        return updated, self._purge_matching(project, updated)
+        return updated, self._purge_matching(project, updated), True
 
     def delete_rule(self, project, rid: str) -> Rule:
         rule = self._own_rule(project, rid)

@@ -291,14 +291,14 @@ def test_expired_and_expiring_tokens(team):
     for form in (today.isoformat(), today.strftime("%Y%m%d"), f"{year}-W{week:02}-{weekday}",
                  f"{year}W{week:02}{weekday}"):
         made = team.token("hana", "reader", "*", "--expires", form)
-        assert made["expires_at"] == f"{today + timedelta(days=1)}T00:00:00Z", form
+        assert made["expires_at"] == f"{today + timedelta(days=1)}T00:00:00.000Z", form
         assert team.server.get("/v1/projects", token=made["token"]).status == 200
     # a date stored by hand reads as --expires reads it: through that day
     for day, status in ((today, 200), (today - timedelta(days=1), 401)):
         token, _, _ = server_tokens(team).create("ivy", "reader", "*", day.isoformat())
         assert team.server.get("/v1/projects", token=token).status == status, day
     made = team.token("jo", "reader", "*", "--expires", "2099-01-01T00:00:00.600Z")
-    assert made["expires_at"] == "2099-01-01T00:00:01Z"  # whole seconds, never cut short
+    assert made["expires_at"] == "2099-01-01T00:00:01.000Z"  # whole seconds, never cut short
 
 
 def test_an_expiry_is_stored_in_whole_seconds_never_before_it():
