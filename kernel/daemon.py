@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from neuralmind.client import daemon_pid as serving_pid  # the pid holding a home (claim_home)
+
 DISCOVERY = "daemon.json"
 DEFAULT_PORT = 8765
 MIGRATING = "storage migrate"  # what holds the home (:func:`holding`) while it is copied
@@ -206,6 +208,19 @@ def _open_lock(home: Path, name: str) -> int:
     return os.open(Path(home) / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
+def _locked_within(fd: int, wait: float) -> bool:
+    """``flock`` the open lock file ``fd`` alone, trying for up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
 @contextmanager
 def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
     """The home to this command alone (``flock`` on ``.lock`` in it) while the block runs:
@@ -214,15 +229,8 @@ def holding(home: Path, what: str, wait: float = 0.0) -> Iterator[None]:
     open file's: it ends with the process, however that ends."""
     fd = _open_lock(home, ".lock")
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise HomeBusy(Path(home), os.pread(fd, 200, 0).decode(errors="replace"))
-                time.sleep(0.1)
+        if not _locked_within(fd, wait):
+            raise HomeBusy(Path(home), os.pread(fd, 200, 0).decode(errors="replace"))
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{what} (pid {os.getpid()})".encode(), 0)
         try:
@@ -256,18 +264,10 @@ def claim_home(home: Path) -> None:
     whatever ``daemon.json`` says, two daemons never serve one home. Only the gunicorn master
     holds it (a worker outliving a killed master never keeps the next daemon out)."""
     fd = _open_lock(home, SERVING)
-    deadline = time.monotonic() + CLAIM_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() < deadline:
-                time.sleep(0.05)
-                continue
-            pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise HomeBusy(Path(home), f"the daemon (pid {pid})") from None
+    if not _locked_within(fd, CLAIM_WAIT_S):
+        pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise HomeBusy(Path(home), f"the daemon (pid {pid})")
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     _claimed.append(fd)  # it stays open: the lock is the process's
@@ -334,22 +334,6 @@ def _holders(fd: int) -> list[int]:
         return []
     return sorted({int(f[4]) for f in map(str.split, lines)
                    if len(f) > 5 and f[1] == "FLOCK" and f[5] == where})
-
-
-def serving_pid(home: Path) -> int | None:
-    """The pid of the daemon holding the home (:func:`claim_home`), or None."""
-    try:
-        fd = os.open(Path(home) / SERVING, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None  # nobody holds it
-    except BlockingIOError:
-        text = os.pread(fd, 20, 0).decode(errors="replace").strip()
-        return int(text) if text.isdigit() else None
-    finally:
-        os.close(fd)
 
 
 def holder(home: Path) -> str:

@@ -370,16 +370,16 @@ def _discovery_file(home: Path | None = None) -> Any:
         return None
 
 
-def _holder(home: Path) -> int | None:
+def daemon_pid(home: Path) -> int | None:
     """The pid of the daemon holding ``home`` — a ``flock`` on ``.daemon.lock`` it keeps for
-    its life, its pid in the file (the kernel's ``serving_pid``; this module imports none of
-    the server) — or None."""
+    its life (``kernel.daemon.claim_home``), its pid in the file — or None. Here, stdlib only,
+    so the client and the kernel read the lock one way (``kernel.daemon.serving_pid``)."""
     try:
         import fcntl
     except ImportError:  # no flock, no daemon (it holds its home with one)
         return None
     try:
-        fd = os.open(home / ".daemon.lock", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(Path(home) / ".daemon.lock", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -397,7 +397,7 @@ def _held(home: Path) -> dict[str, Any] | None:
     file a crashed daemon left names an address any program may listen on since, and one
     copied with the home names another home's daemon — neither gets this home's token."""
     info = _discovery_file(home)
-    holder = _holder(home)
+    holder = daemon_pid(Path(home))
     return info if isinstance(info, dict) and holder and info.get("pid") == holder else None
 
 
