@@ -50,6 +50,8 @@ class Kernel:
         except BaseException as ex:
             if getattr(self, "_pg", None) is not None:  # its pool's threads and connections
                 self._pg.close()
+            if getattr(self, "retention", None) is not None:
+                self.retention.stop()
             if not (isinstance(ex, sqlite3.DatabaseError) and storage.damaged(ex)):
                 raise
             # a damaged file met while starting (kernel.db, a plugin's) stops the start in
@@ -95,8 +97,8 @@ class Kernel:
         self.app = self._build_app()
         self.jobs.mark_interrupted()
         self.retention = Retention(self.settings.kernel, self.events, self.jobs)
-        self._start_plugins()
         self.retention.start()
+        self._start_plugins()
         if self.settings.embeddings.warm:
             threading.Thread(target=self._warm, name="embedder-warm", daemon=True).start()
 

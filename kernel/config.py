@@ -10,6 +10,7 @@ import difflib
 import json
 import logging
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +26,29 @@ DEFAULT_MAX_BODY = 1024 * 1024
 
 
 class ConfigError(Exception):
-    """A config file or environment value the server cannot start with."""
+    """A config file or environment value the server cannot start with. Its message is
+    :func:`masked`: a refusal quotes what it refuses, and a DSN or URL in it may carry a
+    password, printed, then kept in daemon.log or a container's log."""
+
+    def __init__(self, message: str):
+        super().__init__(masked(message))
+
+
+# a URL's user information (``user:password@``, or a key given as the user), and the value of
+# a key that names a secret (``?api_key=…``, a DSN's ``password=…``, quoted or not)
+_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)([^\s/?#]*)@", re.I)
+_SECRET_VALUE = re.compile(r"\b([\w.-]*(?:pass|pwd|secret|token|key|credential|auth|sig)"
+                           r"[\w.-]*=)('(?:[^'\\]|\\.)*'|[^\s&'\"]*)", re.I)
+
+
+def masked(text: str) -> str:
+    """``text`` with what a URL or DSN in it authenticates with shown as ``***``: a
+    password in its user information (a user alone, which may be a key, goes whole) and the
+    value of a key naming a secret — what is left says where, not with what."""
+    def userinfo(match: re.Match) -> str:
+        user, colon, _ = match[2].partition(":")
+        return f"{match[1]}{user}:***@" if colon else f"{match[1]}***@"
+    return _SECRET_VALUE.sub(r"\1***", _USERINFO.sub(userinfo, text))
 
 
 class ConfigSection(BaseModel):
@@ -243,7 +266,7 @@ def problems(ex: ValidationError, origins: dict[tuple[str, str], str] | None = N
         where = (origins or {}).get(tuple(map(str, error["loc"][:2])))
         if where:
             key += f" (from {where})"
-        got = (f" (got {_as_written(error['input']):.60})"
+        got = (f" (got {masked(_as_written(error['input'])):.60})"  # masked, then cut
                if key and error["type"] != "missing" else "")
         out.append(f"{key}: {error_message(error)}{got}" if key else error_message(error))
     return "; ".join(out)

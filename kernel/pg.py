@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+from kernel.config import masked
 from kernel.storage import NewerSchema
 
 MIGRATE_LOCK = 0x6E6D_6D69  # pg_advisory_xact_lock key of migrations ("nmmi")
@@ -194,15 +195,14 @@ UNPARSEABLE = "(a DSN psycopg cannot parse)"
 
 
 def shown_dsn(dsn: str) -> str:
-    """A DSN without its password, for output."""
+    """A DSN without its password (nor any other secret, :func:`kernel.config.masked`), for
+    output."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     try:
         parts = conninfo_to_dict(dsn)
     except Exception:  # not parseable: say nothing of it but that
         return UNPARSEABLE
-    if "password" in parts:
-        parts["password"] = "***"
-    return make_conninfo(**parts)
+    return masked(make_conninfo(**parts))
 
 
 # what the server says when it refuses a role (SQLSTATE 28P01, 28000: libpq gives no code for

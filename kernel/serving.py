@@ -16,6 +16,7 @@ import signal
 import socket
 import ssl
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from gunicorn import util
 from gunicorn.app.base import BaseApplication
 
 from kernel import __version__, errors
-from kernel.config import Settings
+from kernel.config import Settings, masked
 from kernel.daemon import code_stamp, forget_discovery, write_discovery
 from kernel.plugins import bundled, make_plugin_manager
 from kernel.projects import config_projects
@@ -167,7 +168,8 @@ def gunicorn_options(settings: Settings, *, daemon: bool = False) -> dict[str, A
         "post_worker_init": _post_worker_init,
         "raw_env": [f"NEURALMIND_WORKERS={workers}", f"NEURALMIND_THREADS={threads}",
                     *_blas_env(),
-                    f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}"],
+                    f"NEURALMIND_SERVING={'daemon' if daemon else 'server'}",
+                    f"NEURALMIND_STARTED={time.monotonic()!r}"],  # the server's, for uptime_s
     }
     if server.tls_cert and server.tls_key:
         opts.update(certfile=server.tls_cert, keyfile=server.tls_key)
@@ -218,14 +220,45 @@ def _on_starting(plugins: list[str]):
 
     def on_starting(server) -> None:
         logging.getLogger("gunicorn.error").addFilter(_no_empty_listening)
+        logging.getLogger("gunicorn.error").addFilter(_invalid_request_said)
+        ours = logging.getLogger("neuralmind")
+        ours.addHandler(_ThroughGunicorn())
+        ours.setLevel(logging.getLogger("gunicorn.error").getEffectiveLevel())
         preload(server)
     return on_starting
+
+
+class _ThroughGunicorn(logging.Handler):
+    """NeuralMind's own lines (the ``neuralmind.*`` loggers) written as gunicorn writes its
+    own, where it does (stderr, daemon.log): with the time, the pid and the level, which tell
+    which run and which worker said an error, and its INFO lines too — without a handler,
+    Python's last resort prints WARNING and above as bare messages."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("gunicorn.error").handle(record)
 
 
 def _no_empty_listening(record: logging.LogRecord) -> bool:
     """A logging filter: False for gunicorn's "Listening at" line with no address in it."""
     return not (record.msg == "Listening at: %s (%s)" and record.args
                 and record.args[0] == "")
+
+
+# the request id of the "Invalid request" line a worker thread logged, for the envelope
+# gunicorn has that thread write next (:func:`write_envelope`)
+_refused = threading.local()
+
+
+def _invalid_request_said(record: logging.LogRecord) -> bool:
+    """A logging filter: gunicorn's "Invalid request" line quotes the raw request line, so a
+    ``?token=`` (any of ``kernel.guards.TOKEN_PARAMS``) in it is masked — the kernel's guard,
+    which would refuse it, never ran — and the line gets the request id the answer's envelope
+    then carries, so an operator handed that id finds the line."""
+    if isinstance(record.msg, str) and record.msg.startswith("Invalid request from "):
+        _refused.rid = os.urandom(16).hex()
+        record.msg = f"{masked(record.getMessage())} (request {_refused.rid})"
+        record.args = ()
+    return True
 
 
 def _preload(plugins: list[str]):
@@ -298,8 +331,9 @@ _GUNICORN_MESSAGES = {
 def write_envelope(sock, status: int, reason: str, message: str) -> None:
     """What gunicorn refuses before the app sees a request (a request line or headers over
     its limits, a line that is not HTTP) answered with the kernel's error envelope: gunicorn
-    writes every such answer through ``util.write_error``, an HTML page otherwise."""
-    rid = os.urandom(16).hex()
+    writes every such answer through ``util.write_error``, an HTML page otherwise. The id is
+    the one the thread's "Invalid request" line just logged, if it logged one."""
+    rid = _refused.__dict__.pop("rid", None) or os.urandom(16).hex()
     body = errors.envelope(_GUNICORN_CODES.get(status, "http_error"),
                            _GUNICORN_MESSAGES.get(status, reason), status, rid,
                            {"reason": message} if message else None)

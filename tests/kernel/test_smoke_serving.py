@@ -3,6 +3,7 @@ smoke test each (the rest of their tests run in process), guards and the envelop
 sees them."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -115,3 +116,22 @@ def test_the_master_imports_what_workers_use_and_builds_nothing(tmp_path):
         ["plugins.auth.tokens", "plugins.index.search", "plugins.mcp.tools",
          "plugins.memory.service"])
     assert done.stdout.split("]")[1].strip() == "1"
+
+
+def test_uptime_is_the_servers_when_a_worker_starts_again(server):
+    """/v1/health's ``uptime_s`` counts from the master's start: a worker killed and started
+    again answered with its own few seconds, between its sibling's larger ones. Last in the
+    module: it kills a worker of the module's server."""
+    def uptimes(n: int = 8) -> list[float]:
+        return [server.request("GET", "/v1/health", auth=False).json["uptime_s"]
+                for _ in range(n)]
+    before = min(uptimes())
+    children = f"/proc/{server.proc.pid}/task/{server.proc.pid}/children"
+    workers = open(children).read().split()
+    os.kill(int(workers[0]), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (len(now := open(children).read().split()) < 2 or workers[0] in now) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers[0] not in now and len(now) == 2, now
+    assert min(uptimes(16)) >= before

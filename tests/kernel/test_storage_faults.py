@@ -293,10 +293,17 @@ def test_a_damaged_kernel_db_stops_the_daemon_in_one_line_naming_it(tmp_path):
     with served(home) as (kernel, _):
         kernel.jobs.submit("probe", lambda ctx: None, wait=True)
     junk(home / "kernel.db", root_page(home / "kernel.db", "jobs"))
+    start_refused(home)
+
+
+def start_refused(home) -> int:
+    """``daemon start`` on ``home``, whose kernel.db is damaged: exit 1 quoting the daemon's
+    one line (its exit code 3), no traceback in its log. ``daemon status``'s exit code then."""
     env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
            "NEURALMIND_EMBEDDINGS_WARM": "0"}
     try:
         code, out, err = run_cli("daemon", "start", env=env)
+        status, _, _ = run_cli("daemon", "status", env=env)
     finally:
         run_cli("daemon", "stop", env=env)
     assert code == 1, (out, err)
@@ -304,3 +311,4 @@ def test_a_damaged_kernel_db_stops_the_daemon_in_one_line_naming_it(tmp_path):
                    '(database disk image is malformed): restore it from a backup '
                    f'(docs/operations.md, "Storage"); see {home / "daemon.log"}\n')
     assert "Traceback" not in (home / "daemon.log").read_text()
+    return status
