@@ -59,6 +59,14 @@ class Operation:
         (a search sent as POST reads). The audit records only mutating calls."""
         return self.method not in ("get", "head") and not (self.permission or "").endswith(".read")
 
+    @property
+    def versionless(self) -> bool:
+        """A write that declares no 412 compares ``If-Match`` with no version: one other than
+        ``*`` cannot be found to hold (RFC 9110 §13.1.1), so the kernel refuses the write
+        rather than do it regardless (a memory's amend, delete, invalidate and restore compare
+        it with the record's ``updated_at``)."""
+        return self.mutating and 412 not in self.errors
+
 
 def operation(*, permission: str | None, body: type[BaseModel] | None = None,
               query: type[BaseModel] | None = None, response: Any = None, status: int = 200,

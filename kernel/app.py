@@ -22,8 +22,8 @@ from kernel import __version__, errors, jobs, openapi, storage
 from kernel.api import HTTP_METHODS, JSON, Operation, Validator, operation_of
 from kernel.auth import KERNEL_PERMISSIONS, Actor, Permission
 from kernel.config import ConfigError, Settings, load_settings
-from kernel.errors import (APIError, Forbidden, InvalidFields, NotFound, Unauthorized,
-                           log_failure)
+from kernel.errors import (APIError, Forbidden, InvalidFields, NotFound, PreconditionFailed,
+                           Unauthorized, log_failure)
 from kernel.events import (KERNEL_EVENT_KINDS, Event, EventKind, EventLog, HeldEvents,
                            unknown_patterns)
 from kernel.guards import LOOPBACK_HOSTS, Guards
@@ -37,6 +37,8 @@ from kernel.retention import Retention
 
 log = logging.getLogger("neuralmind.kernel")
 T = TypeVar("T")
+VERSIONLESS = ("this route compares If-Match with no version, so the write was not done: send "
+               "it without If-Match (or with If-Match: *)")
 SIDE_THREADS = 4  # work running beside a request's own thread (Kernel.beside), per process
 
 
@@ -450,6 +452,8 @@ class Kernel:
                 kernel.authorize(actor, op.permission, ctx.project)
             if ctx.project is not None and op.directory:
                 refuse_a_gone_directory(ctx.project)
+            if op.versionless and req.get_header("If-Match", default="*").strip() != "*":
+                raise PreconditionFailed(VERSIONLESS)
             if op.query is not None:
                 ctx.query = validator.query(req)
             if takes_body:

@@ -179,6 +179,9 @@ def _error_responses(op: Operation, path_ids: list[str]) -> dict[str, Any]:
             f"`{name.removesuffix('_id')}_not_found`" for name in path_ids)
     if not (op.body or op.raw_types):  # 413 stays: the guard refuses any body over the cap
         statuses.pop(415)
+    if op.versionless:
+        statuses[412] = ("`precondition_failed`: an `If-Match` other than `*` (compared with no "
+                         "version here)")
     gone = "project_id" in path_ids and op.directory
     if gone:
         statuses[409] = GONE
