@@ -182,6 +182,9 @@ class ProjectRegistry:
         self._served: dict[str, Project] = {}  # as registered when this process served them
         self._served_lock = threading.Lock()
         self._checked = time.monotonic()
+        # the registry read whole once: a damaged page stops the start in one line (the
+        # Kernel's damage path) rather than answer every project route 500
+        db.conn.execute("SELECT max(length(path || registered_at)) FROM projects").fetchone()
 
     def _make(self, pid: str, real: str, registered_at: str | None, alias: bool = False) -> Project:
         state = (self._state_root / pid) if self._state_root else Path(real) / ".neuralmind"

@@ -72,3 +72,19 @@ def test_a_whole_home_starts_and_prunes_before_it_serves(tmp_path):
         assert kernel.events.after(0) == []
     finally:
         kernel.shutdown()
+
+
+def test_damage_in_the_project_registry_stops_the_kernel_too(tmp_path):
+    home = tmp_path / "home"
+    kernel = make_kernel(home, plugins=[])
+    try:
+        for n in range(40):
+            (tmp_path / f"r{n:02}").mkdir()
+            kernel.projects.register(str(tmp_path / f"r{n:02}"))
+    finally:
+        kernel.shutdown()
+    junk_a_middle_leaf(home / "kernel.db", "projects")
+    with pytest.raises(StartupError) as raised:
+        make_kernel(home, plugins=[])
+    assert str(raised.value).startswith(f"{home / 'kernel.db'} is damaged (database disk image "
+                                        "is malformed): restore it from a backup")

@@ -21,7 +21,7 @@ import pytest
 from kernel.api import operation
 from kernel.plugins import hookimpl
 from kernel.storage import Database, ProjectStores, damage
-from tests.support import make_kernel, pythonpath, run_cli
+from tests.support import free_port, make_kernel, pythonpath, run_cli
 
 pytestmark = pytest.mark.sqlite_only("SQLite files: their folder's file system and their pages")
 
@@ -302,7 +302,8 @@ def start_refused(home) -> int:
     env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth",
            "NEURALMIND_EMBEDDINGS_WARM": "0"}
     try:
-        code, out, err = run_cli("daemon", "start", env=env)
+        # a port of its own: beside other tests' daemons, 8765's check and bind can race
+        code, out, err = run_cli("daemon", "start", "--port", str(free_port()), env=env)
         status, _, _ = run_cli("daemon", "status", env=env)
     finally:
         run_cli("daemon", "stop", env=env)
