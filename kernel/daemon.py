@@ -106,7 +106,7 @@ def read_discovery(home: Path) -> dict[str, Any] | None:
 def write_discovery(home: Path, info: dict[str, Any]) -> None:
     """Write the file, naming the home it was written for unless ``info`` names one already
     (a rewrite keeps the daemon's): a home renamed while its daemon runs is told apart
-    (:func:`moved`)."""
+    (``neuralmind.client.moved``)."""
     info = {"home": str(Path(home).resolve()), **info}
     write_private(discovery_path(home), json.dumps(info, indent=2))
 
@@ -180,18 +180,6 @@ def status(home: Path) -> dict[str, Any] | None:
     (:class:`DiscoveryDamaged` when its file is damaged)."""
     info = held(home)
     return info if info and health(info) else None
-
-
-def moved(info: dict[str, Any], home: Path) -> str:
-    """What to say of the daemon holding ``home`` when it serves it under another path (the
-    home was renamed while it ran: it reads its token and files where they were, and answers
-    every call 401); "" when it serves this path (or its file predates the ``home`` field)."""
-    served = info.get("home")
-    if not isinstance(served, str) or Path(served) == Path(home).resolve():
-        return ""
-    return (f"the daemon holding {home} (pid {info['pid']}) serves it as {served}: the home "
-            "was moved while the daemon ran — restart it (`neuralmind daemon stop`, then "
-            "`neuralmind daemon start`)")
 
 
 class HomeBusy(RuntimeError):

@@ -401,11 +401,17 @@ def _held(home: Path) -> dict[str, Any] | None:
     return info if isinstance(info, dict) and holder and info.get("pid") == holder else None
 
 
-def _moved_from(info: dict[str, Any], home: Path) -> str | None:
-    """The path the daemon holding ``home`` serves it as, when the home was renamed while it
-    ran (it then answers every call 401), else None."""
+def moved(info: dict[str, Any], home: Path) -> str:
+    """What to say of the daemon holding ``home`` when it serves it under another path (the
+    home was renamed while it ran: it reads its token and files where they were, and answers
+    every call 401); "" when it serves this path (or its file predates the ``home`` field).
+    ``kernel.daemon`` says it with this, for ``daemon status`` and ``start``."""
     served = info.get("home")
-    return served if isinstance(served, str) and Path(served) != home.resolve() else None
+    if not isinstance(served, str) or Path(served) == Path(home).resolve():
+        return ""
+    return (f"the daemon holding {home} (pid {info['pid']}) serves it as {served}: the home "
+            "was moved while the daemon ran — restart it (`neuralmind daemon stop`, then "
+            "`neuralmind daemon start`)")
 
 
 def _no_daemon(home: Path) -> str:
@@ -416,10 +422,8 @@ def _no_daemon(home: Path) -> str:
         why = f"{found} does not exist"
     elif not (isinstance(info, dict) and info.get("url")):
         why = f"{found} holds no address (it is damaged)"
-    elif (held := _held(home)) and (served := _moved_from(held, home)):
-        return (f"the daemon holding {home} (pid {held['pid']}) serves it as {served}: the "
-                "home was moved while the daemon ran — restart it (`neuralmind daemon stop`, "
-                "then `neuralmind daemon start`)")
+    elif (held := _held(home)) and (elsewhere := moved(held, home)):
+        return elsewhere
     else:
         why = (f"{found} is stale: the daemon it names does not hold {home} (it exited, or "
                "the home was copied from under it)")
@@ -434,7 +438,7 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     ``$NEURALMIND_HOME/token``."""
     home = Path(home or home_dir())
     info = _held(home) or {}
-    if _moved_from(info, home):  # it would answer 401: _no_daemon says what to do
+    if moved(info, home):  # it would answer 401: _no_daemon says what to do
         info = {}
     given, url = url, url or os.environ.get("NEURALMIND_API_URL") or info.get("url")
     if url and (why := _not_a_server_url(url)):

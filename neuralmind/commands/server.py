@@ -9,6 +9,7 @@ import sys
 from urllib.parse import urlsplit
 
 from kernel.config import load_settings
+from neuralmind.client import moved
 from neuralmind.commands.common import CommandError, filled, port, ranged, refuse_misplaced
 
 
@@ -128,7 +129,7 @@ def _running(home) -> dict | None:
     moved from is no daemon to use, and another cannot start beside it (:class:`CommandError`)."""
     from kernel import daemon
     running = daemon.status(home)
-    if running and (why := daemon.moved(running, home)):
+    if running and (why := moved(running, home)):
         raise CommandError(why, 1)
     return running
 
@@ -215,16 +216,16 @@ def _status(home, as_json: bool) -> int:
     path it was moved from, is said as such (exit 1)."""
     from kernel import daemon
     info = daemon.status(home)
-    moved = daemon.moved(info, home) if info else ""
+    elsewhere = moved(info, home) if info else ""
     silent = None if info else daemon.serving_pid(home)
     if as_json:
         print(json.dumps({"running": bool(info), **({k: v for k, v in info.items() if k != "token"}
                                                      if info else {}),
-                          **({"moved": True} if moved else {}),
+                          **({"moved": True} if elsewhere else {}),
                           **({"held_by": silent} if silent else {})}))
     elif info:
         print(f"running at {info['url']} (pid {info['pid']}, version {info['version']}, "
-              f"since {info['started_at']})" + (f"; but {moved}" if moved else "")
+              f"since {info['started_at']})" + (f"; but {elsewhere}" if elsewhere else "")
               + daemon.other_code(info))
     elif silent:
         print(f"not answering — the daemon (pid {silent}) holds {home} but did not answer "
@@ -232,7 +233,7 @@ def _status(home, as_json: bool) -> int:
               "`neuralmind daemon stop`")
     else:
         print("not running — start it with `neuralmind daemon start`")
-    return 0 if info and not moved else 1
+    return 0 if info and not elsewhere else 1
 
 
 def cmd_openapi(args) -> int:

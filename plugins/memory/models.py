@@ -23,7 +23,7 @@ MAX_ITEMS = 200  # a record's evidence, rejected alternatives, dependency constr
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
 CONFLICTS = ("replaces", "forbids", "setting_value", "polarity")  # the detector's kinds
-EVENT_KINDS = ("created", "amended", "invalidated", "restored", "stale", "feedback", "linked",
+HISTORY_KINDS = ("created", "amended", "invalidated", "restored", "stale", "feedback", "linked",
                "unlinked", "superseded", "merged", "archived", "contradiction",
                "contradiction_resolved", "imported", "deleted")  # docs/memory.md, History
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -641,7 +641,7 @@ class StoredMemory(MemoryFields):
 
 class ExportedEvent(HistoryEvent):
     at: Timestamp
-    kind: Literal[EVENT_KINDS]
+    kind: Literal[HISTORY_KINDS]
 
 
 class ExportedLink(Link):

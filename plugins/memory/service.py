@@ -437,7 +437,8 @@ class Memories:
         rows = store.history(mid, limit + 1, after)
         # an id with neither a record nor events never existed, whatever page is asked for
         # (a deleted record's history still answers)
-        if not rows and store.get(mid) is None and not store.history(mid, 1, None):
+        if not rows and store.get(mid) is None and (after is None
+                                                    or not store.history(mid, 1, None)):
             raise not_found(mid)
         more = len(rows) > limit
         rows = rows[:limit]
