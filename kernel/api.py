@@ -1,12 +1,14 @@
 """``@operation``: the one declaration a responder carries.
 
-The kernel reads it to resolve the actor, check the permission (401/403 before 422),
-validate the query and body into pydantic models, serialise the response model, and
-generate the OpenAPI document. Handlers never parse JSON or build error bodies.
+The kernel reads it to resolve the actor, check the permission (401/403 before 422; only a
+path parameter holding NUL is refused before the project is looked up), validate the query
+and body into pydantic models, serialise the response model, and generate the OpenAPI
+document. Handlers never parse JSON or build error bodies.
 """
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import decimal
 import json
@@ -17,15 +19,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Annotated, Any
 
 import falcon
 from gunicorn.http.errors import ParseException
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, TypeAdapter, ValidationError
 
 from kernel.errors import (BadRequest, InvalidJSON, PayloadTooLarge, UnsupportedMediaType,
                            ValidationFailed, validation_details)
 from kernel.jobs import Job, JobAccepted
+from kernel.models import no_nul
 
 JSON = "application/json; charset=utf-8"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head")
@@ -133,6 +136,10 @@ def _is_list(annotation: Any) -> bool:
     return False
 
 
+# path parameters by name, each checked as a text field is for NUL
+PATH_TEXT = TypeAdapter(dict[str, Annotated[str, AfterValidator(no_nul)]])
+
+
 class Validator:
     """Validates one operation's query and body, and serialises its response."""
 
@@ -155,6 +162,16 @@ class Validator:
             raise ValidationFailed(details=validation_details(
                 ex.errors(include_url=False), ("query",))) from None
 
+    def path(self, params: dict[str, str]) -> None:
+        """A path parameter is text the caller sent, as a field is: one holding NUL, which
+        PostgreSQL's text cannot hold, is refused as ``no_nul`` refuses a field — before
+        anything is looked up by it, so both backends answer alike."""
+        try:
+            PATH_TEXT.validate_python(params)
+        except ValidationError as ex:
+            raise ValidationFailed(details=validation_details(
+                ex.errors(include_url=False), ("path",))) from None
+
     def body(self, req: falcon.Request) -> BaseModel | None:
         raw = read_body(req, self.max_body)
         media = (req.content_type or "").split(";")[0].strip().lower()
@@ -165,6 +182,7 @@ class Validator:
             raise UnsupportedMediaType(
                 f"the body came as {media or 'no Content-Type'}; this route takes "
                 f"{' or '.join(self.op.raw_types)}")
+        raw = raw.removeprefix(codecs.BOM_UTF8)  # editors write one; RFC 8259 §8.1 lets it go
         if not raw.strip():
             raw = b"{}"
         elif media != "application/json":

@@ -446,6 +446,7 @@ class Kernel:
             ctx = req.context
             ctx.operation = op
             actor = None if op.public else kernel.actor(req)
+            validator.path(params)  # 401 first, as for a bad body; then no lookup by a NUL
             pid = params.get("project_id")
             ctx.project = kernel.projects.get(pid) if pid is not None else None
             if actor is not None:

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Annotated, Any, Generic, TypeVar
 
@@ -26,16 +27,23 @@ def no_nul(value: str) -> str:
 
 
 def not_blank(value: Any) -> Any:
-    """Whitespace alone says nothing: refused as blank before the strip, which would leave it
-    empty and answer "at least 1 character" of three spaces."""
-    if isinstance(value, str) and value and not value.strip():
-        raise ValueError("is blank: it holds only whitespace")
+    """Whitespace alone says nothing, nor do invisible format characters (Unicode Cf: a
+    zero-width space, a word joiner, a BOM, a direction mark): text of only those is refused
+    as blank, before the strip, which would leave whitespace empty and answer "at least 1
+    character" of three spaces. A format character beside real text (the joiner inside an
+    emoji sequence) is text. Stricter than the ``\\S`` the contract publishes, which takes
+    a zero-width space."""
+    if isinstance(value, str) and value and all(c.isspace() or unicodedata.category(c) == "Cf"
+                                                for c in value):
+        raise ValueError("is blank: it holds only whitespace" if value.isspace() else
+                         "is blank: it holds only whitespace and invisible characters")
     return value
 
 
 def text(max_length: int) -> Any:
     """A text field of the API: stripped, never blank (refused saying so), at most
-    ``max_length`` characters, no NUL. The pattern publishes "not blank" in the contract."""
+    ``max_length`` characters, no NUL. The pattern publishes "not blank" in the contract
+    (``not_blank``, the server's own check, is stricter)."""
     return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
                                             max_length=max_length, pattern=r"\S"),
                      BeforeValidator(not_blank), AfterValidator(no_nul)]

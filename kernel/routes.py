@@ -12,17 +12,17 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from kernel import API_VERSION, __version__
 from kernel.api import JSON, operation
 from kernel.errors import BadRequest, Forbidden, NotFound, Unavailable
 from kernel.events import kind_filter
 from kernel.jobs import Job
-from kernel.models import (Model, Page, PageQuery, decode_cursor, encode_cursor, row_number,
-                           text_pair)
+from kernel.models import (Model, Page, PageQuery, decode_cursor, encode_cursor, no_nul,
+                           row_number, text_pair)
 
 DOCS_PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>NeuralMind API</title>
@@ -57,13 +57,17 @@ class ProjectIn(Model):
                       "an absolute path, or one from `~`")
 
 
+# a project id to filter by: looked up in the store, which can hold no NUL (PostgreSQL)
+ProjectFilter = Annotated[str, AfterValidator(no_nul)]
+
+
 class JobsQuery(PageQuery):
-    project: str | None = None
+    project: ProjectFilter | None = None
     status: Literal["queued", "running", "done", "error", "cancelled"] | None = None
 
 
 class EventsQuery(Model):
-    project: str | None = None
+    project: ProjectFilter | None = None
     kind: list[str] = Field(default_factory=list, description="Only these kinds (repeatable; "
                             "a trailing `*` matches a prefix, e.g. `memory.*`); one that matches "
                             "no event kind a plugin declares is a 422")

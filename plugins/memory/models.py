@@ -639,14 +639,34 @@ class StoredMemory(MemoryFields):
     access_count: int = Field(0, ge=0, le=2 ** 63 - 1)
 
 
+def kept(max_length: int) -> Any:
+    """Text of an export's history, links and contradictions, which an import restores as it
+    is (docs/memory.md): no NUL, as every text field (PostgreSQL's text cannot hold one), and
+    bounded — neither stripped nor put in NFC, so export → import gives the same bytes back."""
+    return Annotated[str, StringConstraints(max_length=max_length), AfterValidator(no_nul)]
+
+
+# as long as what the server writes: a name (an event's id; an actor, which a token names in
+# at most 200 characters, as Short), a link's note (an Item), and its longest note (an
+# explanation is shorter), a stale event's changed files: 500 paths of 1,024 characters at most
+KeptName, KeptLinkNote, KeptNote = kept(200), kept(2_000), kept(520_000)
+
+
 class ExportedEvent(HistoryEvent):
+    id: KeptName
     at: Timestamp
     kind: Literal[HISTORY_KINDS]
+    actor: KeptName | None
+    note: KeptNote | None
 
 
 class ExportedLink(Link):
+    source: MemoryId
+    target: MemoryId
     type: LinkType
     created_at: Timestamp
+    actor: KeptName | None
+    note: KeptLinkNote | None
 
 
 class ExportedContradiction(Contradiction):
@@ -658,8 +678,10 @@ class ExportedContradiction(Contradiction):
     b: MemoryId
     confidence: Confidence
     kind: Literal[CONFLICTS] | None
+    explanation: KeptNote
     detected_at: Timestamp
     resolved_at: Timestamp | None = None
+    resolved_by: KeptName | None = None
     strategy: Literal[STRATEGIES] | None = None
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ committed.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -637,7 +638,8 @@ class Memories:
     def import_(self, project, raw: bytes, overwrite: bool, actor, request_id) -> dict[str, int]:
         lines, numbers, errors, seen, events = [], [], [], {}, {}
         store = self.store(project)
-        for n, line in enumerate(raw.splitlines(), start=1):
+        # a file saved by an editor that marks UTF-8 starts with a BOM (RFC 8259 §8.1)
+        for n, line in enumerate(raw.removeprefix(codecs.BOM_UTF8).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
