@@ -11,13 +11,16 @@ from __future__ import annotations
 import functools
 import http.client
 import ipaddress
+import logging
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
+
+log = logging.getLogger("neuralmind.webhooks")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]
@@ -46,8 +49,8 @@ class Target:
 def parse(url: str, *, require_https: bool) -> Target:
     """The URL's parts, or :class:`TargetRefused` naming what is wrong with it."""
     if bad := next((c for c in url if c.isspace() or ord(c) < 32 or ord(c) == 127), None):
-        raise TargetRefused(f"a URL cannot hold {bad!r} (percent-encode it: "
-                            f"%{ord(bad):02X}); no request could be sent to it")
+        raise TargetRefused(f"a URL cannot hold {bad!r} (percent-encode it: {quote(bad)}); "
+                            "no request could be sent to it")
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -75,7 +78,26 @@ def parse(url: str, *, require_https: bool) -> Target:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
+    _check_ascii(parts.hostname, path)
     return Target(url, scheme, parts.hostname, port or (443 if scheme == "https" else 80), path)
+
+
+def _check_ascii(host: str, path: str) -> None:
+    """HTTP sends the request line and the Host header as ASCII (http.client cannot encode
+    anything else), so a URL that is not ASCII there is refused, with its ASCII spelling. The
+    message names one character, never the path or query: a refused try's error reaches the
+    hook's events, and a path or query may hold a token."""
+    if not host.isascii():
+        try:
+            spelled = f", {host.encode('idna').decode('ascii')}"
+        except UnicodeError:  # no IDNA form (a label too long, a character IDNA forbids)
+            spelled = ""
+        raise TargetRefused(f"the host {host!r} is not ASCII: write its ASCII (punycode) "
+                            f"form{spelled}; no request could be sent to it")
+    if bad := next((c for c in path if not c.isascii()), None):
+        raise TargetRefused(f"a URL's path and query must be ASCII; this one holds {bad!r}: "
+                            f"percent-encode it as its UTF-8 bytes, {quote(bad)}; no request "
+                            "could be sent to it")
 
 
 def host_of(url: str) -> str | None:
@@ -270,15 +292,29 @@ def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str], t
     Redirects are not followed: a 3xx is a failed try. With ``connections``, the connection
     kept under ``key`` is used and kept again when the receiver allows it."""
     start = time.perf_counter()
+    try:
+        return _post(policy, url, body, headers, timeout, connections, key, start)
+    except Exception as ex:  # unforeseen, still a failed try: recorded and tried again after
+        # a back-off, where an exception skipped the record and left the delivery due at once
+        log.warning("webhooks: a try to %s failed unexpectedly", host_of(url), exc_info=ex)
+        return _failed(start, ex)
 
-    def took() -> float:
-        return round((time.perf_counter() - start) * 1000, 2)
 
+def _since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 2)
+
+
+def _failed(start: float, ex: Exception) -> Outcome:
+    return Outcome(None, _since(start), f"{type(ex).__name__}: {ex}"[:500])
+
+
+def _post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str], timeout: float,
+          connections: Connections | None, key: str, start: float) -> Outcome:
     try:
         target = policy.target(url)
         address = policy.addresses(target)[0]
     except TargetRefused as ex:
-        return Outcome(None, took(), f"refused: {ex}")
+        return Outcome(None, _since(start), f"refused: {ex}")
     kept = connections.take(key, target, address) if connections is not None else None
     conn = kept or _Pinned(target, address, timeout,
                            policy.tls if target.scheme == "https" else None)
@@ -293,16 +329,16 @@ def post(policy: TargetPolicy, url: str, body: bytes, headers: dict[str, str], t
             conn = _Pinned(target, address, timeout, conn._tls)
             code, reusable = _exchange(conn, target, body, headers)
     except TimeoutError:
-        return Outcome(None, took(), f"timed out after {timeout:g} s")
+        return Outcome(None, _since(start), f"timed out after {timeout:g} s")
     except (OSError, http.client.HTTPException) as ex:
-        return Outcome(None, took(), f"{type(ex).__name__}: {ex}"[:500])
+        return _failed(start, ex)
     finally:
         if reusable and connections is not None:
             connections.keep(key, conn)
         else:
             conn.close()
     if 200 <= code < 300:
-        return Outcome(code, took())
+        return Outcome(code, _since(start))
     if 300 <= code < 400:
-        return Outcome(code, took(), f"answered {code}: redirects are not followed")
-    return Outcome(code, took(), f"answered {code}")
+        return Outcome(code, _since(start), f"answered {code}: redirects are not followed")
+    return Outcome(code, _since(start), f"answered {code}")
