@@ -77,7 +77,10 @@ def read_text(path: str) -> tuple[bytes, str] | str | None:
     if b"\0" in data[:BINARY_SNIFF]:
         return NOT_TEXT
     try:
-        text = data.decode("utf-8")
+        # a leading byte-order mark is no text (Python and Markdown skip it; a parser handed
+        # U+FEFF fails or misreads line 1); it precedes line 1, so line numbers are unchanged,
+        # and the stored hash is of ``data``, the file's bytes as they are
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return NOT_TEXT
     if len(text) > LONG_AVERAGE * (text.count("\n") + 1) and \

@@ -9,6 +9,7 @@ from the start, though: the code a question is about goes last, after the layout
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -23,6 +24,15 @@ L2_MAX = 1200
 SNIPPET_MAX = 700  # tokens per L3 snippet
 MIN_PIECE = 24  # a cut shorter than this is dropped rather than shown
 HEADERS = {"L0": "## Project", "L1": "## Layout", "L2": "## Related", "L3": "## Search results"}
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, line separators
+
+
+def one_line(text: str) -> str:
+    """A path (or a name made of one: a file's or module's) as a heading or list line of the
+    context shows it: each control character written as its escape (``\\n``, ``\\t``,
+    ``\\x1b``). A file may be named with a line break, and an agent reads the context as
+    lines: a raw one would add a heading or a hit of the file name's choosing."""
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 @dataclass
@@ -94,7 +104,8 @@ def readme_intro(root: str) -> tuple[str, str]:
         if full is None:
             continue
         try:
-            text = open(full, encoding="utf-8", errors="replace").read(20_000)
+            # utf-8-sig: a byte-order mark before the title is not part of its ``#``
+            text = open(full, encoding="utf-8-sig", errors="replace").read(20_000)
         except OSError:
             continue
         title, para = "", []
@@ -153,7 +164,7 @@ def summary(store) -> list[str]:
     for path in sorted(modules, key=lambda p: (-weight(p), p)):
         doc = (modules[path]["docstring"] or "").strip().split("\n")[0][:120]
         names = held[path][:8]
-        line = f"- {path}" + (f": {doc}" if doc else "")
+        line = f"- {one_line(path)}" + (f": {doc}" if doc else "")
         if names:
             more = len(held[path]) - len(names)
             line += f" [{', '.join(names)}{f', +{more}' if more > 0 else ''}]"
@@ -175,7 +186,7 @@ def static_layers(project, store, key: Hashable, layers: VersionedCache
 # -- L2 and L3 ------------------------------------------------------------------------------
 
 def _where(row) -> str:
-    return f"{row['path']}:{row['line']}"
+    return f"{one_line(row['path'])}:{row['line']}"
 
 
 def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
@@ -189,18 +200,20 @@ def neighbourhood(store, hit_rows: list, limit: int = 3) -> list[str]:
             parent = store.nodes([row["parent"]]).get(row["parent"])
             if parent is not None and parent["kind"] == "class":
                 doc = parent["docstring"].split("\n")[0][:160]
-                parts.append(f"in {parent['signature'] or parent['qualname']} ({_where(parent)})"
+                parts.append(f"in {one_line(parent['signature'] or parent['qualname'])} "
+                             f"({_where(parent)})"
                              + (f": {doc}" if doc else ""))
         callers = [c for c in store.callers(row["nid"]) if c["nid"] != row["nid"]]
         if callers:
-            parts.append("called by: " + _linked(callers, 5, ", ", lambda c: c["qualname"]))
+            parts.append("called by: " + _linked(callers, 5, ", ",
+                                                 lambda c: one_line(c["qualname"])))
         callees = [c for c in store.callees(row["nid"]) if c["nid"] != row["nid"]]
         if callees:
             parts.append("calls: " + _linked(callees, 6, "; ",
-                                             lambda c: c["signature"] or c["qualname"]))
+                                             lambda c: one_line(c["signature"] or c["qualname"])))
         if parts and row["nid"] not in seen:
             seen.add(row["nid"])
-            items.append(f"{row['qualname']} ({_where(row)})\n  " + "\n  ".join(parts))
+            items.append(f"{one_line(row['qualname'])} ({_where(row)})\n  " + "\n  ".join(parts))
     return items
 
 
@@ -220,5 +233,6 @@ def snippets(hit_rows: list) -> list[str]:
     for row in hit_rows:
         lang = row["language"] if row["file_type"] == "code" else ""
         body = _cut(row["text"], SNIPPET_MAX)
-        out.append(f"### {_where(row)} {row['qualname']} ({row['kind']})\n```{lang}\n{body}\n```")
+        out.append(f"### {_where(row)} {one_line(row['qualname'])} ({row['kind']})\n"
+                   f"```{lang}\n{body}\n```")
     return out

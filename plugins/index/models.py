@@ -250,7 +250,8 @@ class WatchStatus(Model):
 # -- the structural graph ---------------------------------------------------------------------
 
 ProjectPath = Annotated[str, Field(min_length=1, max_length=4096,
-                                   description="project-relative, or absolute inside the project")]
+                                   description="project-relative, or absolute inside the project"),
+                        AfterValidator(no_nul)]
 NodeId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
