@@ -9,12 +9,14 @@ Three rules (modules of this package), each naming the phrases it rests on:
 * ``setting_value`` (:mod:`.values`): the same setting with different values;
 * ``polarity`` (:mod:`.polarity`): opposite stances on the same subject.
 
-Titles state decisions and rationales often mention the old state, so title evidence counts
-more. Confidence is the best finding's strength × (0.4 + 0.6 × subject), where subject is how
-much the records share a topic (the embedding cosine mapped from [0.25, 0.60] to [0, 1] when
-known, else word overlap; +0.15 for a shared file, +0.1 for a shared tag), plus 0.05 for each
-other rule that agrees. Measured on bench/data/contradictions (``neuralmind eval
-contradictions``). Stdlib only, pure and stateless.
+Records whose titles are about different numbered items of one kind ("Bug 191 is fixed …" /
+"Bug 221 is fixed …", :func:`different_items`) are about different things: never a
+contradiction. Titles state decisions and rationales often mention the old state, so title
+evidence counts more. Confidence is the best finding's strength × (0.4 + 0.6 × subject), where
+subject is how much the records share a topic (the embedding cosine mapped from [0.25, 0.60]
+to [0, 1] when known, else word overlap; +0.15 for a shared file, +0.1 for a shared tag),
+plus 0.05 for each other rule that agrees. Measured on bench/data/contradictions
+(``neuralmind eval contradictions``). Stdlib only, pure and stateless.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import NamedTuple
 from plugins.memory.detector.negation import find_negations, rule_negation
 from plugins.memory.detector.polarity import rule_polarity
 from plugins.memory.detector.values import rule_settings
-from plugins.memory.detector.words import GENERIC, Doc, parse, share_salience
+from plugins.memory.detector.words import (GENERIC, Doc, identifiers, other_items, parse,
+                                            share_salience)
 
 THRESHOLD = 0.5
 
@@ -61,11 +64,31 @@ def findings(a: dict, b: dict) -> list[tuple[float, str, str]]:
     return sorted(out, key=lambda f: -f[0]), da, db
 
 
+def _title_items(record: dict) -> frozenset:
+    """The numbered items (kind, number) a record's title is about."""
+    title = parse({"title": record.get("title")})
+    return frozenset().union(*(identifiers(cl)[1] for cl in title.clauses))
+
+
+def different_items(a: dict, b: dict) -> str | None:
+    """When the two titles are about different numbered items of one kind ("Bug 191 is fixed in
+    the parser" / "Bug 221 is fixed in the parser"), the records are about different things,
+    whatever else they share: "A 'bug 191' vs B 'bug 221'". Else None."""
+    ia, ib = _title_items(a), _title_items(b)
+    if not other_items(ia, ib):
+        return None
+    named = [", ".join(f"'{k} {n}'" if k != "#" else f"'#{n}'" for k, n in sorted(x))
+             for x in (ia, ib)]
+    return f"A {named[0]} vs B {named[1]}"
+
+
 def detect(a: dict, b: dict, cosine: float | None = None, threshold: float = THRESHOLD) -> Verdict:
     """Can records ``a`` and ``b`` both hold? ``cosine`` is their embedding similarity, if known."""
     found, da, db = findings(a, b)
     if not found:
         return Verdict(False, 0.0, "no conflicting phrases found", None)
+    if apart := different_items(a, b):
+        return Verdict(False, 0.0, f"about different items: {apart}", None)
     subject = _subject(a, b, da, db, cosine)
     strength, kind, why = found[0]
     bonus = 0.05 * (len({k for _, k, _ in found}) - 1)  # different rules agreeing

@@ -4,6 +4,11 @@ cluster" / "multi-cluster"), and the names a title assigns to one role ("Use X a
 runner"). A scope word on each side (staging/production, read-only/read-write …) keeps two
 settings apart; where both titles give a key a value, only the titles are compared.
 
+A number that identifies a numbered item ("bug 191", "PR 88", "order 1234", "#12": see
+``words.identifiers``) is not a value: it names what the value is about, like a scope word.
+Two values whose clauses name items of one kind and none in common are about different items
+(order 1234's delivery time, order 5678's) and are not one setting.
+
 Words near two values are not enough to make them one setting: each value is also named by
 its *phrase*, the words written against it ("HTTP client read_timeout = 30 s", "Retry uploads
 3 times", "a 30 second read timeout") less the verbs that say what to do with it. When each
@@ -17,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 from plugins.memory.detector.words import (GENERIC, NUMBER_WORDS, STOP, UNITS, Doc, Tok, among,
-                                            norm, stem)
+                                            identifiers, norm, other_items, stem)
 
 @dataclass
 class Setting:
@@ -30,6 +35,7 @@ class Setting:
     aliases: frozenset = frozenset()  # for names: initials of multi-word names (Open Policy Agent -> opa)
     scope: frozenset = frozenset()    # scope words anywhere in the value's clause (read-only, staging)
     phrase: frozenset = frozenset()   # the words that name the value: its setting and subject
+    items: frozenset = frozenset()    # (kind, number) of the items its clause names ("bug 191")
 
 
 CIDR = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}/\d{1,2}$")
@@ -133,8 +139,11 @@ def _values(doc: Doc) -> list[Setting]:
     for cl in doc.clauses:
         words = [t.low for t in cl]
         scope = frozenset(w for w in words if w in ALL_SCOPES)
+        numbers, items = identifiers(cl)
         start = len(out)
         for i, t in enumerate(cl):
+            if i in numbers:
+                continue
             raw = t.raw.strip("'\"`,")
             neg = t.pos in doc.neg_idx or (i > 0 and words[i - 1] == "from")
             nxt = words[i + 1] if i + 1 < len(cl) else ""
@@ -176,6 +185,7 @@ def _values(doc: Doc) -> list[Setting]:
                     out.append(Setting({stem(noun)}, QUANT[parts[0]], t.raw, "count", t.title, neg))
         for st in out[start:]:
             st.scope = scope
+            st.items = items
     return out
 
 
@@ -214,6 +224,7 @@ def _assignments(record: dict, doc: Doc) -> list[Setting]:
                 v = next((k for k in range(i + 1, min(len(cl), i + 5))
                           if cl[k].raw.strip("'\"`").lower() == bare), i + 1)
                 st.phrase = _phrase(cl, v) | {cl[i].key}
+                st.items = identifiers(cl)[1]
             out.append(st)
     return out
 
@@ -292,6 +303,8 @@ def _same_key(x: Setting, y: Setting) -> bool:
         return False
     shared = x.key & y.key
     if not shared or _scope_clash(x.key | x.scope, y.key | y.scope):
+        return False
+    if other_items(x.items, y.items):  # order 1234's delivery time, order 5678's
         return False
     if _named_apart(x, y):
         return False

@@ -96,6 +96,7 @@ class Tok:
     content: bool     # not a stopword
     title: bool
     pos: int
+    gap: str = ""     # what stands between the previous token and this one: '#' in "#12"
 
 
 @lru_cache(maxsize=65_536)
@@ -145,23 +146,83 @@ class Doc:
         return out
 
 
+# Nouns for things a system files one by one under a number: a tracker's bugs, issues, tickets,
+# pull and merge requests, tasks, stories, epics, incidents and defects; a CI system's
+# jobs and builds; a shop's orders, invoices, receipts, shipments, customers and accounts; a
+# register's RFCs, PEPs and ADRs; the items, records, entries and rows of a list. The number
+# right after one of them (singular: "bugs 191" is a count) picks one item out of many: it
+# names what is talked about and sets nothing. These are a closed class; the nouns whose number
+# IS a setting (port 8080, protocol 4, pool size 20), the numbered steps of a sequence, which
+# say when (release 12, sprint 14, phase 2), and the product names numbered by version
+# (PostgreSQL 14, npm 7) are open classes no list could hold, so a number right after any other
+# word is still read as a value. ("case" is left out: "in case 3 nodes fail" counts nodes; an
+# imperative "Order 2 GPUs" is read as order 2, a missed setting rather than a false conflict.)
+IDENTIFIER_NOUNS = frozenset("""bug issue ticket pr mr task story epic incident defect job build
+order invoice receipt shipment customer account rfc pep adr item record entry row""".split())
+NUMBERING = frozenset({"number", "no", "nr"})  # "ticket number 12"
+# a noun under one of these is any item, not a named one: "give each task 2 CPUs" counts CPUs
+QUANTIFIERS = frozenset({"a", "an", "each", "every", "per", "any"})
+
+
+def identifiers(cl: list[Tok]) -> tuple[set[int], frozenset]:
+    """The whole numbers of a clause that identify a numbered item (never a value), and the items
+    (kind, number) the clause is about. An identifier is written right after its noun ("bug 191",
+    "PR 88", "ticket number 12", "issue #12") or after '#' (kind "#" with no such noun: "fixes
+    #12"); anything else between ("ticket=12", "ticket > 12", "is", "to"), a unit after ("order
+    3 days", "retry the job 3 times") or a quantifier before ("each task 2 CPUs") leaves the
+    number a value. An identifier only files or cites the clause, and is not what it is about,
+    in parentheses ("Raise the timeout to 60 s (#341)") or in a clause made of nothing else
+    ("ADR 12: Use Jenkins", "Ticket 13 - raise the upload limit")."""
+    numbers: set[int] = set()
+    covered: set[int] = set()
+    items = set()
+    for i, t in enumerate(cl):
+        hashed = t.gap in ("#", "(#", "[#")  # not a Markdown heading: "## 3 replicas"
+        if not t.raw.isdigit() or not (hashed or not t.gap) or (
+                i + 1 < len(cl) and (cl[i + 1].low in UNITS or cl[i + 1].low == "times")):
+            continue
+        j = i - 1
+        if j > 0 and not t.gap and cl[j].low in NUMBERING and not cl[j].gap:
+            j -= 1
+        noun = (j >= 0 and t.gap in ("", "#") and cl[j].low in IDENTIFIER_NOUNS
+                and not (j > 0 and cl[j - 1].low in QUANTIFIERS))
+        if not (noun or hashed):
+            continue
+        numbers.add(i)
+        covered.update(range(j if noun else i, i + 1))
+        if not (cl[j].gap if noun else t.gap).startswith(("(", "[")):  # "(ticket 12)": cited
+            items.add((cl[j].low if noun else "#", t.raw))
+    return numbers, frozenset(() if len(covered) == len(cl) else items)
+
+
+def other_items(x: frozenset, y: frozenset) -> bool:
+    """Both name items of one kind and none in common: ticket 12 and ticket 13, not ticket 12
+    and PR 88 (a PR may be ticket 12's fix)."""
+    return not (x & y) and bool({k for k, _ in x} & {k for k, _ in y})
+
+
 def parse(record: dict) -> Doc:
     toks: list[Tok] = []
     clauses: list[list[Tok]] = []
     for text, is_title in ((record.get("title") or "", True), (record.get("rationale") or "", False)):
         text = NUM_HYPHEN.sub(r"\1 \2", text)
         text = SIGN_IN.sub("login", text)
-        text = PARENS.sub(" " if is_title else ". ", text)
+        # a title stays one clause; its "(" is kept (no token holds it) so that an identifier
+        # knows it is cited in parentheses: "Raise the timeout to 60 s (#341)"
+        text = text.replace(")", " ") if is_title else PARENS.sub(". ", text)
         for chunk in CLAUSE_END.split(text):
             cl: list[Tok] = []
+            end = 0
             for m in TOKEN.finditer(chunk):
                 raw = m.group(0)
                 low = norm(raw)
+                gap, end = chunk[end:m.start()].strip(), m.end()
                 if not low:
                     continue
                 literal = raw[0] in "'\"`" or any(c.isdigit() for c in raw)
                 key = low if literal or not low.isalpha() else stem(low)
-                t = Tok(raw, low, key, is_name(raw, not cl), low not in STOP, is_title, len(toks))
+                t = Tok(raw, low, key, is_name(raw, not cl), low not in STOP, is_title, len(toks),
+                        gap)
                 cl.append(t)
                 toks.append(t)
             if cl:
