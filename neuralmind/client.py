@@ -84,7 +84,10 @@ class BrokenAnswer(NeuralMindError, ConnectionError):
 
 
 class NeuralMindAPIError(NeuralMindError):
-    """The server answered with the error envelope."""
+    """The server answered with the error envelope. ``resent``: the answer is to the request
+    sent again after an earlier attempt's answer was lost (that attempt may have landed)."""
+
+    resent = False
 
     def __init__(self, status: int, code: str, message: str, details: dict | None = None,
                  request_id: str | None = None, headers: dict[str, str] | None = None):
@@ -92,9 +95,12 @@ class NeuralMindAPIError(NeuralMindError):
         self.details = details or {}
         self.request_id = request_id
         self.headers = headers or {}
+        super().__init__(f"{self._said()} ({status} {code}, request {request_id})")
+
+    def _said(self) -> str:
+        """The message with what is wrong in each field of a 422."""
         wrong = "; ".join(self.field_errors())
-        super().__init__(f"{message}{': ' + wrong if wrong else ''} ({status} {code}, "
-                         f"request {request_id})")
+        return f"{self.message}{': ' + wrong if wrong else ''}"
 
     def field_errors(self) -> list[str]:
         """``field: what is wrong`` for each error of a 422, unless the message already says
@@ -118,7 +124,15 @@ class ValidationFailed(NeuralMindAPIError):
 
 
 class Unauthorized(NeuralMindAPIError):
-    """401: no token, or a wrong one."""
+    """401: no token, or a wrong one. ``token_from`` says where the token sent came from (the
+    argument, ``NEURALMIND_API_TOKEN``, the home's files) — never the token itself."""
+
+    def __init__(self, *args, token_from: str | None = None, **kw):
+        self.token_from = token_from
+        super().__init__(*args, **kw)
+
+    def _said(self) -> str:
+        return f"{super()._said()}; {self.token_from}" if self.token_from else super()._said()
 
 
 class Forbidden(NeuralMindAPIError):
@@ -153,10 +167,11 @@ _BY_STATUS = {400: ValidationFailed, 422: ValidationFailed, 401: Unauthorized, 4
               404: NotFound, 409: Conflict, 412: Conflict, 429: RateLimited, 503: Unavailable}
 
 
-def _api_error(resp: _Response) -> NeuralMindError:
-    """What an error status says: its envelope's :class:`NeuralMindAPIError` subclass — or,
-    for a body that is no envelope (another web server's error page at the address), a
-    :class:`BrokenAnswer` saying so, as for a success whose body is not JSON."""
+def _api_error(resp: _Response, token_from: str | None = None) -> NeuralMindError:
+    """What an error status says: its envelope's :class:`NeuralMindAPIError` subclass (a 401
+    saying where the token sent came from, ``token_from``) — or, for a body that is no
+    envelope (another web server's error page at the address), a :class:`BrokenAnswer` saying
+    so, as for a success whose body is not JSON."""
     try:
         err = json.loads(resp.body)["error"]
         code, message = err.get("code", "http_error"), err.get("message", "")
@@ -165,19 +180,24 @@ def _api_error(resp: _Response) -> NeuralMindError:
         return resp.not_neuralmind("not JSON")
     except (KeyError, TypeError, AttributeError):
         return resp.not_neuralmind("JSON but no error envelope")
-    return _BY_STATUS.get(resp.status, NeuralMindAPIError)(resp.status, code, message, details,
-                                                           request_id, resp.headers)
+    cls = _BY_STATUS.get(resp.status, NeuralMindAPIError)
+    said = {"token_from": token_from} if cls is Unauthorized else {}
+    return cls(resp.status, code, message, details, request_id, resp.headers, **said)
 
 
 # -- response types ------------------------------------------------------------------------
 
 def _build(cls, data: dict[str, Any], **extra):
-    """``cls`` from a response dict: known fields picked, the rest reachable through ``raw``."""
+    """``cls`` from a response dict: known fields picked, the rest reachable through ``raw``.
+    A record is known by its ``id``: a KeyError without one (``_json`` says the answer is
+    not NeuralMind's), never a record of Nones."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} from {type(data).__name__}, not an object")
     values = dict(extra)
     for f in dataclasses.fields(cls):
         if f.name == "raw" or f.name in extra:
             continue
-        if f.name in data:
+        if f.name in data or f.name == "id":
             values[f.name] = data[f.name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
@@ -436,6 +456,12 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
     """(url, token): arguments first, then ``NEURALMIND_API_URL``/``NEURALMIND_API_TOKEN``,
     then the discovery file of the daemon holding the home, then (token only)
     ``$NEURALMIND_HOME/token``."""
+    return _discover(url, token, home)[:2]
+
+
+def _discover(url: str | None, token: str | None, home: Path | None
+              ) -> tuple[str | None, str | None, str]:
+    """:func:`discover`'s (url, token), and where the token came from, said for a 401."""
     home = Path(home or home_dir())
     info = _held(home) or {}
     if moved(info, home):  # it would answer 401: _no_daemon says what to do
@@ -447,8 +473,12 @@ def discover(url: str | None = None, token: str | None = None, home: Path | None
         raise NotAServerURL(f"{_shown(url)} ({source}) is not a server URL such as "
                             f"http://127.0.0.1:8765: {why}")
     url = _root(url) if url else None
-    token = token or os.environ.get("NEURALMIND_API_TOKEN") or _local_token(url, info, home)
-    return url, token
+    if token:
+        return url, token, "the token sent was the one given (token=, --token)"
+    if token := os.environ.get("NEURALMIND_API_TOKEN"):
+        return url, token, ("the token sent was NEURALMIND_API_TOKEN's, which comes before the "
+                            "home's own: correct or unset it")
+    return url, *_local_token(url, info, home)
 
 
 def _shown(url: Any) -> str:
@@ -470,15 +500,19 @@ def _loopback(url: str) -> bool:
     return urllib.parse.urlsplit(url).hostname in LOOPBACK
 
 
-def _local_token(url: str | None, info: dict[str, Any], home: Path) -> str | None:
-    """This machine's own token for ``url`` (checked already), never sent elsewhere: the
-    daemon's (its file's) to the daemon's address alone, the home's token file to a loopback
-    address alone (a ``neuralmind serve`` on this machine). A team server, or a mistyped
-    host, gets none."""
+def _local_token(url: str | None, info: dict[str, Any], home: Path) -> tuple[str | None, str]:
+    """This machine's own token for ``url`` (checked already), and where it came from; never
+    sent elsewhere: the daemon's (its file's) to the daemon's address alone, the home's token
+    file to a loopback address alone (a ``neuralmind serve`` on this machine). A team server,
+    or a mistyped host, gets none."""
     daemon = info.get("url")
-    if url and isinstance(daemon, str) and url == _root(daemon):
-        return info.get("token") or _token_file(home)
-    return _token_file(home) if url and _loopback(url) else None
+    ours = bool(url) and isinstance(daemon, str) and url == _root(daemon)
+    if ours and info.get("token"):
+        return info["token"], f"the token sent was the daemon's, from {home / 'daemon.json'}"
+    if url and (ours or _loopback(url)) and (token := _token_file(home)):
+        return token, f"the token sent was the home's, from {home / 'token'}"
+    return None, ("no token was sent (none given, in NEURALMIND_API_TOKEN, or for this "
+                  "address in the home): give one")
 
 
 def _token_file(home: Path) -> str | None:
@@ -552,25 +586,48 @@ def _check_seconds(name: str, value: float) -> None:
 
 # -- the transport -------------------------------------------------------------------------
 
+def _media(content_type: str | None) -> str:
+    """The media type of a ``Content-Type`` (``application/json; charset=utf-8`` →
+    ``application/json``)."""
+    return (content_type or "").split(";")[0].strip().lower()
+
+
+def _not_neuralmind(url: str, status: int, content_type: str | None, body: str,
+                    instead_of: str = "") -> BrokenAnswer:
+    """The answer of something at the address that is not NeuralMind (``body`` says what it
+    sent), said in one line rather than as the page it sent."""
+    instead = f" instead of {instead_of}" if instead_of else ""
+    return BrokenAnswer(f"the server at {url} answered {status} with {body} "
+                        f"({content_type or 'no Content-Type'}){instead}: is it NeuralMind?")
+
+
 class _Response:
     def __init__(self, status: int, headers: dict[str, str], body: bytes, url: str = ""):
         self.status, self.headers, self.body, self.url = status, headers, body, url
 
-    def json(self) -> Any:
-        """The body as JSON; a body that is none is a :class:`BrokenAnswer` (an address that
-        serves a web page, not NeuralMind), not the decoder's traceback."""
+    def json(self) -> dict[str, Any]:
+        """The body of a success: a JSON object, sent as ``application/json``, as every
+        NeuralMind answer with a body is. Anything else — a web page, a bare list, an empty
+        body — is a :class:`BrokenAnswer` (an address that serves something else), not the
+        decoder's traceback nor a record of Nones."""
+        if _media(self.headers.get("content-type")) != "application/json":
+            raise self.not_neuralmind("not JSON")
         try:
-            return json.loads(self.body) if self.body else None
+            data = json.loads(self.body)
         except ValueError:
             raise self.not_neuralmind("not JSON") from None
+        if not isinstance(data, dict):
+            raise self.not_neuralmind("JSON but no object")
+        return data
 
-    def not_neuralmind(self, what: str) -> BrokenAnswer:
-        """The answer of something at the address that is not NeuralMind (a body that is
-        ``what``), said in one line rather than as the page it sent."""
-        kind = self.headers.get("content-type") or "no Content-Type"
-        body = f"a body that is {what}" if self.body else "an empty body"
-        return BrokenAnswer(f"the server at {self.url} answered {self.status} with {body} "
-                            f"({kind}): is it NeuralMind?")
+    def not_neuralmind(self, what: str | None = None, instead_of: str = "") -> BrokenAnswer:
+        """:func:`_not_neuralmind` of this answer, whose body is ``what``."""
+        if not self.body:
+            body = "an empty body"
+        else:
+            body = f"a body that is {what}" if what else "a body"
+        return _not_neuralmind(self.url, self.status, self.headers.get("content-type"), body,
+                               instead_of)
 
 
 class NeuralMindClient:
@@ -583,7 +640,7 @@ class NeuralMindClient:
         _flag("autostart", autostart)
         self.home = Path(home) if home else home_dir()
         self._explicit = (url, token)
-        self.url, self.token = discover(url, token, self.home)
+        self.url, self.token, self._token_from = _discover(url, token, self.home)
         _check_token(self.token)
         self.timeout = timeout
         self._opener = None
@@ -610,7 +667,7 @@ class NeuralMindClient:
                               env={**os.environ, "NEURALMIND_HOME": str(self.home)})
         if proc.returncode != 0:
             raise DaemonNotRunning(f"could not start the daemon: {proc.stderr.strip() or proc.stdout.strip()}")
-        self.url, self.token = discover(*self._explicit, self.home)
+        self.url, self.token, self._token_from = _discover(*self._explicit, self.home)
         self._opener = None
 
     # -- requests ----------------------------------------------------------------------
@@ -661,7 +718,8 @@ class NeuralMindClient:
         Idempotent requests (GET, HEAD, PUT, DELETE, and POSTs the caller marks so) are retried with
         backoff on connection errors, broken answers and 503; nothing else is, so a write never
         lands twice — but a refused connection sent nothing, so any call goes again once the
-        discovery file names a daemon that restarted on another port."""
+        discovery file names a daemon that restarted on another port. An error answered to a
+        retry after a lost answer is ``resent``: a DELETE's 404 then says the first landed."""
         import http.client
         import socket
         import ssl  # http.client has loaded these by the first call
@@ -670,13 +728,14 @@ class NeuralMindClient:
         unreachable = (ConnectionError, socket.gaierror, ssl.SSLError)
         if timeout is not None:  # 0 was the client's own, nan and inf an error from the socket
             _check_seconds("timeout", timeout)
-        if params:
-            path += "?" + urllib.parse.urlencode(list(_flat(params)))
+        if query := urllib.parse.urlencode(list(_flat(params or {}))):  # never a bare "?"
+            path += "?" + query
         _check_headers(headers or {})
         body = json.dumps(json_body, default=_jsonable).encode() if json_body is not None \
             else data
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
         attempts, failed = RETRIES + 1 if retry else 1, 0
+        lost = False  # an attempt reached the server, and its answer did not come back
         while True:
             try:
                 resp = self._send(method, path, body=body, headers=headers, timeout=timeout,
@@ -694,10 +753,13 @@ class NeuralMindClient:
                         "than the server accepts ([kernel] max_body_bytes)")) from None
                 if self._rediscover() and isinstance(ex, ConnectionRefusedError):
                     continue
+                lost = lost or not isinstance(ex, (ConnectionRefusedError, socket.gaierror,
+                                                   ssl.SSLError))
                 failed += 1
                 if failed == attempts:
                     raise DaemonNotRunning(self._unreachable(ex)) from ex
             except http.client.HTTPException as ex:  # after `unreachable`: RemoteDisconnected is both
+                lost = True
                 failed += 1
                 if failed == attempts:
                     raise BrokenAnswer(f"{method} {path}: the server at {self.url} "
@@ -706,7 +768,9 @@ class NeuralMindClient:
                 if resp.status < 400:
                     return resp
                 failed += 1
-                error = _api_error(resp)
+                error = _api_error(resp, self._token_from)
+                if isinstance(error, NeuralMindAPIError):
+                    error.resent = lost
                 lasting = getattr(error, "code", None) in LASTING  # another server's page: none
                 if resp.status != 503 or failed == attempts or lasting:
                     raise error
@@ -737,20 +801,45 @@ class NeuralMindClient:
         if self._explicit[0] or os.environ.get("NEURALMIND_API_URL"):
             return False
         before = self.url
-        self.url, self.token = discover(*self._explicit, self.home)
+        self.url, self.token, self._token_from = _discover(*self._explicit, self.home)
         self._opener = None
         return self.url != before
 
-    def _json(self, method: str, path: str, **kw) -> Any:
-        return self.request(method, path, **kw).json()
+    def _json(self, method: str, path: str, make: Callable[[dict], Any] | None = None,
+              **kw) -> Any:
+        """The answer's JSON object, made into what the call returns by ``make``. Every JSON
+        answer passes here: one ``make`` cannot read — a record without its ``id``, a
+        page without ``items`` — is not NeuralMind's (a :class:`BrokenAnswer`), as is one that
+        is no JSON object (:meth:`_Response.json`)."""
+        resp = self.request(method, path, **kw)
+        data = resp.json()
+        try:
+            return make(data) if make else data
+        except KeyError as ex:
+            raise resp.not_neuralmind(f"JSON without its {ex.args[0]!r}") from None
+        except (TypeError, ValueError):
+            raise resp.not_neuralmind("JSON of another shape") from None
+
+    def _delete(self, path: str, **kw) -> None:
+        """DELETE what answers 204 and no body (anything else is not NeuralMind's: a web
+        page's 200 is no deletion). When the answer to the first attempt was lost, the
+        retry's 404 says that attempt landed: done."""
+        try:
+            resp = self.request("DELETE", path, **kw)
+        except NotFound as ex:
+            if ex.resent:
+                return
+            raise
+        if resp.status != 204:
+            raise resp.not_neuralmind(instead_of="204 No Content")
 
     def _takes(self, call: str, method: str, route: str, given: Iterable[str],
                leave_out: Iterable[str] = ()) -> None:
         """A TypeError naming each of ``given`` that ``method route`` does not take. The server
         ignores a field it does not know, so a misspelled filter (``tags=`` for ``tag=``)
         would match every record, and a misspelled change would change nothing. The names are the
-        server's own OpenAPI document's (read once); a route it does not publish goes
-        unchecked."""
+        server's own OpenAPI document's (read once it is read whole: :meth:`_fields`); a route
+        it does not publish goes unchecked."""
         if not given:
             return
         names = self._fields(method, route)
@@ -761,12 +850,16 @@ class NeuralMindClient:
                             f"{route} does not take: it takes {takes}")
 
     def _fields(self, method: str, route: str) -> frozenset[str] | None:
-        """The query parameters and body fields of ``method route``, or None."""
+        """The query parameters and body fields of ``method route``, or None (unchecked)."""
         if self._contract is None:
             try:
-                self._contract = self._json("GET", "/v1/openapi.json") or {}
-            except NeuralMindAPIError:  # a server that publishes none: nothing is checked
+                self._contract = self._json("GET", "/v1/openapi.json")
+            except NotFound:  # a server that publishes none: nothing is checked
                 self._contract = {}
+            except NeuralMindError:
+                # 429, 503, 401, the network: not cached, so the next call reads it again;
+                # this one goes on unchecked (and fails if its own request does)
+                return None
         op = self._contract.get("paths", {}).get(route, {}).get(method.lower())
         if not isinstance(op, dict):
             return None
@@ -792,8 +885,8 @@ class NeuralMindClient:
                 return
 
     def _page(self, path: str, make: Callable[[dict], Any], params: dict) -> Page:
-        data = self._json("GET", path, params=params)
-        return Page([make(i) for i in data["items"]], data.get("next_cursor"), data)
+        return self._json("GET", path, params=params, make=lambda data: Page(
+            [make(i) for i in data["items"]], data.get("next_cursor"), data))
 
     # -- top-level verbs ---------------------------------------------------------------
 
@@ -1022,6 +1115,25 @@ def _memory(data: dict) -> Memory:
     return _build(Memory, data)
 
 
+def _hit(data: dict) -> SearchHit:
+    return _build(SearchHit, data)
+
+
+def _results(make: Callable[[dict], Any]) -> Callable[[dict], Results]:
+    """A search's answer read as :class:`Results`, each hit made by ``make``."""
+    return lambda data: Results(map(make, data["results"]), data)
+
+
+def _started(data: dict) -> Job:
+    """The ``job`` of an answer that started one (a build, a decay, a consolidation)."""
+    return _job(data["job"])
+
+
+def _listed(data: dict) -> list[Any]:
+    """The ``items`` of an answer that lists everything at once."""
+    return data["items"]
+
+
 def _jsonable(value: Any) -> Any:
     """What ``json.dumps`` sends of a value it has no type for: a set as a sorted list (tags
     given as ``{"a", "b"}``), a date or a time in ISO 8601 (as a query string sends them:
@@ -1080,11 +1192,11 @@ class Projects:
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValueError(f"projects.add needs a directory, not {path!r}")
         real = os.path.abspath(os.path.expanduser(str(path)))
-        return _project(self._nm._json("POST", "/v1/projects", json_body={"path": real},
-                                       idempotent=True))
+        return self._nm._json("POST", "/v1/projects", _project, json_body={"path": real},
+                              idempotent=True)
 
     def get(self, project_id: str) -> Project:
-        return _project(self._nm._json("GET", _path("/v1/projects", project_id)))
+        return self._nm._json("GET", _path("/v1/projects", project_id), _project)
 
     def list(self) -> Iterator[Project]:
         return self._nm._pages("/v1/projects", _project)
@@ -1093,7 +1205,7 @@ class Projects:
         return self._nm._page("/v1/projects", _project, {"limit": limit, "cursor": cursor})
 
     def remove(self, project_id: str) -> None:
-        self._nm.request("DELETE", _path("/v1/projects", project_id))
+        self._nm._delete(_path("/v1/projects", project_id))
 
     def find(self, path: str | os.PathLike) -> Project | None:
         """The registered project at the directory ``path``; None when none is (nothing is
@@ -1143,13 +1255,20 @@ class Jobs:
         self._nm = nm
 
     def get(self, job_id: str) -> Job:
-        return _job(self._nm._json("GET", _path("/v1/jobs", job_id)))
+        return self._nm._json("GET", _path("/v1/jobs", job_id), _job)
 
     def list(self, project: str | None = None, status: str | None = None) -> Iterator[Job]:
         return self._nm._pages("/v1/jobs", _job, {"project": project, "status": status})
 
     def cancel(self, job_id: str) -> Job:
-        return _job(self._nm._json("DELETE", _path("/v1/jobs", job_id)))
+        """Ask a running job to stop; 409 ``job_finished`` once it has ended — unless the
+        answer to the first attempt was lost: that attempt landed, and the job is as it left it."""
+        try:
+            return self._nm._json("DELETE", _path("/v1/jobs", job_id), _job)
+        except Conflict as ex:
+            if not (ex.resent and ex.code == "job_finished"):
+                raise
+        return self.get(job_id)
 
     def wait(self, job_id: str, timeout: float = BUILD_TIMEOUT, poll: float = 0.2,
              on_progress: Callable[[Job], None] | None = None) -> Job:
@@ -1213,13 +1332,12 @@ class ProjectHandle:
         if _flag("wait", wait):  # before the build starts: not started to be left unfollowed
             _waiting(timeout, 0.2, on_progress)
         try:
-            data = self._nm._json("POST", self._url("build"), json_body={"full": full})
+            job = self._nm._json("POST", self._url("build"), _started, json_body={"full": full})
         except Conflict as ex:
             running = ex.details.get("job")
             if not (wait and isinstance(running, dict) and running.get("id")):
                 raise
-            data = {"job": running}
-        job = _job(data.get("job", data))
+            job = _job(running)
         if not wait:
             return job
         return self._nm.jobs.wait(job.id, timeout=timeout, on_progress=on_progress)
@@ -1235,9 +1353,8 @@ class ProjectHandle:
     def search(self, query: str, n: int = 10, mode: str | None = None,
                file_type: str | None = None) -> Results:
         body = {"query": query, "n": n, "mode": mode, "file_type": file_type}
-        data = self._nm._json("POST", self._url("search"), idempotent=True,
+        return self._nm._json("POST", self._url("search"), _results(_hit), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})
-        return Results((_build(SearchHit, hit) for hit in data.get("results", [])), data)
 
     def wakeup(self) -> QueryResult:
         return _query_result(self._nm._json("GET", self._url("wakeup")))
@@ -1291,9 +1408,9 @@ class ProjectHandle:
         with ``not_indexed`` (the open files the index does not hold)."""
         _flag("full", full)
         body = {"files_open": _items(files_open), "task": task, "limit": limit}
-        out = self._nm._json("POST", self._url("next"), idempotent=True, json_body={
-            k: v for k, v in body.items() if v is not None})
-        return out if full else out["files"]
+        files = None if full else lambda out: out["files"]
+        return self._nm._json("POST", self._url("next"), files, idempotent=True,
+                              json_body={k: v for k, v in body.items() if v is not None})
 
     def activity(self, files: Iterable[str], kind: str = "read",
                  session: str | None = None) -> dict[str, Any]:
@@ -1337,13 +1454,13 @@ class ProjectHandle:
 
     def documents(self) -> list[dict[str, Any]]:
         """The ingested documents, oldest first (without their text)."""
-        return self._nm._json("GET", self._url("documents", "ingested"))["items"]
+        return self._nm._json("GET", self._url("documents", "ingested"), _listed)
 
     def document(self, document_id: str) -> dict[str, Any]:
         return self._nm._json("GET", self._document(document_id))
 
     def delete_document(self, document_id: str) -> None:
-        self._nm.request("DELETE", self._document(document_id))
+        self._nm._delete(self._document(document_id))
 
     def _document(self, document_id: str) -> str:
         """An ingested document's path; ``ingested`` names the list (``documents()``), never a
@@ -1385,30 +1502,36 @@ class Memories:
     def _job(self, path: str, body: dict[str, Any], wait: bool, timeout: float) -> Job:
         if _flag("wait", wait):  # before the job starts, not after it has run
             _check_seconds("timeout", timeout)
-        job = _job(self._nm._json("POST", path, json_body=body)["job"])
+        job = self._nm._json("POST", path, _started, json_body=body)
         return self._nm.jobs.wait(job.id, timeout=timeout) if wait else job
 
     def add(self, title: str, rationale: str, *, duplicates: str | None = None,
             **fields: Any) -> Memory:
         """Record a decision; the answer's ``possible_duplicates`` are advisory hints."""
         self._nm._takes("add", "POST", MEMORIES, fields)
-        return _memory(self._nm._json("POST", self._base, params={"duplicates": duplicates},
-                                      json_body={"title": title, "rationale": rationale, **fields}))
+        return self._nm._json("POST", self._base, _memory, params={"duplicates": duplicates},
+                              json_body={"title": title, "rationale": rationale, **fields})
 
     def get(self, memory_id: str) -> Memory:
-        return _memory(self._nm._json("GET", self._record(memory_id)))
+        return self._nm._json("GET", self._record(memory_id), _memory)
 
     def list(self, **filters: Any) -> Iterator[Memory]:
         """Every memory matching the filters (``status``, ``file``, ``tag``, ``type``, ``author``,
         ``agent``, ``session_id``, ``created_after``/``before``, ``min_confidence``), page by page
         (``page`` gives one page, with its ``limit`` and ``cursor``)."""
-        self._nm._takes("list", "GET", MEMORIES, filters, PAGING)
+        return self._every("list", filters)
+
+    def get_all(self, **filters: Any) -> Iterator[Memory]:
+        """mem0's name for :meth:`list`."""
+        return self._every("get_all", filters)
+
+    def _every(self, call: str, filters: dict[str, Any]) -> Iterator[Memory]:
+        """``list`` and ``get_all``, whose errors name the one called."""
+        self._nm._takes(call, "GET", MEMORIES, filters, PAGING)
         if bad := sorted(set(filters) & set(PAGING)):
-            raise TypeError(f"list() reads every page itself: give {' and '.join(bad)} to "
+            raise TypeError(f"{call}() reads every page itself: give {' and '.join(bad)} to "
                             "page() instead")
         return self._nm._pages(self._base, _memory, filters)
-
-    get_all = list
 
     def page(self, limit: int = 50, cursor: str | None = None, **filters: Any) -> Page:
         self._nm._takes("page", "GET", MEMORIES, filters)
@@ -1419,29 +1542,28 @@ class Memories:
         self._nm._takes("search", "POST", MEMORIES + "/search", filters)
         lists = {k: _items(filters[k]) for k in ("tag", "file", "kind", "kinds") if k in filters}
         body = {"query": query, "mode": mode, "limit": limit, **filters, **lists}
-        data = self._nm._json("POST", self._url("search"), idempotent=True,
+        return self._nm._json("POST", self._url("search"), _results(_memory), idempotent=True,
                               json_body={k: v for k, v in body.items() if v is not None})
-        return Results((_memory(r) for r in data.get("results", [])), data)
 
     def update(self, memory_id: str, *, if_match: str | None = None, **changes: Any) -> Memory:
         """PATCH the given fields; ``if_match`` (an ``updated_at``) refuses a stale edit (412)."""
         headers = _if_match(if_match)
         self._nm._takes("update", "PATCH", MEMORIES + "/{memory_id}", changes)
-        return _memory(self._nm._json("PATCH", self._record(memory_id), json_body=changes,
-                                      headers=headers))
+        return self._nm._json("PATCH", self._record(memory_id), _memory, json_body=changes,
+                              headers=headers)
 
     def invalidate(self, memory_id: str, reason: str, *, if_match: str | None = None) -> Memory:
-        return _memory(self._nm._json("POST", self._record(memory_id, "invalidate"),
-                                      json_body={"reason": reason}, headers=_if_match(if_match)))
+        return self._nm._json("POST", self._record(memory_id, "invalidate"), _memory,
+                              json_body={"reason": reason}, headers=_if_match(if_match))
 
     def restore(self, memory_id: str, commit_sha: str | None = None, *,
                 if_match: str | None = None) -> Memory:
         body = {"commit_sha": commit_sha} if commit_sha else {}
-        return _memory(self._nm._json("POST", self._record(memory_id, "restore"), json_body=body,
-                                      headers=_if_match(if_match)))
+        return self._nm._json("POST", self._record(memory_id, "restore"), _memory,
+                              json_body=body, headers=_if_match(if_match))
 
     def delete(self, memory_id: str, *, if_match: str | None = None) -> None:
-        self._nm.request("DELETE", self._record(memory_id), headers=_if_match(if_match))
+        self._nm._delete(self._record(memory_id), headers=_if_match(if_match))
 
     def history(self, memory_id: str) -> Iterator[dict[str, Any]]:
         """The record's events, oldest first: ``{id, at, kind, actor, changes, note}``."""
@@ -1452,12 +1574,12 @@ class Memories:
         if not isinstance(helpful, bool):
             raise TypeError(f"helpful must be True or False, not {type(helpful).__name__}")
         body = {"signal": "helpful" if helpful else "unhelpful", **({"note": note} if note else {})}
-        data = self._nm._json("POST", self._record(memory_id, "feedback"), json_body=body)
-        return _memory(data.get("memory", data))
+        return self._nm._json("POST", self._record(memory_id, "feedback"), _memory,
+                              json_body=body)
 
     def timeline(self, memory_id: str) -> list[dict[str, Any]]:
         """The record's history merged with the git commits that touched its files."""
-        return self._nm._json("GET", self._record(memory_id, "timeline"))["items"]
+        return self._nm._json("GET", self._record(memory_id, "timeline"), _listed)
 
     # -- tags, stats, collections --------------------------------------------------------
 
@@ -1467,18 +1589,18 @@ class Memories:
 
     def tags(self, status: str = "ALL") -> list[dict[str, Any]]:
         """``[{tag, count}]``, most used first."""
-        return self._nm._json("GET", self._url("tags"), params={"status": status})["items"]
+        return self._nm._json("GET", self._url("tags"), _listed, params={"status": status})
 
     def tag(self, memory_id: str, *tags: str) -> Memory:
-        return _memory(self._nm._json("POST", self._record(memory_id, "tags"),
-                                      json_body={"tags": _each(tags, "tag")}))
+        return self._nm._json("POST", self._record(memory_id, "tags"), _memory,
+                              json_body={"tags": _each(tags, "tag")})
 
     def untag(self, memory_id: str, *tags: str) -> Memory:
-        return _memory(self._nm._json("DELETE", self._record(memory_id, "tags"),
-                                      params={"tag": _each(tags, "untag")}))
+        return self._nm._json("DELETE", self._record(memory_id, "tags"), _memory,
+                              params={"tag": _each(tags, "untag")})
 
     def collections(self) -> list[dict[str, Any]]:
-        return self._nm._json("GET", _path(self._project, "collections"))["items"]
+        return self._nm._json("GET", _path(self._project, "collections"), _listed)
 
     def save_collection(self, name: str, description: str | None = None,
                         **filters: Any) -> dict[str, Any]:
@@ -1488,7 +1610,7 @@ class Memories:
                               json_body={"filters": filters, "description": description})
 
     def delete_collection(self, name: str) -> None:
-        self._nm.request("DELETE", _path(self._project, "collections", name))
+        self._nm._delete(_path(self._project, "collections", name))
 
     # -- links and graph -----------------------------------------------------------------
 
@@ -1500,11 +1622,10 @@ class Memories:
         return self._nm._json("POST", self._record(memory_id, "links"), json_body=body)
 
     def unlink(self, memory_id: str, target: str, type: str | None = None) -> None:
-        self._nm.request("DELETE", self._record(memory_id, "links"),
-                         params={"target": target, "type": type})
+        self._nm._delete(self._record(memory_id, "links"), params={"target": target, "type": type})
 
     def links(self, memory_id: str) -> list[dict[str, Any]]:
-        return self._nm._json("GET", self._record(memory_id, "links"))["items"]
+        return self._nm._json("GET", self._record(memory_id, "links"), _listed)
 
     def graph(self, memory_id: str, depth: int = 2) -> dict[str, Any]:
         """``{root, nodes, edges}`` within ``depth`` links (1–4)."""
@@ -1571,6 +1692,10 @@ class Memories:
         """Every record with its history, one dict per JSONL line, streamed."""
         resp = self._nm.request("GET", self._url("export"), stream=True,
                                 headers={"Accept": JSONL})
+        kind = resp.headers.get("Content-Type")
+        if _media(kind) != JSONL:  # a web page at the address: nothing of it is an export
+            resp.close()
+            raise _not_neuralmind(self._nm.url, resp.status, kind, "a body that is not JSONL")
 
         def lines():
             import http.client
@@ -1579,9 +1704,14 @@ class Memories:
                 try:
                     for line in resp:
                         if line.strip():
+                            record = json.loads(line)
                             count += 1
-                            yield json.loads(line)
-                except http.client.HTTPException as ex:  # broken off: say how far it came
+                            yield record
+                except TimeoutError:  # stalled, not broken: _streamed says so
+                    raise
+                except (http.client.HTTPException, ValueError, OSError) as ex:
+                    # broken off (a chunk or a line cut short, the connection reset): say how
+                    # far it came
                     raise self._cut_short(count) from ex
             if not line.endswith(b"\n"):  # the server ends every complete export with one
                 raise self._cut_short(count)
@@ -1670,32 +1800,32 @@ class Webhooks:
         """Subscribe ``url``; the returned ``secret`` is shown this once — keep it."""
         body = {"url": url, "events": _items(events), "description": description,
                 "projects": _items(projects)}
-        return _webhook(self._nm._json("POST", "/v1/webhooks", json_body=body))
+        return self._nm._json("POST", "/v1/webhooks", _webhook, json_body=body)
 
     def list(self) -> Iterator[Webhook]:
         return self._nm._pages("/v1/webhooks", _webhook)
 
     def get(self, webhook_id: str) -> Webhook:
-        return _webhook(self._nm._json("GET", _path("/v1/webhooks", webhook_id)))
+        return self._nm._json("GET", _path("/v1/webhooks", webhook_id), _webhook)
 
     def update(self, webhook_id: str, **changes: Any) -> Webhook:
         """PATCH ``url``, ``events``, ``projects`` (None: every project), ``description``,
         ``enabled``."""
         self._nm._takes("update", "PATCH", "/v1/webhooks/{webhook_id}", changes)
-        return _webhook(self._nm._json("PATCH", _path("/v1/webhooks", webhook_id),
-                                       json_body=changes))
+        return self._nm._json("PATCH", _path("/v1/webhooks", webhook_id), _webhook,
+                              json_body=changes)
 
     def delete(self, webhook_id: str) -> None:
-        self._nm.request("DELETE", _path("/v1/webhooks", webhook_id))
+        self._nm._delete(_path("/v1/webhooks", webhook_id))
 
     def rotate_secret(self, webhook_id: str, keep_previous_s: int = 0) -> Webhook:
         """A new secret (``.secret``); the old one also signs for ``keep_previous_s``."""
-        return _webhook(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "rotate-secret"),
-                                       json_body={"keep_previous_s": keep_previous_s}))
+        return self._nm._json("POST", _path("/v1/webhooks", webhook_id, "rotate-secret"),
+                              _webhook, json_body={"keep_previous_s": keep_previous_s})
 
     def test(self, webhook_id: str) -> WebhookDelivery:
         """Send a ``ping`` now; the delivery says what the receiver answered."""
-        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "test")))
+        return self._nm._json("POST", _path("/v1/webhooks", webhook_id, "test"), _delivery)
 
     def deliveries(self, webhook_id: str, status: str | None = None) -> Iterator[WebhookDelivery]:
         """The hook's deliveries, newest first: ``pending``, ``delivered`` or ``failed``."""
@@ -1704,8 +1834,8 @@ class Webhooks:
 
     def redeliver(self, webhook_id: str, delivery_id: str) -> WebhookDelivery:
         """Queue a finished delivery again (same id and body), at the end of the hook's queue."""
-        return _delivery(self._nm._json("POST", _path("/v1/webhooks", webhook_id, "deliveries",
-                                                      delivery_id, "redeliver")))
+        return self._nm._json("POST", _path("/v1/webhooks", webhook_id, "deliveries",
+                                            delivery_id, "redeliver"), _delivery)
 
 
 def webhook_signature(secret: str, timestamp: str | int, body: bytes) -> str:
