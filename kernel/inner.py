@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
+
+from kernel.errors import envelope
 
 # what the inner request keeps of the outer one: who is asking, from where, over what
 FORWARDED = ("HTTP_HOST", "HTTP_AUTHORIZATION", "HTTP_USER_AGENT", "REMOTE_ADDR", "REMOTE_PORT",
              "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "wsgi.url_scheme", "wsgi.errors",
              "wsgi.version", "wsgi.multithread", "wsgi.multiprocess", "wsgi.run_once")
+PARAM = re.compile(r"{(\w+)}")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,14 @@ class Caller:
         self.base["HTTP_X_REQUEST_ID"] = request_id  # the audit ties each write to the outer call
 
     def __call__(self, method: str, path: str, *, query: dict[str, Any] | None = None,
-                 body: Any = None) -> Answer:
+                 body: Any = None, route: str | None = None) -> Answer:
+        """``route``: the uri template ``path`` was filled in from, when its ids come from the
+        client (an MCP tool's arguments). Such an id can spell a sibling route's literal
+        segment (``memories/stats``, ``contradictions/check/…``), which the router prefers:
+        that path runs nothing and is answered the 404 the template's route gives an id it
+        does not know."""
+        if route is not None and (misrouted := self._misrouted(path, route)) is not None:
+            return misrouted
         raw = b"" if body is None else json.dumps(body).encode()
         environ = dict(self.base, REQUEST_METHOD=method.upper(), SCRIPT_NAME="",
                        PATH_INFO=path.encode().decode("latin-1"),  # WSGI: UTF-8 bytes as latin-1
@@ -67,6 +78,20 @@ class Caller:
             if close is not None:
                 close()
         return Answer(int(started[0].split(" ", 1)[0]), json.loads(data) if data else None)
+
+    def _misrouted(self, path: str, route: str) -> Answer | None:
+        """The 404 of the first id in ``path`` that the router reads as another route's literal
+        segment, or None when ``path`` reaches ``route`` (or no route: Falcon's own 404). Every
+        route says ``no <noun> with id <id>`` (``<noun>_not_found``) of an ``{<noun>_id}`` it
+        does not know."""
+        found = self.app._router.find(path)  # Falcon's router: where the request would go
+        matched = found[3].split("/") if found is not None else []
+        for want, got, value in zip(route.split("/"), matched, path.split("/")):
+            if want != got and (param := PARAM.fullmatch(want)):
+                noun = param[1].removesuffix("_id")
+                return Answer(404, json.loads(envelope(
+                    f"{noun}_not_found", f"no {noun} with id {value}", 404, self.request_id)))
+        return None
 
 
 def _pairs(query: dict[str, Any]):

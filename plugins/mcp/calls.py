@@ -6,15 +6,15 @@ the envelope's code, so the model reads ``forbidden``, ``project_not_found`` or
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
 from neuralmind import Answer, Caller, ValidationFailed
-from plugins.mcp.errors import said
-from plugins.mcp.tools import Tool, argument
+from plugins.mcp.errors import call, said
+from plugins.mcp.tools import OMITTED, Tool, argument
 
 POLL_S = 0.25
 RUNNING = ("queued", "running")
@@ -30,27 +30,48 @@ class Progress:
 
 
 def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
-        default_project: str | None) -> Iterator[Progress | types.CallToolResult]:
-    """Progress while a job runs, then the result (always last)."""
+        default_project: str | None, offer: Callable[[str], str] = call
+        ) -> Iterator[Progress | types.CallToolResult]:
+    """Progress while a job runs, then the result (always last). ``offer`` says how a refusal
+    suggests another tool to this caller (``errors.said``)."""
     args = dict(arguments or {})
     if default_project and "project_id" in tool.path_params and "project" not in args:
         args["project"] = default_project  # absent only: a wrong value is refused, not replaced
     problems = [_path_problem(argument(p), args) for p in tool.path_params]
     problems = [p for p in problems if p] + list(_query_problems(tool, args)) + [
-        {"loc": [name], "msg": f"is no argument of {tool.spec.name} (it takes "
-         f"{', '.join(sorted(tool.properties))})", "type": "extra_forbidden"}
-        for name in sorted(args.keys() - tool.properties.keys() - tool.spec.omit)]
+        _not_taken(tool, name) for name in sorted(args.keys() - tool.properties.keys())]
     if problems:
         yield invalid(problems, caller.request_id)
         return
     query, body = tool.split(args)
-    answer = caller(tool.spec.method, tool.path(args), query=query, body=body)
+    answer = caller(tool.spec.method, tool.path(args), query=query, body=body,
+                    route=tool.spec.uri)
     if tool.spec.job:
-        yield from _follow(tool, caller, answer)
+        yield from _follow(tool, caller, answer, offer)
     elif answer.ok:
         yield result(tool, answer.data)
     else:
-        yield refused(answer.error)
+        yield refused(answer.error, offer, _looked_in(tool, args, answer.error))
+
+
+def _not_taken(tool: Tool, name: str) -> dict[str, Any]:
+    """An argument the tool does not take, refused by name: one the route has but the tool
+    leaves out (``omit``) with why, so a model that sent it learns what happens instead."""
+    if name in tool.spec.omit:
+        msg = f"{tool.spec.name} {OMITTED[name]}, so it takes no {name}"
+    else:
+        msg = f"is no argument of {tool.spec.name} (it takes {', '.join(sorted(tool.properties))})"
+    return {"loc": [name], "msg": msg, "type": "extra_forbidden"}
+
+
+def _looked_in(tool: Tool, args: dict[str, Any], error: dict[str, Any]) -> str:
+    """Where a tool looked for an id it did not find: the project (implicit over stdio, and
+    an id of another project is the likeliest mistake), and how to name another."""
+    if error["status"] != 404 or error["code"] == "project_not_found" or \
+            "project_id" not in tool.path_params:
+        return ""
+    return (f" in project {args['project']}: for another project's, pass its id as project "
+            "(list_projects gives the ids)")
 
 
 def _path_problem(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,7 +87,7 @@ def _path_problem(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
         return {"loc": [name], "msg": f"must be {what}, not an empty string{hint}",
                 "type": "string_too_short"}
     if "/" in value or value in (".", ".."):
-        return {"loc": [name], "msg": "must be an id, not a path", "type": "value_error"}
+        return {"loc": [name], "msg": f"must be an id, not a path{hint}", "type": "value_error"}
     return None
 
 
@@ -95,14 +116,15 @@ def invalid(problems: list[dict[str, Any]], request_id: str | None) -> types.Cal
                     "request_id": request_id, "details": ex.details})
 
 
-def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | types.CallToolResult]:
+def _follow(tool: Tool, caller: Caller, answer: Answer,
+            offer: Callable[[str], str]) -> Iterator[Progress | types.CallToolResult]:
     """Follow the job the route started (or the build already running) to its end."""
     if answer.ok:
         job = answer.data["job"]
     elif answer.error["code"] == "index_busy" and answer.error["details"].get("job"):
         job = answer.error["details"]["job"]
     else:
-        yield refused(answer.error)
+        yield refused(answer.error, offer)
         return
     last = None
     while True:
@@ -115,7 +137,7 @@ def _follow(tool: Tool, caller: Caller, answer: Answer) -> Iterator[Progress | t
         time.sleep(POLL_S)
         answer = caller("get", f"/v1/jobs/{job['id']}")
         if not answer.ok:
-            yield refused(answer.error)
+            yield refused(answer.error, offer)
             return
         job = answer.data
     if job["status"] == "done":
@@ -153,9 +175,11 @@ def result(tool: Tool, data: dict[str, Any]) -> types.CallToolResult:
                                 structured_content=data)
 
 
-def refused(error: dict[str, Any]) -> types.CallToolResult:
-    """The envelope as a tool error: ``code (status): message — field: why``."""
-    text = f"{error['code']} ({error['status']}): {said(error)}"
+def refused(error: dict[str, Any], offer: Callable[[str], str] = call,
+            where: str = "") -> types.CallToolResult:
+    """The envelope as a tool error: ``code (status): message — field: why``; ``where`` follows
+    the message (``_looked_in``)."""
+    text = f"{error['code']} ({error['status']}): {said(error, offer)}{where}"
     fields = [f"{_field(e['loc'])}: {e['msg']}" for e in error.get("details", {}).get("errors", [])]
     if fields:
         text += " — " + "; ".join(fields)

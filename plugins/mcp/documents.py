@@ -11,7 +11,7 @@ import mcp_types as types
 
 from neuralmind import APIError, Caller, decode_cursor, encode_cursor
 from plugins.mcp import render
-from plugins.mcp.errors import ProtocolError
+from plugins.mcp.errors import ProtocolError, call
 
 WAKEUP = "neuralmind://projects/{project_id}/wakeup"
 MEMORY = "neuralmind://projects/{project_id}/memories/{memory_id}"
@@ -78,17 +78,20 @@ class Documents:
                 return _page(found, {"p": pid + "\0"})  # the next project on
         return types.ListResourcesResult(resources=found)
 
-    def read(self, caller: Caller, uri: str) -> types.ReadResourceResult:
+    def read(self, caller: Caller, uri: str,
+             offer: Callable[[str], str] = call) -> types.ReadResourceResult:
+        """The resource at ``uri``, through its route; ``offer`` as in ``calls.run``."""
         match = URI.match(uri)
         if match is None or (match["wakeup"] and not self.wakeups) or \
                 (match["memory"] and not self.memories):
             raise ProtocolError(types.INVALID_PARAMS, f"no resource {uri}: resources are "
                                 f"{WAKEUP} and {MEMORY}")
         if match["wakeup"]:
-            text = render.context(_get(caller, f"/v1/projects/{match['project']}/wakeup"))
+            text = render.context(_get(caller, f"/v1/projects/{match['project']}/wakeup",
+                                       route=WAKEUP_ROUTE[0], offer=offer))
         else:
             text = render.memory(_get(caller, f"/v1/projects/{match['project']}/memories/"
-                                              f"{match['memory']}"))
+                                              f"{match['memory']}", route=MEMORY_ROUTE[0]))
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type=MARKDOWN, text=text)])
 
@@ -113,8 +116,11 @@ def _listing_state(state) -> bool:
         isinstance(value, str) for value in state.values())
 
 
-def _get(caller: Caller, path: str, query: dict | None = None) -> dict:
-    answer = caller("get", path, query=query)
+def _get(caller: Caller, path: str, query: dict | None = None, *, route: str | None = None,
+         offer: Callable[[str], str] = call) -> dict:
+    """A route's answer; ``route``: the template ``path`` fills in with ids from a URI
+    (``Caller``)."""
+    answer = caller("get", path, query=query, route=route)
     if not answer.ok:
-        raise ProtocolError.from_envelope(answer.error)
+        raise ProtocolError.from_envelope(answer.error, offer)
     return answer.data

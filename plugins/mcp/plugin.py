@@ -33,7 +33,8 @@ class State:
                     from plugins.mcp.documents import Documents
                     from plugins.mcp.tools import Toolbox
                     mounted = {(uri, method) for uri, method, _, _ in kernel.routes}
-                    self._bound = (Toolbox(kernel.routes, kernel.settings.server_mode),
+                    roles = {name: p.roles for name, p in kernel.permissions.items()}
+                    self._bound = (Toolbox(kernel.routes, kernel.settings.server_mode, roles),
                                    Documents(mounted.__contains__))
         return self._bound
 

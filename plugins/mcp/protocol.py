@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from neuralmind import Caller, __version__
+from neuralmind import APIError, Caller, __version__, log_failure
 from plugins.mcp import calls
 from plugins.mcp.documents import Documents
 from plugins.mcp.errors import ProtocolError
@@ -88,6 +88,25 @@ class Connection:
             return self._request(message)
         except ProtocolError as ex:
             return error(message.id, ex.code, ex.message, ex.data)
+        except Exception as ex:  # one message fails, not the batch (_failed)
+            return self._failed(message.method, message.id, ex)
+
+    def _failed(self, method: str, request_id: types.RequestId, ex: Exception) -> Reply:
+        """A fault of ours answering one message (a renderer meeting a shape it did not
+        expect, a full disk): logged with the request's id, answered -32603 without its text,
+        as the kernel answers an HTTP request 500; a batch's other messages keep their answers,
+        and the writes they made are not left unanswered."""
+        fault = log_failure(log, f"MCP {method} (JSON-RPC id {request_id!r}) in request "
+                                 f"{self.caller.request_id}", ex)
+        refusal = fault[0] if fault else APIError()
+        envelope = {"code": refusal.code, "message": refusal.message, "status": refusal.status,
+                    "request_id": self.caller.request_id, "details": refusal.details}
+        refused = ProtocolError.from_envelope(envelope)
+        return error(request_id, refused.code, refused.message, refused.data)
+
+    def offer(self, tool: str) -> str:
+        """How a refusal suggests ``tool`` to this caller (``Toolbox.offer``)."""
+        return self.toolbox.offer(tool, self.allowed)
 
     def _request(self, message: types.JSONRPCRequest) -> Reply | Streamed:
         method = message.method
@@ -162,7 +181,7 @@ class Connection:
         tool = self.toolbox.get(params.name)
         if tool is None:
             raise ProtocolError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        outcome = calls.run(tool, self.caller, params.arguments, self.default_project)
+        outcome = calls.run(tool, self.caller, params.arguments, self.default_project, self.offer)
         if tool.spec.job and (params.meta or {}).get("progress_token") is not None:
             return outcome  # streamed: progress notifications, then the result
         return _last(outcome)
@@ -176,23 +195,26 @@ class Connection:
         return self.documents.templates()
 
     def _resources_read(self, params: types.ReadResourceRequestParams):
-        return self.documents.read(self.caller, params.uri)
+        return self.documents.read(self.caller, params.uri, self.offer)
 
     # -- streaming ---------------------------------------------------------------------------
 
     def _stream(self, request_id: types.RequestId, params, outcome) -> Streamed:
         token = params.meta["progress_token"]
         version = self.version
-        for step in outcome:
-            if isinstance(step, calls.Progress):
-                note = types.ProgressNotificationParams(
-                    progress_token=token, progress=step.progress, total=step.total,
-                    message=step.message)
-                yield types.JSONRPCNotification(
-                    jsonrpc="2.0", method="notifications/progress",
-                    params=note.model_dump(by_alias=True, mode="json", exclude_none=True))
-            else:
-                yield response(request_id, "tools/call", version, step)
+        try:
+            for step in outcome:
+                if isinstance(step, calls.Progress):
+                    note = types.ProgressNotificationParams(
+                        progress_token=token, progress=step.progress, total=step.total,
+                        message=step.message)
+                    yield types.JSONRPCNotification(
+                        jsonrpc="2.0", method="notifications/progress",
+                        params=note.model_dump(by_alias=True, mode="json", exclude_none=True))
+                else:
+                    yield response(request_id, "tools/call", version, step)
+        except Exception as ex:  # as in answer(): this message fails alone
+            yield self._failed("tools/call", request_id, ex)
 
 
 def _one_page(params: types.PaginatedRequestParams | None) -> None:

@@ -153,7 +153,11 @@ def impact(out: dict[str, Any]) -> str:
 def next_files(out: dict[str, Any]) -> str:
     lines = [f"- {f['path']} ({f['score']:.2f}): " + "; ".join(
         f"{w['kind']} {w['detail']}" for w in f["why"][:3]) for f in out.get("files") or []]
-    return "\n".join(lines) or "no suggestions yet: nothing links these files to others"
+    if not lines:
+        lines.append("no suggestions yet: nothing links these files to others")
+    if out.get("not_indexed"):
+        lines.append(_unindexed(out))
+    return "\n".join(lines)
 
 
 @_one_line()
@@ -161,8 +165,13 @@ def activity(out: dict[str, Any]) -> str:
     return (f"recorded {out['files']} file(s) as {out['kind']} (session {out['session']}): "
             f"{out['pairs']} pair(s) linked" + ("" if out["learning"] else
                                                  "; learning is off on this server")
-            + (f"; left out, not in the index: {', '.join(out['not_indexed'])}"
-               if out.get("not_indexed") else ""))
+            + (f"; left out, {_unindexed(out)}" if out.get("not_indexed") else ""))
+
+
+def _unindexed(out: dict[str, Any]) -> str:
+    """The files a call named that the index does not hold (a typo, a new or ignored file):
+    said, since the text is what the model reads."""
+    return f"not in the index: {', '.join(out['not_indexed'])}"
 
 
 @_one_line("answer")

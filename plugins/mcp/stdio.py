@@ -7,7 +7,8 @@ request is left waiting for an answer. Each message goes to the daemon through
 comes back. Tools, schemas, sessions and errors are therefore the daemon's, exactly as over
 HTTP; this module adds only the session and protocol-version headers an HTTP client keeps,
 restarts a daemon that went away (once, however many calls were in flight), opens a new
-session when the daemon forgot this one, and ends its session when it leaves.
+session when the daemon forgot this one, and ends its session when it leaves or when the
+agent initializes again.
 
 While it serves, fd 0 reads /dev/null and fd 1 writes to stderr, so neither the daemon it
 starts nor a stray print reaches the agent's pipes: protocol messages go out on a private
@@ -24,17 +25,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from neuralmind.client import (DaemonNotRunning, NeuralMindAPIError, NeuralMindClient,
                                NeuralMindError)
 from plugins.mcp import messages
-from plugins.mcp.calls import invalid
-from plugins.mcp.protocol import DEFAULT_VERSION, response
 
 log = logging.getLogger("neuralmind.mcp")
 GRACE_S = 5.0  # how long answers in flight may still take once stdin has closed
-SURROGATE = "holds a lone surrogate (\\ud800-\\udfff), which is no character: send the text whole"
 # the kernel's invalid_json message, as over HTTP: neuralmind exports no InvalidJSON and a
 # plugin imports nothing of kernel/ (test_tier2_boundary.py); test_transports.py's
 # test_stdio_refuses_a_line_that_is_not_utf8_as_http_refuses_the_body holds the two in step
@@ -52,13 +50,16 @@ class Relay:
         self.handshake: dict[str, dict[str, Any]] = {}  # the agent's, replayed by _reopen
         self._restarting = threading.Lock()
         self._reopening = threading.Lock()
+        self._initializing = threading.Lock()
 
     def read(self, line: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(the message in ``line`` to relay, or None; the answer to give here instead, or
-        None)."""
+        None). A string holding a lone surrogate escape (``"\\ud83d"``) is relayed as the
+        escape it came as: the daemon refuses that body as over HTTP (400 ``invalid_json``),
+        so both transports give the one answer, the daemon's."""
         try:
             data = json.loads(line)
-        except ValueError as ex:
+        except (ValueError, RecursionError) as ex:  # RecursionError: nested too deep to read
             log.warning("not JSON: %s", ex)
             return None, error(None, PARSE_ERROR, f"Parse error: {ex}")
         try:
@@ -68,21 +69,7 @@ class Relay:
             return None, error(ex.request_id, INVALID_REQUEST, f"Invalid Request: {ex.why}")
         if (bad := _not_utf8(line)) is not None:
             return None, self._not_utf8(data, bad)
-        where = _lone_surrogate(data)
-        if where is None:
-            return data, None
-        log.warning("%s %s", ".".join(map(str, where)), SURROGATE)
-        if "id" not in data or "method" not in data:
-            return None, None  # a notification or a response: nothing to answer
-        if data["method"] == "tools/call" and where[:2] == ("params", "arguments") and where[2:]:
-            # what the tool's route would say of the argument, could a server read it (none
-            # can: no UTF-8 holds a lone surrogate, so the daemon would refuse the whole body)
-            result = invalid([{"loc": list(where[2:]), "msg": SURROGATE,
-                               "type": "string_unicode"}], None)
-            reply = response(data["id"], "tools/call", self.version or DEFAULT_VERSION, result)
-            return None, reply.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return None, error(data["id"], INVALID_PARAMS,
-                           f"Invalid params: {'.'.join(map(str, where))} {SURROGATE}")
+        return data, None
 
     @staticmethod
     def _not_utf8(data: dict[str, Any], why: str) -> dict[str, Any] | None:
@@ -96,7 +83,19 @@ class Relay:
         return error(data["id"], INVALID_REQUEST, f"invalid_json (400): {NOT_UTF8}", envelope)
 
     def post(self, message: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
-        """Forward one message and ``emit`` each message of the answer."""
+        """Forward one message and ``emit`` each message of the answer. An ``initialize`` that
+        opens a new session ends the one it replaces (the agent is done with it): one at a
+        time, so that each ends the one the initialize before it opened."""
+        if message.get("method") != "initialize":
+            self._forward(message, emit)
+            return
+        with self._initializing:
+            held = (self.session_id, self.version)
+            self._forward(message, emit)
+            if held[0] not in (None, self.session_id):
+                self._end(*held)
+
+    def _forward(self, message: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         if message.get("method") in HANDSHAKE:
             self.handshake[message["method"]] = message
         try:
@@ -118,6 +117,10 @@ class Relay:
         except (NeuralMindError, OSError) as ex:
             self._fail(message, emit, INTERNAL_ERROR, f"NeuralMind is not reachable at "
                        f"{self.nm.url} ({ex}); start it with `neuralmind daemon start`")
+        except Exception as ex:  # a fault of ours: this message fails, the relay serves on
+            log.error("relaying %s (id %r) failed", message.get("method", "a message"),
+                      message.get("id"), exc_info=ex)
+            self._fail(message, emit, INTERNAL_ERROR, "internal error")
 
     def _relay(self, message: dict[str, Any]):
         """Send ``message``; a session the daemon no longer knows (evicted as its actor's least
@@ -151,10 +154,12 @@ class Relay:
     def end(self) -> None:
         """End the session, best effort: each agent window launches its own relay, and a
         session left open counts against the actor's live sessions until it is evicted."""
-        if self.session_id is None:
-            return
-        headers = {"Mcp-Session-Id": self.session_id,
-                   **({"MCP-Protocol-Version": self.version} if self.version else {})}
+        if self.session_id is not None:
+            self._end(self.session_id, self.version)
+
+    def _end(self, session_id: str, version: str | None) -> None:
+        headers = {"Mcp-Session-Id": session_id,
+                   **({"MCP-Protocol-Version": version} if version else {})}
         try:
             self.nm.request("DELETE", "/v1/mcp", headers=headers, timeout=END_TIMEOUT_S,
                             idempotent=False)
@@ -207,25 +212,6 @@ def _not_utf8(line: str) -> str | None:
         raw.decode("utf-8")
     except UnicodeDecodeError as ex:
         return f"byte {ex.start} of the line is 0x{raw[ex.start]:02x}, which is not UTF-8"
-    return None
-
-
-def _lone_surrogate(value: Any, path: tuple = ()) -> tuple | None:
-    """Where the first string holding a lone surrogate is (``"\\ud83d"``: legal JSON, what
-    JavaScript writes for a string cut inside an emoji), or None."""
-    if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return path
-        return None
-    items = value.items() if isinstance(value, dict) else enumerate(value) \
-        if isinstance(value, list) else ()
-    for key, item in items:
-        found = _lone_surrogate(key, path) if isinstance(key, str) else None
-        found = found if found is not None else _lone_surrogate(item, (*path, key))
-        if found is not None:
-            return found
     return None
 
 

@@ -4,7 +4,9 @@ change reaches MCP without a line here) and its output schema from the route's r
 
 Arguments are split the way the HTTP client would send them: path parameters (``project``
 for ``{project_id}``, ``memory_id``), the route's query model's fields into the query
-string, everything else into the JSON body — unknown names are ignored, as over HTTP."""
+string, everything else into the JSON body. A name the tool does not take — one its route
+has but the tool leaves out (``omit``) included — is refused by name (``calls.run``), where
+the route itself would ignore it: a model that made one up learns so."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ PROJECT = "/v1/projects/{project_id}"
 MEMORY = PROJECT + "/memories/{memory_id}"
 CONTRADICTIONS = PROJECT + "/contradictions"
 JOB = "/v1/jobs/{job_id}"
+# why a tool leaves out a field of its route (``Spec.omit``): said when a model sends it anyway
+OMITTED = {"wait": "always follows the job to its end", "stream": "answers whole, never streamed"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Spec:
     read_only: bool = True
     idempotent: bool = True                   # the same call again changes nothing more
     destructive: bool = False                 # changes or retires records; False: only adds
-    omit: frozenset[str] = frozenset()        # route fields the tool does not offer
+    omit: frozenset[str] = frozenset()        # route fields the tool does not offer (OMITTED)
     send: dict[str, Any] = field(default_factory=dict)  # body fields the tool always sends
     job: bool = False                         # the route answers a job: follow it to the end
     loopback_only: bool = False               # listed only outside server mode
@@ -76,9 +80,12 @@ SPECS = (
          description="The change history of one decision, oldest first: who changed what, when."),
     Spec("link_memories", "Link two decisions", "post", MEMORY + "/links", render.linked,
          read_only=False, idempotent=False, destructive=True, description=(
-             "Link a memory to another: supersedes (the target is replaced and leaves recall), "
-             "depends_on, relates_to, contradicts. Use supersedes when a new decision replaces "
-             "an old one. Both memories' histories record the link.")),
+             "Link a memory (memory_id, the source) to another (target). supersedes: the "
+             "source replaces the target, which becomes SUPERSEDED and leaves recall — use it "
+             "when a new decision replaces an old one. merged_into: the source is a duplicate "
+             "folded into the target (the record that stays), and the source becomes MERGED "
+             "and leaves recall (what consolidate_memories writes). depends_on, relates_to "
+             "and contradicts change no status. Both memories' histories record the link.")),
     Spec("memory_graph", "A decision's connections", "get", MEMORY + "/graph", render.graph,
          description=(
              "The memories linked to one memory, up to depth links away (1–4), with the links: "
@@ -202,8 +209,7 @@ class Tool:
         query = {k: v for k, v in arguments.items() if k in self.query_fields}
         body = None
         if self.body_fields or self.spec.send:
-            body = {k: v for k, v in arguments.items()
-                    if k not in names and k not in query and k not in self.spec.omit}
+            body = {k: v for k, v in arguments.items() if k not in names and k not in query}
             body.update(self.spec.send)
         return query, body
 
@@ -251,13 +257,16 @@ def _output_schema(response: Any) -> dict[str, Any] | None:
 
 
 class Toolbox:
-    """The tools this kernel can run: every spec whose route is mounted."""
+    """The tools this kernel can run: every spec whose route is mounted. ``roles``: the roles
+    each permission is granted by default (``Permission.roles``)."""
 
-    def __init__(self, routes: Iterable[tuple[str, str, Any, str]], server_mode: bool):
+    def __init__(self, routes: Iterable[tuple[str, str, Any, str]], server_mode: bool,
+                 roles: dict[str, tuple[str, ...]]):
         table = {(uri, method): op for uri, method, op, _ in routes}
         bound = (bind(spec, table) for spec in SPECS)
         self.tools = {tool.spec.name: tool for tool in bound if tool is not None}
         self.server_mode = server_mode
+        self.roles = roles
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
@@ -267,3 +276,13 @@ class Toolbox:
         by its route), without the loopback-only ones on a team server."""
         return [t for t in self.tools.values()
                 if allowed(t.permission) and not (t.spec.loopback_only and self.server_mode)]
+
+    def offer(self, name: str, allowed: Callable[[str], bool]) -> str:
+        """How a text suggests tool ``name`` (``errors.said``): to call it, or — to a caller
+        whose role may not, which ``listed`` does not show it — who may."""
+        tool = self.tools.get(name)
+        if tool is None or tool.permission is None or allowed(tool.permission):
+            return f"call {name}"
+        return (f"{name} needs {tool.permission}, which this token's role lacks: someone whose "
+                f"role holds it ({' or '.join(self.roles.get(tool.permission, ()))} by default) "
+                "can call it")

@@ -214,7 +214,7 @@ def test_code_tools_build_with_a_job_and_read_the_index(local):
 def test_ask_answers_citing_numbered_sources_never_streamed(local):
     assert not local.call("build_index", project=local.project)["isError"]
     out = local.call("ask", project=local.project, question="how is the database opened in WAL?",
-                     sources=["code"], stream=True)  # stream is not the tool's to choose
+                     sources=["code"])
     answer = out["structuredContent"]
     [hit] = [s for s in answer["sources"] if s["title"] == "open_wal"]
     assert hit["cite"] == "wal.py:1" and hit["n"] in answer["cited"]

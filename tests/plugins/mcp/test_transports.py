@@ -178,7 +178,8 @@ def test_stdio_writes_protocol_messages_only_and_logs_to_stderr(daemon):
 def test_stdio_answers_each_request_it_cannot_relay_by_its_id(daemon):
     """JSON-RPC 2.0 over stdio: -32700 only for text that is not JSON; -32600 with the id for
     JSON that is no JSON-RPC request (a null id included: MCP forbids it); a lone surrogate
-    (legal JSON, but no UTF-8) in an argument is the tool's validation error; a message the
+    (legal JSON, but no UTF-8) is relayed as it came and refused by the daemon as over
+    /v1/mcp (400 invalid_json, the caller's -32600); a message the
     daemon refuses as too large is the caller's -32600, not an internal error."""
     call = {"jsonrpc": "2.0", "method": "tools/call"}
     lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -207,10 +208,10 @@ def test_stdio_answers_each_request_it_cannot_relay_by_its_id(daemon):
                                  "message": "Invalid Request: params must be an object"}
     assert by_id[4]["error"] == {"code": -32600,
                                  "message": 'Invalid Request: jsonrpc must be "2.0"'}
-    surrogate = by_id[5]["result"]
-    assert surrogate["isError"] and surrogate["content"][0]["text"] == (
-        "validation_error (422): the request did not validate — query: holds a lone surrogate "
-        "(\\ud800-\\udfff), which is no character: send the text whole")
+    # relayed as it came: the daemon's own answer, as over /v1/mcp
+    assert by_id[5]["error"]["code"] == -32600, said
+    assert by_id[5]["error"]["message"].startswith(
+        "invalid_json (400): the body holds a lone surrogate escape"), said
     assert by_id[6]["error"]["code"] == -32600, said
     too_large = by_id[6]["error"]["message"]  # the envelope read, or the send cut off by it
     assert too_large.startswith(("payload_too_large (413): the body is larger",
