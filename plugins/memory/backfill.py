@@ -20,6 +20,8 @@ from neuralmind import APIError, log_failure
 
 log = logging.getLogger("neuralmind.memory")
 KEEP_UP = 4  # × backfill_delay_s: the longest wait for a pause, then the least work done
+# the longest a shutdown waits for the batch under way (gunicorn's graceful_timeout is 10 s)
+STOP_WAIT_S = 5.0
 
 
 class Backfiller:
@@ -75,9 +77,15 @@ class Backfiller:
             self._last_write.pop(key, None)
 
     def stop(self) -> None:
+        """No pass starts from now; the one under way ends after its batch, which is waited
+        for (``STOP_WAIT_S`` at most): the kernel closes the stores once its plugins have
+        stopped, and a batch written after that, or a lease released, met a closed store."""
         with self._cond:
             self._stopped = True
             self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(STOP_WAIT_S)
 
     def _next(self) -> Any | None:
         with self._cond:
@@ -98,7 +106,11 @@ class Backfiller:
             except APIError as ex:  # no model: semantic search says so when asked
                 log.debug("memory backfill skipped: %s", ex.message)
             except Exception as ex:
-                log_failure(log, f"memory backfill for {store.db.path}", ex)
+                if self._stopped:  # a batch past STOP_WAIT_S met its store closed: the end
+                    log.info("memory backfill for %s stopped by the shutdown: %s",
+                             store.db.path, ex)
+                else:
+                    log_failure(log, f"memory backfill for {store.db.path}", ex)
             del store  # not held while waiting: a removed project's store closes its files
 
     def run_once(self, store) -> int | None:

@@ -3,14 +3,18 @@
 Two records belong together when they are of the same kind, neither is pinned, the cosine of
 their title + rationale vectors is at or above the threshold (0.85 by default: on the
 labelled pairs of bench/data/contradictions, 8 of 32 paraphrases and 1 of 80 compatible
-pairs reach it), they share a file or a tag (or neither has any), and they do not contradict
-each other — 6 of 85 contradicting pairs also reach 0.85, so the detector vetoes a merge. Clusters are stars: records in order of importance (then newest) each
-gather the unclaimed records close to them, so a chain of near-neighbours never merges end
-to end. A merge makes a new record — the lead record's title (the most important, then the
-newest), every distinct sentence of the cluster's texts in the order written (each text's
-lines kept), the union of files, tags and lists, the highest importance and confidence, the
-earliest review date — and gives each original a
-``merged_into`` link to it (status MERGED, with history; restore brings one back).
+pairs reach it), they share a file or a tag (or neither has any), they do not contradict
+each other — 6 of 85 contradicting pairs also reach 0.85, so the detector vetoes a merge —
+and their titles are not about different numbered items ("Bug 191 is fixed in the parser" /
+"Bug 221 …": ``detector.different_items``), which read alike but are not duplicates. Clusters
+are stars: records in order of importance (then newest) each gather the unclaimed records
+close to them that none of those gathered vetoes, so a chain of near-neighbours never merges
+end to end, nor do two members that could not merge with each other. A merge makes a new
+record — the lead record's title (the most important, then the newest), every distinct
+sentence of the cluster's texts in the order written (each text's lines kept), the union of
+files, tags and lists, the highest importance and confidence, the earliest review date — and
+gives each original a ``merged_into`` link to it (status MERGED, with history; restore brings
+one back).
 
 Each merge reads its members again in its own serial write transaction and merges only those
 unchanged since the clusters were found, so an edit made meanwhile is never overwritten and
@@ -69,7 +73,9 @@ def clusters(recs: list[dict[str, Any]], vectors: dict[str, Any], threshold: flo
              conflict: Callable[[dict[str, Any], dict[str, Any], float], bool]
              ) -> list[list[dict[str, Any]]]:
     """Star clusters of two or more (see the module docstring); records without a vector
-    stay out, and a member ``conflict(seed, member, cosine)`` refuses."""
+    stay out, and so does a record that ``conflict(x, y, cosine)`` refuses with the seed or
+    with a member gathered before it (members are judged with each other too: each is
+    merged with all the others)."""
     import numpy as np
     out = []
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -86,8 +92,12 @@ def clusters(recs: list[dict[str, Any]], vectors: dict[str, Any], threshold: flo
             free[i] = False
             cosine = matrix @ matrix[i]
             close = np.flatnonzero(free & (cosine >= threshold))
-            members = [j for j in close if related(seed, group[j])
-                       and not conflict(seed, group[j], float(cosine[j]))]
+            members: list[int] = []
+            for j in close:
+                if related(seed, group[j]) and not any(
+                        conflict(group[k], group[j], float(matrix[k] @ matrix[j]))
+                        for k in (i, *members)):
+                    members.append(j)
             if members:
                 free[members] = False
                 out.append([seed, *(group[j] for j in members)])
@@ -107,7 +117,11 @@ class Consolidation:
         index = self.m.searcher.complete_index(store, self.m.kernel.embedder)
         vectors = {mid: index.matrix[i] for i, mid in enumerate(index.ids)}
         def conflict(x: dict[str, Any], y: dict[str, Any], cosine: float) -> bool:
+            """Whether ``x`` and ``y`` must stay apart: different items, or a contradiction
+            (open, or the detector's)."""
             a, b = older_first(x, y)
+            if detector.different_items(a, b) is not None:
+                return True
             known = store.contradiction_between(a["id"], b["id"])
             return (known is not None and known["status"] == "open") or \
                 detector.detect(a, b, cosine).is_contradiction

@@ -27,7 +27,7 @@ from typing import Any
 from neuralmind import (APIError, Conflict, NotFound, decode_cursor, encode_cursor, gitinfo,
                         now_iso, text_pair, today, top_k)
 from plugins.memory import detector, records
-from plugins.memory.links import LIVE
+from plugins.memory.links import in_force
 from plugins.memory.models import ContradictionConfig
 
 log = logging.getLogger("neuralmind.memory")
@@ -52,10 +52,6 @@ def not_in_force(cid: str, strategy: str, rec: dict[str, Any] | None, mid: str) 
                     "resolve with a strategy that keeps a record in force",
                     code="invalid_transition",
                     details={"memory_id": mid, "status": status, "strategy": strategy})
-
-
-def in_force(rec: dict[str, Any] | None) -> bool:
-    return rec is not None and rec["status"] in LIVE
 
 
 class Contradictions:

@@ -1,10 +1,11 @@
 """Typed links between records, the graph they make, and search's expansion along them.
 
 ``supersedes`` makes its target SUPERSEDED, ``merged_into`` (written by consolidation) makes
-its source MERGED; ``depends_on``, ``relates_to`` and ``contradicts`` change no status. Every
-link added or removed is an event (``linked`` / ``unlinked``) in both records' history, in the
-same transaction as the link. A link is not a field: it moves no ``updated_at`` unless it
-changes a status.
+its source MERGED — in favour of the other end, which must be in force (ACTIVE or STALE), as
+a resolution keeps only a record in force; ``depends_on``, ``relates_to`` and ``contradicts``
+change no status. Every link added or removed is an event (``linked`` / ``unlinked``) in both
+records' history, in the same transaction as the link. A link is not a field: it moves no
+``updated_at`` unless it changes a status.
 """
 
 from __future__ import annotations
@@ -20,8 +21,22 @@ STATUS_OF = {"supersedes": ("target", "SUPERSEDED", "superseded", "superseded by
 LIVE = ("ACTIVE", "STALE")
 
 
+def in_force(rec: dict[str, Any] | None) -> bool:
+    return rec is not None and rec["status"] in LIVE
+
+
 def link_change(link: dict[str, Any]) -> dict[str, Any]:
     return {"link": {k: link[k] for k in ("source", "target", "type")}}
+
+
+def retired_for(link_type: str, retired: str, kept: dict[str, Any]) -> Conflict:
+    """409: a link would retire the record ``retired`` in favour of ``kept``, no longer in
+    force: nothing in force would hold what it says."""
+    return Conflict(f"a {link_type} link would retire {retired} in favour of {kept['id']}, "
+                    f"which is {kept['status']}, no longer in force (ACTIVE or STALE): restore "
+                    f"{kept['id']} first, or link {retired} with a record in force",
+                    code="invalid_transition",
+                    details={"memory_id": kept["id"], "status": kept["status"], "type": link_type})
 
 
 class Links:
@@ -34,10 +49,17 @@ class Links:
                 at: str, note: str | None = None) -> dict[str, Any] | None:
         """Add a link with its events and the status it implies; None when it exists. A
         ``supersedes`` link that would close a cycle is 409 ``link_cycle``: judged on the links
-        as this serial transaction reads them, so of two opposite links racing, one wins."""
+        as this serial transaction reads them, so of two opposite links racing, one wins. One
+        that would retire a record in force for one that is not is 409 ``invalid_transition``
+        (:func:`retired_for`); ``source`` and ``target`` are rows as this transaction reads
+        them (or makes them)."""
         if link_type == "supersedes" and self.reaches(w, target["id"], source["id"]):
             raise Conflict(f"{target['id']} already supersedes {source['id']} (directly or "
                            "through others)", code="link_cycle")
+        end, status, kind, why = STATUS_OF.get(link_type, (None, None, None, None))
+        changed, kept = (source, target) if end == "source" else (target, source)
+        if status and in_force(changed) and not in_force(kept):
+            raise retired_for(link_type, changed["id"], kept)
         link = {"source": source["id"], "target": target["id"], "type": link_type,
                 "created_at": at, "actor": actor.id, "note": note}
         if not w.link(link):
@@ -45,8 +67,6 @@ class Links:
         for rec in (source, target):
             w.event(rec["id"], at, "linked", self.m.actor_for(actor, rec), link_change(link),
                     note)
-        end, status, kind, why = STATUS_OF.get(link_type, (None, None, None, None))
-        changed = source if end == "source" else target
         if status:  # judged on the row as this transaction reads it, not on ``changed``
             self.m.change_status(w, changed, status, kind=kind, at=at,
                                  actor=self.m.actor_for(actor, changed), note=why.format(**link),

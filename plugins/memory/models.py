@@ -591,12 +591,17 @@ class CollectionsOut(Model):
 # -- batch, export, import ---------------------------------------------------------------------
 
 class BatchItem(Model):
-    """One batch operation; its other fields are those of a create, a patch or an invalidate."""
+    """One batch operation; its other fields are those of its op's single request — a create's,
+    a patch's or an invalidate's body, none for a delete — and one the op does not take is
+    refused (service.py ``_not_taken``)."""
 
     model_config = ConfigDict(extra="allow")
 
     op: Literal["create", "patch", "delete", "invalidate"]
     id: MemoryId | None = None
+    if_match: Annotated[str, StringConstraints(max_length=64)] | None = Field(None, description=(
+        "patch, invalidate, delete: the record's updated_at (or *), as the If-Match header of "
+        "their single routes: the item fails (precondition_failed) when it no longer holds"))
 
 
 class BatchIn(Model):

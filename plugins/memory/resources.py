@@ -156,7 +156,9 @@ class MemoryResources:
     @operation(permission="memories.write", body=MemoryPatch, response=Memory, tags=TAGS,
                summary="Amend a memory (optional If-Match on updated_at → 412)",
                errors={412: "`precondition_failed`: `If-Match` is not the current updated_at",
-                       409: "`link_cycle`: a `supersedes` would close a cycle"})
+                       409: "`link_cycle`: a `supersedes` would close a cycle; "
+                            "`invalid_transition`: this record is not in force (ACTIVE or "
+                            "STALE), so it cannot supersede one that is"})
     def on_patch_item(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         return _tagged(resp, self.m.patch(project, memory_id, req.context.body, actor, rid,
@@ -226,7 +228,9 @@ class MemoryResources:
     @operation(permission="memories.write", body=LinkIn, response=Link, status=201, tags=TAGS,
                summary="Link this memory to another (supersedes makes the target SUPERSEDED)",
                errors={409: "`link_exists`: that link exists; `link_cycle`: a `supersedes` "
-                            "that would close a cycle"})
+                            "that would close a cycle; `invalid_transition`: a `supersedes` or "
+                            "`merged_into` that would retire a record in favour of one not in "
+                            "force (ACTIVE or STALE)"})
     def on_post_links(self, req, resp, project_id, memory_id):
         project, actor, rid = _ctx(req)
         b = req.context.body

@@ -180,11 +180,23 @@ def left_out(leg: SemanticLeg, what: str) -> str | None:
 
 def nothing_found(store, filters: dict[str, Any], today: str, notice: str | None) -> str:
     """The notice of a search that answers nothing, before ``notice`` (the search's own,
-    which may say why): no record passes the filters, or none is relevant (the floor)."""
-    why = ("nothing relevant found: no record is close enough to the query in meaning or words"
-           if store.list(filters, today, 1, None) else
-           f"nothing to search: no record matches the filters (status {filters['status']})")
+    which may say why): no record passes the filters — each one applied named, since any may
+    be the one that excludes all — or none is relevant (the floor)."""
+    if store.list(filters, today, 1, None):
+        why = "nothing relevant found: no record is close enough to the query in meaning or words"
+    else:
+        applied = ", ".join(f"{name} {_shown(value)}" for name, value in filters.items()
+                            if value not in (None, []))
+        why = f"nothing to search: no record matches the filters ({applied})"
     return f"{why}; {notice}" if notice else why
+
+
+def _shown(value: Any) -> str:
+    """A filter's value in a notice: a list's values as alternatives (any of them matches),
+    an empty text (``author=``, which matches records holding "") as ``""``."""
+    if isinstance(value, list):
+        return " or ".join(map(_shown, value))
+    return str(value) if value != "" else '""'
 
 
 # Keyword pruning (see Searcher.keyword and Searcher.similar_titles): from these sizes on,

@@ -54,9 +54,30 @@ def not_found(mid: str) -> NotFound:
 CREATES = TypeAdapter(list[MemoryIn])
 
 
+# the fields a batch item of each op takes besides ``op``: its single request's body, the
+# record's id, and ``if_match``, the If-Match header of PATCH, invalidate and DELETE (a
+# ``supersedes`` is then refused with where to link instead: not one of the names listed)
+ITEM_FIELDS = {"create": frozenset(MemoryIn.model_fields),
+               "patch": frozenset({*MemoryPatch.model_fields, "id", "if_match"}),
+               "invalidate": frozenset({*InvalidateIn.model_fields, "id", "if_match"}),
+               "delete": frozenset({"id", "if_match"})}
+
+
 def _fields(item: BatchItem) -> dict[str, Any]:
     """A batch item's fields besides ``op``, its id included."""
     return {**item.model_extra, **({"id": item.id} if item.id else {})}
+
+
+def _not_taken(item: BatchItem, loc: tuple) -> list[dict[str, Any]]:
+    """Each field of ``item`` its op does not take, refused by name. A single request's unknown
+    field is ignored (spec P6), and the client refuses it against the route's contract; an
+    item's fields are free-form to both, so a misspelt or misplaced one (a patch's ``title``
+    or ``tag``, mem0's ``user_id``) would be dropped while the item reads ok."""
+    takes = ITEM_FIELDS[item.op]
+    given = item.model_extra.keys() | ({"if_match"} if item.if_match is not None else set())
+    return [records.invalid((*loc, name), f"a {item.op} item does not take {name}: it takes "
+                            f"{', '.join(sorted(takes - {'supersedes'}))}", "extra_forbidden")
+            for name in sorted(given - takes)]
 
 
 def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
@@ -69,16 +90,21 @@ def _validated(model: type[BaseModel], item: BatchItem, loc: tuple) -> Any:
         return records.located(ex, loc)
 
 
+def holds(if_match: str | None, rec: dict[str, Any]) -> bool:
+    """Whether ``if_match`` (an ``If-Match`` header, or a batch item's, if any) holds for
+    ``rec``: its ``updated_at`` (the ETag its reads and writes answer, quoted or not), or
+    ``*``. A weak tag (``W/"…"``) never holds: If-Match compares strongly (RFC 9110)."""
+    tag = if_match.strip().strip('"') if if_match is not None else "*"
+    return tag == "*" or tag == rec["updated_at"]
+
+
 def matched(w, mid: str, if_match: str | None) -> dict[str, Any]:
     """The record ``mid`` as the write transaction ``w`` reads it: 404 when it is gone, 412
-    unless ``if_match`` (an ``If-Match`` header, if any) holds for it — its ``updated_at``
-    (the ETag its reads and writes answer, quoted or not), or ``*``. A weak tag (``W/"…"``)
-    never holds: If-Match compares strongly (RFC 9110)."""
+    unless ``if_match`` holds for it (:func:`holds`)."""
     rec = w.get(mid)
     if rec is None:
         raise not_found(mid)
-    tag = if_match.strip().strip('"') if if_match is not None else "*"
-    if tag != "*" and tag != rec["updated_at"]:
+    if not holds(if_match, rec):
         raise PreconditionFailed("the memory changed since that updated_at",
                                  details={"updated_at": rec["updated_at"]})
     return rec
@@ -577,8 +603,10 @@ class Memories:
     @staticmethod
     def _batch_op(item, loc, created, working, root, now, head, errors) -> tuple | None:
         """One item as a store op ``(op, record, content_sha, changes)`` (None: nothing to
-        write), updating ``working``; its problems go to ``errors``. ``created`` is a create
-        item's body, or its validation errors (:func:`_creates`)."""
+        write), updating ``working`` only when it has no problem; its problems go to
+        ``errors``. ``created`` is a create item's body, or its validation errors
+        (:func:`_creates`)."""
+        errors.extend(_not_taken(item, loc))
         if item.op == "create":
             if isinstance(created, list):
                 errors.extend(created)
@@ -603,17 +631,22 @@ class Memories:
             errors.append(records.invalid((*loc, "id"), "no memory with this id",
                                           "memory_not_found"))
             return None
+        current = working[item.id]
+        if not holds(item.if_match, current):  # as the items before it leave the record
+            errors.append(records.invalid((*loc, "if_match"), "the memory changed since that "
+                                          f"updated_at: it is now {current['updated_at']}",
+                                          "precondition_failed"))
         if item.op == "delete":
-            return "delete", working.pop(item.id), None, {}
+            return None if errors else ("delete", working.pop(item.id), None, {})
         parsed = _validated(MemoryPatch if item.op == "patch" else InvalidateIn, item, loc)
         if isinstance(parsed, list):
             errors.extend(parsed)
             return None
-        current = working[item.id]
         if item.op == "invalidate":
             if current["status"] == "INVALIDATED":
                 errors.append(records.invalid((*loc, "id"), "already INVALIDATED",
                                               "invalid_transition"))
+            if errors:
                 return None
             rec = {**current, "status": "INVALIDATED",
                    "updated_at": times.after(current["updated_at"], now)}

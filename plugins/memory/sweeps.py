@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from neuralmind import Actor, log_failure, now_iso
+from plugins.memory.backfill import STOP_WAIT_S
 from plugins.memory.decay import parse_time, to_archive
 from plugins.memory.models import DecayPolicy
 
@@ -112,7 +113,11 @@ class Sweeps:
         self._thread.start()
 
     def stop(self) -> None:
+        """No sweep starts from now; one under way is waited for (``STOP_WAIT_S`` at most), as
+        the backfill is: the kernel closes the stores once its plugins have stopped."""
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_WAIT_S)
 
     def _run(self, period_s: float) -> None:
         while not self._stop.wait(min(period_s, 3600.0)):
