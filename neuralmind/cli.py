@@ -117,13 +117,16 @@ def client_error(ex: Exception) -> int:
     """Print what the client raised (``NeuralMindError``: about the server, or what was
     given — never a bug here, so no traceback) and answer the exit code: 2 for a URL or token
     given wrongly (the ValueErrors), else 1. A timeout's hint names the Python client's
-    ``timeout=``, which no flag sets here: it is left out."""
-    from neuralmind.client import NeuralMindAPIError, TimedOut
+    ``timeout=``, which no flag sets here: it is left out. A 401 says where the token sent came
+    from (a stale ``NEURALMIND_API_TOKEN`` hides the home's own), never the token."""
+    from neuralmind.client import NeuralMindAPIError, TimedOut, Unauthorized
     from neuralmind.commands.common import err
     if isinstance(ex, NeuralMindAPIError):  # a message that may echo what was typed
         request = f", request {ex.request_id}" if ex.request_id else ""
         wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
         head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
+        if isinstance(ex, Unauthorized) and ex.token_from:
+            head += f"; {ex.token_from}"
         err(f"{head} [{ex.code}, status {ex.status}{request}]"
             + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1))
         return 1

@@ -34,6 +34,9 @@ QUERY_TIMEOUT = 120.0
 BUILD_TIMEOUT = 600.0
 RETRIES = 3
 BACKOFF_S = 0.25
+# how long a server may still accept only the token it replaced: each worker re-reads the
+# token file at most this often (plugins/auth/loopback.py, LoopbackToken.RECHECK_S)
+TOKEN_RECHECK_S = 0.25
 JSONL = "application/x-ndjson"
 # a body this small is in the socket's buffers whole before a server could stop reading it:
 # a connection broken under it is no refusal of its size (413), but a server gone or hung up
@@ -718,8 +721,9 @@ class NeuralMindClient:
         Idempotent requests (GET, HEAD, PUT, DELETE, and POSTs the caller marks so) are retried with
         backoff on connection errors, broken answers and 503; nothing else is, so a write never
         lands twice — but a refused connection sent nothing, so any call goes again once the
-        discovery file names a daemon that restarted on another port. An error answered to a
-        retry after a lost answer is ``resent``: a DELETE's 404 then says the first landed."""
+        discovery file names a daemon that restarted on another port, and after a 401 once the
+        home's token has been replaced (rotated: :meth:`_token_replaced`). An error answered to
+        a retry after a lost answer is ``resent``: a DELETE's 404 then says the first landed."""
         import http.client
         import socket
         import ssl  # http.client has loaded these by the first call
@@ -736,6 +740,7 @@ class NeuralMindClient:
         retry = idempotent if idempotent is not None else method in ("GET", "HEAD", "PUT", "DELETE")
         attempts, failed = RETRIES + 1 if retry else 1, 0
         lost = False  # an attempt reached the server, and its answer did not come back
+        reread = False  # the home's token was read again after a 401
         while True:
             try:
                 resp = self._send(method, path, body=body, headers=headers, timeout=timeout,
@@ -767,6 +772,11 @@ class NeuralMindClient:
             else:
                 if resp.status < 400:
                     return resp
+                if resp.status == 401 and not reread:
+                    reread = True
+                    if self._token_replaced():  # a 401 executed nothing: any call goes again
+                        time.sleep(TOKEN_RECHECK_S)  # until every worker reads the new one
+                        continue
                 failed += 1
                 error = _api_error(resp, self._token_from)
                 if isinstance(error, NeuralMindAPIError):
@@ -804,6 +814,20 @@ class NeuralMindClient:
         self.url, self.token, self._token_from = _discover(*self._explicit, self.home)
         self._opener = None
         return self.url != before
+
+    def _token_replaced(self) -> bool:
+        """After a 401: read the home's token again (``neuralmind token rotate`` replaced it,
+        or an emptied token file was made again), so that a long-lived client — the ``neuralmind
+        mcp`` relay — carries on. Whether it changed. A token given (``token=``, ``--token``,
+        ``NEURALMIND_API_TOKEN``) is the caller's, and never replaced."""
+        if self._explicit[1] or os.environ.get("NEURALMIND_API_TOKEN"):
+            return False
+        url, before = self.url, self.token
+        self.url, self.token, self._token_from = _discover(*self._explicit, self.home)
+        _check_token(self.token)
+        if self.url != url:
+            self._opener = None
+        return self.token not in (None, before)
 
     def _json(self, method: str, path: str, make: Callable[[dict], Any] | None = None,
               **kw) -> Any:

@@ -49,7 +49,7 @@ def run(tool: Tool, caller: Caller, arguments: dict[str, Any] | None,
     if tool.spec.job:
         yield from _follow(tool, caller, answer, offer)
     elif answer.ok:
-        yield result(tool, answer.data)
+        yield result(tool, answer.data, offer)
     else:
         yield refused(answer.error, offer, _looked_in(tool, args, answer.error))
 
@@ -141,7 +141,7 @@ def _follow(tool: Tool, caller: Caller, answer: Answer,
             return
         job = answer.data
     if job["status"] == "done":
-        yield result(tool, job)
+        yield result(tool, job, offer)
     else:
         error = job.get("error") or {}
         yield _error(f"{error.get('code', job['status'])}: {error.get('message', job['status'])}",
@@ -170,8 +170,11 @@ def _reports(step: Progress | None, last: Progress | None, finished: bool) -> bo
     return finished or step.progress < step.total
 
 
-def result(tool: Tool, data: dict[str, Any]) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=tool.spec.render(data))],
+def result(tool: Tool, data: dict[str, Any], offer: Callable[[str], str]
+           ) -> types.CallToolResult:
+    """The route's answer as a tool result: its text (which words a tool it suggests by
+    ``offer``) and the answer itself as structured content."""
+    return types.CallToolResult(content=[types.TextContent(text=tool.spec.render(data, offer))],
                                 structured_content=data)
 
 
@@ -187,9 +190,11 @@ def refused(error: dict[str, Any], offer: Callable[[str], str] = call,
 
 
 def _field(loc: list[Any]) -> str:
-    """``["body", "tags", 0]`` → ``tags.0``: the argument as the model sent it."""
-    parts = loc[1:] if len(loc) > 1 and loc[0] in ("body", "query") else loc
-    return ".".join(map(str, parts)) or "arguments"
+    """``["body", "tags", 0]`` → ``tags.0``, ``["path", "project_id"]`` → ``project``: the
+    argument as the model sent it, not where the route reads it."""
+    if len(loc) > 1 and loc[0] in ("body", "query", "path"):
+        loc = [argument(loc[1]) if loc[0] == "path" else loc[1], *loc[2:]]
+    return ".".join(map(str, loc)) or "arguments"
 
 
 def _error(text: str, structured: dict[str, Any]) -> types.CallToolResult:

@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from plugins.mcp.errors import call
+
 SNIPPET = 240
 BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # control characters, line breaks
 
@@ -24,15 +26,18 @@ def _flatten(value: Any) -> Any:
     return value
 
 
-def _one_line(*keep: str) -> Callable:
+def _one_line(*keep: str, offers: bool = False) -> Callable:
     """A renderer handed its result with every field on one line but those named in ``keep``
     (a rationale, a context, an answer: text that is many lines by nature). A title, path or
     note is stored as it was sent, and a line break in it would forge lines — another hit,
-    another source — in the text the model reads."""
-    def wrap(render: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], str]:
+    another source — in the text the model reads. Each renderer is called with the caller's
+    ``offer`` (``errors.said``); one that ``offers`` a tool is handed it, so that it tells a
+    caller whose role may not call the tool who may."""
+    def wrap(render: Callable[..., str]) -> Callable[[dict[str, Any], Callable[[str], str]], str]:
         @functools.wraps(render)
-        def flat(out: dict[str, Any]) -> str:
-            return render({k: v if k in keep else _flatten(v) for k, v in out.items()})
+        def flat(out: dict[str, Any], offer: Callable[[str], str] = call) -> str:
+            out = {k: v if k in keep else _flatten(v) for k, v in out.items()}
+            return render(out, offer) if offers else render(out)
         return flat
     return wrap
 
@@ -196,10 +201,10 @@ def job(job: dict[str, Any]) -> str:
             f"{r.get('chunks_embedded')} embedded, {r.get('duration_ms', 0) / 1000:.1f} s")
 
 
-@_one_line()
-def stats(out: dict[str, Any]) -> str:
+@_one_line(offers=True)
+def stats(out: dict[str, Any], offer: Callable[[str], str]) -> str:
     if not out.get("built"):
-        return f"{out['project_id']} has no index yet: call build_index"
+        return f"{out['project_id']} has no index yet: {offer('build_index')}"
     langs = ", ".join(f"{lang} {v.get('files', 0)}" for lang, v in out.get("languages", {}).items())
     return (f"{out['project_id']}: {out['files']} files, {out['nodes']} symbols, {out['edges']} "
             f"edges, {out['vectors']} vectors; built {out['built_at']} at "

@@ -36,7 +36,7 @@ class Spec:
     title: str
     method: str
     uri: str
-    render: Callable[[Any], str]
+    render: Callable[[Any, str], str]  # (data, the caller's offer of a tool: render.py)
     description: str
     read_only: bool = True
     idempotent: bool = True                   # the same call again changes nothing more

@@ -209,7 +209,8 @@ def test_wakeup_with_a_refused_token_says_401(tmp_path, monkeypatch):
         for extra in ((), ("--project", pid), ("--project", str(repo))):
             code, out, err = run_cli("agent", "wakeup", "--token", "wrong", *extra, env=env)
             assert (code, out) == (1, ""), err
-            assert err.startswith("neuralmind: invalid token [unauthorized, status 401"), err
+            assert err.startswith("neuralmind: invalid token; the token sent was the one given "
+                                  "(token=, --token) [unauthorized, status 401"), err
             assert "tool calls" not in err and err.count("\n") == 1
         code, out, err = run_cli("agent", "wakeup", env=env)  # the right token still works
         assert code == 0 and "no code index yet" in out, err

@@ -513,3 +513,29 @@ def test_a_build_that_re_indexed_unchanged_files_says_so():
     assert job({"kind": "index.build", "status": "done", "result": result}) == (
         "index built: 5 files (0 changed, 0 deleted, 5 re-indexed unchanged), 40 symbols, "
         "9 edges, 40 embedded, 1.5 s")
+
+def test_project_stats_offers_build_index_only_to_a_role_that_may_call_it(team):
+    """A reader was told `call build_index`, a tool its role may not call (nor is shown)."""
+    said = {role: team.as_(team.tokens[role]).call("project_stats", project="a")
+            for role in ("reader", "builder")}
+    assert not any(s["isError"] for s in said.values())
+    assert said["builder"]["content"][0]["text"] == "a has no index yet: call build_index"
+    assert said["reader"]["content"][0]["text"] == (
+        "a has no index yet: build_index needs index.build, which this token's role lacks: "
+        "someone whose role holds it (builder or admin by default) can call it")
+
+
+def test_a_path_id_the_route_refuses_is_named_as_the_tool_argument(local):
+    """A NUL in a path id is refused by the route (loc ``["path", "memory_id"]``): said as the
+    argument the model sent — ``memory_id``, and ``project`` for ``{project_id}`` — not as
+    ``path.memory_id``."""
+    for tool, args, field in (
+            ("get_memory", {"project": local.project, "memory_id": "a\x00b"}, "memory_id"),
+            ("memory_stats", {"project": "p\x00x"}, "project")):
+        refused = local.call(tool, **args)
+        assert refused["isError"]
+        assert refused["content"][0]["text"] == (
+            "validation_error (422): the request did not validate — "
+            f"{field}: text cannot contain a NUL character"), tool
+        loc = refused["structuredContent"]["error"]["details"]["errors"][0]["loc"]
+        assert loc[0] == "path"  # the envelope is the route's own
