@@ -25,6 +25,18 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, line separators
+
+
+def one_line(text: str) -> str:
+    """``text`` — a path, or a name made of one — as a line of text an agent reads shows it:
+    each control character written as its escape (``\\n``, ``\\t``, ``\\x1b``, ``\\u2028``).
+    A file may be named with a line break, and a raw one would add a heading or a line of the
+    file name's choosing. One form for whoever writes such a line and whoever finds it again
+    (the index's query context, the ask plugin reading it)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 # Han, Hiragana and Katakana: scripts written without spaces between words
 _UNSPACED = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
                        "\U00020000-\U0002fa1f]+")

@@ -33,7 +33,7 @@ _EXPORTS = {
     "gitinfo": "kernel.gitinfo",
     **dict.fromkeys(("EventKind", "kind_filter"), "kernel.events"),
     **dict.fromkeys(("STOPWORDS", "TOKEN_COUNTER", "combining_marks", "estimate_tokens",
-                     "keyword_text", "unspaced"), "kernel.text"),
+                     "keyword_text", "one_line", "unspaced"), "kernel.text"),
     **dict.fromkeys(("VersionedCache", "top_k"), "kernel.vectors"),
     **dict.fromkeys(("ProjectStores", "database_errors", "migrate", "statements"),
                    "kernel.storage"),

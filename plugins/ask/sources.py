@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuralmind import Caller, estimate_tokens
+from neuralmind import Caller, estimate_tokens, one_line
 
 MEMORY_LIMIT = 8
 MEMORY_MAX_TOKENS = 400  # of one record's text
@@ -73,20 +73,24 @@ def _code(caller, project_id, question, budget, notices) -> list[dict[str, Any]]
     snippets = _snippets(answer.data, hits)
     out, spent = [], 0  # the query's floor may exceed this share: the snippets keep to it
     for i, h in enumerate(hits):
-        text = _cut(snippets[i], budget - spent - estimate_tokens(h["label"])) \
+        title = one_line(h["label"])  # cite and title are lines of the provider's prompt
+        text = _cut(snippets[i], budget - spent - estimate_tokens(title)) \
             if i in snippets else ""
         if not text:
             continue
-        spent += estimate_tokens(h["label"]) + estimate_tokens(text)
-        out.append({"kind": "code", "cite": f"{h['source_file']}:{h['line']}",
-                    "title": h["label"], "text": text, "score": h["score"],
+        spent += estimate_tokens(title) + estimate_tokens(text)
+        out.append({"kind": "code", "cite": f"{one_line(h['source_file'])}:{h['line']}",
+                    "title": title, "text": text, "score": h["score"],
                     "path": h["source_file"], "line": h["line"],
                     "file_type": h.get("file_type")})
     return out
 
 
 def _header(hit: dict[str, Any]) -> str:
-    return f"### {hit['source_file']}:{hit['line']} {hit['label']} ({hit['kind']})\n"
+    """A hit's L3 heading as the index writes it: its path and label on one line (a file may
+    be named with a line break), in the form ``one_line`` gives them."""
+    return f"### {one_line(hit['source_file'])}:{hit['line']} {one_line(hit['label'])} " \
+           f"({hit['kind']})\n"
 
 
 def _snippets(query: dict[str, Any], hits: list[dict[str, Any]]) -> dict[int, str]:

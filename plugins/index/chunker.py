@@ -44,8 +44,9 @@ TEST_FILE = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.(py|
 LAYOUT = 2
 # the parse's revision (its edges, the file types): a change re-parses every index at its
 # next build too, whose texts keep their vectors (1: indexes that hold no such stamp; 3:
-# source without a parser, `.pyx` …, typed code)
-PARSE = 3
+# source without a parser, `.pyx` …, typed code; 4: a file opening with a byte-order mark
+# read without it, its symbols and first heading kept)
+PARSE = 4
 MAX_NODE_CHARS = 20_000  # what one node keeps for snippets and the keyword index
 # the comment block a file opens with (licence, copyright, shebang): `#`, `//` or `/* */`
 LEADING_COMMENTS = re.compile(r"\A(?:\s*(?:(?:#|//)[^\n]*|/\*.*?\*/))+\s*", re.S)

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from neuralmind import VersionedCache, estimate_tokens
+from neuralmind import VersionedCache, estimate_tokens, one_line
 from plugins.index.chunker import is_test
 from plugins.index.walker import contained
 
@@ -24,15 +24,8 @@ L2_MAX = 1200
 SNIPPET_MAX = 700  # tokens per L3 snippet
 MIN_PIECE = 24  # a cut shorter than this is dropped rather than shown
 HEADERS = {"L0": "## Project", "L1": "## Layout", "L2": "## Related", "L3": "## Search results"}
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # C0, DEL, C1, line separators
-
-
-def one_line(text: str) -> str:
-    """A path (or a name made of one: a file's or module's) as a heading or list line of the
-    context shows it: each control character written as its escape (``\\n``, ``\\t``,
-    ``\\x1b``). A file may be named with a line break, and an agent reads the context as
-    lines: a raw one would add a heading or a hit of the file name's choosing."""
-    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+FENCE = re.compile(r" {0,3}```")  # a line opening or closing a code fence
+CLOSING = "\n```"  # the fence that closes one, on a line of its own
 
 
 @dataclass
@@ -50,10 +43,31 @@ class Layer:
 
 
 def _cut(text: str, max_tokens: int) -> str:
-    """``text`` shortened to at most ``max_tokens`` (the estimate's 4 characters each)."""
+    """``text`` shortened to at most ``max_tokens`` (the estimate's 4 characters each), `` …``
+    marking the cut. A cut inside a code fence (a snippet's, one in a memory's text) keeps the
+    lines that fit whole, then ``…`` and the fence closed, all within ``max_tokens``: half a
+    token reads as code that is not there, and a fence left open makes all that follows it
+    code. Only a line too long to fit the fence at all is cut within."""
     if estimate_tokens(text) <= max_tokens:
         return text
-    return text[: max(0, max_tokens * 4 - 2)].rstrip() + " …"
+    room = max_tokens * 4
+    head = text[: max(0, room - 2)].rstrip()
+    if not _fenced(head):
+        return head + " …"
+    lines = text[: max(0, room - len("…" + CLOSING))]
+    lines = lines[: lines.rfind("\n") + 1]  # the whole lines that fit, each with its break
+    if not _fenced(lines):  # the line opening the fence did not fit: what came before it
+        return lines + "…"
+    first = text[len(lines): room - len(" …" + CLOSING)].rstrip()
+    if first and FENCE.match(lines[:-1].rsplit("\n", 1)[-1]):  # nor did its first line
+        return lines + first + " …" + CLOSING
+    return lines.rstrip() + "\n…" + CLOSING  # (blank lines before the cut dropped)
+
+
+def _fenced(text: str) -> bool:
+    """Whether a code fence is open at the end of ``text``: each fence line opens one or
+    closes the one open, as a reader of the Markdown takes them."""
+    return sum(1 for line in text.split("\n") if FENCE.match(line)) % 2 == 1
 
 
 def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[str]]:
@@ -232,7 +246,6 @@ def snippets(hit_rows: list) -> list[str]:
     out = []
     for row in hit_rows:
         lang = row["language"] if row["file_type"] == "code" else ""
-        body = _cut(row["text"], SNIPPET_MAX)
-        out.append(f"### {_where(row)} {one_line(row['qualname'])} ({row['kind']})\n"
-                   f"```{lang}\n{body}\n```")
+        code = _cut(f"```{lang}\n{row['text']}{CLOSING}", SNIPPET_MAX)
+        out.append(f"### {_where(row)} {one_line(row['qualname'])} ({row['kind']})\n{code}")
     return out

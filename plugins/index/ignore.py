@@ -187,7 +187,9 @@ class GitIgnores:
             path = os.path.join(self.root, dir_rel, ".gitignore")
             spec = None
             try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
+                # utf-8-sig: a byte-order mark (an editor on Windows writes one) is no part
+                # of the first rule, as git skips it too
+                with open(path, encoding="utf-8-sig", errors="replace") as fh:
                     from pathspec import GitIgnoreSpec
                     spec = GitIgnoreSpec.from_lines(_bounded(fh.read().splitlines(), path))
             except OSError:
