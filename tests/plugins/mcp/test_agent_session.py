@@ -13,8 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from mcp import ClientSession, StdioServerParameters
@@ -24,7 +22,7 @@ from plugins.mcp.plugin import _state
 from tests.client.conftest import Daemon, git_repo
 from tests.plugins.mcp.conftest import jsonrpc
 from tests.plugins.mcp.test_transports import (PLUGINS, SOURCE, _sessions_of, http,
-                                               jsonrpc_initialize, run)
+                                               jsonrpc_initialize, refused_over_http, run)
 from tests.support import deny_once
 
 pytestmark = pytest.mark.slow  # a daemon and relays as child processes: started first under xdist
@@ -203,13 +201,8 @@ def test_a_lone_surrogate_gets_the_daemon_s_answer_on_both_transports(daemon):
     daemon.start()
     call = (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"recall",'
             b'"arguments":{"query":"rocket \\ud800"}}}')
-    over_http = urllib.request.Request(
-        f"{daemon.url}/v1/mcp", data=call, method="POST", headers={
-            "Authorization": f"Bearer {daemon.token}", "Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(over_http, timeout=30)
-    assert refused.value.code == 400
-    envelope = json.loads(refused.value.read())["error"]
+    envelope = refused_over_http(daemon, call)
+    assert envelope["status"] == 400
     assert envelope["code"] == "invalid_json" and "lone surrogate" in envelope["message"]
 
     by_id = relay(daemon, [json.dumps(jsonrpc_initialize("t")), call,

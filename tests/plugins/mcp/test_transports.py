@@ -299,18 +299,25 @@ def test_stdio_ends_its_session_when_stopped(daemon):
     assert _sessions_of(daemon, "stopped-agent")[0] is not None
 
 
+def refused_over_http(daemon, body: bytes) -> dict:
+    """The error envelope ``/v1/mcp`` answers ``body`` with (a 4xx it must answer)."""
+    over_http = urllib.request.Request(
+        f"{daemon.url}/v1/mcp", data=body, method="POST", headers={
+            "Authorization": f"Bearer {daemon.token}", "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(over_http, timeout=30)
+    envelope = json.loads(refused.value.read())["error"]
+    assert envelope["status"] == refused.value.code
+    return envelope
+
+
 def test_stdio_refuses_a_line_that_is_not_utf8_as_http_refuses_the_body(daemon):
     """Bytes that are not UTF-8 (a Latin-1 é) are no JSON text: over HTTP a 400 invalid_json,
     so over stdio that refusal's -32600, never the line stored with U+FFFD in their place."""
     daemon.start()
     remember = (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember",'
                 b'"arguments":{"title":"caf\xe9","rationale":"latin-1"}}}')
-    over_http = urllib.request.Request(
-        f"{daemon.url}/v1/mcp", data=remember, method="POST", headers={
-            "Authorization": f"Bearer {daemon.token}", "Content-Type": "application/json"})
-    with pytest.raises(urllib.error.HTTPError) as http_error:
-        urllib.request.urlopen(over_http, timeout=30)
-    envelope = json.loads(http_error.value.read())["error"]
+    envelope = refused_over_http(daemon, remember)
     lines = [json.dumps(jsonrpc_initialize("t")).encode(), remember,
              b'{"jsonrpc":"2.0","method":"notifications/x","params":{"t":"\xff"}}',
              b'{"jsonrpc":"2.0","id":3,"method":"ping"}']
