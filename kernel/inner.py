@@ -54,7 +54,7 @@ class Caller:
         client (an MCP tool's arguments). Such an id can spell a sibling route's literal
         segment (``memories/stats``, ``contradictions/check/…``), which the router prefers:
         that path runs nothing and is answered the 404 the template's route gives an id it
-        does not know."""
+        does not know — once the ids before it pass (:meth:`_misrouted`)."""
         if route is not None and (misrouted := self._misrouted(path, route)) is not None:
             return misrouted
         raw = b"" if body is None else json.dumps(body).encode()
@@ -81,13 +81,20 @@ class Caller:
 
     def _misrouted(self, path: str, route: str) -> Answer | None:
         """The 404 of the first id in ``path`` that the router reads as another route's literal
-        segment, or None when ``path`` reaches ``route`` (or no route: Falcon's own 404). Every
+        segment, or None when ``path`` reaches ``route`` (or no route: Falcon's own 404). A
+        refusal of the id before it (401, 422 for a NUL, ``project_not_found``) comes first. Every
         route says ``no <noun> with id <id>`` (``<noun>_not_found``) of an ``{<noun>_id}`` it
         does not know."""
         found = self.app._router.find(path)  # Falcon's router: where the request would go
         matched = found[3].split("/") if found is not None else []
-        for want, got, value in zip(route.split("/"), matched, path.split("/")):
+        wants, values = route.split("/"), path.split("/")
+        for at, (want, got, value) in enumerate(zip(wants, matched, values)):
             if want != got and (param := PARAM.fullmatch(want)):
+                # the route checks the ids before this one first (the token, a NUL, a project
+                # that does not exist): read the last of them, and answer its refusal
+                known = [i for i in range(at) if PARAM.fullmatch(wants[i])]
+                if known and not (before := self("GET", "/".join(values[:known[-1] + 1]))).ok:
+                    return before
                 noun = param[1].removesuffix("_id")
                 return Answer(404, json.loads(envelope(
                     f"{noun}_not_found", f"no {noun} with id {value}", 404, self.request_id)))

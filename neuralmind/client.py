@@ -703,6 +703,9 @@ class NeuralMindClient:
             return _Response(ex.code, hdr, raw, self.url)
         except urllib.error.URLError as ex:  # refused, reset, timed out: the OSError itself
             if isinstance(ex.reason, OSError):
+                # raised while connecting or sending: the request may not have run, so
+                # request() counts no answer lost (one after sending comes bare, not here)
+                ex.reason.unsent = True
                 raise ex.reason from None
             raise
         hdr = {k.lower(): v for k, v in resp.headers.items()}
@@ -723,7 +726,8 @@ class NeuralMindClient:
         lands twice — but a refused connection sent nothing, so any call goes again once the
         discovery file names a daemon that restarted on another port, and after a 401 once the
         home's token has been replaced (rotated: :meth:`_token_replaced`). An error answered to
-        a retry after a lost answer is ``resent``: a DELETE's 404 then says the first landed."""
+        a retry after a lost answer (the request was sent whole, and the connection broke
+        before its answer came) is ``resent``: a DELETE's 404 then may say the first landed."""
         import http.client
         import socket
         import ssl  # http.client has loaded these by the first call
@@ -758,8 +762,7 @@ class NeuralMindClient:
                         "than the server accepts ([kernel] max_body_bytes)")) from None
                 if self._rediscover() and isinstance(ex, ConnectionRefusedError):
                     continue
-                lost = lost or not isinstance(ex, (ConnectionRefusedError, socket.gaierror,
-                                                   ssl.SSLError))
+                lost = lost or not getattr(ex, "unsent", False)
                 failed += 1
                 if failed == attempts:
                     raise DaemonNotRunning(self._unreachable(ex)) from ex
@@ -844,14 +847,15 @@ class NeuralMindClient:
         except (TypeError, ValueError):
             raise resp.not_neuralmind("JSON of another shape") from None
 
-    def _delete(self, path: str, **kw) -> None:
+    def _delete(self, path: str, gone: str, **kw) -> None:
         """DELETE what answers 204 and no body (anything else is not NeuralMind's: a web
         page's 200 is no deletion). When the answer to the first attempt was lost, the
-        retry's 404 says that attempt landed: done."""
+        retry's 404 ``gone`` — the deleted thing's own code, never ``project_not_found`` or a
+        missing route's ``not_found`` — says that attempt landed: done."""
         try:
             resp = self.request("DELETE", path, **kw)
         except NotFound as ex:
-            if ex.resent:
+            if ex.resent and ex.code == gone:
                 return
             raise
         if resp.status != 204:
@@ -880,9 +884,11 @@ class NeuralMindClient:
                 self._contract = self._json("GET", "/v1/openapi.json")
             except NotFound:  # a server that publishes none: nothing is checked
                 self._contract = {}
-            except NeuralMindError:
-                # 429, 503, 401, the network: not cached, so the next call reads it again;
-                # this one goes on unchecked (and fails if its own request does)
+            except (NeuralMindAPIError, BrokenAnswer):
+                # 429, 503, 401, an answer cut off: not cached, so the next call reads it
+                # again; this one goes on unchecked. An unreachable server or a timeout
+                # (DaemonNotRunning, TimedOut) raises: the call's own request would wait and
+                # fail the same way, so it is not sent after it
                 return None
         op = self._contract.get("paths", {}).get(route, {}).get(method.lower())
         if not isinstance(op, dict):
@@ -1229,7 +1235,7 @@ class Projects:
         return self._nm._page("/v1/projects", _project, {"limit": limit, "cursor": cursor})
 
     def remove(self, project_id: str) -> None:
-        self._nm._delete(_path("/v1/projects", project_id))
+        self._nm._delete(_path("/v1/projects", project_id), "project_not_found")
 
     def find(self, path: str | os.PathLike) -> Project | None:
         """The registered project at the directory ``path``; None when none is (nothing is
@@ -1484,7 +1490,7 @@ class ProjectHandle:
         return self._nm._json("GET", self._document(document_id))
 
     def delete_document(self, document_id: str) -> None:
-        self._nm._delete(self._document(document_id))
+        self._nm._delete(self._document(document_id), "document_not_found")
 
     def _document(self, document_id: str) -> str:
         """An ingested document's path; ``ingested`` names the list (``documents()``), never a
@@ -1587,7 +1593,8 @@ class Memories:
                               json_body=body, headers=_if_match(if_match))
 
     def delete(self, memory_id: str, *, if_match: str | None = None) -> None:
-        self._nm._delete(self._record(memory_id), headers=_if_match(if_match))
+        self._nm._delete(self._record(memory_id), "memory_not_found",
+                         headers=_if_match(if_match))
 
     def history(self, memory_id: str) -> Iterator[dict[str, Any]]:
         """The record's events, oldest first: ``{id, at, kind, actor, changes, note}``."""
@@ -1634,7 +1641,7 @@ class Memories:
                               json_body={"filters": filters, "description": description})
 
     def delete_collection(self, name: str) -> None:
-        self._nm._delete(_path(self._project, "collections", name))
+        self._nm._delete(_path(self._project, "collections", name), "collection_not_found")
 
     # -- links and graph -----------------------------------------------------------------
 
@@ -1646,7 +1653,8 @@ class Memories:
         return self._nm._json("POST", self._record(memory_id, "links"), json_body=body)
 
     def unlink(self, memory_id: str, target: str, type: str | None = None) -> None:
-        self._nm._delete(self._record(memory_id, "links"), params={"target": target, "type": type})
+        self._nm._delete(self._record(memory_id, "links"), "link_not_found",
+                         params={"target": target, "type": type})
 
     def links(self, memory_id: str) -> list[dict[str, Any]]:
         return self._nm._json("GET", self._record(memory_id, "links"), _listed)
@@ -1840,7 +1848,7 @@ class Webhooks:
                               json_body=changes)
 
     def delete(self, webhook_id: str) -> None:
-        self._nm._delete(_path("/v1/webhooks", webhook_id))
+        self._nm._delete(_path("/v1/webhooks", webhook_id), "webhook_not_found")
 
     def rotate_secret(self, webhook_id: str, keep_previous_s: int = 0) -> Webhook:
         """A new secret (``.secret``); the old one also signs for ``keep_previous_s``."""

@@ -56,7 +56,9 @@ class Relay:
         """(the message in ``line`` to relay, or None; the answer to give here instead, or
         None). A string holding a lone surrogate escape (``"\\ud83d"``) is relayed as the
         escape it came as: the daemon refuses that body as over HTTP (400 ``invalid_json``),
-        so both transports give the one answer, the daemon's."""
+        so both transports give the one answer, the daemon's. One leading UTF-8 BOM is
+        dropped, as the daemon drops it from a body."""
+        line = line.removeprefix("\ufeff")
         try:
             data = json.loads(line)
         except (ValueError, RecursionError) as ex:  # RecursionError: nested too deep to read

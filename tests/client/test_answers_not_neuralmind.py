@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from neuralmind.client import (BrokenAnswer, Conflict, Memories, NeuralMindClient, NotFound,
-                               Unauthorized)
+                               TimedOut, Unauthorized)
 from tests.client.conftest import client_of, git_repo, needs
 from tests.support import QuietHandler, http_server
 
@@ -49,17 +49,25 @@ class Proxy(QuietHandler):
     """Forwards every request to ``upstream``, except: the first ``GET /v1/openapi.json``s
     are answered with ``contract`` (a list of (status, code), taken one a request), and the
     first request whose method is ``drop`` is forwarded, then its answer dropped (the
-    connection closed without a word) — what a flaky network does to an answer."""
+    connection closed without a word) — what a flaky network does to an answer — and the first
+    whose method is ``reset`` is reset before it is forwarded: it ran nothing."""
 
     upstream = ""
     contract: list[tuple[int, str]] = []
     drop: str | None = None
+    reset: str | None = None
     seen: list[str] = []
 
     def _answer(self):
         self.seen.append(f"{self.command} {self.path}")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        if self.command == Proxy.reset:
+            Proxy.reset = None
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))  # closing now resets
+            self.close_connection = True
+            return
         if self.path.startswith("/v1/openapi.json") and self.contract:
             status, code = self.contract.pop(0)
             self._send(status, "application/json", envelope(status, code))
@@ -101,7 +109,7 @@ def proxy_url(served):
 def proxy(proxy_url, served, monkeypatch):
     """A client of the real server through the proxy, and the proxy's settings, reset."""
     monkeypatch.setattr("neuralmind.client.BACKOFF_S", 0.01)
-    Proxy.contract, Proxy.drop, Proxy.seen = [], None, []
+    Proxy.contract, Proxy.drop, Proxy.reset, Proxy.seen = [], None, None, []
     return NeuralMindClient(proxy_url, token=served.token)
 
 
@@ -167,6 +175,29 @@ def test_a_delete_whose_answer_was_lost_landed(proxy, repo, verb):
     assert sum(seen.startswith("DELETE ") for seen in Proxy.seen) == 2  # sent again once
     with pytest.raises(NotFound):  # a 404 to the first attempt is still one
         call(proxy)
+
+
+@pytest.mark.parametrize("failure", ["drop", "reset"])
+def test_a_retried_delete_s_404_for_something_else_is_not_found(proxy, repo, failure):
+    """Any 404 to a retry counted as the first attempt landed: a wrong project, a route the
+    server does not have — and a reset before forwarding ran nothing at all."""
+    setattr(Proxy, failure, "DELETE")
+    with pytest.raises(NotFound) as missing:
+        Memories(proxy, "p_nope").delete("x")
+    assert missing.value.code == "project_not_found"
+    setattr(Proxy, failure, "DELETE")
+    with pytest.raises(NotFound) as missing:  # the memory route has no such tail
+        proxy._delete(f"/v1/projects/{repo.id}/memories/x/nothing", "memory_not_found")
+    assert missing.value.code == "not_found"
+    assert sum(seen.startswith("DELETE ") for seen in Proxy.seen) == 4  # each sent again once
+
+
+def test_a_delete_reset_before_it_ran_is_sent_again_and_lands_once(proxy, repo):
+    gone = repo.memories.add("Deleted after a reset", "r")
+    Proxy.reset = "DELETE"
+    assert Memories(proxy, repo.id).delete(gone.id) is None
+    assert [e["kind"] for e in repo.memories.history(gone.id)] == ["created", "deleted"]
+    assert Proxy.seen.count(f"DELETE /v1/projects/{repo.id}/memories/{gone.id}") == 2
 
 
 def test_a_project_removed_through_a_lost_answer_is_removed(proxy, served, tmp_path):
@@ -430,3 +461,19 @@ def test_get_all_names_get_all(repo):
         repo.memories.get_all(user_id="alice")
     with pytest.raises(TypeError, match=r"^list\(\) reads every page itself"):
         repo.memories.list(cursor="c")
+
+
+def test_a_server_that_never_answers_the_contract_fails_the_call_once():
+    """A timeout reading the contract went on to the call's own request: each checked call
+    waited twice its timeout, on two connections."""
+    import time
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    threading.Thread(target=lambda: accepted.extend(listener.accept() for _ in range(2)),
+                     daemon=True).start()
+    nm = NeuralMindClient(f"http://127.0.0.1:{listener.getsockname()[1]}", token="x", timeout=1)
+    started = time.monotonic()
+    with pytest.raises(TimedOut, match=r"^GET /v1/openapi\.json: no answer from .* within 1 s"):
+        list(Memories(nm, "p_abc").list(tag="a"))
+    assert time.monotonic() - started < 1.8 and len(accepted) == 1
+    listener.close()

@@ -267,3 +267,28 @@ def test_a_refusal_suggests_a_tool_only_to_a_role_that_may_call_it(team):
     read = reader.rpc("resources/read", {"uri": "neuralmind://projects/a/wakeup"})["error"]
     assert (read["code"], read["message"]) == (-32600, f"index_not_built: {lacks}")
     assert read["data"]["code"] == "index_not_built"
+
+
+def test_an_id_that_spells_a_route_in_a_project_that_is_not_answers_for_the_project(daemon):
+    """``get_memory {"project": "nope", "memory_id": "stats"}`` blamed the memory id
+    (``no memory with id stats in project nope``), and a NUL in the project went unrefused into
+    the text: the route's own checks of the ids before the misrouted one come first."""
+    daemon.start()
+    calls = [jsonrpc("tools/call", {"name": "get_memory", "arguments": args}, id=rid)
+             for rid, args in [(2, {"project": "nope", "memory_id": "stats"}),
+                               (3, {"project": "nope", "memory_id": "x"}),
+                               (4, {"project": "a\x00", "memory_id": "stats"})]]
+    by_id = relay(daemon, [json.dumps(jsonrpc_initialize("t"))] + [json.dumps(c) for c in calls])
+    codes = {rid: by_id[rid]["result"]["structuredContent"]["error"]["code"] for rid in (2, 3, 4)}
+    assert codes == {2: "project_not_found", 3: "project_not_found", 4: "validation_error"}
+    assert by_id[2]["result"]["content"][0]["text"] == by_id[3]["result"]["content"][0]["text"]
+    assert "\x00" not in by_id[4]["result"]["content"][0]["text"]
+
+
+def test_a_line_with_a_utf8_bom_is_read_over_stdio_as_over_http(daemon):
+    """The relay answered -32700 ``Unexpected UTF-8 BOM`` where ``/v1/mcp`` opens a session."""
+    daemon.start()
+    by_id = relay(daemon, ["\ufeff" + json.dumps(jsonrpc_initialize("t")),
+                           "\ufeff" + json.dumps(jsonrpc("ping", id=2))])
+    assert set(by_id) == {1, 2}
+    assert by_id[1]["result"]["serverInfo"]["name"] and by_id[2]["result"] == {}
