@@ -115,9 +115,10 @@ def _snippets(query: dict[str, Any], hits: list[dict[str, Any]]) -> dict[int, st
             found = context.find(f"```\n\n{_header(hits[i + 1])}", at)
             end = found + 3 if found >= 0 else end
         body = context[at + len(header):end].strip()
-        if body.startswith("```"):  # the fence around the code
-            body = body.split("\n", 1)[1] if "\n" in body else ""
-            body = body[: body.rfind("```")] if "```" in body else body
+        if body.startswith("```"):  # the fence around the code, a run longer than any inside
+            first, _, body = body.partition("\n")
+            run = "`" * (len(first) - len(first.lstrip("`")))
+            body = body[: body.rfind(run)] if body.rstrip().endswith(run) else body
         out[i] = body.strip()
         at = end + 2
     return out

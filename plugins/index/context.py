@@ -24,8 +24,8 @@ L2_MAX = 1200
 SNIPPET_MAX = 700  # tokens per L3 snippet
 MIN_PIECE = 24  # a cut shorter than this is dropped rather than shown
 HEADERS = {"L0": "## Project", "L1": "## Layout", "L2": "## Related", "L3": "## Search results"}
-FENCE = re.compile(r" {0,3}```")  # a line opening or closing a code fence
-CLOSING = "\n```"  # the fence that closes one, on a line of its own
+FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")  # a fence line: its run, then the rest
+LINE_RUN = re.compile(r"^ {0,3}(`+)", re.MULTILINE)  # backticks opening a line
 
 
 @dataclass
@@ -45,29 +45,61 @@ class Layer:
 def _cut(text: str, max_tokens: int) -> str:
     """``text`` shortened to at most ``max_tokens`` (the estimate's 4 characters each), `` …``
     marking the cut. A cut inside a code fence (a snippet's, one in a memory's text) keeps the
-    lines that fit whole, then ``…`` and the fence closed, all within ``max_tokens``: half a
-    token reads as code that is not there, and a fence left open makes all that follows it
-    code. Only a line too long to fit the fence at all is cut within."""
+    lines that fit whole, then ``…`` and the fence closed by its own opening run (```` ```` ````
+    or ``~~~``), all within ``max_tokens``: half a token reads as code that is not there, and
+    a fence left open makes all that follows it code. Only a line too long to fit the fence
+    at all is cut within."""
     if estimate_tokens(text) <= max_tokens:
         return text
     room = max_tokens * 4
-    head = text[: max(0, room - 2)].rstrip()
-    if not _fenced(head):
-        return head + " …"
-    lines = text[: max(0, room - len("…" + CLOSING))]
-    lines = lines[: lines.rfind("\n") + 1]  # the whole lines that fit, each with its break
-    if not _fenced(lines):  # the line opening the fence did not fit: what came before it
+    head = text[: max(0, room - 2)].rstrip() + " …"
+    if not _open_fence(head):  # (a closing fence line cut there would close no more)
+        return head
+    # the last line break whose lines fit with ``…`` and the close of the fence open there
+    kept, fence, opened = 0, "", False
+    at, open_ = 0, ""
+    for line in text.split("\n")[:-1]:
+        at, was = at + len(line) + 1, open_
+        open_ = _fence_after(line, open_)
+        if at + len("…" + _closing(open_)) > room:
+            break  # no later break fits: the line closing a fence is as long as its close
+        kept, fence, opened = at, open_, bool(open_) and not was
+    lines = text[:kept]
+    if not fence:  # the line opening the fence did not fit: what came before it
         return lines + "…"
-    first = text[len(lines): room - len(" …" + CLOSING)].rstrip()
-    if first and FENCE.match(lines[:-1].rsplit("\n", 1)[-1]):  # nor did its first line
-        return lines + first + " …" + CLOSING
-    return lines.rstrip() + "\n…" + CLOSING  # (blank lines before the cut dropped)
+    close = _closing(fence)
+    first = text[kept: room - len(" …" + close)].rstrip()
+    if first and opened:  # nor did the fence's first line
+        return lines + first + " …" + close
+    return lines.rstrip() + "\n…" + close  # (blank lines before the cut dropped)
 
 
-def _fenced(text: str) -> bool:
-    """Whether a code fence is open at the end of ``text``: each fence line opens one or
-    closes the one open, as a reader of the Markdown takes them."""
-    return sum(1 for line in text.split("\n") if FENCE.match(line)) % 2 == 1
+def _closing(fence: str) -> str:
+    """The line closing ``fence`` (its opening run; nothing when none is open)."""
+    return "\n" + fence if fence else ""
+
+
+def _fence_after(line: str, fence: str) -> str:
+    """The fence open after ``line`` when ``fence`` was before it (``""``: none), as
+    CommonMark reads them: a run of three or more ``` ` ``` or ``~`` opens one (a backtick
+    fence's info string holds no backtick); only a run of the same character at least as long,
+    with nothing else on its line, closes it: inside, any other fence line is code."""
+    m = FENCE.fullmatch(line)
+    if not m:
+        return fence
+    run, rest = m.groups()
+    if fence:
+        closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
+        return "" if closes else fence
+    return "" if run[0] == "`" and "`" in rest else run
+
+
+def _open_fence(text: str) -> str:
+    """The opening run of the code fence open at the end of ``text``, ``""`` when none is."""
+    fence = ""
+    for line in text.split("\n"):
+        fence = _fence_after(line, fence)
+    return fence
 
 
 def pack(layers: list[Layer], budget: int) -> tuple[str, dict[str, int], list[str]]:
@@ -246,6 +278,14 @@ def snippets(hit_rows: list) -> list[str]:
     out = []
     for row in hit_rows:
         lang = row["language"] if row["file_type"] == "code" else ""
-        code = _cut(f"```{lang}\n{row['text']}{CLOSING}", SNIPPET_MAX)
+        fence = _wrapper(row["text"])
+        code = _cut(f"{fence}{lang}\n{row['text']}\n{fence}", SNIPPET_MAX)
         out.append(f"### {_where(row)} {one_line(row['qualname'])} ({row['kind']})\n{code}")
     return out
+
+
+def _wrapper(text: str) -> str:
+    """A backtick fence no line of ``text`` can close: longer than any run opening one (a
+    README's own ```` ```bash ```` block then stays inside the snippet, CommonMark's rule)."""
+    longest = max((len(run) for run in LINE_RUN.findall(text)), default=0)
+    return "`" * max(3, longest + 1)

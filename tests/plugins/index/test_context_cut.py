@@ -1,6 +1,9 @@
 """Where the query context cuts a snippet the budget cannot hold whole: at a line break, its
 fence closed, within the budget. It was cut mid-token (``    initi …``) with no closing fence,
 so half a name read as code and the fence stayed open over whatever followed (C-agent #8).
+A snippet holding its own fence (a README's ```` ```bash ```` block) is wrapped in a longer one,
+and fences are read as CommonMark reads them, ``~~~`` too: the inner fence closed the wrapper
+early, or left it open after a cut (E2 #4).
 Also here, the byte-order mark's two other traces in the index: a ``.gitignore`` opening with
 one lost its first rule, and an index built before a BOM was dropped re-parses at its next
 build (``chunker.PARSE`` 4) rather than keep a Python file's bare file node until it changes."""
@@ -16,10 +19,10 @@ from hypothesis import strategies as st
 
 from neuralmind import estimate_tokens
 from plugins.index import chunker
-from plugins.index.context import SNIPPET_MAX, _cut, _fenced
+from plugins.index.context import SNIPPET_MAX, _cut, _open_fence, snippets
 from tests.plugins.index.conftest import build, built
 
-FENCE = re.compile(r" {0,3}```")
+CLOSE = re.compile(r"\n(`{3,}|~{3,})\Z")  # a cut's closing fence
 LEDGER = ["def settle_refund_ledger(ledger):",
           '    """Settle every refund the ledger holds, one entry at a time."""',
           "    total = 0",
@@ -41,7 +44,7 @@ def query(server, pid: str, budget: int) -> dict:
     assert r.status == 200, r.body
     out = r.json
     assert out["tokens"]["total"] <= budget and estimate_tokens(out["context"]) <= budget
-    assert sum(1 for line in out["context"].split("\n") if FENCE.match(line)) % 2 == 0
+    assert _open_fence(out["context"]) == ""
     return out
 
 
@@ -90,10 +93,11 @@ def test_text_around_a_fence_is_cut_as_prose_before_it_and_the_fence_closed_insi
 
 
 LINES = st.sampled_from(["```py", "```", "   ```", "    ```", "", "code = 1", "  return x",
-                         "x" * 150, "prose, a sentence of it"])
+                         "x" * 150, "prose, a sentence of it", "````", "````md", "`````",
+                         "~~~", "~~~py", "~~~~", "  ~~~", "``` `x`", "```  ", "~~~ ```"])
 
 
-@given(lines=st.lists(st.one_of(LINES, st.text("ab `\n", max_size=12)), max_size=40),
+@given(lines=st.lists(st.one_of(LINES, st.text("ab `~\n", max_size=12)), max_size=40),
        max_tokens=st.integers(min_value=1, max_value=200))
 def test_a_cut_keeps_to_its_tokens_starts_the_text_and_leaves_no_fence_open(lines, max_tokens):
     text = "\n".join(lines)
@@ -101,13 +105,113 @@ def test_a_cut_keeps_to_its_tokens_starts_the_text_and_leaves_no_fence_open(line
     if estimate_tokens(text) <= max_tokens:
         assert cut == text
         return
-    assert estimate_tokens(cut) <= max_tokens and not _fenced(cut)
-    kept = cut.removesuffix("\n```")
+    assert estimate_tokens(cut) <= max_tokens and _open_fence(cut) == ""
+    close = CLOSE.search(cut)
+    kept = cut[:close.start()] if close else cut
+    if close:  # the fence open at the cut, closed by its own run
+        assert _open_fence(kept) == close.group(1)
     whole = kept.endswith("\n…")  # cut inside a fence: at a line break
     kept = kept.removesuffix("…").removesuffix("\n").removesuffix(" ")
     assert text.startswith(kept)
     if whole and kept:
         assert text[len(kept)] in " \n"
+
+
+@pytest.mark.parametrize("text, fence", [
+    ("```\ncode", "```"),
+    ("```\ncode\n```", ""),
+    ("```\n```bash\npip install x", "```"),  # a fence with an info string closes nothing
+    ("````\n```\ncode", "````"),  # nor does a shorter one
+    ("````\n```\n`````", ""),  # a longer one does
+    ("~~~\n```\ncode", "~~~"),  # nor does the other character
+    ("~~~py\ncode\n  ~~~~", ""),
+    ("``` `x`\ncode", ""),  # a backtick in the info string: no fence
+    ("    ```\ncode", ""),  # indented four: code, no fence
+    ("```\n``` x\ncode", "```"),  # something after the run: no close
+])
+def test_fences_are_read_as_commonmark_reads_them(text, fence):
+    assert _open_fence(text) == fence
+
+
+def test_a_cut_inside_a_fence_of_tildes_or_a_longer_run_closes_it_with_the_same():
+    tildes = "~~~py\n" + "line of code here\n" * 40 + "~~~"
+    assert _cut(tildes, 20) == "~~~py\n" + "line of code here\n" * 3 + "…\n~~~"
+    inner = "````md\nRun this:\n```bash\n" + "pip install neuralmind\n" * 40 + "```\n````"
+    assert _cut(inner, 30) == ("````md\nRun this:\n```bash\n" + "pip install neuralmind\n" * 3
+                               + "…\n````")
+
+
+def row(text: str, file_type: str = "doc") -> dict:
+    return {"language": "markdown" if file_type == "doc" else "python", "file_type": file_type,
+            "text": text, "path": "README.md", "line": 3, "qualname": "Install",
+            "kind": "section"}
+
+
+def test_a_snippet_holding_a_fence_is_wrapped_in_a_longer_one():
+    doc = "Run this:\n\n```bash\npip install x\n```\n\nDone."
+    assert snippets([row(doc)]) == [f"### README.md:3 Install (section)\n````\n{doc}\n````"]
+    four = "Quote:\n\n````md\n```py\nx = 1\n```\n````"
+    assert snippets([row(four)])[0].split("\n")[1] == "`````"
+    plain = "def f():\n    return '~~~'\n"  # no backticks opening a line: three, as before
+    assert snippets([row(plain, "code")]) == [
+        f"### README.md:3 Install (section)\n```python\n{plain}\n```"]
+
+
+def test_a_snippet_holding_a_fence_cut_past_its_cap_ends_closed_within_it():
+    doc = "## Install\n\nRun this:\n\n```bash\n" + "pip install neuralmind\n" * 200 + \
+          "```\n\nThen done.\n"
+    code = snippets([row(doc)])[0].split("\n", 1)[1]
+    assert code.startswith("````\n## Install\n\nRun this:\n\n```bash\npip install neuralmind\n")
+    assert code.endswith("\npip install neuralmind\n…\n````") and _open_fence(code) == ""
+    assert SNIPPET_MAX - 10 < estimate_tokens(code) <= SNIPPET_MAX
+
+
+DOCS = {"README.md": "# Deploy\n\nDeploying the refund service.\n\n## Install the refund service"
+                     "\n\nRun this to install the refund service:\n\n```bash\n"
+                     + "pip install refund-service  # the refund service\n" * 24 + "```\n\n"
+                     "The refund service is then installed.\n",
+        "docs/refunds.md": "# Refunds\n\nHow the refund service settles a refund: one ledger "
+                           "entry at a time.\n"}
+
+
+INSTALL = "### README.md:5 Deploy > Install the refund service (section)\n"
+
+
+@pytest.fixture(scope="module")
+def readme(server, tmp_path_factory):
+    return built(server, tmp_path_factory.mktemp("readme") / "repo", DOCS)
+
+
+def doc_query(server, pid: str, budget: int) -> dict:
+    r = server.post(f"/v1/projects/{pid}/query", {"question": "how do I install the refund "
+                    "service?", "context_budget": budget, "query_type": "docs"})
+    assert r.status == 200, r.body
+    assert r.json["tokens"]["total"] <= budget and estimate_tokens(r.json["context"]) <= budget
+    return r.json
+
+
+def test_a_readme_section_with_a_code_block_keeps_the_context_after_it_out_of_code(server,
+                                                                                    readme):
+    out = doc_query(server, readme, 4000)
+    context = out["context"]
+    start = context.index(INSTALL)
+    item = context[start:context.index("\n\n### ", start)]
+    assert "\n````\n" in item and item.endswith("\nThe refund service is then installed.\n````")
+    assert "\n```bash\n" in item and "\n```\n" in item  # its own block, whole, inside
+    after = context.index("\n\n### ", start) + 2
+    assert _open_fence(context[:after]) == ""  # the next hit's header is Markdown again
+    assert "### docs/refunds.md:" in context[after:] and _open_fence(context) == ""
+
+
+@pytest.mark.parametrize("budget", [256, 320])
+def test_a_readme_section_cut_inside_its_code_block_closes_the_wrapper(server, readme, budget):
+    out = doc_query(server, readme, budget)
+    context = out["context"]
+    assert out["layers_used"][-1] == "L3" and context.endswith("\n…\n````\n")
+    block = context[context.index(INSTALL):].split("\n```bash\n", 1)[1].split("\n")
+    assert block[-3:] == ["…", "````", ""] and len(block) > 3  # whole lines of it, then closed
+    assert set(block[:-3]) == {"pip install refund-service  # the refund service"}
+    assert _open_fence(context) == "" and out["tokens"]["total"] > budget - 20
 
 
 # -- the byte-order mark ------------------------------------------------------------------
