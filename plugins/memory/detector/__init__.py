@@ -11,11 +11,13 @@ Three rules (modules of this package), each naming the phrases it rests on:
 
 Records whose titles are about different numbered items of one kind ("Bug 191 is fixed …" /
 "Bug 221 is fixed …", :func:`different_items`) are about different things: never a
-contradiction. Titles state decisions and rationales often mention the old state, so title
-evidence counts more. Confidence is the best finding's strength × (0.4 + 0.6 × subject), where
-subject is how much the records share a topic (the embedding cosine mapped from [0.25, 0.60]
-to [0, 1] when known, else word overlap; +0.15 for a shared file, +0.1 for a shared tag),
-plus 0.05 for each other rule that agrees. Measured on bench/data/contradictions
+contradiction. An item only cited ("Fixes #12: use Redis", "(fixes bug 191)", "PR 88 sets the
+timeout to 30 s") or chosen ("Use RFC 9110") is not what a title is about
+(``words.identifiers``). Titles state decisions and rationales often mention the old state, so
+title evidence counts more. Confidence is the best finding's strength × (0.4 + 0.6 ×
+subject), where subject is how much the records share a topic (the embedding cosine mapped
+from [0.25, 0.60] to [0, 1] when known, else word overlap; +0.15 for a shared file, +0.1 for a
+shared tag), plus 0.05 for each other rule that agrees. Measured on bench/data/contradictions
 (``neuralmind eval contradictions``). Stdlib only, pure and stateless.
 """
 
@@ -73,7 +75,8 @@ def _title_items(record: dict) -> frozenset:
 def different_items(a: dict, b: dict) -> str | None:
     """When the two titles are about different numbered items of one kind ("Bug 191 is fixed in
     the parser" / "Bug 221 is fixed in the parser"), the records are about different things,
-    whatever else they share: "A 'bug 191' vs B 'bug 221'". Else None."""
+    whatever else they share: "A 'bug 191' vs B 'bug 221'". Items a title only cites
+    ("Fixes #12: …", "…, see #12") do not count. Else None."""
     ia, ib = _title_items(a), _title_items(b)
     if not other_items(ia, ib):
         return None

@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from plugins.memory.detector.words import (GENERIC, NUMBER_WORDS, STOP, UNITS, Doc, Tok, among,
-                                            identifiers, norm, other_items, stem)
+from plugins.memory.detector.words import (COPULAS, GENERIC, NUMBER_WORDS, SETTING_VERBS, STOP,
+                                            UNITS, Doc, Tok, among, identifiers, norm,
+                                            other_items, stem)
 
 @dataclass
 class Setting:
@@ -78,16 +79,12 @@ def _context_key(cl: list[Tok], i: int, skip: int = 0) -> set[str]:
 
 
 # what a decision does to a setting, not part of the setting's name ("Set X", "Lower X to 5")
-VERBS = frozenset("""set sets use uses keep keeps make makes give gives assign assigns require
-requires need needs raise raises lower lowers increase increases decrease decreases reduce
-reduces bump bumps change changes move moves switch switches cap caps limit limits allow
-allows enable enables disable disables default defaults adopt adopts introduce introduces
-configure configures pin pins run runs get gets have has had go goes stay stays remain remains
-become becomes start starts""".split())
+VERBS = SETTING_VERBS | frozenset("""use uses keep keeps make makes give gives assign assigns
+require requires need needs allow allows run runs get gets have has had go goes stay stays remain
+remains become becomes start starts""".split())
 # words that tie a value to the phrase that names it: "X = 5", "X is 5", "X to 5", "X of 5"
 LINKING = frozenset({"is", "are", "was", "were", "be", "to", "of", "at", "a", "an", "the", "now",
                      "only"})
-COPULAS = frozenset({"is", "are", "was", "were", "be", "been"})  # "uploads are retried 3 times"
 # "... = 100 for the Redis pool", "... 5 times on webhooks": the subject written after a value
 SUBJECT_PREPS = frozenset({"for", "on", "in"})
 ARTICLES = frozenset({"a", "an", "the", "our", "its", "their", "each", "every", "all"})

@@ -162,37 +162,109 @@ order invoice receipt shipment customer account rfc pep adr item record entry ro
 NUMBERING = frozenset({"number", "no", "nr"})  # "ticket number 12"
 # a noun under one of these is any item, not a named one: "give each task 2 CPUs" counts CPUs
 QUANTIFIERS = frozenset({"a", "an", "each", "every", "per", "any"})
+# after the number, what makes it an amount: "invoice 500 EUR", "issue 3 tokens per user"
+CURRENCIES = frozenset("""eur usd gbp chf jpy cny inr cad aud sek nok dkk pln euro euros dollar
+dollars pound pounds yen cent cents""".split())
+COPULAS = frozenset({"is", "are", "was", "were", "be", "been"})  # "uploads are retried 3 times"
+# what a decision does to a setting ("PR 88 sets the timeout to 30 s")
+SETTING_VERBS = frozenset("""set sets raise raises lower lowers increase increases decrease
+decreases reduce reduces bump bumps change changes switch switches cap caps limit limits enable
+enables disable disables pin pins move moves adopt adopts introduce introduces configure
+configures default defaults""".split())
+# a number after these is the one chosen ("Use RFC 9110", "Follow PEP 8") ...
+CHOOSE = frozenset("""use uses pin pins adopt adopts require requires follow follows target
+targets choose chooses prefer prefers select selects""".split())
+# ... and after "to" in a clause holding one of these ("Pin the image to build 20240101")
+CHOOSE_TO = frozenset("""pin pins pinned set sets switch switches switched upgrade upgrades
+upgraded downgrade downgrades downgraded move moves moved migrate migrates migrated bump bumps
+bumped update updates updated change changes changed roll rolls rolled revert reverts
+reverted""".split())
+# words that cite an item rather than talk about it: "…, see #12", "per #7", "After incident 7,
+# set …"; and a tracker's closing keywords, which cite when set off from the claim ("Fixes #12:
+# use Redis", "Enable keep-alive (fixes bug 191)", "…, fixes #12") but open a claim about the
+# item ("Fix bug 191 before the 2.4 release"). Not "fixed"/"closed": "Bug 191 is fixed".
+REFERS = frozenset("see refs ref re cf per after following".split())
+CLOSES = frozenset("fix fixes close closes resolve resolves address addresses".split())
+CITING = REFERS | CLOSES
+# whose number cites when it does something to a setting: a change request or decision record
+CHANGES = frozenset({"pr", "mr", "adr"})
+
+
+def _amount(cl: list[Tok], i: int) -> bool:
+    """The number at ``cl[i]`` counts or measures: a unit, a currency or "times" after it, or
+    "per" one word on ("order 3 days", "invoice 500 EUR", "issue 3 tokens per user")."""
+    nxt = cl[i + 1].low if i + 1 < len(cl) else ""
+    return (nxt in UNITS or nxt in CURRENCIES or nxt in ("times", "per")
+            or (i + 2 < len(cl) and cl[i + 2].low == "per"))
+
+
+def _chosen(cl: list[Tok], j: int, i: int) -> bool:
+    """The item ``cl[j..i]`` is the value a clause picks, not what it is about: after a choice
+    verb ("Use RFC 9110", "Pin the image to build 20240101"), or as one side of "is the"
+    ("Build 1234 is the release candidate", "The release candidate is build 1234")."""
+    k = j - 1
+    if k >= 0 and cl[k].low == "the":
+        k -= 1
+    if k >= 0 and (cl[k].low in CHOOSE or cl[k].low in COPULAS
+                   or (cl[k].low == "to" and any(c.low in CHOOSE_TO for c in cl[:k]))):
+        return True
+    return i + 2 < len(cl) and cl[i + 1].low in COPULAS and cl[i + 2].low == "the"
+
+
+def _in_parens(cl: list[Tok], j: int) -> bool:
+    """``cl[j]`` stands inside a parenthesis opened earlier in the clause and not yet closed."""
+    for k in range(j, -1, -1):
+        g = cl[k].gap
+        if "(" in g or ")" in g:
+            return g.rfind("(") > g.rfind(")")
+    return False
+
+
+def _cited(cl: list[Tok], j: int, i: int, spans: set[int]) -> bool:
+    """The item ``cl[j..i]`` files or cites the clause rather than being what it is about: in
+    parentheses ("Raise the timeout to 60 s (#341)", "(fixes bug 191)"), after a citing word
+    ("…, see #12 and #14", "Use Redis, fixes #12"; a closing keyword only after the claim), or
+    a change request doing something to a setting ("PR 88 sets the request timeout to 30 s")."""
+    if cl[j].low in CHANGES and i + 1 < len(cl) and cl[i + 1].low in SETTING_VERBS:
+        return True
+    if _in_parens(cl, j):
+        return True
+    k = j - 1
+    while k >= 0 and (k in spans or cl[k].low in ("and", "or")):  # "#12 and #14"
+        k -= 1
+    return k >= 0 and (cl[k].low in REFERS or (cl[k].low in CLOSES and k > 0))
 
 
 def identifiers(cl: list[Tok]) -> tuple[set[int], frozenset]:
     """The whole numbers of a clause that identify a numbered item (never a value), and the items
     (kind, number) the clause is about. An identifier is written right after its noun ("bug 191",
     "PR 88", "ticket number 12", "issue #12") or after '#' (kind "#" with no such noun: "fixes
-    #12"); anything else between ("ticket=12", "ticket > 12", "is", "to"), a unit after ("order
-    3 days", "retry the job 3 times") or a quantifier before ("each task 2 CPUs") leaves the
-    number a value. An identifier only files or cites the clause, and is not what it is about,
-    in parentheses ("Raise the timeout to 60 s (#341)") or in a clause made of nothing else
-    ("ADR 12: Use Jenkins", "Ticket 13 - raise the upload limit")."""
-    numbers: set[int] = set()
-    covered: set[int] = set()
-    items = set()
+    #12"); anything else between ("ticket=12", "ticket > 12", "is"), an amount after ("order 3
+    days", "invoice 500 EUR", "retry the job 3 times"), a quantifier before ("each task 2 CPUs")
+    or a choice ("Use RFC 9110", "Build 1234 is the release candidate") leaves the number a
+    value. An identifier that only files or cites the clause is not what it is about (see
+    ``_cited``), nor is one in a clause made of nothing else ("ADR 12: Use Jenkins", "Bug 191
+    fix: …")."""
+    found: list[tuple[int, int]] = []  # (start, number) of each identifier
     for i, t in enumerate(cl):
         hashed = t.gap in ("#", "(#", "[#")  # not a Markdown heading: "## 3 replicas"
-        if not t.raw.isdigit() or not (hashed or not t.gap) or (
-                i + 1 < len(cl) and (cl[i + 1].low in UNITS or cl[i + 1].low == "times")):
+        if not t.raw.isdigit() or not (hashed or not t.gap) or _amount(cl, i):
             continue
         j = i - 1
         if j > 0 and not t.gap and cl[j].low in NUMBERING and not cl[j].gap:
             j -= 1
         noun = (j >= 0 and t.gap in ("", "#") and cl[j].low in IDENTIFIER_NOUNS
                 and not (j > 0 and cl[j - 1].low in QUANTIFIERS))
-        if not (noun or hashed):
+        if noun and not t.gap and _chosen(cl, j, i):
             continue
-        numbers.add(i)
-        covered.update(range(j if noun else i, i + 1))
-        if not (cl[j].gap if noun else t.gap).startswith(("(", "[")):  # "(ticket 12)": cited
-            items.add((cl[j].low if noun else "#", t.raw))
-    return numbers, frozenset(() if len(covered) == len(cl) else items)
+        if noun or hashed:
+            found.append((j if noun else i, i))
+    spans = {k for j, i in found for k in range(j, i + 1)}
+    if all(k in spans or t.low in CITING or t.low in ("and", "or") for k, t in enumerate(cl)):
+        return {i for _, i in found}, frozenset()  # a label: "ADR 12", "Fixes #12", "Bug 191 fix"
+    items = {(cl[j].low if j < i else "#", cl[i].raw) for j, i in found
+             if not _cited(cl, j, i, spans)}
+    return {i for _, i in found}, frozenset(items)
 
 
 def other_items(x: frozenset, y: frozenset) -> bool:
@@ -207,9 +279,9 @@ def parse(record: dict) -> Doc:
     for text, is_title in ((record.get("title") or "", True), (record.get("rationale") or "", False)):
         text = NUM_HYPHEN.sub(r"\1 \2", text)
         text = SIGN_IN.sub("login", text)
-        # a title stays one clause; its "(" is kept (no token holds it) so that an identifier
-        # knows it is cited in parentheses: "Raise the timeout to 60 s (#341)"
-        text = text.replace(")", " ") if is_title else PARENS.sub(". ", text)
+        # a title's parentheses are kept (no token holds them) so that an identifier knows it
+        # is cited in parentheses: "Raise the timeout to 60 s (#341)"
+        text = text if is_title else PARENS.sub(". ", text)
         for chunk in CLAUSE_END.split(text):
             cl: list[Tok] = []
             end = 0
