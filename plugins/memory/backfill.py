@@ -20,8 +20,12 @@ from neuralmind import APIError, log_failure
 
 log = logging.getLogger("neuralmind.memory")
 KEEP_UP = 4  # × backfill_delay_s: the longest wait for a pause, then the least work done
-# the longest a shutdown waits for the batch under way (gunicorn's graceful_timeout is 10 s)
+# the longest a shutdown waits for a sweep under way (plugins.memory.sweeps)
 STOP_WAIT_S = 5.0
+# the longest it waits for the backfill, which ends after the embedding step under way
+# (search.EMBED_STEP texts, ~0.5 s): with a sweep's wait, memory's close takes at most 7 s of
+# gunicorn's graceful_timeout of 10 s (kernel/serving.py), about 0.5 s when no sweep runs
+BACKFILL_WAIT_S = 2.0
 
 
 class Backfiller:
@@ -77,15 +81,16 @@ class Backfiller:
             self._last_write.pop(key, None)
 
     def stop(self) -> None:
-        """No pass starts from now; the one under way ends after its batch, which is waited
-        for (``STOP_WAIT_S`` at most): the kernel closes the stores once its plugins have
-        stopped, and a batch written after that, or a lease released, met a closed store."""
+        """No pass starts from now; the one under way stores what it embedded and ends after
+        its embedding step, which is waited for (``BACKFILL_WAIT_S`` at most): the kernel
+        closes the stores once its plugins have stopped, and vectors written after that, or
+        a lease released, met a closed store."""
         with self._cond:
             self._stopped = True
             self._cond.notify()
             thread = self._thread
         if thread is not None:
-            thread.join(STOP_WAIT_S)
+            thread.join(BACKFILL_WAIT_S)
 
     def _next(self) -> Any | None:
         with self._cond:
@@ -106,7 +111,7 @@ class Backfiller:
             except APIError as ex:  # no model: semantic search says so when asked
                 log.debug("memory backfill skipped: %s", ex.message)
             except Exception as ex:
-                if self._stopped:  # a batch past STOP_WAIT_S met its store closed: the end
+                if self._stopped:  # a step past BACKFILL_WAIT_S met its store closed: the end
                     log.info("memory backfill for %s stopped by the shutdown: %s",
                              store.db.path, ex)
                 else:
@@ -130,6 +135,7 @@ class Backfiller:
             return not store.lease("backfill", self.owner, time.time(), lease)
 
         try:
-            return self.searcher.fill(store, self._embedder(), stop=stop)
+            return self.searcher.fill(store, self._embedder(), stop=stop,
+                                      halt=lambda: self._stopped)
         finally:
             store.release("backfill", self.owner)

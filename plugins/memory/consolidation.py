@@ -8,8 +8,11 @@ each other — 6 of 85 contradicting pairs also reach 0.85, so the detector veto
 and their titles are not about different numbered items ("Bug 191 is fixed in the parser" /
 "Bug 221 …": ``detector.different_items``), which read alike but are not duplicates. Clusters
 are stars: records in order of importance (then newest) each gather the unclaimed records
-close to them that none of those gathered vetoes, so a chain of near-neighbours never merges
-end to end, nor do two members that could not merge with each other. A merge makes a new
+close to them that the detector finds no contradiction with and that are about no other
+numbered items than, and have no open contradiction with, the seed or a member gathered
+before: a chain of near-neighbours never merges end to end, nor two members about different
+items through a third, and a pile of near-duplicates costs one detector call a record (the
+detector judges each with the seed alone). A merge makes a new
 record — the lead record's title (the most important, then the newest), every distinct
 sentence of the cluster's texts in the order written (each text's lines kept), the union of
 files, tags and lists, the highest importance and confidence, the earliest review date — and
@@ -70,12 +73,16 @@ def related(x: dict[str, Any], y: dict[str, Any]) -> bool:
 
 
 def clusters(recs: list[dict[str, Any]], vectors: dict[str, Any], threshold: float,
-             conflict: Callable[[dict[str, Any], dict[str, Any], float], bool]
+             conflict: Callable[[dict[str, Any], dict[str, Any], float], bool],
+             opposed: dict[str, set[str]], check: Callable[[], None] = lambda: None
              ) -> list[list[dict[str, Any]]]:
     """Star clusters of two or more (see the module docstring); records without a vector
-    stay out, and so does a record that ``conflict(x, y, cosine)`` refuses with the seed or
-    with a member gathered before it (members are judged with each other too: each is
-    merged with all the others)."""
+    stay out. A record joins a seed unless its title is about other numbered items than the
+    seed's or any member's gathered before it, or ``opposed`` (each record's open
+    contradictions) pairs it with one of them, or ``conflict(seed, record, cosine)`` (the
+    detector) refuses it. Each record's items are read once and the members' kept as a
+    list, so a pile of near-duplicates costs one detector call per candidate, not one per
+    member. ``check`` runs before each seed (a job's cancel)."""
     import numpy as np
     out = []
     by_kind: dict[str, list[dict[str, Any]]] = {}
@@ -84,24 +91,45 @@ def clusters(recs: list[dict[str, Any]], vectors: dict[str, Any], threshold: flo
             by_kind.setdefault(rec["kind"], []).append(rec)
     for group in by_kind.values():
         group.sort(key=lambda r: (r["importance"], r["updated_at"], r["id"]), reverse=True)
+        items = [detector.title_items(r) for r in group]  # the detector's own reading
         matrix = np.stack([vectors[r["id"]] for r in group])
         free = np.ones(len(group), dtype=bool)
         for i, seed in enumerate(group):
             if not free[i]:
                 continue
+            check()
             free[i] = False
             cosine = matrix @ matrix[i]
-            close = np.flatnonzero(free & (cosine >= threshold))
+            gathered, numbered = {seed["id"]}, [items[i]] if items[i] else []
             members: list[int] = []
-            for j in close:
-                if related(seed, group[j]) and not any(
-                        conflict(group[k], group[j], float(matrix[k] @ matrix[j]))
-                        for k in (i, *members)):
-                    members.append(j)
+            for j in np.flatnonzero(free & (cosine >= threshold)):
+                rec = group[j]
+                other = items[j] and any(detector.other_items(x, items[j]) for x in numbered)
+                if other or opposed.get(rec["id"], set()) & gathered or not related(seed, rec) \
+                        or conflict(seed, rec, float(cosine[j])):
+                    continue
+                members.append(j)
+                gathered.add(rec["id"])
+                if items[j]:
+                    numbered.append(items[j])
             if members:
                 free[members] = False
                 out.append([seed, *(group[j] for j in members)])
     return out
+
+
+def open_pairs(store) -> dict[str, set[str]]:
+    """Each record's open contradictions: the ids on their other side."""
+    out: dict[str, set[str]] = {}
+    page, before = 1000, None
+    while True:
+        found = store.contradictions("open", None, page, before)
+        for c in found:
+            out.setdefault(c["a"], set()).add(c["b"])
+            out.setdefault(c["b"], set()).add(c["a"])
+        if len(found) < page:
+            return out
+        before = (found[-1]["detected_at"], found[-1]["id"])
 
 
 class Consolidation:
@@ -117,16 +145,10 @@ class Consolidation:
         index = self.m.searcher.complete_index(store, self.m.kernel.embedder)
         vectors = {mid: index.matrix[i] for i, mid in enumerate(index.ids)}
         def conflict(x: dict[str, Any], y: dict[str, Any], cosine: float) -> bool:
-            """Whether ``x`` and ``y`` must stay apart: different items, or a contradiction
-            (open, or the detector's)."""
-            a, b = older_first(x, y)
-            if detector.different_items(a, b) is not None:
-                return True
-            known = store.contradiction_between(a["id"], b["id"])
-            return (known is not None and known["status"] == "open") or \
-                detector.detect(a, b, cosine).is_contradiction
+            return detector.detect(*older_first(x, y), cosine).is_contradiction
 
-        found = clusters(recs, vectors, threshold, conflict)
+        found = clusters(recs, vectors, threshold, conflict, open_pairs(store),
+                         ctx.check if ctx is not None else lambda: None)
         report, merged = [], 0
         for group in found:
             if ctx is not None:

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,11 +208,30 @@ KEYWORD_POOL = 5  # matches ranked by bm25 per result wanted, before the filters
 HINT_WORD_SHARE = 0.02
 HINT_MIN_RECORDS = 500
 
+# texts per embedding call of a fill: ~0.5 s of long texts with the packaged model on 2 cores,
+# so a shutdown's wait for the backfill (plugins.memory.backfill.stop) ends within about that
+EMBED_STEP = 16
 HNSW_FETCH = 1_000  # the most candidates asked of a store's own index (pgvector's ef bound)
 NATIVE_RETRY_S = 30.0  # between a process's attempts to build a store's index
 
 # Filters the vector index applies itself; any other needs the store's id set.
 INDEX_FILTERS = frozenset({"status", "min_confidence", "kind"})
+
+
+def steps(records: list[tuple[Any, list[str]]]) -> Iterator[list[tuple[Any, list[str]]]]:
+    """Runs of whole ``(key, texts)`` records holding ``EMBED_STEP`` texts or more (the last
+    and a single long record aside): how much one embedding call takes between two looks at
+    a shutdown."""
+    step: list[tuple[Any, list[str]]] = []
+    count = 0
+    for rec in records:
+        step.append(rec)
+        count += len(rec[1])
+        if count >= EMBED_STEP:
+            yield step
+            step, count = [], 0
+    if step:
+        yield step
 
 
 class Searcher:
@@ -333,50 +352,57 @@ class Searcher:
         return kept or [min(words, key=counts.__getitem__)]
 
     def fill(self, store, embedder, batch: int | None = None,
-             stop: Callable[[], bool] = lambda: False) -> int:
+             stop: Callable[[], bool] = lambda: False,
+             halt: Callable[[], bool] = lambda: False) -> int:
         """Embed and store every record whose vectors are missing or stale, ``batch`` records
-        at a time (with their passages when ``[memory] passages`` is on)."""
+        at a time (with their passages when ``[memory] passages`` is on). ``stop`` is asked
+        before each batch; ``halt`` (a shutdown) also between a batch's steps of
+        ``EMBED_STEP`` texts: the records embedded by then are stored and the fill ends."""
         size = batch or self.settings.backfill_batch
         done = 0
         while not stop():
             todo = store.missing_vectors(embedder.model_id, size, self.passages_over())
             if not todo:
                 break
-            rows = self.embedded(store, embedder, todo)
-            written = store.put_vectors(embedder.model_id, embedder.dim, rows)
+            rows = self.embedded(store, embedder, todo, halt)
+            written = store.put_vectors(embedder.model_id, embedder.dim, rows) if rows else 0
             held = self._held.get((str(store.db.path), embedder.model_id), {})
             for mid, _, sha in rows:  # stored now, or changed under us: held no longer
                 held.pop((mid, sha), None)
             done += written
-            if written == 0:  # every record changed under us; the next round picks them up
-                break
+            if len(rows) < len(todo) or written == 0:  # halted; or every record changed
+                break  # under us, and the next round picks them up
         return done
 
     def passages_over(self) -> int | None:
         """The rationale length from which a record is embedded with its passages."""
         return self.settings.passage_min_chars if self.settings.passages else None
 
-    def embedded(self, store, embedder, todo: list[tuple[str, str, str, str]]
-                 ) -> list[tuple[str, bytes, str]]:
+    def embedded(self, store, embedder, todo: list[tuple[str, str, str, str]],
+                 halt: Callable[[], bool] = lambda: False) -> list[tuple[str, bytes, str]]:
         """``(id, vectors blob, content_sha)`` of ``todo`` (rows of ``missing_vectors``): a
-        search's vectors not stored yet are reused, the others embedded now."""
+        search's vectors not stored yet are reused, the others embedded now, whole records
+        of about ``EMBED_STEP`` texts at a time; once ``halt()`` says so between two such
+        steps, those of the records done by then."""
         import numpy as np
 
         from plugins.memory.passages import embed_texts
         blobs = dict(self._held.get((str(store.db.path), embedder.model_id), {}))
-        new = [row for row in todo if (row[0], row[3]) not in blobs]
         over, chars = self.passages_over(), self.settings.passage_chars
-        texts = [embed_texts(title, rationale, over, chars) for _, title, rationale, _ in new]
-        flat = [t for group in texts for t in group]
-        order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # similar lengths pad less
-        vectors = np.empty((len(flat), embedder.dim), np.float32)
-        if flat:
+        new = [((mid, sha), embed_texts(title, rationale, over, chars))
+               for mid, title, rationale, sha in todo if (mid, sha) not in blobs]
+        for step in steps(new):
+            if halt():
+                break
+            flat = [t for _, texts in step for t in texts]
+            order = sorted(range(len(flat)), key=lambda i: len(flat[i]))  # pads less
+            vectors = np.empty((len(flat), embedder.dim), np.float32)
             vectors[order] = embedder.embed([flat[i] for i in order])
-        at = 0
-        for (mid, _, _, sha), group in zip(new, texts):
-            blobs[mid, sha] = vectors[at:at + len(group)].tobytes()
-            at += len(group)
-        return [(mid, blobs[mid, sha], sha) for mid, _, _, sha in todo]
+            at = 0
+            for key, texts in step:
+                blobs[key] = vectors[at:at + len(texts)].tobytes()
+                at += len(texts)
+        return [(mid, blobs[mid, sha], sha) for mid, _, _, sha in todo if (mid, sha) in blobs]
 
     def index(self, store, embedder) -> VectorIndex:
         """The current vectors, with up to ``search_embed_max`` of those still missing

@@ -22,7 +22,7 @@ from plugins.memory.backfill import Backfiller
 from plugins.memory.consolidation import Consolidation
 from plugins.memory.contradictions import Contradictions
 from plugins.memory.decay import importance_of, parse_time, policy_of, strengths
-from plugins.memory.links import Links
+from plugins.memory.links import Links, in_force
 from plugins.memory.models import (BatchIn, BatchItem, ExportLine, InvalidateIn, MemoryIn,
                                    MemoryPatch, MemorySettings, SearchIn)
 from plugins.memory.recalls import Recalls
@@ -295,6 +295,11 @@ class Memories:
         rec = records.build(vars(body), root=project.path, now=now_iso(),
                             head=gitinfo.head(project.path), errors=errors)
         errors += self.check_ids(store, body.supersedes, rec["id"], "supersedes")
+        if body.supersedes and not in_force(rec):  # as a link from it would be (links.py)
+            errors.append(records.invalid(
+                ("supersedes",), f"a record created {rec['status']}, not in force (ACTIVE or "
+                "STALE), cannot supersede another: create it ACTIVE, or leave supersedes out",
+                "not_in_force"))
         if errors:
             raise records.fail(errors)
         who = self.actor_for(actor, rec)

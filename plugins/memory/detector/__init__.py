@@ -66,7 +66,7 @@ def findings(a: dict, b: dict) -> list[tuple[float, str, str]]:
     return sorted(out, key=lambda f: -f[0]), da, db
 
 
-def _title_items(record: dict) -> frozenset:
+def title_items(record: dict) -> frozenset:
     """The numbered items (kind, number) a record's title is about."""
     title = parse({"title": record.get("title")})
     return frozenset().union(*(identifiers(cl)[1] for cl in title.clauses))
@@ -77,7 +77,7 @@ def different_items(a: dict, b: dict) -> str | None:
     the parser" / "Bug 221 is fixed in the parser"), the records are about different things,
     whatever else they share: "A 'bug 191' vs B 'bug 221'". Items a title only cites
     ("Fixes #12: …", "…, see #12") do not count. Else None."""
-    ia, ib = _title_items(a), _title_items(b)
+    ia, ib = title_items(a), title_items(b)
     if not other_items(ia, ib):
         return None
     named = [", ".join(f"'{k} {n}'" if k != "#" else f"'#{n}'" for k, n in sorted(x))

@@ -3,7 +3,10 @@ backfill and closed the stores at once, so the batch under way met a closed stor
 PostgreSQL `memory backfill … failed: … the pool is already closed`, on SQLite a write after
 the shutdown's checkpoint, or `OSError: [Errno 9] Bad file descriptor` from its lease's
 release once the process exited. Now the shutdown waits for that batch (bounded), and a batch
-still running past the wait ends without an error logged.
+still running past the wait ends without an error logged. The wait then ran for the whole batch
+(64 records by default, 7 s of long rationales: past the wait, the thread went on embedding
+against closed stores); now the backfill stops after the embedding step under way
+(`search.EMBED_STEP` texts), stores it, and has ended when the stop returns.
 
 The model is the suite's fake embedder, held at its gate while the test stops the server:
 the only way to be sure a batch is under way when the stop begins."""
@@ -17,11 +20,11 @@ import time
 import pytest
 
 from kernel.plugins import hookimpl
-from plugins.memory import backfill
+from plugins.memory import backfill, search
 from tests.embeddings.fake_embedder import FakeEmbedder
 from tests.plugins.memory.conftest import Api, memory_database, start
 
-BATCH = 16
+BATCH = 4 * search.EMBED_STEP  # a batch of several steps
 
 
 class GatedEmbedder(FakeEmbedder):
@@ -83,23 +86,33 @@ def stored(api) -> tuple[int, tuple]:
     return count, (lease[0], lease[1])
 
 
-def test_a_stopping_server_waits_for_the_batch_under_way(held):
+def test_a_stopping_server_waits_for_the_step_under_way(held):
     api, thread, model, lines = held
     stopping = threading.Thread(target=api.server.stop)
     stopping.start()
+    filler = api.server.kernel.state("memory").backfill
+    for _ in range(300):  # until the shutdown has come to the memory plugin
+        if filler._stopped:
+            break
+        time.sleep(0.01)
     time.sleep(0.3)
-    assert stopping.is_alive(), "the stop did not wait for the batch being embedded"
+    assert filler._stopped and stopping.is_alive(), "the stop did not wait for the step"
     model.gate.set()
-    stopping.join(30)
+    opened = time.monotonic()
+    stopping.join(backfill.BACKFILL_WAIT_S)
+    # the stop returned once the step under way was done, the thread ended with it
     assert not stopping.is_alive() and not thread.is_alive()
-    # the batch under way was written and no other begun; the lease was given back
-    assert stored(api) == (BATCH, (0, None))
+    assert time.monotonic() - opened < backfill.BACKFILL_WAIT_S
+    # the step under way was written, and none of the batch's other steps embedded; the lease
+    # was given back
+    assert model.calls == 1  # counted once past the gate
+    assert stored(api) == (search.EMBED_STEP, (0, None))
     assert not [line for line in lines if "backfill" in line], lines
 
 
 def test_a_batch_outlasting_the_wait_ends_without_an_error(held, monkeypatch):
     api, thread, model, lines = held
-    monkeypatch.setattr(backfill, "STOP_WAIT_S", 0.05)
+    monkeypatch.setattr(backfill, "BACKFILL_WAIT_S", 0.05)
     api.server.stop()  # gives up waiting: the stores close under the batch
     model.gate.set()
     thread.join(30)

@@ -121,3 +121,29 @@ def test_a_search_finding_no_record_names_every_filter_applied(api):
     assert api.search("bulk", status="invalidated", agent="")["notice"] == (
         'nothing to search: no record matches the filters (status INVALIDATED, agent "")')
     assert api.search("bulk", tag=["qa"], author="")["results"]  # the filters do match it
+
+
+@pytest.mark.parametrize("status", ["ARCHIVED", "INVALIDATED", "SUPERSEDED", "MERGED"])
+def test_a_record_created_out_of_force_cannot_supersede(api, status):
+    """A create with a retired `status` and `supersedes` was rolled back by the link's rule
+    (never retire a record in force for one out of force) as an undeclared 409 that said to
+    restore the new record, which did not exist. Now it is the create's own 422."""
+    live = api.create(title="Use Redis for the session cache", rationale="fast")["id"]
+    r = api.server.post(api.base, {"id": "old-cache-decision", "status": status,
+                                   "title": "Old decision: memcached for sessions",
+                                   "rationale": "historical", "supersedes": [live]})
+    assert r.status == 422, r.body
+    [error] = r.error["details"]["errors"]
+    assert (tuple(error["loc"]), error["type"]) == (("body", "supersedes"), "not_in_force")
+    assert error["msg"] == (f"a record created {status}, not in force (ACTIVE or STALE), cannot "
+                            "supersede another: create it ACTIVE, or leave supersedes out")
+    assert api.server.get(api.url("old-cache-decision")).status == 404
+    assert api.get(live)["status"] == "ACTIVE"
+    assert [e["kind"] for e in api.history(live)] == ["created"]
+
+    # without supersedes it is created as asked; in force it supersedes as before
+    assert api.create(id="old-cache-decision", status=status,
+                      title="Old decision: memcached for sessions")["status"] == status
+    assert api.create(title="Use Valkey for the session cache", status="STALE",
+                      supersedes=[live])["status"] == "STALE"
+    assert api.get(live)["status"] == "SUPERSEDED"
