@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from neuralmind import VersionedCache, estimate_tokens, one_line
 from plugins.index.chunker import is_test
+from plugins.index.parse_markdown import fence_after
 from plugins.index.walker import contained
 
 L0_MAX = 160
@@ -24,7 +25,6 @@ L2_MAX = 1200
 SNIPPET_MAX = 700  # tokens per L3 snippet
 MIN_PIECE = 24  # a cut shorter than this is dropped rather than shown
 HEADERS = {"L0": "## Project", "L1": "## Layout", "L2": "## Related", "L3": "## Search results"}
-FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")  # a fence line: its run, then the rest
 LINE_RUN = re.compile(r"^ {0,3}(`+)", re.MULTILINE)  # backticks opening a line
 
 
@@ -60,7 +60,7 @@ def _cut(text: str, max_tokens: int) -> str:
     at, open_ = 0, ""
     for line in text.split("\n")[:-1]:
         at, was = at + len(line) + 1, open_
-        open_ = _fence_after(line, open_)
+        open_ = fence_after(line, open_)
         if at + len("…" + _closing(open_)) > room:
             break  # no later break fits: the line closing a fence is as long as its close
         kept, fence, opened = at, open_, bool(open_) and not was
@@ -79,26 +79,11 @@ def _closing(fence: str) -> str:
     return "\n" + fence if fence else ""
 
 
-def _fence_after(line: str, fence: str) -> str:
-    """The fence open after ``line`` when ``fence`` was before it (``""``: none), as
-    CommonMark reads them: a run of three or more ``` ` ``` or ``~`` opens one (a backtick
-    fence's info string holds no backtick); only a run of the same character at least as long,
-    with nothing else on its line, closes it: inside, any other fence line is code."""
-    m = FENCE.fullmatch(line)
-    if not m:
-        return fence
-    run, rest = m.groups()
-    if fence:
-        closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
-        return "" if closes else fence
-    return "" if run[0] == "`" and "`" in rest else run
-
-
 def _open_fence(text: str) -> str:
     """The opening run of the code fence open at the end of ``text``, ``""`` when none is."""
     fence = ""
     for line in text.split("\n"):
-        fence = _fence_after(line, fence)
+        fence = fence_after(line, fence)
     return fence
 
 

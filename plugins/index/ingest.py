@@ -23,7 +23,7 @@ import re
 from html.parser import HTMLParser
 
 from plugins.index.chunker import Node, Parsed
-from plugins.index.parse_markdown import _FENCE, _HEADING, parse_markdown
+from plugins.index.parse_markdown import _HEADING, FENCE, fence_after, parse_markdown
 
 # media type → how it is read; a `.ext` → media type, for JSON bodies that name no type
 TYPES = {"text/markdown": "markdown", "text/x-markdown": "markdown", "text/plain": "text",
@@ -217,11 +217,11 @@ def _count_headings(text: str, max_nodes: int) -> None:
     """``TooLarge`` as soon as the headings ``parse_markdown`` would make sections of (those
     outside fenced code) pass ``max_nodes`` with the file node: a megabyte of headings is
     refused in a line scan, before a node is built."""
-    found, fenced = 1, False
+    found, fence = 1, ""
     for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and line.lstrip().startswith("#") and _HEADING.match(line):
+        if fence or FENCE.fullmatch(line):
+            fence = fence_after(line, fence)
+        elif line.lstrip().startswith("#") and _HEADING.match(line):
             found += 1
             if found > max_nodes:
                 raise _too_many_nodes(max_nodes)

@@ -9,7 +9,22 @@ import re
 from plugins.index.chunker import Node, Parsed
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")  # a fence line: its run, then the rest
+
+
+def fence_after(line: str, fence: str) -> str:
+    """The fence open after ``line`` when ``fence`` was before it (``""``: none), as
+    CommonMark reads them: a run of three or more ``` ` ``` or ``~`` opens one (a backtick
+    fence's info string holds no backtick); only a run of the same character at least as long,
+    with nothing else on its line, closes it: inside, any other fence line is code."""
+    m = FENCE.fullmatch(line)
+    if not m:
+        return fence
+    run, rest = m.groups()
+    if fence:
+        closes = run[0] == fence[0] and len(run) >= len(fence) and not rest.strip()
+        return "" if closes else fence
+    return "" if run[0] == "`" and "`" in rest else run
 
 
 def parse_markdown(source: str, path: str) -> Parsed:
@@ -17,12 +32,12 @@ def parse_markdown(source: str, path: str) -> Parsed:
     lines = source.splitlines()
     root = out.add(Node("file", os.path.basename(path), path, 1, max(len(lines), 1)))
     stack: list[tuple[int, int]] = []  # (level, node index)
-    fenced = False
+    fence = ""
     for number, line in enumerate(lines, start=1):
-        if _FENCE.match(line):
-            fenced = not fenced
+        if fence or FENCE.fullmatch(line):
+            fence = fence_after(line, fence)
             continue
-        match = None if fenced else _HEADING.match(line)
+        match = _HEADING.match(line)
         if not match:
             continue
         level, title = len(match.group(1)), match.group(2).strip()

@@ -59,6 +59,17 @@ def test_markdown_sections_and_whole_file_fallback():
     assert toml.language == "toml" and kinds(toml) == [("file", "pyproject.toml")]
 
 
+def test_headings_inside_a_fence_are_text_however_the_fence_is_written():
+    """Fences as CommonMark reads them: a ```` block holding ``` (the example of a fence),
+    tildes, and a backtick line whose info string holds a backtick (no fence) — counted odd
+    and even, the inner ``` closed the block and its heading became a section."""
+    text = ("# Guide\n\n````md\n```sh\n# not a section\n```\n````\n\n~~~\n# nor this\n~~~\n"
+            "\n``` `x` is no fence\n\n## Usage\n")
+    doc = chunker.parse("GUIDE.md", text)
+    assert kinds(doc) == [("file", "GUIDE.md"), ("section", "Guide"),
+                          ("section", "Guide > Usage")]
+
+
 def test_grammars_load_from_installed_wheels_never_a_downloader():
     site = sysconfig.get_paths()["purelib"]
     for language, spec in parse_treesitter.SPECS.items():
