@@ -52,8 +52,8 @@ class GatedModel:
 @pytest.fixture
 def held(tmp_path):
     """A server whose backfill is embedding its first batch of 100 new records (held at the
-    gate), its backfill thread, the model, and every memory log line (the server's own
-    handler goes with its stop)."""
+    gate), its backfill (read now: the kernel's state goes with its stop), the model, and
+    every memory log line (the server's own handler goes with its stop)."""
     model = GatedEmbedder()
     srv = start(tmp_path / "home", extra_plugins=[GatedModel(model)],
                 memory={"decay_sweep_hours": 0, "backfill_batch": BATCH})
@@ -70,7 +70,7 @@ def held(tmp_path):
             for i in range(100)]})
         assert r.status == 200, r.body
         assert model.entered.wait(30), "the backfill never began"
-        yield api, srv.kernel.state("memory").backfill._thread, model, lines
+        yield api, srv.kernel.state("memory").backfill, model, lines
     finally:
         model.gate.set()
         srv.stop()
@@ -87,10 +87,10 @@ def stored(api) -> tuple[int, tuple]:
 
 
 def test_a_stopping_server_waits_for_the_step_under_way(held):
-    api, thread, model, lines = held
+    api, filler, model, lines = held
+    thread = filler._thread
     stopping = threading.Thread(target=api.server.stop)
     stopping.start()
-    filler = api.server.kernel.state("memory").backfill
     for _ in range(300):  # until the shutdown has come to the memory plugin
         if filler._stopped:
             break
@@ -111,7 +111,8 @@ def test_a_stopping_server_waits_for_the_step_under_way(held):
 
 
 def test_a_batch_outlasting_the_wait_ends_without_an_error(held, monkeypatch):
-    api, thread, model, lines = held
+    api, filler, model, lines = held
+    thread = filler._thread
     monkeypatch.setattr(backfill, "BACKFILL_WAIT_S", 0.05)
     api.server.stop()  # gives up waiting: the stores close under the batch
     model.gate.set()
