@@ -188,6 +188,9 @@ CLOSES = frozenset("fix fixes close closes resolve resolves address addresses".s
 CITING = REFERS | CLOSES
 # whose number cites when it does something to a setting: a change request or decision record
 CHANGES = frozenset({"pr", "mr", "adr"})
+# things a team picks one of by number ("Build 1234 is the release candidate"); a tracker's
+# item described ("Bug 191 is the crash in the parser") stays what the clause is about
+PICKED = frozenset({"build", "rfc", "pep"})
 
 
 def _amount(cl: list[Tok], i: int) -> bool:
@@ -200,15 +203,17 @@ def _amount(cl: list[Tok], i: int) -> bool:
 
 def _chosen(cl: list[Tok], j: int, i: int) -> bool:
     """The item ``cl[j..i]`` is the value a clause picks, not what it is about: after a choice
-    verb ("Use RFC 9110", "Pin the image to build 20240101"), or as one side of "is the"
-    ("Build 1234 is the release candidate", "The release candidate is build 1234")."""
+    verb ("Use RFC 9110", "Pin the image to build 20240101"), after "is the" ("The release
+    candidate is build 1234"), or before it when picked by number (``PICKED``: "Build 1234 is
+    the release candidate", never "Bug 191 is the crash in the parser")."""
     k = j - 1
     if k >= 0 and cl[k].low == "the":
         k -= 1
     if k >= 0 and (cl[k].low in CHOOSE or cl[k].low in COPULAS
                    or (cl[k].low == "to" and any(c.low in CHOOSE_TO for c in cl[:k]))):
         return True
-    return i + 2 < len(cl) and cl[i + 1].low in COPULAS and cl[i + 2].low == "the"
+    return (cl[j].low in PICKED and i + 2 < len(cl) and cl[i + 1].low in COPULAS
+            and cl[i + 2].low == "the")
 
 
 def _in_parens(cl: list[Tok], j: int) -> bool:
