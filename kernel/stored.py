@@ -143,8 +143,13 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
             names = list(records[0])
             sql = (f"INSERT INTO {into} ({', '.join(names)}) VALUES "
                    f"({', '.join('?' * len(names))}) ON CONFLICT ({', '.join(key)}) DO NOTHING")
-        with target.transaction() as conn:
-            conn.executemany(sql, [[r[n] for n in names] for r in records])
+        try:
+            with target.transaction() as conn:
+                conn.executemany(sql, [[r[n] for n in names] for r in records])
+        except _refusals():
+            _name_refused(target, sql, names, records, source.path, table,
+                          [k for k in key if k not in (extra or {})])
+            raise
         copied += len(records)
     condition, params = where
     in_target = target.conn.execute(
@@ -152,6 +157,40 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
         params).fetchone()[0]
     label = f"{into} rows" + (f" ({params[0]})" if params else "")
     return Check(label, copied, in_target)
+
+
+class RowRefused(Exception):
+    """A row of the home PostgreSQL will not take as it is (a NUL in a text, a value out of
+    its column's range): copying it again would fail again, so the copy names it, where an
+    operator mends it (the SQLite file, table and key)."""
+
+    def __init__(self, path: Path, table: str, key: dict[str, Any], column: str | None,
+                 why: str):
+        where = " and ".join(f"{k} = {v!r}" for k, v in key.items())
+        super().__init__(f"PostgreSQL refuses the row of {table} in {path} where {where}"
+                         + (f" (its {column} holds a NUL character)" if column else "")
+                         + f": {why}")
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    """What PostgreSQL raises for a row's own data, not for being out of reach."""
+    import psycopg
+    return psycopg.DataError, psycopg.IntegrityError
+
+
+def _name_refused(target: PgDatabase, sql: str, names: list[str], records: list[dict[str, Any]],
+                  path: Path, table: str, key: Sequence[str]) -> None:
+    """Raise :class:`RowRefused` for the first of ``records`` PostgreSQL refuses: each is
+    tried alone (the ones before it are copied, as a resumed copy would copy them)."""
+    for record in records:
+        try:
+            with target.transaction() as conn:
+                conn.execute(sql, [record[n] for n in names])
+        except _refusals() as ex:
+            nul = next((n for n in names if isinstance(record[n], str) and "\0" in record[n]),
+                       None)
+            raise RowRefused(path, table, {k: record[k] for k in key}, nul,
+                             str(ex).splitlines()[0]) from None
 
 
 def _chunks(rows: Iterable, size: int) -> Iterator[list]:

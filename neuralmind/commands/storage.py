@@ -244,7 +244,7 @@ def _nothing_to_copy(settings) -> int:
 
 def _copy(args, settings, dsn: str, found) -> int:
     from kernel.storage import database_errors
-    from kernel.stored import SqliteHome, foreign, unmet
+    from kernel.stored import RowRefused, SqliteHome, foreign, unmet
     home = SqliteHome(settings)
     if not any(file.path.exists() for c in found for file in c.files(home)):
         return _nothing_to_copy(settings)
@@ -276,6 +276,11 @@ def _copy(args, settings, dsn: str, found) -> int:
                     print(f"{component.name:<12} {check.what:<48} home {check.home!s:<18} "
                           f"database {check.database!s:<18} {'ok' if check.ok else 'MISMATCH'}",
                           flush=True)
+    except RowRefused as ex:
+        print(f"neuralmind: the copy stopped: {ex}.\nMend that row — edit the record through a "
+              "server on the home, or the file with that server stopped — then run the same "
+              "command again: what was copied stays.", file=sys.stderr)
+        return 1
     except database_errors() as ex:
         print(f"neuralmind: the copy stopped: {ex}\nWhat was copied stays; run the same "
               "command again to resume.", file=sys.stderr)

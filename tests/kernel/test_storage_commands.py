@@ -357,3 +357,38 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
         code, _, err = storage(home, *argv, dsn=dsn)
         assert code == 1 and "the database DSN is not one psycopg reads" in err, (argv, err)
         assert "secret" not in err
+
+
+def test_a_row_postgres_refuses_is_named_where_it_is_mended(tmp_path):
+    """An older home may hold a NUL in a text (SQLite keeps it, PostgreSQL refuses it): "run
+    the same command again" failed the same way forever. The copy names the file, table, row
+    and column; mended there, the same command copies the rest."""
+    import sqlite3
+    home = tmp_path / "home"
+    with LocalServer(home, plugins=["auth", "memory"]) as server:
+        (tmp_path / "repo").mkdir()
+        pid = server.register(tmp_path / "repo")
+        memories = f"/v1/projects/{pid}/memories"
+        made = [server.post(memories, {"title": title, "rationale": "because"}).json["id"]
+                for title in ("Escape HTML in templates", "Retry flaky network tests")]
+    (home / "config.toml").write_text('[kernel]\nplugins = ["auth", "memory"]\n')
+    file = tmp_path / "repo" / ".neuralmind" / "memory.db"
+    with sqlite3.connect(file) as conn:  # written by a build before NUL was refused
+        conn.execute("UPDATE memories SET rationale = ? WHERE id = ?", ("be\0cause", made[1]))
+    dsn = fresh_pg_dsn()
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert code == 1 and "verified" not in out
+    assert err == (f"neuralmind: the copy stopped: PostgreSQL refuses the row of memories in "
+                   f"{file} where id = '{made[1]}' (its rationale holds a NUL character): "
+                   "PostgreSQL text fields cannot contain NUL (0x00) bytes.\nMend that row — "
+                   "edit the record through a server on the home, or the file with that "
+                   "server stopped — then run the same command again: what was copied stays.\n")
+    with LocalServer(home, plugins=["auth", "memory"]) as server:  # its history keeps the NUL
+        mended = server.patch(f"{memories}/{made[1]}", {"rationale": "because"})  # as JSON text
+        assert mended.status == 200, mended.body
+    code, report, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
+    assert code == 0 and report["verified"], err
+    import psycopg
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id, rationale FROM all_memories ORDER BY title").fetchall() \
+            == [(made[0], "because"), (made[1], "because")]
