@@ -124,10 +124,17 @@ class Unavailable(APIError):
     status, code, message = 503, "unavailable", "temporarily unavailable"
 
 
+PATTERN_SAYS: dict[str, str] = {}
+"""What a field's pattern asks, in words, by the pattern (``kernel.models.matching``)."""
+
+
 def error_message(err: dict[str, Any]) -> str:
     """A pydantic error's message, without the "Value error, " it puts before the text a
-    validator of ours raised (that text is written for the reader as it stands)."""
+    validator of ours raised (that text is written for the reader as it stands), and a
+    pattern's words instead of the regular expression pydantic quotes."""
     msg = str(err.get("msg", ""))
+    if err.get("type") == "string_pattern_mismatch":
+        return PATTERN_SAYS.get((err.get("ctx") or {}).get("pattern"), msg)
     return msg.removeprefix("Value error, ") if err.get("type") == "value_error" else msg
 
 

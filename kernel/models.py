@@ -13,7 +13,7 @@ from typing import Annotated, Any, Generic, TypeVar
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       StringConstraints)
 
-from kernel.errors import InvalidFields
+from kernel.errors import PATTERN_SAYS, InvalidFields
 
 T = TypeVar("T")
 
@@ -47,6 +47,13 @@ def text(max_length: int) -> Any:
     return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
                                             max_length=max_length, pattern=r"\S"),
                      BeforeValidator(not_blank), AfterValidator(no_nul)]
+
+
+def matching(pattern: str, says: str, **constraints: Any) -> StringConstraints:
+    """A string's ``pattern`` as the contract publishes it; a value that does not match is
+    refused with ``says`` — what the pattern asks, in words — not the expression itself."""
+    PATTERN_SAYS[pattern] = says
+    return StringConstraints(pattern=pattern, **constraints)
 
 
 class Model(BaseModel):

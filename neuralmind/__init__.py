@@ -20,7 +20,8 @@ _EXPORTS = {
     "hookimpl": "kernel.plugins",
     **dict.fromkeys(("operation", "read_body", "answer_job"), "kernel.api"),
     **dict.fromkeys(("Model", "Page", "PageQuery", "ISODate", "encode_cursor", "decode_cursor",
-                     "text_pair", "row_number", "no_nul", "not_blank", "text"), "kernel.models"),
+                     "text_pair", "row_number", "no_nul", "not_blank", "text", "matching"),
+                    "kernel.models"),
     **dict.fromkeys(("Actor", "Permission", "ROLES", "KERNEL_PERMISSIONS"), "kernel.auth"),
     **dict.fromkeys((
         "APIError", "BadRequest", "Conflict", "Forbidden", "InvalidFields", "NotFound",

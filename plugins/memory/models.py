@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints,
                       model_validator)
 
-from neuralmind import ConfigSection, ISODate, Model, PageQuery, no_nul, text
+from neuralmind import ConfigSection, ISODate, Model, PageQuery, matching, no_nul, text
 from neuralmind.client import MEMORY_ROUTES as RESERVED_IDS  # noqa: F401 (records.py)
 from plugins.memory import times
 from plugins.memory.text import nfc
@@ -52,11 +52,13 @@ Title, Rationale, Item = text(300), text(20_000), text(2_000)
 Tag, Path = Annotated[text(64), BeforeValidator(nfc)], Annotated[text(1_024), BeforeValidator(nfc)]
 Short = Annotated[str, StringConstraints(strip_whitespace=True, max_length=200),
                   AfterValidator(no_nul), BeforeValidator(nfc)]
-MemoryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+MemoryId = Annotated[str, matching(ID_PATTERN, "an id is 1 to 64 letters, digits and . _ : - "
+                                             "(beginning with a letter or digit)")]
 # hex only: maintenance hands it to `git diff`, where a leading "-" would be an option
-CommitSha = Annotated[str, StringConstraints(strip_whitespace=True, max_length=64,
-                                             pattern=r"^[0-9a-fA-F]*$")]
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+CommitSha = Annotated[str, matching(r"^[0-9a-fA-F]*$", "a commit is its hexadecimal sha (0-9, a-f)",
+                                    strip_whitespace=True, max_length=64)]
+Name = Annotated[str, matching(NAME_PATTERN, "a name is 1 to 64 letters, digits and . _ - "
+                                          "(beginning with a letter or digit)")]
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 Importance = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -678,7 +680,8 @@ class ExportedContradiction(Contradiction):
     """A contradiction as an export line holds it: what the detector and a resolution write,
     checked as the record's own fields are (its times sort and page the list)."""
 
-    id: Annotated[str, StringConstraints(pattern=r"^c_[0-9a-f]{12}$")]
+    id: Annotated[str, matching(r"^c_[0-9a-f]{12}$",
+                                "a contradiction id is c_ and 12 hexadecimal digits")]
     a: MemoryId
     b: MemoryId
     confidence: Confidence

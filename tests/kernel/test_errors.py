@@ -142,3 +142,30 @@ def test_a_process_out_of_file_descriptors_says_so(tmp_path):
     for status, code, message in said.values():
         assert (status, code) == (503, "too_many_open_files")
         assert "as many open files as it may" in message and "ulimit -n" in message
+
+
+def test_a_value_off_its_pattern_is_refused_in_words(tmp_path):
+    """``String should match pattern '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$'`` told a CLI user
+    typing ``--id "has space"`` nothing: a pattern declared with ``matching`` says what it
+    takes, and the contract still publishes the pattern."""
+    from tests.support import LocalServer
+    (tmp_path / "repo").mkdir()
+    with LocalServer(tmp_path / "home", plugins=["auth", "memory"]) as server:
+        pid = server.register(tmp_path / "repo")
+        memories = f"/v1/projects/{pid}/memories"
+        for field, value, says in (
+                ("id", "has space", "an id is 1 to 64 letters, digits and . _ : - (beginning "
+                                    "with a letter or digit)"),
+                ("commit_sha", "xyz", "a commit is its hexadecimal sha (0-9, a-f)")):
+            r = server.post(memories, {"title": "Cache", "rationale": "Speed", field: value})
+            assert r.status == 422 and r.error["details"]["errors"] == [
+                {"loc": ["body", field], "msg": says, "type": "string_pattern_mismatch"}]
+        r = server.get(memories + "?collection=a%20b")
+        assert r.status == 422 and r.error["details"]["errors"] == [
+            {"loc": ["query", "collection"], "type": "string_pattern_mismatch",
+             "msg": "a name is 1 to 64 letters, digits and . _ - (beginning with a letter or "
+                    "digit)"}]
+        assert server.get(memories).json["items"] == []
+        schema = server.get("/v1/openapi.json").json["components"]["schemas"]["MemoryIn"]
+        assert schema["properties"]["id"]["anyOf"][0]["pattern"] == \
+            "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
