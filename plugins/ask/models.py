@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from neuralmind import ConfigSection, Model, text
+from neuralmind import ConfigSection, Model, matching, text
 
 SourceKind = Literal["memories", "code"]
 
@@ -19,8 +19,10 @@ class AskSettings(ConfigSection):
     base_url: str | None = Field(None, description="an OpenAI-compatible API root, e.g. "
                                  "http://127.0.0.1:11434/v1 (Ollama); `/chat/completions` is added")
     model: str | None = Field(None, description="the model name the endpoint knows")
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                    description="the environment variable holding the API key")
+    api_key_env: Annotated[str, matching(
+        r"^[A-Za-z_][A-Za-z0-9_]*$", "the name of an environment variable: letters, digits "
+        "and _, not beginning with a digit")] | None = Field(
+            None, description="the environment variable holding the API key")
     connect_timeout_s: float = Field(5.0, gt=0, le=120)
     read_timeout_s: float = Field(60.0, gt=0, le=3600,
                                   description="the longest wait for the provider's next bytes")

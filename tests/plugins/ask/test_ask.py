@@ -275,6 +275,8 @@ def test_unreachable_provider_is_a_502(tmp_path):
     ('base_url = "http://127.0.0.1:9/v1?key=1"', "no query"),
     ('base_url = "http://127.0.0.1:9/v1"', "needs a model"),
     ("timeout = 3", "Extra inputs are not permitted"),
+    ('api_key_env = "1KEY"', "api_key_env: the name of an environment variable: letters, digits "
+                             'and _, not beginning with a digit \\(got "1KEY"\\)'),
 ])
 def test_a_bad_ask_section_stops_start_up(tmp_path, section, says):
     with pytest.raises(ConfigError, match=says):
