@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import itertools
 import json
 import os
+import shutil
 import sys
 
 from neuralmind.client import ValidationFailed
@@ -16,6 +18,8 @@ from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
+# the end of a link each type retires (plugins/memory/links.py): the others retire none
+RETIRES = {"supersedes": "target", "merged_into": "source"}
 STRATEGIES = ("keep_newest", "keep_oldest", "keep_important", "keep_both", "manual")
 LIST_COLUMNS = ("id", "effective_status", "kind", "decision_type", "confidence", "title")
 SEARCH_COLUMNS = ("id", "score", "effective_status", "kind", "title")
@@ -69,6 +73,16 @@ def _half_life(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"{text!r} is not KIND=DAYS (a kind of {', '.join(KINDS)}"
                                          "; 1 to 36500 days)")
     return kind, value
+
+
+_TAGS = setting("plugins.memory.models:TagsIn", "tags")
+
+
+def _tag(text: str) -> str:
+    """An argparse ``type``: a tag as the server takes one, so `memory tags ID --add good
+    --remove ""` is refused before any request rather than after good was added."""
+    _TAGS([filled(text)])
+    return text
 
 
 def _on_off(text: str) -> bool:
@@ -204,9 +218,8 @@ def cmd_export(args) -> int:
     if args.json and args.format == "md":
         raise CommandError("--format md writes Markdown: leave out --json (ndjson is JSON)")
     memories = project(args).memories
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     count = 0
-    try:
+    with _whole(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
         if args.format == "md":
             text = memories.export_markdown()
             out.write(text)
@@ -215,12 +228,38 @@ def cmd_export(args) -> int:
             for line in memories.export():
                 out.write(json.dumps(line) + "\n")
                 count += 1
-    finally:
-        if args.output:
-            out.close()
     if args.output:
         print(f"exported {count} memories to {args.output}", file=sys.stderr)
     return 0
+
+
+@contextlib.contextmanager
+def _whole(name: str):
+    """``name`` to write, replaced only once all of it is written: an export refused or cut
+    short leaves what the file held (and no temporary file beside it). The new file is made
+    beside the one it replaces (a link's target), with its mode, or as ``open(name, "w")``
+    makes one. A device's or a process's name (``/dev/stdout``, a link to wherever the shell
+    sent the output) or what is no regular file (a pipe) is written as it is."""
+    path = os.path.realpath(name)
+    if os.path.abspath(name).startswith(("/dev/", "/proc/")) or (
+            os.path.exists(path) and not os.path.isfile(path)):
+        with open(name, "w", encoding="utf-8") as out:
+            yield out
+        return
+    temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.part")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    except OSError as ex:  # named as the file asked for: the temporary one is ours
+        raise OSError(ex.errno, ex.strerror, name) from None
+    try:
+        with open(fd, "w", encoding="utf-8") as out:
+            yield out
+        if os.path.exists(path):
+            shutil.copymode(path, temp)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
 
 
 SHOWN_PROBLEMS = 5  # an import's problems printed before "… and N more"
@@ -273,7 +312,13 @@ def cmd_link(args) -> int:
               f"{', '.join(LINK_TYPES)}) or --remove", file=sys.stderr)
         return 2
     found = memories.link(args.id, args.target, args.type, note=args.note)
-    return emit(args, found, text=f"{found['source']} {found['type']} {found['target']}")
+    text = f"{found['source']} {found['type']} {found['target']}"
+    if (end := RETIRES.get(found["type"])) and not args.json:  # which one, and is it now?
+        status = memories.get(found[end]).status
+        text += (f": {found[end]} (the {end}) "
+                 + (f"is {status} now" if status in ("SUPERSEDED", "MERGED")
+                    else f"stays {status}"))
+    return emit(args, found, text=text)
 
 
 def cmd_graph(args) -> int:
@@ -386,6 +431,9 @@ def cmd_stats(args) -> int:
 def cmd_tags(args) -> int:
     if both := sorted(set(args.add or ()) & set(args.remove or ())):
         raise CommandError(f"--add and --remove name the same tag: {', '.join(both)}")
+    if args.id is not None and args.status is not None:
+        raise CommandError("--status counts the tags of records of a status (`memory tags "
+                           "--status S`, without an id): a memory's own tags take none")
     memories = project(args).memories
     if args.id is None:
         if args.add or args.remove:
@@ -403,14 +451,16 @@ def cmd_tags(args) -> int:
 
 
 def _filter_flags(parser) -> None:
-    parser.add_argument("--status", help="ACTIVE (default), STALE, INVALIDATED, ARCHIVED, "
-                        "SUPERSEDED, MERGED or ALL")
+    parser.add_argument("--status", type=filled, help="ACTIVE (default), STALE, INVALIDATED, "
+                        "ARCHIVED, SUPERSEDED, MERGED or ALL")
     parser.add_argument("--tag", action="append", help="any of these tags (repeatable)")
     parser.add_argument("--file", action="append", help="any of these files (repeatable)")
-    parser.add_argument("--type", help="ARCHITECTURE, DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
+    parser.add_argument("--type", type=filled,
+                        help="ARCHITECTURE, DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
     parser.add_argument("--kind", action="append", type=str.lower, choices=KINDS,
                         help="any of these (repeatable)")
-    parser.add_argument("--collection", help="a saved filter (flags given here override it)")
+    parser.add_argument("--collection", type=filled,
+                        help="a saved filter (flags given here override it)")
     parser.add_argument("--author", type=filled)
     parser.add_argument("--agent", type=filled)
     parser.add_argument("--session", type=filled)
@@ -444,7 +494,8 @@ def add_commands(sub) -> None:
     add.add_argument("--rationale", "-r", required=True)
     add.add_argument("--file", action="append", help="a file it is about (repeatable)")
     add.add_argument("--tag", action="append")
-    add.add_argument("--type", help="ARCHITECTURE (default), DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
+    add.add_argument("--type", type=filled,
+                     help="ARCHITECTURE (default), DEPENDENCY, TEST, REFACTOR, BUGFIX, CONFIG")
     add.add_argument("--kind", type=str.lower, choices=KINDS,
                      help="decision (default), fact, preference, procedure, episode")
     add.add_argument("--importance", type=_fraction, help="0–1 (default by kind)")
@@ -452,7 +503,7 @@ def add_commands(sub) -> None:
     add.add_argument("--supersedes", action="append", metavar="ID", type=memory_id,
                      help="a memory this one replaces (repeatable; it becomes SUPERSEDED)")
     add.add_argument("--confidence", type=_fraction, help="0–1 (default 1)")
-    add.add_argument("--review-by", help="ISO date after which it reads as STALE")
+    add.add_argument("--review-by", help="YYYY-MM-DD: after that day it reads as STALE")
     add.add_argument("--evidence", action="append")
     add.add_argument("--rejected", action="append", help="a rejected alternative (repeatable)")
     add.add_argument("--author", type=filled)
@@ -507,7 +558,9 @@ def add_commands(sub) -> None:
 
     link = verb("link", cmd_link, "link two memories (or --remove the link)")
     link.add_argument("target", type=memory_id, help="the memory linked to")
-    link.add_argument("--type", choices=LINK_TYPES, help="supersedes makes the target SUPERSEDED")
+    link.add_argument("--type", choices=LINK_TYPES, help="supersedes retires the target "
+                      "(SUPERSEDED), merged_into the source, ID (MERGED); the others change "
+                      "no status")
     link.add_argument("--note")
     link.add_argument("--remove", action="store_true", help="remove links to target "
                       "(of --type, else every type)")
@@ -555,6 +608,7 @@ def add_commands(sub) -> None:
     verb("stats", cmd_stats, "counts by kind, status, author, agent, tag", with_id=False)
     tags = verb("tags", cmd_tags, "tags in use, or --add/--remove a memory's", with_id=False)
     tags.add_argument("id", nargs="?", type=memory_id, help="a memory id (to change its tags)")
-    tags.add_argument("--add", action="append", metavar="TAG")
-    tags.add_argument("--remove", action="append", metavar="TAG")
-    tags.add_argument("--status", help="count records of this status (default ALL)")
+    tags.add_argument("--add", action="append", metavar="TAG", type=_tag)
+    tags.add_argument("--remove", action="append", metavar="TAG", type=_tag)
+    tags.add_argument("--status", type=filled,
+                      help="without an id: count records of this status (default ALL)")

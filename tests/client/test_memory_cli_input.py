@@ -1,19 +1,28 @@
 """Wrong input to ``neuralmind memory …`` (and ``webhook``) refused with a message that says
 what is wrong, exit 2, and nothing changed: an id with a ``/`` (it reached another route), an
 option of another action given an off or 0 value, a file that is no JSONL export, ``--note``
-with ``--remove``, and a ``--limit`` that is not a whole number. In this process against
-``served``, from a repository."""
+with ``--remove``, a ``--limit`` that is not a whole number, an empty filter, a tag the server
+would refuse after another was added, ``--status`` on a memory's tags; an export that fails
+leaves the file it was to replace as it was; the help and the output of a link say which
+record it retires. In this process against ``served``, from a repository (an export that
+fails: through a real local HTTP server in front of it)."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import re
+import stat
 import sys
+import threading
+import urllib.error
+import urllib.request
 
 import pytest
 
 from tests.client.conftest import git_repo
-from tests.support import run_cli
+from tests.support import QuietHandler, http_server, run_cli
 
 
 @pytest.fixture
@@ -217,3 +226,171 @@ def test_a_consolidate_threshold_out_of_range_is_refused_before_any_request(cli)
     """It was a plain float: 2 reached the server, whose 422 came back after a request."""
     refused(cli, ("memory", "consolidate", "--threshold", "2"),
             "argument --threshold: Input should be less than or equal to 1 (got 2)")
+
+
+# -- empty or misplaced values -------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    ("list", "--collection", ""), ("list", "--status", ""), ("list", "--type", " "),
+    ("search", "wal", "--collection", ""), ("search", "wal", "--status", ""),
+    ("search", "wal", "--type", ""), ("tags", "--status", ""),
+    ("add", "t", "-r", "r", "--type", "")])
+def test_an_empty_filter_is_refused_as_an_empty_author_is(cli, args):
+    """`--collection ""`, `--status ""` and `--type ""` dropped the filter: every record
+    (or ACTIVE ones) instead of a refusal."""
+    added(cli, "Use WAL")
+    before = cli("memory", "list", "--status", "ALL", "--json")[1]
+    refused(cli, ("memory", *args), f"argument {args[-2]}: cannot be empty")
+    assert cli("memory", "list", "--status", "ALL", "--json")[1] == before
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--add", "good", "--remove", ""), "argument --remove: cannot be empty"),
+    (("--add", "good", "--remove", "  "), "argument --remove: cannot be empty"),
+    (("--remove", "db", "--add", "good", "--add", ""), "argument --add: cannot be empty"),
+    (("--add", "good", "--remove", "x" * 65),
+     "argument --remove: String should have at most 64 characters"),
+    (("--add", "good", "--status", "BOGUS"),
+     "--status counts the tags of records of a status (`memory tags --status S`, without an "
+     "id): a memory's own tags take none"),
+    (("--status", "ACTIVE"), "--status counts the tags of records of a status"),
+])
+def test_tags_are_all_checked_before_the_first_request(cli, args, says):
+    """`--add good --remove ""` added good, then the removal's 422 exited 1; `--status` with
+    an id was ignored (exit 0)."""
+    mid = added(cli, "Use WAL", "--tag", "db")["id"]
+    before = shown(cli, mid)
+    refused(cli, ("memory", "tags", mid, *args), says)
+    assert shown(cli, mid) == before  # good not added, db not removed, no event
+
+
+def test_tags_add_and_remove_still_change_both(cli):
+    mid = added(cli, "Use WAL", "--tag", "db", "--tag", "old")["id"]
+    code, out, err = cli("memory", "tags", mid, "--add", " good ", "--remove", "old", "--json")
+    assert code == 0 and json.loads(out)["tags"] == ["db", "good"], err
+    code, out, err = cli("memory", "tags", "--status", "ACTIVE", "--json")
+    assert code == 0 and {"tag": "good", "count": 1} in json.loads(out), err
+
+
+# -- an export that fails keeps the file it was to replace ---------------------------------
+
+class Spoiling(QuietHandler):
+    """Forwards each GET to ``upstream`` (the real server), except an export's answer,
+    spoiled as ``spoil`` says: "refused" answers 404 (a server without the memory plugin
+    behind a proxy), "cut" sends the first half of the real export, then closes."""
+
+    upstream = ""
+    spoil = "cut"
+
+    def do_GET(self):
+        req = urllib.request.Request(self.upstream + self.path, headers={
+            k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(req) as resp:
+                status, kind, data = resp.status, resp.headers.get("Content-Type"), resp.read()
+        except urllib.error.HTTPError as ex:
+            status, kind, data = ex.code, ex.headers.get("Content-Type"), ex.read()
+        length = len(data)
+        if "/memories/export" in self.path and self.spoil == "refused":
+            status, kind = 404, "application/json"
+            data = json.dumps({"error": {"code": "not_found", "message": "no route GET export",
+                                         "status": 404, "request_id": "px", "details": {}}}
+                              ).encode()
+            length = len(data)
+        elif "/memories/export" in self.path:
+            data = data[:len(data) // 2]  # Content-Length says all of it
+            self.close_connection = True
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.mark.parametrize(("spoil", "form", "says"), [
+    ("refused", "ndjson", "no route GET export [not_found, status 404"),
+    ("cut", "ndjson", "broke off after 1 records, without its end"),
+    ("cut", "md", "sent a broken answer")])
+def test_an_export_that_fails_leaves_the_file_as_it_was(cli, served, monkeypatch, spoil, form,
+                                                        says):
+    """`-o FILE` opened FILE with "w" before the request: a refused export left it empty, one
+    cut short left it partial."""
+    for title in ("Use WAL", "Use SQLite", "Pin falcon"):
+        added(cli, title)
+    folder = cli.repo / "out"
+    folder.mkdir()
+    keep = folder / "keep.txt"
+    keep.write_text("precious\n")
+    keep.chmod(0o640)
+    monkeypatch.setattr(Spoiling, "upstream", served.url)
+    monkeypatch.setattr(Spoiling, "spoil", spoil)
+    with http_server(Spoiling) as url:
+        code, out, err = run_cli("memory", "export", "--format", form, "-o", str(keep),
+                                 env={"NEURALMIND_API_URL": url,
+                                      "NEURALMIND_API_TOKEN": served.token})
+    assert (code, out) == (1, "") and says in err and "Traceback" not in err, err
+    assert keep.read_text() == "precious\n" and os.listdir(folder) == ["keep.txt"]
+    assert stat.S_IMODE(keep.stat().st_mode) == 0o640
+    code, out, err = cli("memory", "export", "--format", form, "-o", str(keep))  # whole: in place
+    assert (code, out) == (0, "") and err == f"exported 3 memories to {keep}\n", err
+    assert os.listdir(folder) == ["keep.txt"] and stat.S_IMODE(keep.stat().st_mode) == 0o640
+    text = keep.read_text()
+    assert "Pin falcon" in text and (form == "md" or len(text.splitlines()) == 3)
+
+
+def test_an_export_to_a_new_file_a_link_or_a_missing_folder(cli):
+    added(cli, "Use WAL")
+    fresh, target, link = (cli.repo / name for name in ("new.jsonl", "target.jsonl", "link"))
+    assert cli("memory", "export", "-o", str(fresh))[0] == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # as a file opened with "w"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    assert cli("memory", "export", "-o", str(link))[0] == 0
+    assert link.is_symlink() and target.read_text() == fresh.read_text()  # written through it
+    fifo = cli.repo / "fifo"  # no regular file: written as it is, nothing made beside it
+    os.mkfifo(fifo)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()))
+    reader.start()
+    assert cli("memory", "export", "-o", str(fifo))[0] == 0
+    reader.join(10)
+    assert read == [fresh.read_text()] and not list(cli.repo.glob(".fifo*"))
+    missing = cli.repo / "no-such-folder" / "x.jsonl"
+    code, out, err = cli("memory", "export", "-o", str(missing))
+    assert (code, out, err) == (2, "", f"neuralmind: {missing}: No such file or directory\n")
+
+
+# -- what a link retires, in its help and its output ---------------------------------------
+
+def test_a_link_says_which_record_it_retires(cli):
+    """`merged_into` made the source MERGED while the help spoke of supersedes' target only and
+    the output said `A merged_into B`."""
+    a, b, c, d = (added(cli, t)["id"] for t in ("Use WAL", "Use WAL mode", "Old", "New"))
+    code, out, err = cli("memory", "link", a, b, "--type", "merged_into")
+    assert (code, out) == (0, f"{a} merged_into {b}: {a} (the source) is MERGED now\n"), err
+    code, out, err = cli("memory", "link", d, c, "--type", "supersedes")
+    assert (code, out) == (0, f"{d} supersedes {c}: {c} (the target) is SUPERSEDED now\n"), err
+    code, out, err = cli("memory", "link", b, d, "--type", "relates_to")
+    assert (code, out) == (0, f"{b} relates_to {d}\n"), err
+    assert cli("memory", "invalidate", b, "--reason", "gone")[0] == 0
+    code, out, err = cli("memory", "link", b, d, "--type", "merged_into")  # out of force already
+    assert (code, out) == (0, f"{b} merged_into {d}: {b} (the source) stays INVALIDATED\n"), err
+    code, out, err = cli("memory", "link", c, d, "--type", "depends_on", "--json")
+    assert code == 0 and json.loads(out)["source"] == c, err
+
+
+def help_of(cli, *args: str) -> str:
+    code, out, err = cli("memory", *args, "--help")
+    assert code == 0, err
+    return re.sub(r"\s+", " ", out)
+
+
+def test_the_help_says_what_a_link_retires_and_how_a_date_is_written(cli):
+    assert ("--type {supersedes,depends_on,relates_to,contradicts,merged_into} supersedes "
+            "retires the target (SUPERSEDED), merged_into the source, ID (MERGED); the others "
+            "change no status") in help_of(cli, "link")
+    assert "--review-by REVIEW_BY YYYY-MM-DD: after that day it reads as STALE" in help_of(
+        cli, "add")
