@@ -321,7 +321,10 @@ def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Se
     if path:
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                text = fh.read().decode("utf-8")
+            # TOML allows a leading byte-order mark (toml-lang/toml#437; editors on Windows
+            # write one), which tomllib refuses as "Invalid statement": it is skipped
+            data = tomllib.loads(text.removeprefix("\ufeff"))
         except OSError as ex:
             raise ConfigError(f"cannot read config {path}: {ex.strerror}") from None
         except tomllib.TOMLDecodeError as ex:

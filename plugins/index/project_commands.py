@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 
 from neuralmind.client import DOCUMENT_TYPES
-from neuralmind.commands.common import (emit, err, filled, in_project, project, project_flags,
-                                        ranged, table)
+from neuralmind.commands.common import (emit, err, filled, in_project, path_id, project,
+                                        project_flags, ranged, table)
 
 LEARNED_LIMIT = 200  # GET …/neighbors/synaptic takes limit 1–200
 
@@ -60,10 +60,10 @@ def cmd_next(args) -> int:
     files = out["files"]
     rows = [{"score": f["score"], "path": f["path"],
              "why": "; ".join(f"{w['kind']}: {w['detail']}" for w in f["why"])} for f in files]
-    if out["not_indexed"] and not args.json:
+    if out["not_indexed"] and not args.json:  # --json: the answer's own not_indexed says it
         err(f"left out, not in the index: {', '.join(out['not_indexed'])} (a new file counts "
             "once a build has indexed it: `neuralmind project build`)")
-    return emit(args, files, rows=rows, columns=("score", "path", "why"))
+    return emit(args, out, rows=rows, columns=("score", "path", "why"))
 
 
 def cmd_neighbors(args) -> int:
@@ -84,12 +84,14 @@ def cmd_neighbors(args) -> int:
     file = None if args.file is None else in_project(handle, [args.file])[0]
     if args.learned:
         out = handle.learned_neighbors(file, limit=args.limit)
-        if not out["indexed"] and not out["neighbors"] and not args.json:
-            err(f"{out['file']} is not an indexed file, and nothing was learned with it "
-                "(`neuralmind project build` indexes a new file)")
-            return 1
-        return emit(args, out, rows=out["neighbors"],
-                    columns=("weight", "count", "file", "updated_at"))
+        if out["indexed"] or out["neighbors"]:
+            return emit(args, out, rows=out["neighbors"],
+                        columns=("weight", "count", "file", "updated_at"))
+        if args.json:  # the answer (indexed: false) for a script, and the same exit code
+            emit(args, out)
+        err(f"{out['file']} is not an indexed file, and nothing was learned with it "
+            "(`neuralmind project build` indexes a new file)")
+        return 1
     out = handle.neighbors(file=file, node=args.node, depth=args.depth or 1, limit=args.limit)
     lines = []
     for relation in ("callers", "callees", "importers", "imports", "subclasses", "bases"):
@@ -173,7 +175,8 @@ def register(group) -> None:
     p.add_argument("files", nargs="*", help="changed files (project-relative)")
     p.add_argument("--node", action="append", help="a changed node's id (repeatable)")
     p.add_argument("--depth", type=ranged(1, 6), default=2, help="edges to follow (1–6, 2)")
-    p.add_argument("--limit", type=ranged(1, 1000), default=100)
+    p.add_argument("--limit", type=ranged(1, 1000), default=100,
+                   help="impacted nodes to list at most (1–1000, 100)")
     p.add_argument("--exact", action="store_true", help="leave out edges guessed by name")
     p.set_defaults(func=cmd_impact)
     p = group.add_parser("next", parents=[scoped], help="the files to look at next, with why")
@@ -211,7 +214,8 @@ def register(group) -> None:
     p.set_defaults(func=cmd_documents)
     p = group.add_parser("remove-document", parents=[scoped],
                          help="take an ingested document out of the index")
-    p.add_argument("id", type=filled, help="its id (doc_…), as `project documents` lists it")
+    p.add_argument("id", type=path_id("a document id", "`neuralmind project documents`"),
+                   help="its id (doc_…), as `project documents` lists it")
     p.set_defaults(func=cmd_remove_document)
     p = group.add_parser("validate", parents=[scoped],
                          help="check the index and learned state; --write repairs (admin)")

@@ -322,8 +322,10 @@ def uninstall(agent: str, project: Path, pinned: bool) -> list[Edit]:
 
 def _read(path: Path) -> str | None:
     """The text of an agent's file (None: there is none yet), read as ``read_text`` would in
-    UTF-8 (newlines made ``\\n``); an :class:`AgentError` naming it when it cannot be one we
-    merge into: a folder, under a file, unreadable, not UTF-8."""
+    UTF-8 (newlines made ``\\n``) past a leading byte-order mark (an editor on Windows writes
+    one; JSON and TOML let it go, and the file is written back without it); an
+    :class:`AgentError` naming it when it cannot be one we merge into: a folder, under a file,
+    unreadable, not UTF-8."""
     for folder in path.parents:  # the nearest that exists must be a folder we can write in
         if os.path.lexists(folder):
             if not os.path.isdir(folder):
@@ -342,7 +344,12 @@ def _read(path: Path) -> str | None:
     except UnicodeDecodeError as ex:
         raise AgentError(f"{path} is not UTF-8 text (byte {ex.start} is 0x{data[ex.start]:02x}); "
                          "save it as UTF-8, then try again; nothing was changed") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return _lines(text)
+
+
+def _lines(text: str) -> str:
+    """A file's text as it is merged and compared: no byte-order mark, newlines ``\\n``."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def in_words(ex: OSError, path: Path, verb: str = "write") -> str:
@@ -494,7 +501,7 @@ def _restored(text: str, backup: Path) -> bytes | None:
         kept = kept_bytes.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    kept = kept.replace("\r\n", "\n").replace("\r", "\n")  # as the file was read
+    kept = _lines(kept)  # as the file was read
     try:
         same = json.loads(kept) == json.loads(text)
     except ValueError:

@@ -4,7 +4,6 @@ launches) and ``neuralmind agent install|uninstall|wakeup``. Clients of the daem
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -13,15 +12,20 @@ from pathlib import Path
 
 from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, NotFound,
                                Unauthorized, no_directory)
-from neuralmind.commands.common import common_flags, err, repo_root, shown
+from neuralmind.commands.common import err, project_flags, repo_root, shown
 
 log = logging.getLogger("neuralmind.mcp")
 
 
 def _client(args) -> NeuralMindClient:
-    """The daemon's client, starting the daemon when none runs (unless a URL names a server)."""
+    """The daemon's client, starting the daemon when none runs (unless a URL names a server).
+    Its home is the settings' (``NEURALMIND_HOME``, else the config's ``[kernel] home``), the
+    one ``neuralmind daemon start`` uses: ``~/.neuralmind`` by default would start a second
+    daemon there when the config's home has one, on the port that one holds."""
+    from neuralmind import load_settings
     remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
-    return NeuralMindClient(url=args.url, token=args.token, autostart=not remote)
+    return NeuralMindClient(url=args.url, token=args.token, autostart=not remote,
+                            home=load_settings().home)
 
 
 def _project_id(nm: NeuralMindClient, args, without: str) -> str | None:
@@ -75,11 +79,13 @@ def cmd_wakeup(args) -> int:
     except Conflict as ex:
         if ex.code != "index_not_built":
             raise
-        print(f"NeuralMind: project {project} has no code index yet; `neuralmind up` builds it "
-              "(or call the build_index tool).")
+        said = (f"NeuralMind: project {project} has no code index yet; `neuralmind up` builds "
+                "it (or call the build_index tool).")
+        print(json.dumps({"project_id": project, "built": False, "message": said}, indent=2)
+              if args.json else said)
         return 0
     if args.json:
-        print(json.dumps(result.raw, indent=2))
+        print(json.dumps({**result.raw, "built": True}, indent=2))
     else:
         print(shown(result.context + (f"\n\nwarning: {result.warning}" if result.warning
                                       else ""), lines=True))  # a README's escape, as text
@@ -134,10 +140,11 @@ def cmd_agent(args) -> int:
 def add_commands(subparsers) -> None:
     from neuralmind import command_group
     from plugins.mcp.agents import AGENTS
-    scoped = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
-    scoped.add_argument("--project", "-p", metavar="PATH_OR_ID",
-                        help="a directory or a project id (default: the repository around here)")
-    mcp = subparsers.add_parser("mcp", parents=[scoped], help="serve MCP over stdio for an "
+    # project_flags() less --json: mcp writes only MCP messages on stdout, nothing for a
+    # --json to shape (argparse has no public way to leave out an option of a parent)
+    relayed = project_flags()
+    relayed._optionals._remove_action(relayed._option_string_actions.pop("--json"))
+    mcp = subparsers.add_parser("mcp", parents=[relayed], help="serve MCP over stdio for an "
                                 "agent (relayed to the daemon, which it starts when needed)")
     mcp.add_argument("--verbose", "-v", action="store_true", help="log each step on stderr")
     mcp.set_defaults(func=cmd_mcp)
@@ -155,6 +162,6 @@ def add_commands(subparsers) -> None:
         shown.add_argument("--json", action="store_true",
                            help="say what was written as JSON: {agent, action, project, files}")
         p.set_defaults(func=cmd_agent, action=action)
-    wakeup = group.add_parser("wakeup", parents=[scoped],
+    wakeup = group.add_parser("wakeup", parents=[project_flags()],
                               help="print the project's overview (the SessionStart hook)")
     wakeup.set_defaults(func=cmd_wakeup)

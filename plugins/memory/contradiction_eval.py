@@ -30,23 +30,30 @@ class BadPairs(ValueError):
 
 
 def load(paths: list[Path]) -> list[dict]:
+    """The pairs of the JSONL files ``paths``, each read past a leading byte-order mark (as
+    ``eval memory`` reads its datasets); :class:`BadPairs` naming the first file or line that
+    is not UTF-8 text or not a labelled pair."""
     pairs = []
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    pair = json.loads(line)
-                except ValueError:
-                    pair = None
-                if not (isinstance(pair, dict) and isinstance(pair.get("label"), str) and all(
-                        isinstance(pair.get(side), dict) and isinstance(pair[side].get(f), str)
-                        for side in "ab" for f in ("title", "rationale"))):
-                    raise BadPairs(f"{path} line {n} is not a labelled pair: a JSON object "
-                                   "with a, b ({title, rationale, …}), label")
-                pair.setdefault("split", path.stem)
-                pairs.append(pair)
+        with open(path, encoding="utf-8-sig") as fh:
+            try:
+                lines = list(enumerate(fh, start=1))
+            except UnicodeDecodeError:
+                raise BadPairs(f"{path} is not UTF-8 text") from None
+        for n, line in lines:
+            if not line.strip():
+                continue
+            try:
+                pair = json.loads(line)
+            except ValueError:
+                pair = None
+            if not (isinstance(pair, dict) and isinstance(pair.get("label"), str) and all(
+                    isinstance(pair.get(side), dict) and isinstance(pair[side].get(f), str)
+                    for side in "ab" for f in ("title", "rationale"))):
+                raise BadPairs(f"{path} line {n} is not a labelled pair: a JSON object "
+                               "with a, b ({title, rationale, …}), label")
+            pair.setdefault("split", path.stem)
+            pairs.append(pair)
     return pairs
 
 

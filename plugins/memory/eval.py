@@ -60,10 +60,12 @@ def _not_json(path: Path, ex: json.JSONDecodeError, line: int | None = None) -> 
 
 
 def read_json(path: Path):
-    """A whole JSON file; :class:`BadDataset` naming it when it is not UTF-8 JSON (an
-    OSError, for the caller to word, when it cannot be read)."""
+    """A whole JSON file, past a leading byte-order mark (``utf-8-sig``: an editor on Windows
+    writes one, and RFC 8259 lets a reader skip it — so do these dataset readers);
+    :class:`BadDataset` naming it when it is not UTF-8 JSON (an OSError, for the caller to
+    word, when it cannot be read)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise BadDataset(f"{path} is not UTF-8 text") from None
     except json.JSONDecodeError as ex:
@@ -74,7 +76,7 @@ def _jsonl(path: Path, needs: tuple[str, ...]):
     """``(line number, object)`` for each line of a JSONL file that is not blank, each a JSON
     object holding ``needs`` as text (``_id`` may be a number); :class:`BadDataset` naming
     the file and the line of the first that is not."""
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # a byte-order mark is skipped (read_json)
         try:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
@@ -109,7 +111,7 @@ def load_beir(root: Path, split: str) -> list[Collection]:
         texts[str(q["_id"])] = q["text"]
     gold: dict[str, set[str]] = {}
     qrels = root / "qrels" / f"{split}.tsv"
-    with open(qrels, encoding="utf-8") as fh:
+    with open(qrels, encoding="utf-8-sig") as fh:  # no byte-order mark in the first query id
         try:
             for n, line in enumerate(fh):
                 parts = line.rstrip("\n").split("\t")

@@ -9,8 +9,10 @@ a command line other users can read (``ps``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
+import math
 import os
 import sys
 import webbrowser
@@ -28,10 +30,14 @@ def add_commands(subparsers) -> None:
 
 
 def cmd_ui(args) -> int:
+    from neuralmind import load_settings
     from neuralmind.client import NeuralMindClient, NotFound
     from neuralmind.commands.common import err
     explicit = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
-    nm = NeuralMindClient(url=args.url, token=args.token, autostart=not explicit)
+    # the settings' home (NEURALMIND_HOME, else the config's [kernel] home): the daemon
+    # `neuralmind daemon start` runs is found there, never a second one started elsewhere
+    nm = NeuralMindClient(url=args.url, token=args.token, autostart=not explicit,
+                          home=load_settings().home)
     try:
         made = nm._json("POST", "/v1/ui/sign-in-codes")
     except NotFound as ex:
@@ -45,10 +51,19 @@ def cmd_ui(args) -> int:
         print(json.dumps({"url": url, "expires_at": made["expires_at"]}))
         return 0
     if args.no_browser or not _open(nm.home, url):
-        print(f"open this link within a minute; it signs in once:\n{url}")
+        print(f"open this link {_within(made['expires_at'])}; it signs in once:\n{url}")
         return 0
     print(f"opened the dashboard at {nm.url}/ui (signed in; the link works once)")
     return 0
+
+
+def _within(expires_at: str) -> str:
+    """How long the link works, from the code's ``expires_at`` (the server's ``[ui]
+    sign_in_code_ttl_s``, 1–600 s, not this machine's config): ``within 60 s (until
+    14:03:07)``, the time in this machine's zone."""
+    until = dt.datetime.fromisoformat(expires_at)
+    left = max(0, math.ceil((until - dt.datetime.now(dt.timezone.utc)).total_seconds()))
+    return f"within {left} s (until {until.astimezone():%H:%M:%S})"
 
 
 def _open(home, url: str) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from neuralmind.commands.common import client, common_flags, emit, fields, path_id, ranged, table
+from neuralmind.commands.common import (CommandError, client, common_flags, emit, fields,
+                                        path_id, ranged, table)
 
 HOOK_COLUMNS = ("id", "enabled", "url", "events", "projects", "failing_since")
 HOOK_DETAIL = ("id", "url", "events", "projects", "description", "enabled", "disabled_reason",
@@ -20,6 +21,10 @@ def _secret_note(hook) -> str:
 
 
 def cmd_add(args) -> int:
+    if args.target is None:  # `--url` is every command's server, easily taken for the hook's
+        raise CommandError("give the hook's URL as the argument: `neuralmind webhook add "
+                           "HOOK_URL -e KIND`" + (f" (--url {args.url} names the NeuralMind "
+                           "server to call, not where events go)" if args.url else ""))
     hook = client(args).webhooks.create(args.target, args.event, projects=args.project,
                                         description=args.description or "")
     return emit(args, hook.raw, text=fields(hook, HOOK_DETAIL) + _secret_note(hook))
@@ -115,8 +120,9 @@ def add_commands(subparsers) -> None:
                                        help="the webhook id (wh_…)")
         parsers[name].set_defaults(func=func)
     add, upd = parsers["add"], parsers["update"]
-    add.add_argument("target", metavar="URL",
-                     help="where to POST events: https://… (http where the operator allows it)")
+    add.add_argument("target", metavar="HOOK_URL", nargs="?",  # missing: cmd_add says why
+                     help="where to POST events: https://… (http where the operator allows "
+                          "it); required, and not --url, which names the NeuralMind server")
     add.add_argument("--event", "-e", action="append", required=True, metavar="KIND",
                      help="an event kind, or a prefix ending in * (memory.*); repeatable")
     add.add_argument("--project", "-p", action="append", metavar="ID",

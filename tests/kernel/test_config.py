@@ -61,6 +61,24 @@ def test_bad_files_and_values_are_config_errors(tmp_path):
         load_settings(bad)
 
 
+def test_a_byte_order_mark_before_the_config_is_skipped(tmp_path, monkeypatch):
+    """TOML lets a UTF-8 file start with a byte-order mark (toml-lang/toml#437), as editors
+    on Windows write it; tomllib refused it as `Invalid statement (at line 1, column 1)`, a
+    message with no word of the mark. Only the first is the mark: a second is no statement."""
+    monkeypatch.delenv("NEURALMIND_HOME")
+    cfg = tmp_path / "bom.toml"
+    cfg.write_bytes(b'\xef\xbb\xbf[kernel]\r\nhome = "/tmp/nm-bom"\r\n[server]\r\nport = 9\r\n')
+    s = load_settings(cfg)
+    assert str(s.home) == "/tmp/nm-bom" and s.server.port == 9
+    cfg.write_bytes(b"\xef\xbb\xbf[server]\nport = 1 # \xff\n")  # bytes count from the file's start
+    with pytest.raises(ConfigError, match=r"is not valid TOML: not UTF-8 \(byte 23\)$"):
+        load_settings(cfg)
+    cfg.write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf[server]\n")
+    with pytest.raises(ConfigError, match=r"not valid TOML: Invalid statement \(at line 1, "
+                                          r"column 1\)"):
+        load_settings(cfg)
+
+
 @pytest.mark.parametrize("section, key", [
     ("kernel", "plugin"), ("server", "prot"), ("embeddings", "modeldir"), ("index", "embed_char"),
     ("auth", "role"), ("memory", "keyword_weigth"), ("tier2", "seat_window_days"),

@@ -1,6 +1,7 @@
-"""``neuralmind eval memory`` and ``eval decisions`` given files they cannot use: one line on
-stderr naming the file (and the line) and what is wrong, exit 2, no traceback, and nothing
-made in ``--work``. The dataset is read before any model or store, so these run in process."""
+"""``neuralmind eval memory``, ``eval decisions`` and ``eval contradictions`` given files they
+cannot use: one line on stderr naming the file (and the line) and what is wrong, exit 2, no
+traceback, and nothing made in ``--work``. The dataset is read before any model or store, so
+these run in process. A file that starts with a UTF-8 byte-order mark is read, not refused."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from tests.plugins.memory.test_eval_command import write_beir, write_locomo
 from tests.support import run_cli
 
-pytestmark = pytest.mark.sqlite_only("the commands fail on their input, before any store")
+pytestmark = pytest.mark.sqlite_only("the commands fail on their input, before any store (or "
+                                     "keep theirs in SQLite files of their own)")
 
 
 def _refused(*argv: str, says: str, work: Path | None = None) -> None:
@@ -141,3 +143,60 @@ def test_a_variant_or_a_count_it_cannot_use_is_refused_before_the_kernel_starts(
                              "--work", str(tmp_path / "work"))
     assert (code, out) == (2, "") and err.splitlines()[-1].endswith(says)
     assert not (tmp_path / "work").exists()
+
+
+BOM = b"\xef\xbb\xbf"  # what an editor on Windows starts a UTF-8 file with
+
+
+def _pair(label: str, a: str, b: str) -> dict:
+    return {"label": label, "a": {"title": a, "rationale": a}, "b": {"title": b, "rationale": b}}
+
+
+def test_eval_contradictions_names_a_file_that_is_not_utf8_and_reads_past_a_bom(tmp_path):
+    """Not UTF-8 was a UnicodeDecodeError traceback (exit 1); a BOM made line 1 "not a
+    labelled pair"."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_bytes(b"\xff\xfe garbage\n")
+    _refused("eval", "contradictions", "--no-cosine", "--pairs", str(pairs),
+             says=f"{pairs} is not UTF-8 text")
+    lines = [_pair("contradicting", "Use PostgreSQL for the ledger",
+                   "Do not use PostgreSQL for the ledger"),
+             _pair("unrelated", "Deploy on Tuesdays", "Logos are blue")]
+    pairs.write_bytes(BOM + "".join(json.dumps(p) + "\r\n" for p in lines).encode())
+    code, out, err = run_cli("eval", "contradictions", "--no-cosine", "--pairs", str(pairs),
+                             "--json")
+    assert code == 0, err
+    assert json.loads(out)["splits"]["all"]["pairs"] == 2
+
+
+def test_eval_memory_reads_dataset_files_past_a_bom(tmp_path):
+    """corpus.jsonl and queries.jsonl with a BOM were "line 1 is not JSON"; a qrels file's
+    BOM made its first query id another (that query had no gold answer)."""
+    data = tmp_path / "tiny"
+    write_beir(data)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (data / name).write_bytes(BOM + (data / name).read_bytes())
+    (data / "qrels" / "test.tsv").write_bytes(BOM + b"q1\td1\t1\nq2\td3\t1\n")  # no header
+    code, out, err = run_cli("eval", "memory", "--dataset", str(data), "--split", "test",
+                             "--mode", "keyword", "--json", "--work", str(tmp_path / "w"),
+                             env={"NEURALMIND_HOME": str(tmp_path / "home")})
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["queries"] == 2 and result["keyword"]["recall@1"] == 1.0
+
+
+def test_eval_decisions_reads_its_files_past_a_bom(tmp_path):
+    corpus, queries = tmp_path / "corpus.json", tmp_path / "queries.json"
+    decision = {"id": "d1", "title": "Use PostgreSQL for the ledger", "rationale": "ACID",
+                "decision_type": "architecture", "status": "active", "files_affected": [],
+                "confidence": 0.9, "tags": []}
+    corpus.write_bytes(BOM + json.dumps([decision]).encode())
+    queries.write_bytes(BOM + json.dumps({"queries": [
+        {"id": "q1", "kind": "sentence", "query": "which database holds the ledger",
+         "gold": ["d1"]}]}).encode())
+    code, out, err = run_cli("eval", "decisions", "--corpus", str(corpus), "--queries",
+                             str(queries), "--mode", "keyword", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["decisions"] == 1
+    assert result["by_kind"]["sentence"]["n"] == 1 and result["by_kind"]["title"]["n"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -61,3 +62,27 @@ def test_ui_says_what_to_do_where_no_code_can_be_made(tmp_path):
                                             "NEURALMIND_API_TOKEN": token})
         assert code == 1 and out == ""
         assert f"open {server.url}/ui and paste a token" in err
+
+
+def test_ui_finds_the_daemon_of_the_configs_home_and_says_the_links_real_lifetime(
+        tmp_path, monkeypatch):
+    """With the home named only by the config's ``[kernel] home`` (no NEURALMIND_HOME),
+    `neuralmind ui` once looked in ~/.neuralmind and started a second daemon there, which
+    could not listen on the port the first held. And it said "within a minute" whatever
+    ``[ui] sign_in_code_ttl_s`` the server has."""
+    from tests.client.test_discovery import held
+    monkeypatch.delenv("NEURALMIND_HOME")
+    user = tmp_path / "user"
+    with LocalServer(tmp_path / "home", plugins=["auth", "ui"],
+                     config="[ui]\nsign_in_code_ttl_s = 300\n") as server:
+        config = tmp_path / "client.toml"  # a second daemon would find its port taken
+        config.write_text(f'[kernel]\nhome = "{server.home}"\n[server]\nport = {server.port}\n')
+        with held(server.home, url=server.url, token=server.token):
+            code, out, err = run_cli("ui", "--no-browser",
+                                     env={"NEURALMIND_CONFIG": str(config), "HOME": str(user)})
+    assert code == 0, err
+    said, url = out.splitlines()
+    assert re.fullmatch(r"open this link within (299|300) s \(until \d\d:\d\d:\d\d\); it signs "
+                        r"in once:", said), said
+    assert url.startswith(f"{server.url}/ui#code=")
+    assert not (user / ".neuralmind").exists()
