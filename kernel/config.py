@@ -13,7 +13,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -57,6 +57,17 @@ class ConfigSection(BaseModel):
     false where a number goes (pydantic reads ``port = true`` as port 1)."""
 
     model_config = ConfigDict(extra="forbid")
+    removed: ClassVar[dict[str, str]] = {}
+    """Keys an earlier NeuralMind read, and what does their work now: a config written for it
+    is told so, not that the key looks like a typo."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_removed_key(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in sorted(cls.removed.keys() & data.keys()):
+                raise ValueError(f"{key} was removed: {cls.removed[key]}; delete the line")
+        return data
 
     @field_validator("*", mode="before")
     @classmethod

@@ -67,6 +67,9 @@ class MemorySettings(ConfigSection):
     """The ``[memory]`` config section. Fusion constants were chosen by ``neuralmind eval memory``
     on ``../shared/eval`` (docs/performance-memory.md)."""
 
+    removed = {"feedback_step": "feedback_up and feedback_down set the steps of 'helpful' and "
+                                "'unhelpful' now (0.05 and 0.10 by default)"}
+
     fusion: Literal["blend", "rrf"] = "blend"
     keyword_weight: float = Field(0.5, ge=0.0, le=1.0, description="blend: weight of the keyword leg")
     rrf_k: int = Field(10, ge=1, le=1_000)

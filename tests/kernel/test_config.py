@@ -314,3 +314,16 @@ def test_an_enabled_plugin_that_exits_at_import_is_a_load_failure_naming_it(fail
     code, out, err = run_cli("serve", env={"NEURALMIND_PLUGINS": "auth,exiter"})
     assert (code, out, err) == (2, "", "neuralmind: plugin 'exiter' (exiter_plugin) failed to "
                                        "load: SystemExit: exiter needs FOO_API_KEY\n")
+
+
+def test_a_key_an_earlier_neuralmind_read_says_what_took_its_place(tmp_path):
+    """``[memory] feedback_step`` was in an earlier build's docs: "Extra inputs are not
+    permitted" read like a typo. A section's ``removed`` keys say what does their work now."""
+    from tests.support import LocalServer
+    config = "[memory]\nfeedback_step = 0.1\n"
+    with pytest.raises(ConfigError) as refused:
+        LocalServer(tmp_path / "home", plugins=["auth", "memory"], config=config).start()
+    assert str(refused.value).endswith(
+        ": feedback_step was removed: feedback_up and feedback_down set the steps of 'helpful' "
+        "and 'unhelpful' now (0.05 and 0.10 by default); delete the line")
+    assert "[memory]" in str(refused.value)
