@@ -22,8 +22,8 @@ from neuralmind import KERNEL_PERMISSIONS, load_settings, open_shared, record_ev
 from plugins.auth import loopback
 from plugins.auth.roles import AUTH_PERMISSIONS, auth_section, known_roles, role_holds
 from plugins.auth.schema import PG_MIGRATIONS
-from plugins.auth.tokens import (ACTOR_MAX, SHORT_ID, TokenError, Tokens, parse_expiry, plain,
-                                 token_store)
+from plugins.auth.tokens import (ACTOR_MAX, SHORT_ID, TokenError, TokenRecord, Tokens,
+                                 parse_expiry, plain, token_store)
 
 
 class DatabaseDown(TokenError):
@@ -39,6 +39,18 @@ def create_command(settings) -> str:
         return ("`neuralmind token create --config F --actor A --role R` (F: a config with "
                 "[server] allow_remote = true)")
     return f"`neuralmind token create --config {shlex.quote(settings.source)} --actor A --role R`"
+
+
+def set_aside_line(settings, where: str, aside: dict[str, TokenRecord]) -> str:
+    """One line for the tokens set aside (``TokenRecord.set_aside``): each by id, with what is
+    wrong and the ``token revoke`` that removes it (with the config of ``settings``)."""
+    from neuralmind.commands.common import counted
+    config = f" --config {shlex.quote(settings.source)}" if settings.source is not None else ""
+    each = "; ".join(f"{h[:SHORT_ID]}: {rec.set_aside} (remove it: `neuralmind token revoke"
+                     f"{config} {h[:SHORT_ID]}`)" for h, rec in sorted(aside.items()))
+    return (f"{counted(len(aside), 'token')} of {where} set aside, refused (401) like revoked "
+            f"ones: an older NeuralMind wrote names this one does not take — {each}; give "
+            f"their users new tokens with {create_command(settings)}")
 
 
 class _Said(logging.Handler):
@@ -175,9 +187,15 @@ def cmd_list(args) -> int:
     from neuralmind.commands.common import shown
     from plugins.auth.resources import token_out
     settings = _settings(args)
-    rows = [token_out(h, r) for h, r in _tokens(settings).listing()]
+    tokens = _tokens(settings)
+    listed = tokens.listing()
+    rows = [(token_out(h, r), r.set_aside) for h, r in listed]
+    aside = {h: r for h, r in listed if r.set_aside is not None}
+    if aside:  # stderr: stdout stays the listing
+        print(f"neuralmind: warning: {set_aside_line(settings, tokens.where, aside)}",
+              file=sys.stderr)
     if args.json:
-        print(json.dumps([r.model_dump() for r in rows]))
+        print(json.dumps([{**r.model_dump(), "set_aside": why} for r, why in rows]))
         return 0
     if not rows:
         print(shown(f"no tokens — add one with {create_command(settings)}"
@@ -186,17 +204,19 @@ def cmd_list(args) -> int:
                     "(docs/security.md)"))
         return 0
     print(f"{'ID':8}  {'ACTOR':20}  {'ROLE':8}  {'PROJECTS':20}  {'CREATED':24}  EXPIRES")
-    # stored text, shown escaped should a control character pass the store's check (names
-    # of printable characters) — never sent to the terminal
-    for r in rows:
+    # stored text, shown escaped: a name set aside (an older NeuralMind's) may hold a tab or
+    # another control character, never sent to the terminal
+    for r, why in rows:
         projects = r.projects if isinstance(r.projects, str) else ",".join(r.projects)
-        expires = (r.expires_at or "never") + (" (expired)" if r.expired else "")
+        expires = ((r.expires_at or "never") + (" (expired)" if r.expired else "")
+                   + (f" (set aside: {why})" if why else ""))
         print(shown(f"{r.id:8}  {r.actor:20}  {r.role:8}  {projects:20}  {r.created_at:24}  "
                     f"{expires}"))
     return 0
 
 
 def cmd_revoke(args) -> int:
+    from neuralmind.commands.common import shown
     if args.actor is not None and not args.actor.strip():
         raise TokenError("--actor must not be empty: name whose tokens to revoke")
     if (args.id is None) == (args.actor is None):
@@ -211,7 +231,8 @@ def cmd_revoke(args) -> int:
         _record(settings, "token.revoked", {"token_id": digest[:SHORT_ID],
                                        "token_actor": rec.actor, "role": rec.role,
                                        "projects": rec.projects})
-        print(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})")
+        # shown escaped: the actor of a token set aside may hold a tab (TokenRecord.set_aside)
+        print(shown(f"revoked {digest[:SHORT_ID]} ({rec.actor}, {rec.role})"))
     return 0
 
 

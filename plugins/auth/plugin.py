@@ -122,9 +122,13 @@ def startup(kernel):
             raise TokenError(fault)
         state.limiter = RateLimiter(PgBuckets(state.shared) if state.shared is not None
                                     else FileBuckets(kernel.home))
-        if (not state.tokens.records() and state.tokens.unreadable is None  # else said why
+        from plugins.auth.commands import create_command, set_aside_line
+        usable, aside = state.tokens.records(), state.tokens.set_aside
+        # tokens with names an older NeuralMind wrote, refused now: once per server, each named
+        if aside and _first_worker(kernel, "auth.set-aside-warning"):
+            log.warning("%s", set_aside_line(kernel.settings, state.tokens.where, aside))
+        if (not usable and not aside and state.tokens.unreadable is None  # else said why
                 and _first_worker(kernel, "auth.no-tokens-warning")):
-            from plugins.auth.commands import create_command
             log.warning("no tokens in %s yet: every request is 401 until %s adds one",
                         state.tokens.where, create_command(kernel.settings))
         return

@@ -20,7 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -121,6 +121,13 @@ class TokenRecord:
     projects: list[str] | str  # "*" for every project
     created_at: str
     expires_at: str | None = None
+    # why today's rules for names refuse a record an older NeuralMind wrote (never stored):
+    # the token is refused like a revoked one, yet listed and revocable (stored_record)
+    set_aside: str | None = None
+
+    def stored(self) -> dict:
+        """The fields a tokens file holds, as they were read or made."""
+        return {name: getattr(self, name) for name in FIELDS}
 
     @property
     def expires_ts(self) -> float:
@@ -166,7 +173,14 @@ def _key_shown(key: object) -> str:
 def stored_record(source: str, key: object, fields: object) -> TokenRecord:
     """A stored token the server can trust, or TokenError naming ``source`` (the file, the
     table), the token and what is wrong: a hand edit costs one clear line, never a 500 at
-    each request that presents the token."""
+    each request that presents the token.
+
+    Structural faults — the key, the fields, their types, the role (what the token may do),
+    the times — refuse the whole file. Names that are strings but not printable (an actor of
+    spaces or with a tab, a project id with one) break only a rule older NeuralMinds did not
+    apply, so a file they wrote may hold them: such a record is ``set_aside``, not refused —
+    its token grants nothing, while the rest of the file serves and ``token revoke`` can
+    remove it."""
     if not (isinstance(key, str) and HASH.match(key)):
         raise TokenError(f"{source}: {_key_shown(key)} is not a token's sha256 (64 hex "
                          "characters)")
@@ -179,14 +193,21 @@ def stored_record(source: str, key: object, fields: object) -> TokenRecord:
                                                                 ("unknown", unknown)) if names]
     if faults:
         raise TokenError(f"{where}: {'; '.join(faults)} (a token holds {', '.join(FIELDS)})")
-    for name in ("actor", "role"):
-        if not plain(fields[name]):
-            raise TokenError(f"{where}: {name} {_shown(fields[name])} is not a name of "
-                             "printable characters")
-    projects = fields["projects"]
-    if projects != "*" and not (isinstance(projects, list) and all(map(plain, projects))):
+    actor, role, projects = fields["actor"], fields["role"], fields["projects"]
+    if not plain(role):
+        raise TokenError(f"{where}: role {_shown(role)} is not a name of printable characters")
+    if not isinstance(actor, str):
+        raise TokenError(f"{where}: actor {_shown(actor)} is not a string")
+    if projects != "*" and not (isinstance(projects, list)
+                                and all(isinstance(p, str) for p in projects)):
         raise TokenError(f'{where}: projects {_shown(projects)} is neither "*" nor a list of '
                          "project ids")
+    aside = []
+    if not plain(actor):
+        aside.append(f"actor {_shown(actor)} is not a name of printable characters")
+    if projects != "*" and not all(map(plain, projects)):
+        aside.append(f"projects {_shown(projects)} holds an id that is not a name of "
+                     "printable characters")
     for name, read in (("created_at", instant), ("expires_at", expiry_instant)):
         value = fields.get(name)
         if value is None and name == "expires_at":
@@ -200,7 +221,7 @@ def stored_record(source: str, key: object, fields: object) -> TokenRecord:
         except OverflowError:  # 9999-12-31: through that day is past what a datetime holds
             raise TokenError(f"{where}: {name} {_shown(value)} ends past the year 9999: give "
                              "an earlier date, or null for no expiry") from None
-    return TokenRecord(**fields)
+    return TokenRecord(**fields, set_aside="; ".join(aside) or None)
 
 
 def tokens_path(settings) -> Path:
@@ -250,7 +271,8 @@ class Tokens(ABC):
     def __init__(self):
         self._lock = threading.Lock()
         self._stamp: Hashable | None = None
-        self._records: dict[str, TokenRecord] = {}
+        self._records: dict[str, TokenRecord] = {}  # the usable ones
+        self.set_aside: dict[str, TokenRecord] = {}  # this version's records set aside
         self._seen: dict[str, tuple[str, TokenRecord] | None] = {}  # token → lookup, this version
         self.unreadable: str | None = None  # why this version of the records could not be read
 
@@ -273,12 +295,15 @@ class Tokens(ABC):
     # -- the server's side: one cheap check per request ------------------------------------
 
     def records(self) -> dict[str, TokenRecord]:
+        """The records whose tokens are taken: none while they cannot be read, and never one
+        set aside (its token is refused like a revoked one)."""
         stamp = self._current()
         if stamp != self._stamp:
             with self._lock:
                 if stamp != self._stamp:
-                    self._records, self.unreadable = (self._load() if stamp is not None
-                                                      else ({}, None))
+                    every, self.unreadable = self._load() if stamp is not None else ({}, None)
+                    self._records = {h: r for h, r in every.items() if r.set_aside is None}
+                    self.set_aside = {h: r for h, r in every.items() if r.set_aside is not None}
                     self._seen = {}
                     self._stamp = stamp
         return self._records
@@ -345,7 +370,8 @@ class Tokens(ABC):
         return removed
 
     def listing(self) -> list[tuple[str, TokenRecord]]:
-        """Every record, read now, by actor; TokenError when they cannot be read."""
+        """Every record, read now, by actor, those set aside too (``revoke`` removes them);
+        TokenError when they cannot be read."""
         return sorted(self._read().items(), key=lambda kv: (kv[1].actor, kv[1].created_at))
 
 
@@ -392,7 +418,7 @@ class TokenFile(Tokens):
             fcntl.flock(fd, fcntl.LOCK_EX)
             records = self._read()
             yield records
-            body = {"version": 1, "tokens": {h: asdict(r) for h, r in sorted(records.items())}}
+            body = {"version": 1, "tokens": {h: r.stored() for h, r in sorted(records.items())}}
             write_private(self.path, json.dumps(body, indent=2) + "\n")
         finally:
             os.close(fd)

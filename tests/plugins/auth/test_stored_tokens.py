@@ -55,8 +55,17 @@ BAD_FILES = {
                                 f'token {H[:8]}: expires_at "9999-12-31" ends past the year 9999'),
     "creation not a date": (tokens_json({H: record(created_at="z")}),
                             f'token {H[:8]}: created_at "z" is not an ISO datetime'),
-    "an actor on two lines": (tokens_json({H: record(actor="a\nb")}),
-                              f'token {H[:8]}: actor "a\\nb" is not a name'),
+    "an actor not a string": (tokens_json({H: record(actor=5)}),
+                              f"token {H[:8]}: actor 5 is not a string"),
+    "a role with a tab": (tokens_json({H: record(role="ad\tmin")}),
+                          f'token {H[:8]}: role "ad\\tmin" is not a name of printable'),
+    "a project id not a string": (tokens_json({H: record(projects=["a", 5])}),
+                                  f'token {H[:8]}: projects ["a", 5] is neither "*" nor a list'),
+    # a name an older build wrote sets its record aside (test_tokens_file_upgrade.py), unless
+    # the record is broken besides
+    "an actor on two lines, a bad expiry": (
+        tokens_json({H: record(actor="a\nb", expires_at="x")}),
+        f'token {H[:8]}: expires_at "x" is not an ISO datetime'),
     "projects a string": (tokens_json({H: record(projects="a")}),
                           f'token {H[:8]}: projects "a" is neither "*" nor a list'),
 }
