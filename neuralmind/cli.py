@@ -48,7 +48,6 @@ def _enabled(argv: list[str]) -> list[str]:
     """The plugins whose commands are offered: those of the config (the command line's
     ``--config``, else ``$NEURALMIND_CONFIG``'s), and those the running daemon serves — it may
     have been started with another config (its discovery file lists them)."""
-    from kernel.daemon import pid_alive, read_discovery
     try:
         settings = load_settings(_config_given(argv))
     except ConfigError:
@@ -56,10 +55,18 @@ def _enabled(argv: list[str]) -> list[str]:
             settings = load_settings()
         except ConfigError:
             return []
-    daemon = read_discovery(settings.home) or {}
-    served = daemon.get("plugins") if pid_alive(daemon.get("pid")) else None
-    return list(dict.fromkeys([*settings.kernel.plugins,
-                               *(served if isinstance(served, list) else [])]))
+    return list(dict.fromkeys([*settings.kernel.plugins, *(_served(settings.home)[1] or [])]))
+
+
+def _served(home) -> tuple[str | None, list[str] | None]:
+    """The URL of the daemon running in ``home`` and the plugins it serves, as its discovery
+    file lists them (None: none runs, or its file lists none)."""
+    from kernel.daemon import pid_alive, read_discovery
+    daemon = read_discovery(home) or {}
+    if not pid_alive(daemon.get("pid")):
+        return None, None
+    plugins = daemon.get("plugins")
+    return daemon.get("url"), plugins if isinstance(plugins, list) else None
 
 
 def _plugin_commands(sub, names: list[str]) -> None:
@@ -79,28 +86,46 @@ def _plugin_commands(sub, names: list[str]) -> None:
 
 
 def _plugin_not_enabled(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
-    """For a command no enabled plugin adds: the installed plugin that would, so the user
-    learns what to enable rather than that the word is unknown."""
+    """For a command no enabled plugin adds — a group's word (`ask`) or a word inside a group
+    (`project impact`, `eval code`) —: the installed plugin that would, so the user learns
+    what to enable rather than that the word is unknown."""
     from kernel.plugins import PluginError, available, each, make_plugin_manager
-    command = next((a for a in argv if not a.startswith("-")), None)
-    known = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    if command is None or command in known:
+    words = _unknown_command(parser, [a for a in argv if not a.startswith("-")])
+    if words is None:
         return None
     try:  # the config's fault (the --config given, else $NEURALMIND_CONFIG's) is said, not
         load_settings(_config_given(argv))  # the plugins it names: they were never read
     except ConfigError as ex:
         return str(ex)
     for name in sorted(available()):
-        probe = argparse.ArgumentParser().add_subparsers()
+        probe = argparse.ArgumentParser()
         try:
-            each(make_plugin_manager([name]), "register_commands", kernel=None, subparsers=probe)
+            each(make_plugin_manager([name]), "register_commands", kernel=None,
+                 subparsers=probe.add_subparsers())
         except PluginError:
             continue
-        if command in probe.choices:
-            return (f"`neuralmind {command}` comes with the {name} plugin, which neither this "
-                    f"configuration nor the running daemon enables: add \"{name}\" to [kernel] "
-                    "plugins in the config (or to NEURALMIND_PLUGINS)")
+        if _unknown_command(probe, words) is None:
+            return (f"`neuralmind {' '.join(words)}` comes with the {name} plugin, which neither "
+                    "this configuration nor the running daemon enables: add "
+                    f"\"{name}\" to [kernel] plugins in the config (or to NEURALMIND_PLUGINS)")
     return None
+
+
+def _unknown_command(parser: argparse.ArgumentParser, words: list[str]) -> list[str] | None:
+    """The command words up to the first that ``parser``'s groups do not know (`project
+    impact`), or None when each is known up to a command's own arguments."""
+    for depth, word in enumerate(words):
+        group = _subcommands(parser)
+        if group is None:  # a command: the rest are its arguments
+            return None
+        if word not in group.choices:
+            return words[:depth + 1]
+        parser = group.choices[word]
+    return None
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
 
 
 def _utf8(arg: str) -> bool:
@@ -113,20 +138,25 @@ def _utf8(arg: str) -> bool:
     return True
 
 
-def client_error(ex: Exception) -> int:
+def client_error(ex: Exception, args=None) -> int:
     """Print what the client raised (``NeuralMindError``: about the server, or what was
     given — never a bug here, so no traceback) and answer the exit code: 2 for a URL or token
     given wrongly (the ValueErrors), else 1. A timeout's hint names the Python client's
     ``timeout=``, which no flag sets here: it is left out. A 401 says where the token sent came
-    from (a stale ``NEURALMIND_API_TOKEN`` hides the home's own), never the token."""
-    from neuralmind.client import NeuralMindAPIError, TimedOut, Unauthorized
+    from (a stale ``NEURALMIND_API_TOKEN`` hides the home's own; a token given is --token's,
+    not the Python client's ``token=``), never the token. A route the daemon lacks says why
+    (:func:`_not_served`)."""
+    from neuralmind.client import TOKEN_GIVEN, NeuralMindAPIError, TimedOut, Unauthorized
     from neuralmind.commands.common import err
     if isinstance(ex, NeuralMindAPIError):  # a message that may echo what was typed
         request = f", request {ex.request_id}" if ex.request_id else ""
         wrong = ex.field_errors()  # one: what is wrong leads the line; more: a line each
         head = f"{wrong[0]} ({ex.message})" if len(wrong) == 1 else ex.message
         if isinstance(ex, Unauthorized) and ex.token_from:
-            head += f"; {ex.token_from}"
+            head += "; " + ("the token sent was the one given (--token)"
+                            if ex.token_from == TOKEN_GIVEN else ex.token_from)
+        if ex.code == "not_found" and (why := _not_served(args)):
+            head += f": {why}"
         err(f"{head} [{ex.code}, status {ex.status}{request}]"
             + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1))
         return 1
@@ -134,22 +164,42 @@ def client_error(ex: Exception) -> int:
     return 2 if isinstance(ex, ValueError) else 1
 
 
+def _not_served(args) -> str | None:
+    """Why the home's daemon has no route for a command (404 ``not_found``) when it runs
+    without a plugin this configuration enables — started with another config, or before
+    the config changed —: so, and to restart it; None when it runs them all, or the command
+    went to a server named by --url or NEURALMIND_API_URL (whose config is not known here)."""
+    if getattr(args, "url", None) or os.environ.get("NEURALMIND_API_URL"):
+        return None
+    try:
+        settings = load_settings()
+    except ConfigError:
+        return None
+    url, served = _served(settings.home)
+    missing = [name for name in settings.kernel.plugins if name not in (served or ())]
+    if url is None or served is None or not missing:
+        return None
+    plugins = (f"the {missing[0]} plugin, which this configuration enables, and so serves "
+               "none of its routes" if len(missing) == 1 else
+               f"the {', '.join(missing[:-1])} and {missing[-1]} plugins, which this "
+               "configuration enables, and so serves none of their routes")
+    return (f"the daemon at {url} runs without {plugins}: restart it with this configuration "
+            "(`neuralmind daemon stop`, then `neuralmind daemon start`)")
+
+
 def command_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
     """The parser of the command ``args`` were parsed for (``project show``'s), whose usage
     a wrong argument is shown with rather than the whole CLI's."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            chosen = action.choices.get(getattr(args, action.dest, None) or "")
-            if chosen is not None:
-                return command_parser(chosen, args)
-    return parser
+    group = _subcommands(parser)
+    chosen = group and group.choices.get(getattr(args, group.dest, None) or "")
+    return parser if chosen is None else command_parser(chosen, args)
 
 
 def main(argv: list[str] | None = None) -> int:
     from kernel.daemon import DiscoveryDamaged
     from kernel.plugins import PluginError, StartupError
     from neuralmind.client import NeuralMindError
-    from neuralmind.commands.common import CommandError, err, shown
+    from neuralmind.commands.common import CommandError, err, shown, unregistered_if_refused
     line = sys.argv[1:] if argv is None else argv
     if (reconfigure := getattr(sys.stdout, "reconfigure", None)) is not None:
         # a terminal or pipe that is not UTF-8 shows what it cannot encode as \u escapes
@@ -170,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         command_parser(parser, args).error(
             f"unrecognized arguments: {' '.join(map(shown, extra))}")
     try:
-        return args.func(args) or 0
+        with unregistered_if_refused(args):
+            return args.func(args) or 0
     except (ConfigError, CommandError, PluginError, StartupError, DiscoveryDamaged) as ex:
         err(str(ex))
         return getattr(ex, "exit_code", 2)
@@ -178,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nneuralmind: interrupted", file=sys.stderr)
         return 130
     except NeuralMindError as ex:  # before OSError: a timeout or no daemon is one too
-        return client_error(ex)
+        return client_error(ex, args)
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -50,6 +50,9 @@ PROJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MEMORIES = "/v1/projects/{project_id}/memories"  # routes as the OpenAPI document names them
 PAGING = ("limit", "cursor")
+# where a refused token came from when it was the argument (``Unauthorized.token_from``); the
+# command line, whose --token it was, says so in its own words
+TOKEN_GIVEN = "the token sent was the one given (token=)"
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -88,9 +91,11 @@ class BrokenAnswer(NeuralMindError, ConnectionError):
 
 class NeuralMindAPIError(NeuralMindError):
     """The server answered with the error envelope. ``resent``: the answer is to the request
-    sent again after an earlier attempt's answer was lost (that attempt may have landed)."""
+    sent again after an earlier attempt's answer was lost (that attempt may have landed).
+    ``method``: the request's (``GET``: a read was refused, nothing a caller wrote)."""
 
     resent = False
+    method: str | None = None
 
     def __init__(self, status: int, code: str, message: str, details: dict | None = None,
                  request_id: str | None = None, headers: dict[str, str] | None = None):
@@ -477,7 +482,7 @@ def _discover(url: str | None, token: str | None, home: Path | None
                             f"http://127.0.0.1:8765: {why}")
     url = _root(url) if url else None
     if token:
-        return url, token, "the token sent was the one given (token=, --token)"
+        return url, token, TOKEN_GIVEN
     if token := os.environ.get("NEURALMIND_API_TOKEN"):
         return url, token, ("the token sent was NEURALMIND_API_TOKEN's, which comes before the "
                             "home's own: correct or unset it")
@@ -783,7 +788,7 @@ class NeuralMindClient:
                 failed += 1
                 error = _api_error(resp, self._token_from)
                 if isinstance(error, NeuralMindAPIError):
-                    error.resent = lost
+                    error.resent, error.method = lost, method
                 lasting = getattr(error, "code", None) in LASTING  # another server's page: none
                 if resp.status != 503 or failed == attempts or lasting:
                     raise error
@@ -838,7 +843,11 @@ class NeuralMindClient:
         answer passes here: one ``make`` cannot read — a record without its ``id``, a
         page without ``items`` — is not NeuralMind's (a :class:`BrokenAnswer`), as is one that
         is no JSON object (:meth:`_Response.json`)."""
-        resp = self.request(method, path, **kw)
+        return self._made(self.request(method, path, **kw), make)
+
+    @staticmethod
+    def _made(resp: _Response, make: Callable[[dict], Any] | None) -> Any:
+        """:meth:`_json`'s answer of ``resp``, for a caller that reads its status too."""
         data = resp.json()
         try:
             return make(data) if make else data
@@ -929,6 +938,12 @@ class NeuralMindClient:
     def embeddings_status(self) -> dict[str, Any]:
         return self._json("GET", "/v1/embeddings/status")
 
+    def whoami(self) -> dict[str, Any]:
+        """The caller as the server sees them (the auth plugin's route): ``actor``, ``role``,
+        ``kind`` (``loopback``; ``token`` on a server-mode server), ``projects`` (None: all),
+        ``permissions``."""
+        return self._json("GET", "/v1/auth/whoami")
+
     def mcp(self, message: dict[str, Any] | list[dict[str, Any]], *,
             session_id: str | None = None, protocol_version: str | None = None,
             project: str | None = None, timeout: float = BUILD_TIMEOUT) -> MCPAnswer:
@@ -948,8 +963,9 @@ class NeuralMindClient:
             _mcp_messages(resp, streamed), "POST /v1/mcp", self, timeout))
 
     def project(self, path_or_id: str | os.PathLike = ".") -> ProjectHandle:
-        """A handle on a project: a directory is registered (idempotent), an id is looked up."""
-        return ProjectHandle(self, self.projects.resolve(path_or_id))
+        """A handle on a project: a directory is registered (idempotent), an id is looked up;
+        its ``registered`` says whether this call registered the directory."""
+        return ProjectHandle(self, *self.projects._resolved(path_or_id))
 
     def events(self, project: str | None = None, kinds: Iterable[str] = (),
                last_event_id: int | None = None, timeout: float | None = None) -> EventStream:
@@ -1219,11 +1235,16 @@ class Projects:
 
     def add(self, path: str | os.PathLike) -> Project:
         """Register a directory (on the server's file system); registering twice is fine."""
+        return self._added(path)[0]
+
+    def _added(self, path: str | os.PathLike) -> tuple[Project, bool]:
+        """:meth:`add`'s project, and whether this call registered it (201; 200: it was)."""
         if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
             raise ValueError(f"projects.add needs a directory, not {path!r}")
         real = os.path.abspath(os.path.expanduser(str(path)))
-        return self._nm._json("POST", "/v1/projects", _project, json_body={"path": real},
-                              idempotent=True)
+        resp = self._nm.request("POST", "/v1/projects", json_body={"path": real},
+                                idempotent=True)
+        return self._nm._made(resp, _project), resp.status == 201
 
     def get(self, project_id: str) -> Project:
         return self._nm._json("GET", _path("/v1/projects", project_id), _project)
@@ -1251,22 +1272,26 @@ class Projects:
         (server mode: its projects come from its config), found among its projects; anything
         else is taken as an id (``ValueError`` when it cannot be one either: a path that is
         not a directory here)."""
+        return self._resolved(path_or_id)[0]
+
+    def _resolved(self, path_or_id: str | os.PathLike) -> tuple[Project, bool]:
+        """:meth:`resolve`'s project, and whether this call registered it."""
         text = str(path_or_id)
         if os.path.isdir(os.path.expanduser(text)):
             try:
-                return self.add(text)
+                return self._added(text)
             except Forbidden as ex:
                 if ex.code != "registration_disabled":
                     raise
                 if (found := self.find(text)) is not None:
-                    return found
+                    return found, False
                 if not PROJECT_ID.match(text):
                     raise Forbidden(ex.status, ex.code, f"{os.path.abspath(text)} is none of "
                                     f"the projects this server serves ({ex.message})",
                                     ex.details, ex.request_id, ex.headers) from None
         elif not PROJECT_ID.match(text):
             raise ValueError(f"{text}: {no_directory(text)}, nor a project id")
-        return self.get(text)
+        return self.get(text), False
 
 
 def no_directory(path: str) -> str | None:
@@ -1336,10 +1361,13 @@ class ProjectHandle:
     intelligence (impact, neighbours, next files, activity, savings, documents) and
     ``memories``."""
 
-    def __init__(self, nm: NeuralMindClient, info: Project):
+    def __init__(self, nm: NeuralMindClient, info: Project, registered: bool = False):
         self._nm = nm
         self.info = info
         self.id = info.id
+        # making this handle registered the directory (it was no project): a caller that
+        # registered it for a write the server refuses can remove() it again
+        self.registered = registered
         self.memories = Memories(nm, info.id)
 
     def __repr__(self) -> str:

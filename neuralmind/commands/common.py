@@ -9,11 +9,13 @@ import math
 import os
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from neuralmind.client import NeuralMindClient, ProjectHandle, no_directory
+from neuralmind.client import (NeuralMindAPIError, NeuralMindClient, NeuralMindError, Project,
+                               ProjectHandle, no_directory)
 
 
 def common_flags() -> argparse.ArgumentParser:
@@ -137,7 +139,17 @@ class CommandError(Exception):
 
 
 def client(args) -> NeuralMindClient:
-    return NeuralMindClient(url=args.url, token=args.token)
+    """The client of ``--url``/``--token``, else of the daemon of this machine's settings."""
+    return NeuralMindClient(url=args.url, token=args.token, home=local_settings().home)
+
+
+def local_settings():
+    """The settings the daemon runs with (``$NEURALMIND_CONFIG``, the environment). Their
+    ``home`` is where `daemon start`, `token show` and `up` find the daemon: NEURALMIND_HOME,
+    else the config's ``[kernel] home``, else ~/.neuralmind (docs/operations.md,
+    "Precedence"); the stdlib client alone reads only NEURALMIND_HOME (it reads no config)."""
+    from kernel.config import load_settings
+    return load_settings()
 
 
 def repo_root(start: str | os.PathLike | None = None) -> Path:
@@ -156,7 +168,8 @@ def git_root(start: str | os.PathLike | None = None) -> Path | None:
 
 def project(args, nm: NeuralMindClient | None = None, register: bool = False) -> ProjectHandle:
     """The project a command acts on: ``--project`` (an id, or a directory), else the
-    repository around the current directory, else the current folder. A directory is
+    repository around the current directory, else the registered folder that is or holds the
+    current one (:func:`registered_around`). A directory is
     registered (idempotently) only by a command that puts something into the project
     (``register``: build, memory add and import, ingest), and only one that was named or is a
     repository; the others find it among the registered projects, so reading or removing
@@ -173,16 +186,75 @@ def project(args, nm: NeuralMindClient | None = None, register: bool = False) ->
             raise CommandError(f"--project {ex} (`neuralmind project list`)") from None
     where = given or git_root()
     if where is not None and register:
-        return nm.project(where)
-    found = nm.projects.find(where or Path.cwd())
+        handle = nm.project(where)
+        if handle.registered:  # undone if the server refuses the write (unregistered_if_refused)
+            args._registered = handle
+        return handle
+    found = nm.projects.find(where) if where is not None else registered_around(nm)
     if found is not None:
         return ProjectHandle(nm, found)
+    raise CommandError(not_registered(nm, where))
+
+
+def registered_around(nm: NeuralMindClient) -> Project | None:
+    """Outside a git repository: the registered project that is the current folder or holds
+    it, the nearest — found as the repository around it would be (a subfolder of a registered
+    folder is in that project, never a nested project of its own)."""
+    by_path = {os.path.realpath(p.path): p for p in nm.projects.list() if p.path}
+    here = Path(os.path.realpath(Path.cwd()))
+    return next((by_path[str(f)] for f in (here, *here.parents) if str(f) in by_path), None)
+
+
+def not_registered(nm: NeuralMindClient, where: str | os.PathLike | None) -> str:
+    """That ``where`` (None: the current folder, in no repository) is no registered project,
+    and what to do: `neuralmind project add` registers it — unless it cannot: a reserved path,
+    a server that registers none (server mode: its projects come from its config, their paths
+    hidden from a reader)."""
+    folder = Path.cwd() if where is None else where
+    said = (f"{folder} is not inside a git repository, nor a registered project"
+            if where is None else f"{where} is not a registered project")
+    if why := _unregistrable(nm, folder):
+        return f"{said}, and {why}: pass --project ID (`neuralmind project list` lists the ids)"
     if where is None:
-        raise CommandError(f"{Path.cwd()} is not inside a git repository, nor a registered "
-                           "project: pass --project PATH_OR_ID (`neuralmind project add .` "
-                           "registers this folder)")
-    raise CommandError(f"{where} is not a registered project: `neuralmind project add {where}` "
-                       "registers it (`neuralmind project list` shows those that are)")
+        return (f"{said}: pass --project PATH_OR_ID (`neuralmind project add .` registers "
+                "this folder)")
+    return (f"{said}: `neuralmind project add {where}` registers it (`neuralmind project list` "
+            "shows those that are)")
+
+
+def _unregistrable(nm: NeuralMindClient, folder: str | os.PathLike) -> str | None:
+    """Why `neuralmind project add` could not register ``folder``, or None: the denylist the
+    server checks (kernel/projects.py), then the server's mode — its callers are tokens'
+    (``whoami``) in server mode alone, where every token, a reader's too, registers none."""
+    from kernel.projects import private_dirs, refusal
+    if why := refusal(os.path.realpath(folder), private_dirs(local_settings())):
+        return f"cannot be one ({why})"
+    try:
+        kind = nm.whoami().get("kind")
+    except NeuralMindAPIError:  # a server without the auth plugin: nothing known against it
+        return None
+    return ("this server registers none (its projects come from its config; a token that "
+            "sees no paths finds none by its folder)") if kind == "token" else None
+
+
+@contextmanager
+def unregistered_if_refused(args) -> Iterator[None]:
+    """Run a command; a folder it registered (:func:`project`) for a write the server then
+    refused — a 4xx to a request that was no read, sent once: nothing was written — is
+    unregistered again, so that a directory is a project only once something was put into it
+    (a failed `memory add ""` left its folder registered). The refusal is the error the
+    command raised, or the one it was handling when it raised its own (`memory import`'s)."""
+    try:
+        yield
+    except Exception as ex:
+        handle = getattr(args, "_registered", None)
+        refused = ex if isinstance(ex, NeuralMindAPIError) else ex.__context__
+        if (handle is not None and isinstance(refused, NeuralMindAPIError)
+                and 400 <= refused.status < 500 and refused.method != "GET"
+                and not refused.resent):
+            with suppress(NeuralMindError):  # it stays registered: the refusal is what to say
+                handle.remove()
+        raise
 
 
 def looks_like_a_path(value: str) -> bool:

@@ -120,7 +120,8 @@ def _incremental_note(job: Job, was_built: bool) -> str:
 
 def cmd_up(args) -> int:
     """Start the daemon if needed, register this repository, build it, say what to try next
-    (``--json``: one object with the same facts, for scripts)."""
+    (``--json``: one object with the same facts, for scripts). A server named (``--url``,
+    NEURALMIND_API_URL) is used as it is: no daemon, and no token file of this home."""
     from kernel.config import load_settings
     from neuralmind.commands.server import check_port, start_daemon
     if args.path and (why := no_directory(args.path)):
@@ -147,7 +148,8 @@ def cmd_up(args) -> int:
         if not remote:
             check_port(nm.url, args.port)
         local = None if remote else read_discovery(settings.home)
-        say(f"daemon already running at {nm.url}" + (other_code(local) if local else ""))
+        say(f"using the server at {nm.url}" if remote else
+            f"daemon already running at {nm.url}" + (other_code(local) if local else ""))
     root = args.path or repo_root()
     handle = nm.project(root)
     say(f"project {handle.id} → {handle.info.path or root}"
@@ -162,12 +164,12 @@ def cmd_up(args) -> int:
             raise
         say("the index plugin is not enabled on this server: nothing to build")
         job = None
-    token_at = settings.home / "token"
+    token_at = None if remote else settings.home / "token"  # a server named has its own
     if args.json:
         print(json.dumps({"url": nm.url, "daemon_started": started is not None,
                           "pid": started and started["pid"], "project": handle.info.raw,
                           "first_build": not was_built, "job": job and job.raw,
-                          "token_file": str(token_at)}, indent=2, default=str))
+                          "token_file": token_at and str(token_at)}, indent=2, default=str))
         return 0 if job is None or job.status == "done" else 1
     if job is not None:
         say(job_summary(job))
@@ -175,7 +177,8 @@ def cmd_up(args) -> int:
             return 1
         say(_incremental_note(job, was_built))
     print(f"\nURL:   {nm.url}/v1  (API docs: {nm.url}/v1/docs)")
-    print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
+    if token_at is not None:
+        print(f"token: {token_at}  (send it as `Authorization: Bearer <token>`)")
     print(f'try:   neuralmind project query "{FIRST_QUERY}"')
     print('       neuralmind memory add "Use SQLite WAL" --rationale "readers never block writers"')
     print('       neuralmind ask "why do we use WAL?"    ·    neuralmind ui  (the dashboard)')

@@ -435,7 +435,7 @@ def test_a_401_names_where_the_token_came_from_never_the_token(served, tmp_path,
     home.mkdir()
     (home / "token").write_text("nm_from_the_file\n")
     cases = [
-        ({"token": "nm_given"}, None, "the token sent was the one given (token=, --token)"),
+        ({"token": "nm_given"}, None, "the token sent was the one given (token=)"),
         ({}, "nm_from_env", "the token sent was NEURALMIND_API_TOKEN's, which comes before "
                             "the home's own: correct or unset it"),
         ({}, None, f"the token sent was the home's, from {home / 'token'}"),

@@ -44,3 +44,17 @@ def test_a_timeout_names_no_setting_the_command_line_lacks(tmp_path, capsys):
     assert str(info.value) == f"{said} (a client made with a longer timeout= waits more)"
     assert client_error(info.value) == 1
     assert capsys.readouterr().err == f"neuralmind: {said}\n"
+
+
+def test_a_refused_token_given_is_named_as_each_caller_gives_it(served, tmp_path):
+    """The command line's 401 named `token=`, the Python client's argument, besides --token."""
+    from neuralmind.client import Unauthorized
+    from tests.support import run_cli
+    with pytest.raises(Unauthorized) as refused:
+        NeuralMindClient(served.url, token="nm_wrong", home=tmp_path).projects.page()
+    assert refused.value.token_from == "the token sent was the one given (token=)"
+    code, out, err = run_cli("project", "list", "--url", served.url, "--token", "nm_wrong",
+                             env={"NEURALMIND_HOME": str(tmp_path)})
+    assert (code, out) == (1, "") and err.startswith(
+        "neuralmind: invalid token; the token sent was the one given (--token) [unauthorized, "
+        "status 401"), err

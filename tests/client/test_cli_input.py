@@ -94,3 +94,26 @@ def test_a_port_the_running_daemon_listens_on_is_met(daemon, port):
     done = daemon.run("daemon", "start", "--port", str(daemon.port) if port == "same" else port)
     assert done.returncode == 0 and done.stdout.startswith(f"daemon already running at "
                                                            f"{daemon.url}"), done
+
+
+@pytest.mark.parametrize("argv, command, plugin", [
+    (["ask", "why?"], "ask", "ask"),
+    (["webhook", "list"], "webhook", "webhooks"),
+    # a word inside a group another plugin (or the CLI itself) makes: "invalid choice"
+    (["project", "impact", "app.py"], "project impact", "index"),
+    (["eval", "code", "--dataset", "."], "eval code", "index"),
+])
+def test_a_command_of_a_plugin_not_enabled_names_the_plugin_at_any_depth(argv, command, plugin,
+                                                                        tmp_path):
+    code, out, err = run_cli(*argv, env={"NEURALMIND_HOME": str(tmp_path / "home"),
+                                         "NEURALMIND_PLUGINS": "auth,memory"})
+    assert (code, out) == (2, "")
+    assert err == (f"neuralmind: `neuralmind {command}` comes with the {plugin} plugin, which "
+                   "neither this configuration nor the running daemon enables: add "
+                   f"\"{plugin}\" to [kernel] plugins in the config (or to NEURALMIND_PLUGINS)\n")
+
+
+def test_a_word_no_plugin_knows_inside_a_group_stays_argparses(tmp_path):
+    code, out, err = run_cli("project", "bogus", env={"NEURALMIND_HOME": str(tmp_path / "home"),
+                                                      "NEURALMIND_PLUGINS": "auth,memory"})
+    assert (code, out) == (2, "") and "invalid choice: 'bogus'" in err

@@ -17,7 +17,7 @@ import pytest
 from neuralmind.client import (DaemonNotRunning, NeuralMindClient, NotAServerURL, TimedOut,
                                Unauthorized)
 from tests.client.conftest import Daemon, git_repo
-from tests.support import ROOT, LocalServer, free_port
+from tests.support import ROOT, LocalServer, free_port, run_cli
 
 
 @contextmanager
@@ -301,3 +301,45 @@ def test_a_per_call_timeout_that_is_no_time_is_refused_before_anything_runs(time
             nm.request("GET", "/v1/projects", timeout=timeout)
     with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
         NeuralMindClient("http://127.0.0.1:9", token="t", home=tmp_path, timeout=timeout)
+
+
+def test_the_cli_finds_the_daemon_in_the_configs_home(daemon, tmp_path, monkeypatch):
+    """Without NEURALMIND_HOME, `daemon start`, `token show` and `up` use the config's
+    `[kernel] home`: every other command looked in ~/.neuralmind and found no daemon (and
+    `agent wakeup` started a second one there). NEURALMIND_HOME still comes first."""
+    for name in ("NEURALMIND_HOME", "NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # ~/.neuralmind is no daemon's
+    config = tmp_path / "home.toml"
+    config.write_text(f'[kernel]\nhome = "{daemon.home}"\n[server]\nport = {daemon.port}\n')
+    code, out, err = run_cli("project", "list", "--json", env={"NEURALMIND_CONFIG": str(config)})
+    assert code == 0 and isinstance(json.loads(out), list), err
+    code, out, err = run_cli("project", "list", env={"NEURALMIND_CONFIG": str(config),
+                                                     "NEURALMIND_HOME": str(tmp_path / "other")})
+    assert (code, out) == (1, "") and str(tmp_path / "other" / "daemon.json") in err
+    assert not (tmp_path / "user").exists()
+
+
+def test_a_route_of_a_plugin_the_daemon_runs_without_says_to_restart_it(tmp_path, monkeypatch):
+    """The configuration enables webhooks, the daemon was started without them: `webhook
+    list` said only `no route GET /v1/webhooks (GET /v1/openapi.json lists them)`."""
+    for name in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN", "NEURALMIND_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    env = {"NEURALMIND_HOME": str(home), "NEURALMIND_PLUGINS": "auth,memory,webhooks"}
+    with LocalServer(tmp_path / "server", plugins=["auth", "memory"]) as server, \
+            held(home, url=server.url, host="127.0.0.1", port=server.port, token=server.token,
+                 plugins=["auth", "memory"]):
+        code, out, err = run_cli("webhook", "list", env=env)
+        assert (code, out) == (1, "")
+        assert err.startswith(
+            "neuralmind: no route GET /v1/webhooks (GET /v1/openapi.json lists them): the "
+            f"daemon at {server.url} runs without the webhooks plugin, which this "
+            "configuration enables, and so serves none of its routes: restart it with this "
+            "configuration (`neuralmind daemon stop`, then `neuralmind daemon start`) "
+            "[not_found, status 404"), err
+        # a server named with --url: its configuration is not known here
+        code, _, err = run_cli("webhook", "list", "--url", server.url, "--token", server.token,
+                               env=env)
+        assert code == 1 and err.startswith("neuralmind: no route GET /v1/webhooks (GET "
+                                            "/v1/openapi.json lists them) [not_found"), err

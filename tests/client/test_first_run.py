@@ -244,3 +244,102 @@ def test_the_docs_page_answers_with_a_trailing_slash_too(served):
     for path in ("/v1/docs", "/v1/docs/"):
         r = served.get(path, auth=False)
         assert r.status == 200 and b"swagger-ui-bundle.js" in r.body, path
+
+
+def test_a_write_the_server_refuses_leaves_no_folder_registered(cli, served, tmp_path):
+    """`memory add ""`, an import of the wrong shape (a few lines, or so many problems the
+    command shortens them), a document that is no text, a date mistyped: each exited 1 and
+    left the folder it had registered for the write a project."""
+    def registered() -> set[str]:
+        return {p["path"] for p in served.get("/v1/projects?limit=200").json["items"]}
+
+    (tmp_path / "shape.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "many.jsonl").write_text('{"a": 1}\n' * 8)
+    (tmp_path / "garbage.txt").write_bytes(b"\xff\xfe not text")
+    writes = {"add": ("memory", "add", "", "-r", "why"),
+              "import": ("memory", "import", str(tmp_path / "shape.jsonl")),
+              "many": ("memory", "import", str(tmp_path / "many.jsonl")),
+              "ingest": ("project", "ingest", str(tmp_path / "garbage.txt")),
+              "date": ("memory", "add", "T", "-r", "why", "--review-by", "31.12.2027")}
+    for name, args in writes.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        code, out, err = cli(*args, "--project", str(folder))
+        assert (code, out) == (1, "") and "Traceback" not in err, (name, err)
+        assert os.path.realpath(folder) not in registered(), name
+    # a folder that was a project before stays one; a write that lands registers its folder
+    kept = os.path.realpath(tmp_path / "add")
+    assert cli("project", "add", kept)[0] == 0
+    assert cli("memory", "add", "", "-r", "why", "--project", kept)[0] == 1
+    assert cli("memory", "add", "T", "-r", "why", "--project", str(tmp_path / "date"))[0] == 0
+    assert {kept, os.path.realpath(tmp_path / "date")} <= registered()
+
+
+def test_a_subfolder_of_a_registered_folder_is_in_its_project(cli, monkeypatch):
+    """Outside a repository the nearest registered folder around is the project, as the
+    repository around would be: `cd src` said "not a registered project" and advised
+    registering src as a project of its own."""
+    assert cli("project", "add", ".")[0] == 0
+    (cli.plain / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(cli.plain / "src" / "deep")
+    code, out, err = cli("project", "show", "--json")
+    assert code == 0 and json.loads(out)["path"] == str(cli.plain), err
+    assert cli("memory", "add", "T", "-r", "why")[0] == 0  # into that project, none new
+    code, out, _ = cli("memory", "list", "--json", "--project", str(cli.plain))
+    assert code == 0 and [m["title"] for m in json.loads(out)] == ["T"]
+
+
+@pytest.mark.parametrize("where", ["/proc", "/etc", "/"])
+def test_a_reserved_folder_is_never_advised_to_be_registered(cli, monkeypatch, where):
+    """`project add /proc` answers 403 path_not_allowed: the advice to run it is left out."""
+    if where == "/":  # the folder the command runs in, in no repository
+        monkeypatch.chdir(where)
+        code, out, err = cli("memory", "list")
+        said = "/ is not inside a git repository, nor a registered project"
+    else:
+        code, out, err = cli("memory", "list", "--project", where)
+        said = f"{where} is not a registered project"
+    assert (code, out) == (2, "")
+    assert err == (f"neuralmind: {said}, and cannot be one ({where} is a reserved system or "
+                   "credentials path): pass --project ID (`neuralmind project list` lists the "
+                   "ids)\n")
+
+
+def test_on_a_server_that_registers_none_a_folder_is_named_by_its_id(tmp_path, monkeypatch):
+    """Server mode: `project add` answers 403 registration_disabled, and a reader sees no
+    paths — the folder of project `api` was "not a registered project: `neuralmind project
+    add …` registers it"."""
+    from tests.plugins.auth.helpers import create_token
+    from tests.support import LocalServer
+    (tmp_path / "api").mkdir()
+    config = ('[kernel]\nplugins = ["auth"]\n[server]\nallow_remote = true\nhost = "127.0.0.1"\n'
+              f'[[projects]]\nid = "api"\npath = "{tmp_path / "api"}"\n')
+    server = LocalServer(tmp_path / "home", config=config, plugins=["auth"])
+    tokens = {role: create_token(server.home, server.config, f"{role}-user", role)["token"]
+              for role in ("reader", "admin")}
+    monkeypatch.chdir(tmp_path / "api")
+    with server:
+        def show(role: str, *args: str) -> tuple[int, str, str]:
+            return run_cli("project", "show", "--json", "--url", server.url, "--token",
+                           tokens[role], *args)
+        code, out, _ = show("admin")  # a token that sees paths finds the folder's project
+        assert code == 0 and json.loads(out)["id"] == "api"
+        advice = (", and this server registers none (its projects come from its config; a "
+                  "token that sees no paths finds none by its folder): pass --project ID "
+                  "(`neuralmind project list` lists the ids)\n")
+        assert show("reader") == (2, "", f"neuralmind: {tmp_path / 'api'} is not inside a git "
+                                         f"repository, nor a registered project{advice}")
+        assert show("reader", "--project", str(tmp_path)) == (
+            2, "", f"neuralmind: {tmp_path} is not a registered project{advice}")
+        code, out, _ = show("reader", "--project", "api")
+        assert code == 0 and json.loads(out)["id"] == "api"
+
+
+def test_up_with_a_server_url_names_no_daemon_and_no_token_file(cli, served):
+    """`up --url` called a team server "the daemon" and pointed to this home's token file."""
+    code, out, err = cli("up", str(cli.repo))
+    assert code == 0, err
+    assert out.startswith(f"using the server at {served.url}\n") and "daemon" not in out
+    assert "token:" not in out and f"URL:   {served.url}/v1" in out
+    code, out, err = cli("up", str(cli.repo), "--json")
+    assert code == 0 and json.loads(out)["token_file"] is None, err
