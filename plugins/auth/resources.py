@@ -28,6 +28,10 @@ class TokenOut(Model):
     created_at: str
     expires_at: str | None = None
     expired: bool
+    set_aside: str | None = Field(None, description=(
+        "why the token is refused though stored: its entry holds a name an older NeuralMind "
+        "let through and today's rules refuse (revoke it, and create a new one); null when "
+        "the token is in use"))
 
 
 class TokenList(Model):
@@ -40,7 +44,7 @@ def token_out(h: str, rec: TokenRecord) -> TokenOut:
     expires = iso_time(expiry_instant(rec.expires_at)) if rec.expires_at is not None else None
     return TokenOut(id=h[:SHORT_ID], actor=rec.actor, role=rec.role, projects=rec.projects,
                     created_at=iso_time(instant(rec.created_at)), expires_at=expires,
-                    expired=rec.expired())
+                    expired=rec.expired(), set_aside=rec.set_aside)
 
 
 @contextmanager

@@ -82,6 +82,9 @@ def test_the_upgraded_server_serves_the_valid_tokens_and_names_those_set_aside(u
         line = said_set_aside(server.output(), home, server.config)
         assert line.startswith("[WARNING] neuralmind.auth: ")
         assert "no tokens in" not in server.output()
+        listed = server.get("/v1/auth/tokens", token=ANN).json["items"]  # what an admin sees
+        assert {t["id"]: t["set_aside"] for t in listed} == {
+            short(ANN): None, **{short(token): fault for token, fault in FAULTS.items()}}
         # the commands the line gives remove them, the server reads the change at once
         for command in re.findall(r"`(neuralmind token revoke [^`]+)`", line):
             done = cli(home, *shlex.split(command)[1:])
@@ -169,7 +172,8 @@ def test_a_row_of_the_shared_table_with_an_older_builds_actor_is_set_aside(tmp_p
             time.sleep(0.05)
         assert server.get("/v1/auth/whoami", token=admin["token"]).json["actor"] == "root"
         items = server.get("/v1/auth/tokens", token=admin["token"]).json["items"]
-        assert {t["id"]: t["actor"] for t in items} == {admin["id"]: "root", old["id"]: "ci\tbot"}
+        assert {t["id"]: (t["actor"], t["set_aside"]) for t in items} == {
+            admin["id"]: ("root", None), old["id"]: ("ci\tbot", FAULTS[TABBED])}
         listed = json.loads(cli(server.home, "token", "list", "--json",
                                 config=server.config).stdout)
         assert {t["id"]: t["set_aside"] for t in listed} == {admin["id"]: None,
