@@ -55,10 +55,11 @@ def _enabled(argv: list[str]) -> list[str]:
             settings = load_settings()
         except ConfigError:
             return []
-    return list(dict.fromkeys([*settings.kernel.plugins, *(_served(settings.home)[1] or [])]))
+    return list(dict.fromkeys([*settings.kernel.plugins,
+                               *(daemon_serves(settings.home)[1] or [])]))
 
 
-def _served(home) -> tuple[str | None, list[str] | None]:
+def daemon_serves(home) -> tuple[str | None, list[str] | None]:
     """The URL of the daemon running in ``home`` and the plugins it serves, as its discovery
     file lists them (None: none runs, or its file lists none)."""
     from kernel.daemon import pid_alive, read_discovery
@@ -145,7 +146,7 @@ def client_error(ex: Exception, args=None) -> int:
     ``timeout=``, which no flag sets here: it is left out. A 401 says where the token sent came
     from (a stale ``NEURALMIND_API_TOKEN`` hides the home's own; a token given is --token's,
     not the Python client's ``token=``), never the token. A route the daemon lacks says why
-    (:func:`_not_served`)."""
+    (:func:`not_served`)."""
     from neuralmind.client import TOKEN_GIVEN, NeuralMindAPIError, TimedOut, Unauthorized
     from neuralmind.commands.common import err
     if isinstance(ex, NeuralMindAPIError):  # a message that may echo what was typed
@@ -155,7 +156,7 @@ def client_error(ex: Exception, args=None) -> int:
         if isinstance(ex, Unauthorized) and ex.token_from:
             head += "; " + ("the token sent was the one given (--token)"
                             if ex.token_from == TOKEN_GIVEN else ex.token_from)
-        if ex.code == "not_found" and (why := _not_served(args)):
+        if ex.code == "not_found" and (why := not_served(args)):
             head += f": {why}"
         err(f"{head} [{ex.code}, status {ex.status}{request}]"
             + "".join(f"\n  {line}" for line in wrong if len(wrong) > 1))
@@ -164,7 +165,7 @@ def client_error(ex: Exception, args=None) -> int:
     return 2 if isinstance(ex, ValueError) else 1
 
 
-def _not_served(args) -> str | None:
+def not_served(args) -> str | None:
     """Why the home's daemon has no route for a command (404 ``not_found``) when it runs
     without a plugin this configuration enables — started with another config, or before
     the config changed —: so, and to restart it; None when it runs them all, or the command
@@ -175,7 +176,7 @@ def _not_served(args) -> str | None:
         settings = load_settings()
     except ConfigError:
         return None
-    url, served = _served(settings.home)
+    url, served = daemon_serves(settings.home)
     missing = [name for name in settings.kernel.plugins if name not in (served or ())]
     if url is None or served is None or not missing:
         return None

@@ -1,5 +1,5 @@
 """What the client commands share: the common flags, the client, the project they act on,
-and output as a table (default) or JSON (``--json``)."""
+output as a table (default) or JSON (``--json``), and a file written whole (an export's)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,26 @@ import argparse
 import json
 import math
 import os
+import secrets
+import shutil
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from neuralmind.client import (NeuralMindAPIError, NeuralMindClient, NeuralMindError, Project,
                                ProjectHandle, no_directory)
 
 
-def common_flags() -> argparse.ArgumentParser:
-    """``--json``, ``--url`` and ``--token``, shared by every client command."""
+def common_flags(json_flag: bool = True) -> argparse.ArgumentParser:
+    """``--json``, ``--url`` and ``--token``, shared by every client command; ``--json`` left
+    out (``json_flag`` False) by a command that has no output for it to shape (``mcp`` writes
+    only MCP messages)."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--json", action="store_true", help="print JSON for scripts")
+    if json_flag:
+        parent.add_argument("--json", action="store_true", help="print JSON for scripts")
     parent.add_argument("--url", type=filled,
                         help="server URL (default $NEURALMIND_API_URL, then the daemon)")
     parent.add_argument("--token", type=filled,
@@ -29,8 +34,9 @@ def common_flags() -> argparse.ArgumentParser:
     return parent
 
 
-def project_flags() -> argparse.ArgumentParser:
-    parent = argparse.ArgumentParser(add_help=False, parents=[common_flags()])
+def project_flags(json_flag: bool = True) -> argparse.ArgumentParser:
+    """:func:`common_flags` and ``--project``/``-p``."""
+    parent = argparse.ArgumentParser(add_help=False, parents=[common_flags(json_flag)])
     parent.add_argument("--project", "-p", metavar="PATH_OR_ID", type=filled,
                         help="a directory or a project id (default: the repository around here)")
     return parent
@@ -254,6 +260,40 @@ def unregistered_if_refused(args) -> Iterator[None]:
                 and not refused.resent):
             with suppress(NeuralMindError):  # it stays registered: the refusal is what to say
                 handle.remove()
+        raise
+
+
+@contextmanager
+def whole_file(name: str | os.PathLike, mode: int | None = None) -> Iterator[TextIO]:
+    """``name`` opened to write text, its old content replaced only once all of the new is
+    written: a write refused or cut short (an error inside the ``with``) leaves the file as
+    it was, and nothing beside it. The new file is made beside the one it replaces (a link's
+    target) with ``mode``, else the old file's mode, else as ``open(name, "w")`` makes one.
+    What is no regular file (a pipe) and a name in /dev or /proc — or a link that leads there
+    (``/dev/stdout``: a link to wherever the shell sent the output) — is written as it is:
+    never a file made in /dev and renamed over ``/dev/stdout`` (which, for root, would
+    replace the link, and write nothing where the shell sent the output)."""
+    name = os.fspath(name)
+    path = os.path.realpath(name)
+    if any(os.path.abspath(p).startswith(("/dev/", "/proc/")) for p in (name, path)) or (
+            os.path.exists(path) and not os.path.isfile(path)):
+        with open(name, "w", encoding="utf-8") as out:
+            yield out
+        return
+    temp = os.path.join(os.path.dirname(path),
+                        f".{os.path.basename(path)}.{secrets.token_hex(4)}.part")
+    try:  # O_EXCL: never through a link someone put there under the temporary name
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
+    except OSError as ex:  # named as the file asked for: the temporary one is ours
+        raise OSError(ex.errno, ex.strerror, name) from None
+    try:
+        with open(fd, "w", encoding="utf-8") as out:
+            yield out
+        if mode is None and os.path.exists(path):
+            shutil.copymode(path, temp)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
         raise
 
 

@@ -8,13 +8,12 @@ import datetime as dt
 import itertools
 import json
 import os
-import shutil
 import sys
 
 from neuralmind.client import ValidationFailed
 from neuralmind.commands.common import (CELL, CommandError, emit, fields, filled, in_project,
                                         note, path_id, plain, project, project_flags, ranged,
-                                        refuse_misplaced, setting)
+                                        refuse_misplaced, setting, whole_file)
 
 KINDS = ("decision", "fact", "preference", "procedure", "episode")
 LINK_TYPES = ("supersedes", "depends_on", "relates_to", "contradicts", "merged_into")
@@ -219,7 +218,7 @@ def cmd_export(args) -> int:
         raise CommandError("--format md writes Markdown: leave out --json (ndjson is JSON)")
     memories = project(args).memories
     count = 0
-    with _whole(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
+    with whole_file(args.output) if args.output else contextlib.nullcontext(sys.stdout) as out:
         if args.format == "md":
             text = memories.export_markdown()
             out.write(text)
@@ -231,35 +230,6 @@ def cmd_export(args) -> int:
     if args.output:
         print(f"exported {count} memories to {args.output}", file=sys.stderr)
     return 0
-
-
-@contextlib.contextmanager
-def _whole(name: str):
-    """``name`` to write, replaced only once all of it is written: an export refused or cut
-    short leaves what the file held (and no temporary file beside it). The new file is made
-    beside the one it replaces (a link's target), with its mode, or as ``open(name, "w")``
-    makes one. A device's or a process's name (``/dev/stdout``, a link to wherever the shell
-    sent the output) or what is no regular file (a pipe) is written as it is."""
-    path = os.path.realpath(name)
-    if os.path.abspath(name).startswith(("/dev/", "/proc/")) or (
-            os.path.exists(path) and not os.path.isfile(path)):
-        with open(name, "w", encoding="utf-8") as out:
-            yield out
-        return
-    temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.part")
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    except OSError as ex:  # named as the file asked for: the temporary one is ours
-        raise OSError(ex.errno, ex.strerror, name) from None
-    try:
-        with open(fd, "w", encoding="utf-8") as out:
-            yield out
-        if os.path.exists(path):
-            shutil.copymode(path, temp)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
 
 
 SHOWN_PROBLEMS = 5  # an import's problems printed before "… and N more"

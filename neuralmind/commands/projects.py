@@ -14,6 +14,9 @@ from neuralmind.commands.progress import ProgressBar, detached_on_interrupt, job
 FIRST_QUERY = "what does this project do?"  # what `up` suggests; the README and quickstart too
 PROJECT_COLUMNS = ("id", "name", "path", "registered_at")
 HIT_COLUMNS = ("score", "source_file", "line", "label", "file_type")
+# what `POST …/search` takes as file_type (plugins/index/models.py FileType; not imported:
+# the CLI starts without the server's models)
+FILE_TYPES = ("code", "docs", "config")
 AGENT_FOLDERS = ((".claude", "claude-code"), (".cursor", "cursor"))  # what `up` suggests wiring
 
 
@@ -207,8 +210,8 @@ def add_commands(sub) -> None:
     up.add_argument("--port", type=port, help="the daemon's port when it has to start")
     up.set_defaults(func=cmd_up)
 
-    group = command_group(sub, "project", "projects: add, list, show, remove, build, search, "
-                          "query, wakeup, stats")
+    group = command_group(sub, "project", "projects and their code index: register, build, "
+                          "search, query, impact … (`neuralmind project -h` lists every command)")
     common, scoped = common_flags(), project_flags()
     add = group.add_parser("add", parents=[common], help="register a directory (idempotent)")
     add.add_argument("path", nargs="?", type=filled, help="default: the repository around here")
@@ -225,7 +228,9 @@ def add_commands(sub) -> None:
     search.add_argument("query")
     search.add_argument("-n", type=ranged(1, 50), default=10, help="results (1–50, 10)")
     search.add_argument("--mode", choices=["keyword", "semantic", "hybrid"])
-    search.add_argument("--file-type")
+    search.add_argument("--file-type", choices=FILE_TYPES,
+                        help="only hits in files of this type: code, docs (Markdown, text, "
+                             "ingested documents) or config (JSON, YAML, TOML …); default: all")
     search.set_defaults(func=cmd_search)
     query = group.add_parser("query", parents=[scoped], help="token-budgeted context for a question")
     query.add_argument("question")

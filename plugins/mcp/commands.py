@@ -28,11 +28,11 @@ def _client(args) -> NeuralMindClient:
                             home=load_settings().home)
 
 
-def _project_id(nm: NeuralMindClient, args, without: str) -> str | None:
+def _project_id(nm: NeuralMindClient, args, meanwhile: str | None = None) -> str | None:
     """``--project`` (a directory, registered, or an id), else the repository around the
-    working directory; a directory the server will not take there means no default
-    (``without``: what the command does then). A refused token is no such case: it ends the
-    command as it ends every client command (401, from ``neuralmind.cli``)."""
+    working directory; a directory the server will not take there means no default, said with
+    what to do (``meanwhile``: what the command does until then). A refused token is no such
+    case: it ends the command as it ends every client command (401, from ``neuralmind.cli``)."""
     if args.project:
         try:
             return nm.projects.resolve(args.project).id
@@ -46,7 +46,14 @@ def _project_id(nm: NeuralMindClient, args, without: str) -> str | None:
     except Unauthorized:  # no project would do: the server takes nothing from this token
         raise
     except NeuralMindAPIError as ex:  # a reserved path, a team server's fixed list, …
-        log.warning("%s cannot be the default project: %s; %s", root, ex.message, without)
+        why, advice = ex.message, "name one with --project"
+        if isinstance(ex.details, dict) and ex.details.get("permission") == "projects.write":
+            # a reader's token: it reads projects, and may not register the folder it is in
+            why += ", which registering it takes"
+            advice = ("pass --project ID of a project this token may read (`neuralmind project "
+                      "list` lists them)")
+        log.warning("%s cannot be the default project: %s; %s%s", root, why, advice,
+                    f" ({meanwhile})" if meanwhile else "")
         return None
 
 
@@ -60,7 +67,7 @@ def cmd_mcp(args) -> int:
     """Serve MCP on stdin/stdout for an agent, relayed to the daemon's /v1/mcp."""
     _logging(args)
     nm = _client(args)
-    project = _project_id(nm, args, "tool calls must name one")
+    project = _project_id(nm, args, "until then, tool calls must name one")
     from plugins.mcp.stdio import Relay, serve
     log.info("relaying to %s/v1/mcp (project %s)", nm.url, project or "none")
     serve(Relay(nm, project, restart=lambda: _client(args)))
@@ -71,7 +78,7 @@ def cmd_wakeup(args) -> int:
     """What a SessionStart hook prints: the project's overview (starting the daemon)."""
     _logging(args)
     nm = _client(args)
-    project = _project_id(nm, args, "name one with --project")
+    project = _project_id(nm, args)
     if project is None:
         return 1
     try:
@@ -140,12 +147,10 @@ def cmd_agent(args) -> int:
 def add_commands(subparsers) -> None:
     from neuralmind import command_group
     from plugins.mcp.agents import AGENTS
-    # project_flags() less --json: mcp writes only MCP messages on stdout, nothing for a
-    # --json to shape (argparse has no public way to leave out an option of a parent)
-    relayed = project_flags()
-    relayed._optionals._remove_action(relayed._option_string_actions.pop("--json"))
-    mcp = subparsers.add_parser("mcp", parents=[relayed], help="serve MCP over stdio for an "
-                                "agent (relayed to the daemon, which it starts when needed)")
+    # no --json: mcp writes only MCP messages on stdout, nothing for a --json to shape
+    mcp = subparsers.add_parser("mcp", parents=[project_flags(json_flag=False)],
+                                help="serve MCP over stdio for an agent (relayed to the "
+                                     "daemon, which it starts when needed)")
     mcp.add_argument("--verbose", "-v", action="store_true", help="log each step on stderr")
     mcp.set_defaults(func=cmd_mcp)
 

@@ -7,16 +7,14 @@ live server (they read one consistent snapshot) or on a copy taken off the machi
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from neuralmind import load_settings, open_shared
 from neuralmind.client import no_directory
-from neuralmind.commands.common import shown
+from neuralmind.commands.common import shown, whole_file
 from plugins.tier2_bridge.audit import (audit_path, malformed, read_only, records, shared_records,
                                         verify)
 from plugins.tier2_bridge.storage import StoreUnavailable
@@ -119,8 +117,9 @@ def cmd_export(args) -> int:
         return 2
     try:
         rows, _ = _trail(args)
-        if args.out:
-            count = _write_file(rows, Path(args.out))
+        if args.out:  # a new 0600 file (what a trail holds is not for every user's eyes)
+            with whole_file(Path(args.out).expanduser(), mode=0o600) as out:
+                count = _write(rows, out)
             print(f"exported {count} records to {args.out}", file=sys.stderr)
         else:
             _write(rows, sys.stdout)
@@ -130,24 +129,6 @@ def cmd_export(args) -> int:
         print(f"neuralmind: {ex}", file=sys.stderr)
         return 1
     return 0
-
-
-def _write_file(rows, path: Path) -> int:
-    """Every record into a new 0600 file beside ``path``, renamed over it once all are
-    written: a trail that cannot be read leaves what ``path`` held untouched. A path that is
-    no regular file (a pipe, ``/dev/stdout``) is written as it is."""
-    if path.exists() and not path.is_file():
-        with path.open("w", encoding="utf-8") as out:
-            return _write(rows, out)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            count = _write(rows, out)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
-    return count
 
 
 def _write(rows, out) -> int:

@@ -43,8 +43,7 @@ def cmd_ui(args) -> int:
     except NotFound as ex:
         if ex.code != "not_found":
             raise
-        err(f"this server makes no sign-in codes (server mode, or the ui plugin is off): open "
-            f"{nm.url}/ui and paste a token")
+        err(_no_code(nm, args, explicit))
         return 1
     url = nm.url + made["path"]
     if args.json:
@@ -55,6 +54,28 @@ def cmd_ui(args) -> int:
         return 0
     print(f"opened the dashboard at {nm.url}/ui (signed in; the link works once)")
     return 0
+
+
+def _no_code(nm, args, explicit: bool) -> str:
+    """Why the server made no sign-in code, and what to do: a team server serves /ui without
+    codes (a token is pasted there); one that serves no /ui at all — the ui plugin off, or
+    ``[ui] enabled = false`` — is said to, with how to serve it, never sent to a page that
+    is not there."""
+    from neuralmind.cli import daemon_serves, not_served
+    from neuralmind.client import NotFound
+    try:
+        nm.request("GET", "/ui")
+    except NotFound:
+        served = None if explicit else daemon_serves(nm.home)[1]
+        if served is not None and "ui" not in served and (why := not_served(args)):
+            return f"{nm.url} serves no dashboard: {why}"  # started before ui was enabled
+        restart = ("the server" if explicit else
+                   "the daemon (`neuralmind daemon stop`, then `neuralmind daemon start`)")
+        return (f'{nm.url} serves no dashboard: add "ui" to [kernel] plugins in its config (and '
+                "`[ui] enabled = true` on a team server, or where it was set false), then "
+                f"restart {restart}")
+    return (f"this server makes no sign-in codes (server mode): open {nm.url}/ui and paste a "
+            "token")
 
 
 def _within(expires_at: str) -> str:

@@ -117,3 +117,15 @@ def test_a_word_no_plugin_knows_inside_a_group_stays_argparses(tmp_path):
     code, out, err = run_cli("project", "bogus", env={"NEURALMIND_HOME": str(tmp_path / "home"),
                                                       "NEURALMIND_PLUGINS": "auth,memory"})
     assert (code, out) == (2, "") and "invalid choice: 'bogus'" in err
+
+
+def test_the_project_groups_help_says_where_every_command_is_listed(tmp_path):
+    """`neuralmind --help` listed 9 of the project group's 18 commands as if they were all."""
+    env = {"NEURALMIND_HOME": str(tmp_path / "home")}
+    code, out, _ = run_cli("--help", env=env)
+    assert code == 0 and "projects and their code index: register, build, search, query, " \
+        "impact … (`neuralmind project -h` lists every command)" in " ".join(out.split())
+    code, out, _ = run_cli("project", "-h", env=env)
+    assert code == 0 and all(f"    {name} " in out for name in (
+        "add", "list", "build", "search", "impact", "next", "activity", "remove-document",
+        "validate"))

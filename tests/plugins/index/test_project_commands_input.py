@@ -68,3 +68,23 @@ def test_impact_limit_has_its_help():
     code, out, _ = run_cli("project", "impact", "--help")
     assert code == 0  # as words: argparse wraps the help to the terminal's width
     assert "--limit LIMIT impacted nodes to list at most (1–1000, 100)" in " ".join(out.split())
+
+
+def test_search_file_type_takes_what_the_server_takes_and_says_so(run):
+    """`--file-type` had no help, and `--file-type nope` went to the server: a 422 in the
+    validator's words, exit 1."""
+    from typing import get_args
+
+    from neuralmind.commands.projects import FILE_TYPES
+    from plugins.index.models import FileType
+    assert FILE_TYPES == get_args(FileType)  # the CLI's copy, kept to the server's
+    code, out, err = run("search", "add", "--file-type", "nope")
+    assert (code, out) == (2, "")
+    assert err.endswith("argument --file-type: invalid choice: 'nope' (choose from 'code', "
+                        "'docs', 'config')\n"), err
+    code, out, err = run("search", "add", "--file-type", "code", "--mode", "keyword", "--json")
+    hits = json.loads(out)
+    assert code == 0 and hits and {h["file_type"] for h in hits} == {"code"}, err
+    code, out, _ = run_cli("project", "search", "--help")
+    assert code == 0 and ("--file-type {code,docs,config} only hits in files of this type: "
+                          "code, docs") in " ".join(out.split())

@@ -301,3 +301,29 @@ def test_wakeup_finds_the_daemon_in_the_configs_home(tmp_path, monkeypatch):
         assert project["path"] == str(repo)
     assert out.startswith(f"NeuralMind: project {project['id']} has no code index yet")
     assert not (user / ".neuralmind").exists()
+
+
+def test_wakeup_with_a_readers_token_says_to_name_a_project_it_may_read(tmp_path, monkeypatch,
+                                                                         caplog):
+    """A reader may not register the repository it runs in: `agent wakeup` said only
+    `cannot be the default project: alice may not projects.write`, not what to do. (Said
+    through logging, on stderr: in this process pytest's handler takes it.)"""
+    from tests.plugins.auth.helpers import create_token, server_config
+    from tests.support import LocalServer
+    here = tmp_path / "checkout"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    config = server_config(tmp_path, {"a": tmp_path / "a"})
+    with LocalServer(tmp_path / "home", plugins=["auth", "index", "mcp"], config=config) as server:
+        reader = create_token(server.home, server.config, "alice", "reader")["token"]
+        code, out, err = run_cli("agent", "wakeup", env={"NEURALMIND_API_URL": server.url,
+                                                         "NEURALMIND_API_TOKEN": reader})
+        assert (code, out) == (1, "")
+        assert caplog.messages[-1] == (
+            f"{here} cannot be the default project: alice may not projects.write, which "
+            "registering it takes; pass --project ID of a project this token may read "
+            "(`neuralmind project list` lists them)")
+        code, out, err = run_cli("agent", "wakeup", "--project", "a", "--json",
+                                 env={"NEURALMIND_API_URL": server.url,
+                                      "NEURALMIND_API_TOKEN": reader})
+        assert code == 0 and json.loads(out)["project_id"] == "a", err

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import redirect_stdout
 
 import pytest
@@ -16,6 +19,7 @@ from neuralmind import encode_cursor
 from plugins.tier2_bridge.audit import GENESIS, chain_hash
 from tests.plugins.tier2_bridge.helpers import MEMORIES, PLUGINS, PROJECTS, audit_cli, \
     audit_rows, copy_db, kernel_events, verify
+from tests.support import pythonpath
 
 
 def test_concurrent_writers_make_one_chain_with_every_event(busy):
@@ -141,6 +145,29 @@ def test_export_writes_every_record_as_json_lines(busy, tmp_path):
     assert out.stat().st_mode & 0o777 == 0o600
     to_stdout = audit_cli(busy.home, "export", "--home", str(busy.home))
     assert [json.loads(x) for x in to_stdout.stdout.splitlines()] == lines
+
+
+def test_export_to_dev_stdout_writes_where_the_shell_sent_it(busy, tmp_path):
+    """`--out /dev/stdout > FILE`: /dev/stdout leads to a regular file, so export made its
+    temporary file in /dev and renamed it over /dev/stdout (as root: the link replaced by a
+    file, FILE left empty). A name in /dev, or a link leading there, is written as it is."""
+    env = {**os.environ, "NEURALMIND_PLUGINS": ",".join(PLUGINS), "PYTHONPATH": pythonpath()}
+    export = [sys.executable, "-m", "neuralmind.cli", "audit", "export", "--home", str(busy.home)]
+    into = tmp_path / "into.jsonl"
+    with into.open("w") as shell:  # `… --out /dev/stdout > into.jsonl`
+        done = subprocess.run([*export, "--out", "/dev/stdout"], stdout=shell,
+                              stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("exported ") and done.stderr.endswith(" to /dev/stdout\n")
+    assert [json.loads(x) for x in into.read_text().splitlines()] == audit_rows(busy.home)
+    assert os.path.islink("/dev/stdout")  # still the link it was
+    link = tmp_path / "out"  # a link to /dev/stdout, the output a pipe
+    link.symlink_to("/dev/stdout")
+    done = subprocess.run([*export, "--out", str(link)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == into.read_text() and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["into.jsonl", "out"]
 
 
 class ClosedPipe(io.StringIO):

@@ -61,7 +61,8 @@ def test_ui_says_what_to_do_where_no_code_can_be_made(tmp_path):
         code, out, err = run_cli("ui", env={"NEURALMIND_API_URL": server.url,
                                             "NEURALMIND_API_TOKEN": token})
         assert code == 1 and out == ""
-        assert f"open {server.url}/ui and paste a token" in err
+        assert err == (f"neuralmind: this server makes no sign-in codes (server mode): open "
+                       f"{server.url}/ui and paste a token\n")
 
 
 def test_ui_finds_the_daemon_of_the_configs_home_and_says_the_links_real_lifetime(
@@ -86,3 +87,32 @@ def test_ui_finds_the_daemon_of_the_configs_home_and_says_the_links_real_lifetim
                         r"in once:", said), said
     assert url.startswith(f"{server.url}/ui#code=")
     assert not (user / ".neuralmind").exists()
+
+
+def test_ui_says_a_server_serves_no_dashboard_and_how_to_serve_it(tmp_path, monkeypatch):
+    """With the dashboard off, `neuralmind ui` said to open …/ui and paste a token — a page
+    that did not exist there."""
+    from tests.client.test_discovery import held
+    for name in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN", "NEURALMIND_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    # the daemon of the home, started before this configuration enabled ui
+    home = tmp_path / "home"
+    with LocalServer(tmp_path / "server", plugins=["auth"]) as server, \
+            held(home, url=server.url, host="127.0.0.1", port=server.port, token=server.token,
+                 plugins=["auth"]):
+        code, out, err = run_cli("ui", env={"NEURALMIND_HOME": str(home),
+                                            "NEURALMIND_PLUGINS": "auth,ui"})
+    assert (code, out) == (1, "")
+    assert err == (f"neuralmind: {server.url} serves no dashboard: the daemon at {server.url} "
+                   "runs without the ui plugin, which this configuration enables, and so serves "
+                   "none of its routes: restart it with this configuration (`neuralmind daemon "
+                   "stop`, then `neuralmind daemon start`)\n")
+    # a server (named by its URL) whose config turns the dashboard off
+    with LocalServer(tmp_path / "off", plugins=["auth", "ui"],
+                     config="[ui]\nenabled = false\n") as server:
+        code, out, err = run_cli("ui", env={"NEURALMIND_API_URL": server.url,
+                                            "NEURALMIND_API_TOKEN": server.token})
+    assert (code, out) == (1, "")
+    assert err == (f'neuralmind: {server.url} serves no dashboard: add "ui" to [kernel] plugins '
+                   "in its config (and `[ui] enabled = true` on a team server, or where it was "
+                   "set false), then restart the server\n")
