@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernel.daemon import DiscoveryDamaged
     from kernel.plugins import PluginError, StartupError
     from neuralmind.client import NeuralMindError
-    from neuralmind.commands.common import CommandError, err, shown, unregistered_if_refused
+    from neuralmind.commands.common import CommandError, err, registered_for_nothing, shown
     line = sys.argv[1:] if argv is None else argv
     if (reconfigure := getattr(sys.stdout, "reconfigure", None)) is not None:
         # a terminal or pipe that is not UTF-8 shows what it cannot encode as \u escapes
@@ -221,16 +221,20 @@ def main(argv: list[str] | None = None) -> int:
         command_parser(parser, args).error(
             f"unrecognized arguments: {' '.join(map(shown, extra))}")
     try:
-        with unregistered_if_refused(args):
-            return args.func(args) or 0
+        return args.func(args) or 0
     except (ConfigError, CommandError, PluginError, StartupError, DiscoveryDamaged) as ex:
         err(str(ex))
+        if note := registered_for_nothing(args, ex):
+            err(note)
         return getattr(ex, "exit_code", 2)
     except KeyboardInterrupt:
         print("\nneuralmind: interrupted", file=sys.stderr)
         return 130
     except NeuralMindError as ex:  # before OSError: a timeout or no daemon is one too
-        return client_error(ex, args)
+        code = client_error(ex, args)
+        if note := registered_for_nothing(args, ex):
+            err(note)
+        return code
     except BrokenPipeError:  # `neuralmind … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -12,12 +12,12 @@ import shutil
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from neuralmind.client import (NeuralMindAPIError, NeuralMindClient, NeuralMindError, Project,
-                               ProjectHandle, no_directory)
+from neuralmind.client import (NeuralMindAPIError, NeuralMindClient, Project, ProjectHandle,
+                               no_directory)
 
 
 def common_flags(json_flag: bool = True) -> argparse.ArgumentParser:
@@ -243,24 +243,19 @@ def _unregistrable(nm: NeuralMindClient, folder: str | os.PathLike) -> str | Non
             "sees no paths finds none by its folder)") if kind == "token" else None
 
 
-@contextmanager
-def unregistered_if_refused(args) -> Iterator[None]:
-    """Run a command; a folder it registered (:func:`project`) for a write the server then
-    refused — a 4xx to a request that was no read, sent once: nothing was written — is
-    unregistered again, so that a directory is a project only once something was put into it
-    (a failed `memory add ""` left its folder registered). The refusal is the error the
-    command raised, or the one it was handling when it raised its own (`memory import`'s)."""
-    try:
-        yield
-    except Exception as ex:
-        handle = getattr(args, "_registered", None)
-        refused = ex if isinstance(ex, NeuralMindAPIError) else ex.__context__
-        if (handle is not None and isinstance(refused, NeuralMindAPIError)
-                and 400 <= refused.status < 500 and refused.method != "GET"
-                and not refused.resent):
-            with suppress(NeuralMindError):  # it stays registered: the refusal is what to say
-                handle.remove()
-        raise
+def registered_for_nothing(args, ex: BaseException) -> str | None:
+    """What to say after a refusal when this command registered a folder (:func:`project`) for
+    a write the server then refused — a 4xx to a request that was no read, sent once: nothing
+    was written —: that it stays registered, and how to let it go. The refusal is the error the
+    command raised, or the one it was handling when it raised its own (`memory import`'s). Not
+    undone here: another client may have put something into the project meanwhile."""
+    handle = getattr(args, "_registered", None)
+    refused = ex if isinstance(ex, NeuralMindAPIError) else ex.__context__
+    if (handle is None or not isinstance(refused, NeuralMindAPIError)
+            or not 400 <= refused.status < 500 or refused.method == "GET" or refused.resent):
+        return None
+    return (f"{handle.info.path} was registered as project {handle.id} for this and stays "
+            f"one: `neuralmind project remove -p {handle.id}` lets it go")
 
 
 @contextmanager

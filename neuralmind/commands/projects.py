@@ -210,7 +210,7 @@ def add_commands(sub) -> None:
     up.add_argument("--port", type=port, help="the daemon's port when it has to start")
     up.set_defaults(func=cmd_up)
 
-    group = command_group(sub, "project", "projects and their code index: register, build, "
+    group = command_group(sub, "project", "projects and their code index: add, build, "
                           "search, query, impact … (`neuralmind project -h` lists every command)")
     common, scoped = common_flags(), project_flags()
     add = group.add_parser("add", parents=[common], help="register a directory (idempotent)")

@@ -123,7 +123,7 @@ def test_the_project_groups_help_says_where_every_command_is_listed(tmp_path):
     """`neuralmind --help` listed 9 of the project group's 18 commands as if they were all."""
     env = {"NEURALMIND_HOME": str(tmp_path / "home")}
     code, out, _ = run_cli("--help", env=env)
-    assert code == 0 and "projects and their code index: register, build, search, query, " \
+    assert code == 0 and "projects and their code index: add, build, search, query, " \
         "impact … (`neuralmind project -h` lists every command)" in " ".join(out.split())
     code, out, _ = run_cli("project", "-h", env=env)
     assert code == 0 and all(f"    {name} " in out for name in (

@@ -47,7 +47,9 @@ def test_a_422_names_each_field_and_what_is_wrong_with_it(cli):
         assert code == 2 and says in err, args
     code, _, err = cli("memory", "add", "T", "-r", "why", "--review-by", "tomorrow",
                        "--project", str(cli.repo))
-    assert code == 1 and err.startswith("neuralmind: review_by: ") and err.count("\n") == 1
+    said, registered = err.splitlines()  # the refused write's folder stays a project: said
+    assert code == 1 and said.startswith("neuralmind: review_by: ")
+    assert registered.startswith(f"neuralmind: {cli.repo} was registered as project ")
 
 
 @pytest.mark.parametrize(("args", "says"), [
@@ -216,7 +218,7 @@ def test_help_names_only_commands_that_exist():
     code, out, _ = run_cli("--help")
     assert code == 0
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("project "))
-    verbs = line.split(":", 1)[1].replace(",", " ").split()
+    verbs = line.split(":", 1)[1].split("…")[0].replace(",", " ").split()  # then where all are
     assert "ask" not in verbs
     for verb in verbs:
         assert run_cli("project", verb, "--help")[0] == 0, verb
@@ -246,12 +248,17 @@ def test_the_docs_page_answers_with_a_trailing_slash_too(served):
         assert r.status == 200 and b"swagger-ui-bundle.js" in r.body, path
 
 
-def test_a_write_the_server_refuses_leaves_no_folder_registered(cli, served, tmp_path):
+def test_a_write_the_server_refuses_says_the_folder_it_registered_stays_one(cli, served,
+                                                                           tmp_path):
     """`memory add ""`, an import of the wrong shape (a few lines, or so many problems the
     command shortens them), a document that is no text, a date mistyped: each exited 1 and
-    left the folder it had registered for the write a project."""
-    def registered() -> set[str]:
-        return {p["path"] for p in served.get("/v1/projects?limit=200").json["items"]}
+    left the folder it had registered for the write a project, without a word. It stays one
+    (another client may have put something into it meanwhile; unregistering it cancelled that
+    client's build), and the command says so and how to let it go."""
+    projects: dict[str, str] = {}
+
+    def registered() -> dict[str, str]:
+        return {p["path"]: p["id"] for p in served.get("/v1/projects?limit=200").json["items"]}
 
     (tmp_path / "shape.jsonl").write_text('{"a": 1}\n')
     (tmp_path / "many.jsonl").write_text('{"a": 1}\n' * 8)
@@ -266,13 +273,17 @@ def test_a_write_the_server_refuses_leaves_no_folder_registered(cli, served, tmp
         folder.mkdir()
         code, out, err = cli(*args, "--project", str(folder))
         assert (code, out) == (1, "") and "Traceback" not in err, (name, err)
-        assert os.path.realpath(folder) not in registered(), name
-    # a folder that was a project before stays one; a write that lands registers its folder
+        projects = registered()
+        pid = projects[os.path.realpath(folder)]
+        assert err.endswith(f"neuralmind: {os.path.realpath(folder)} was registered as project "
+                            f"{pid} for this and stays one: `neuralmind project remove -p {pid}` "
+                            "lets it go\n"), (name, err)
+    # a folder that was a project before is not said to be registered by the refused write
     kept = os.path.realpath(tmp_path / "add")
-    assert cli("project", "add", kept)[0] == 0
-    assert cli("memory", "add", "", "-r", "why", "--project", kept)[0] == 1
-    assert cli("memory", "add", "T", "-r", "why", "--project", str(tmp_path / "date"))[0] == 0
-    assert {kept, os.path.realpath(tmp_path / "date")} <= registered()
+    code, _, err = cli("memory", "add", "", "-r", "why", "--project", kept)
+    assert code == 1 and "was registered" not in err
+    assert cli("project", "remove", "-p", projects[kept])[0] == 0
+    assert kept not in registered()
 
 
 def test_a_subfolder_of_a_registered_folder_is_in_its_project(cli, monkeypatch):
