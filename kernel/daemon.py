@@ -13,13 +13,14 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from neuralmind.client import daemon_health as health  # what /v1/health answers at a file's address
 from neuralmind.client import daemon_pid as serving_pid  # the pid holding a home (claim_home)
+from neuralmind.client import older_daemon  # a daemon of a NeuralMind from before claim_home
 
 DISCOVERY = "daemon.json"
 DEFAULT_PORT = 8765
@@ -157,15 +158,6 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
-def health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
-    url = f"http://{info['host']}:{info['port']}/v1/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return json.loads(r.read())
-    except (OSError, ValueError):
-        return None
-
-
 def held(home: Path) -> dict[str, Any] | None:
     """The discovery info when the daemon it names holds ``home`` (:func:`claim_home`), else
     None: a file a crashed daemon left names an address any program may listen on now, and
@@ -297,14 +289,15 @@ def unserved(home: Path) -> Iterator[None]:
     """The home with no server on it while the block runs (``storage migrate``'s copy): an
     exclusive ``flock`` on ``.serving.lock``, which every server holds shared for its life
     (:func:`serve_home`), so a server start meanwhile is refused. :class:`Served` when one
-    serves it — or a daemon started before that lock existed holds ``.daemon.lock``."""
+    serves it — or a daemon started before that lock existed holds ``.daemon.lock``, or a
+    daemon of a NeuralMind from before either lock serves it (:func:`older_daemon`)."""
     fd = _open_lock(home, SERVED)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise Served(Path(home), _holders(fd), serving_pid(home)) from None
-        if daemon := serving_pid(home):
+        if daemon := serving_pid(home) or (older_daemon(home) or {}).get("pid"):
             raise Served(Path(home), [], daemon)
         yield
     finally:
@@ -392,18 +385,34 @@ def _errors_since(log: Path, offset: int) -> str:
 def stop(home: Path, timeout: float = 15.0) -> bool:
     """Stop the daemon holding ``home`` (:func:`claim_home`) — never the one a discovery file
     alone names (after a crash the file's pid may be another process's now; in a copy of a
-    home, the original's daemon); a damaged file with no daemon holding the home is
-    :class:`DiscoveryDamaged`."""
+    home, the original's daemon) — or else the daemon of an older NeuralMind serving it
+    (:func:`older_daemon`), whose file goes only once it has exited; a damaged file with no
+    daemon holding the home is :class:`DiscoveryDamaged`."""
     pid = serving_pid(home)
     if pid is None:
-        discovered(home)
+        if discovered(home) and (old := older_daemon(home)):
+            if _ended(old["pid"], timeout):
+                forget_discovery(home, old["pid"])
+            return True
         discovery_path(home).unlink(missing_ok=True)
         return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    _ended(pid, timeout)
     discovery_path(home).unlink(missing_ok=True)
     return True
+
+
+def _ended(pid: int, timeout: float) -> bool:
+    """SIGTERM to ``pid``, SIGKILL when it is still there after ``timeout`` seconds; whether
+    it has exited."""
+    os.kill(pid, signal.SIGTERM)
+    if _gone_within(pid, timeout):
+        return True
+    os.kill(pid, signal.SIGKILL)
+    return _gone_within(pid, 2.0)
+
+
+def _gone_within(pid: int, wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not pid_alive(pid)

@@ -429,6 +429,79 @@ def _held(home: Path) -> dict[str, Any] | None:
     return info if isinstance(info, dict) and holder and info.get("pid") == holder else None
 
 
+def older_daemon(home: Path) -> dict[str, Any] | None:
+    """The discovery file's contents when the daemon it names is one of an older NeuralMind
+    serving ``home`` — one from before daemons held their home (``.daemon.lock``), so none
+    holds it —, else None. Its file is of that time (no ``code`` stamp: a file copied with the
+    home of a daemon of today stays stale), its process listens at the file's port (a pid
+    given out again after a crash or a reboot does not) and NeuralMind's public
+    ``/v1/health`` answers there (no token is sent)."""
+    info = _discovery_file(home)
+    if not (isinstance(info, dict) and "code" not in info and isinstance(info.get("host"), str)
+            and all(type(info.get(k)) is int and info[k] > 0 for k in ("pid", "port"))):
+        return None
+    if daemon_pid(Path(home)) == info["pid"] or not _listening(info["pid"], info["port"]):
+        return None
+    said = daemon_health(info)
+    neuralmind = said and said.get("status") == "ok" and isinstance(said.get("version"), str)
+    return info if neuralmind else None
+
+
+def _listening(pid: int, port: int) -> bool:
+    """Whether process ``pid`` has a socket listening on ``port``, from its open files and the
+    TCP tables in ``/proc`` (Linux); without ``/proc``, whether it is alive. A process of
+    another user is never this home's daemon."""
+    if not os.path.isdir("/proc/self/fd"):
+        try:
+            os.kill(pid, 0)
+        except OSError:  # no such process, or another user's
+            return False
+        return True
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    sockets = set()
+    for table in ("tcp", "tcp6"):  # local address, state (0A: listening), inode
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        sockets |= {f"socket:[{f[9]}]" for f in map(str.split, rows)
+                    if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port}
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:
+    """What ``/v1/health`` answers at the address a discovery file names (a JSON object), or
+    None: nothing answers, or not with one. Never through a proxy: a daemon is on loopback."""
+    import urllib.request
+    url = f"http://{info['host']}:{info['port']}/v1/health"
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                url, timeout=timeout) as r:
+            said = json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+    return said if isinstance(said, dict) else None
+
+
+def older(info: dict[str, Any], home: Path) -> str:
+    """What to say of the daemon of an older NeuralMind serving ``home`` (:func:`older_daemon`),
+    here and in ``daemon status`` and ``start``: a second daemon would migrate the home's files
+    under it."""
+    return (f"a daemon of an older NeuralMind serves {home} (pid {info['pid']}, at "
+            f"http://{info['host']}:{info['port']}): it does not hold the home as this "
+            "NeuralMind's daemons do, and none may start beside it — stop it with "
+            "`neuralmind daemon stop`, then start this one (`neuralmind daemon start`)")
+
+
 def moved(info: dict[str, Any], home: Path) -> str:
     """What to say of the daemon holding ``home`` when it serves it under another path (the
     home was renamed while it ran: it reads its token and files where they were, and answers
@@ -452,6 +525,8 @@ def _no_daemon(home: Path) -> str:
         why = f"{found} holds no address (it is damaged)"
     elif (held := _held(home)) and (elsewhere := moved(held, home)):
         return elsewhere
+    elif old := older_daemon(home):
+        return older(old, home)
     else:
         why = (f"{found} is stale: the daemon it names does not hold {home} (it exited, or "
                "the home was copied from under it)")
@@ -674,7 +749,8 @@ class NeuralMindClient:
                               capture_output=True, text=True,
                               env={**os.environ, "NEURALMIND_HOME": str(self.home)})
         if proc.returncode != 0:
-            raise DaemonNotRunning(f"could not start the daemon: {proc.stderr.strip() or proc.stdout.strip()}")
+            said = (proc.stderr.strip() or proc.stdout.strip()).removeprefix("neuralmind: ")
+            raise DaemonNotRunning(f"could not start the daemon: {said}")
         self.url, self.token, self._token_from = _discover(*self._explicit, self.home)
         self._opener = None
 

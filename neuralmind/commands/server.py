@@ -9,7 +9,7 @@ import sys
 from urllib.parse import urlsplit
 
 from kernel.config import load_settings
-from neuralmind.client import moved
+from neuralmind.client import moved, older
 from neuralmind.commands.common import CommandError, filled, port, ranged, refuse_misplaced
 
 
@@ -126,11 +126,14 @@ def start_daemon(config: str | None = None, port: int | None = None) -> tuple[di
 
 def _running(home) -> dict | None:
     """The daemon holding ``home`` when it answers; one that serves it under a path it was
-    moved from is no daemon to use, and another cannot start beside it (:class:`CommandError`)."""
+    moved from, or a daemon of an older NeuralMind serving it, is no daemon to use, and
+    another cannot start beside it (:class:`CommandError`)."""
     from kernel import daemon
     running = daemon.status(home)
     if running and (why := moved(running, home)):
         raise CommandError(why, 1)
+    if not running and (old := daemon.older_daemon(home)):
+        raise CommandError(older(old, home), 1)
     return running
 
 
@@ -212,17 +215,23 @@ def cmd_daemon(args) -> int:
 
 def _status(home, as_json: bool) -> int:
     """``daemon status``: exit 0 when the daemon holding the home answers and serves it
-    where it is; a daemon that holds it but does not answer, or that serves it under the
-    path it was moved from, is said as such (exit 1)."""
+    where it is; a daemon that holds it but does not answer, one that serves it under the
+    path it was moved from, or a daemon of an older NeuralMind serving it, is said as such
+    (exit 1)."""
     from kernel import daemon
     info = daemon.status(home)
     elsewhere = moved(info, home) if info else ""
     silent = None if info else daemon.serving_pid(home)
+    old = None if info or silent else daemon.older_daemon(home)
     if as_json:
-        print(json.dumps({"running": bool(info), **({k: v for k, v in info.items() if k != "token"}
-                                                     if info else {}),
+        found = info or old
+        print(json.dumps({"running": bool(found), **({k: v for k, v in found.items()
+                                                       if k != "token"} if found else {}),
                           **({"moved": True} if elsewhere else {}),
+                          **({"older": True} if old else {}),
                           **({"held_by": silent} if silent else {})}))
+    elif old:
+        print(older(old, home))
     elif info:
         print(f"running at {info['url']} (pid {info['pid']}, version {info['version']}, "
               f"since {info['started_at']})" + (f"; but {elsewhere}" if elsewhere else "")
