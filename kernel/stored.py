@@ -45,6 +45,7 @@ class Check:
     what: str
     home: Any
     database: Any
+    mended: tuple[str, ...] = ()  # rows copied other than as stored, each said (a NUL's)
 
     @property
     def ok(self) -> bool:
@@ -134,11 +135,17 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
     the target's (those matching ``where``, an SQL condition and its parameters)."""
     into = into or table
     columns, rows = rows_of(source, table)
-    copied, names, sql = 0, None, ""
+    copied, names, sql, mended = 0, None, "", []
+    shown_key = [k for k in key if k not in (extra or {})]
     for chunk in _chunks(rows, BATCH):
         records = [{**dict(zip(columns, row)), **(extra or {})} for row in chunk]
         if convert is not None:
             records = [convert(r) for r in records]
+        for record in records:
+            if nul := [n for n, v in record.items() if isinstance(v, str) and "\0" in v]:
+                record.update({n: record[n].replace("\0", NUL_AS) for n in nul})
+                mended.append(f"{table} {_where(record, shown_key)}: {', '.join(nul)} held a NUL "
+                              "character, copied as U+FFFD")
         if names is None:
             names = list(records[0])
             sql = (f"INSERT INTO {into} ({', '.join(names)}) VALUES "
@@ -147,8 +154,7 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
             with target.transaction() as conn:
                 conn.executemany(sql, [[r[n] for n in names] for r in records])
         except _refusals():
-            _name_refused(target, sql, names, records, source.path, table,
-                          [k for k in key if k not in (extra or {})])
+            _name_refused(target, sql, names, records, source.path, table, shown_key)
             raise
         copied += len(records)
     condition, params = where
@@ -156,20 +162,23 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
         f"SELECT COUNT(*) FROM {into}" + (f" WHERE {condition}" if condition else ""),
         params).fetchone()[0]
     label = f"{into} rows" + (f" ({params[0]})" if params else "")
-    return Check(label, copied, in_target)
+    return Check(label, copied, in_target, tuple(mended))
+
+
+NUL_AS = "\ufffd"  # PostgreSQL's text holds no NUL; older builds let one into SQLite
 
 
 class RowRefused(Exception):
-    """A row of the home PostgreSQL will not take as it is (a NUL in a text, a value out of
-    its column's range): copying it again would fail again, so the copy names it, where an
-    operator mends it (the SQLite file, table and key)."""
+    """A row of the home PostgreSQL will not take as it is (a value out of its column's
+    range): copying it again would fail again, so the copy names it, where an operator mends
+    it (the SQLite file, table and key)."""
 
-    def __init__(self, path: Path, table: str, key: dict[str, Any], column: str | None,
-                 why: str):
-        where = " and ".join(f"{k} = {v!r}" for k, v in key.items())
-        super().__init__(f"PostgreSQL refuses the row of {table} in {path} where {where}"
-                         + (f" (its {column} holds a NUL character)" if column else "")
-                         + f": {why}")
+    def __init__(self, path: Path, table: str, where: str, why: str):
+        super().__init__(f"PostgreSQL refuses the row of {table} in {path} where {where}: {why}")
+
+
+def _where(record: dict[str, Any], key: Sequence[str]) -> str:
+    return " and ".join(f"{k} = {record[k]!r}" for k in key)
 
 
 def _refusals() -> tuple[type[Exception], ...]:
@@ -187,10 +196,7 @@ def _name_refused(target: PgDatabase, sql: str, names: list[str], records: list[
             with target.transaction() as conn:
                 conn.execute(sql, [record[n] for n in names])
         except _refusals() as ex:
-            nul = next((n for n in names if isinstance(record[n], str) and "\0" in record[n]),
-                       None)
-            raise RowRefused(path, table, {k: record[k] for k in key}, nul,
-                             str(ex).splitlines()[0]) from None
+            raise RowRefused(path, table, _where(record, key), str(ex).splitlines()[0]) from None
 
 
 def _chunks(rows: Iterable, size: int) -> Iterator[list]:

@@ -271,15 +271,16 @@ def _copy(args, settings, dsn: str, found) -> int:
             target = backend.database(component.name, component.pg_migrations)
             for check in component.copy(home, target):
                 report.append({"component": component.name, "what": check.what,
-                               "home": check.home, "database": check.database, "ok": check.ok})
+                               "home": check.home, "database": check.database, "ok": check.ok,
+                               "mended": list(check.mended)})
                 if not args.json:
                     print(f"{component.name:<12} {check.what:<48} home {check.home!s:<18} "
                           f"database {check.database!s:<18} {'ok' if check.ok else 'MISMATCH'}",
-                          flush=True)
+                          *(f"\n{'':<12} {line}" for line in check.mended), sep="", flush=True)
     except RowRefused as ex:
-        print(f"neuralmind: the copy stopped: {ex}.\nMend that row — edit the record through a "
-              "server on the home, or the file with that server stopped — then run the same "
-              "command again: what was copied stays.", file=sys.stderr)
+        print(f"neuralmind: the copy stopped: {ex}.\nMend that row in the file (with the home's "
+              "server stopped), then run the same command again: what was copied stays.",
+              file=sys.stderr)
         return 1
     except database_errors() as ex:
         print(f"neuralmind: the copy stopped: {ex}\nWhat was copied stays; run the same "

@@ -359,14 +359,15 @@ def test_wrong_input_says_what_is_wrong(tmp_path, served_home):
         assert "secret" not in err
 
 
-def test_a_row_postgres_refuses_is_named_where_it_is_mended(tmp_path):
-    """An older home may hold a NUL in a text (SQLite keeps it, PostgreSQL refuses it): "run
-    the same command again" failed the same way forever. The copy names the file, table, row
-    and column; mended there, the same command copies the rest."""
+def test_a_nul_an_older_build_let_a_text_hold_is_copied_as_u_fffd_and_said(tmp_path):
+    """An older home may hold a NUL in a text (SQLite keeps it, PostgreSQL's text cannot): the
+    copy stopped there for ever, and no tool mends it — a title is fixed once written, SQLite's
+    replace() stops at a NUL, and a delete writes the title into a history note. The copy
+    writes each as U+FFFD and says which rows and columns it changed."""
     import sqlite3
     home = tmp_path / "home"
+    (tmp_path / "repo").mkdir()
     with LocalServer(home, plugins=["auth", "memory"]) as server:
-        (tmp_path / "repo").mkdir()
         pid = server.register(tmp_path / "repo")
         memories = f"/v1/projects/{pid}/memories"
         made = [server.post(memories, {"title": title, "rationale": "because"}).json["id"]
@@ -374,21 +375,50 @@ def test_a_row_postgres_refuses_is_named_where_it_is_mended(tmp_path):
     (home / "config.toml").write_text('[kernel]\nplugins = ["auth", "memory"]\n')
     file = tmp_path / "repo" / ".neuralmind" / "memory.db"
     with sqlite3.connect(file) as conn:  # written by a build before NUL was refused
-        conn.execute("UPDATE memories SET rationale = ? WHERE id = ?", ("be\0cause", made[1]))
+        conn.execute("UPDATE memories SET title = ?, rationale = ? WHERE id = ?",
+                     ("Retry\0flaky", "be\0cause", made[1]))
+    dsn = fresh_pg_dsn()
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
+    assert code == 0 and "verified" in out, err
+    said = f"memories id = '{made[1]}': title, rationale held a NUL character, copied as U+FFFD"
+    assert f"\n{'':<12} {said}\n" in out
+    code, report, _ = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
+    assert code == 0 and report["verified"]
+    [row] = [c for c in report["checks"] if c["what"] == f"all_memories rows ({pid})"]
+    assert row["mended"] == [said]
+    import psycopg
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT id, title, rationale FROM all_memories ORDER BY id").fetchall() \
+            == sorted([(made[0], "Escape HTML in templates", "because"),
+                       (made[1], "Retry\ufffdflaky", "be\ufffdcause")])
+
+
+def test_a_row_postgres_refuses_is_named_where_it_is_mended(tmp_path):
+    """A link to a record the home no longer holds (SQLite kept it: a file written with
+    foreign keys off) breaks PostgreSQL's key: "run the same command again" failed the same
+    way for ever. The copy names the file, table and row; mended there, it copies the rest."""
+    import sqlite3
+    home = tmp_path / "home"
+    (tmp_path / "repo").mkdir()
+    with LocalServer(home, plugins=["auth", "memory"]) as server:
+        pid = server.register(tmp_path / "repo")
+        mid = server.post(f"/v1/projects/{pid}/memories",
+                          {"title": "Escape HTML", "rationale": "because"}).json["id"]
+    (home / "config.toml").write_text('[kernel]\nplugins = ["auth", "memory"]\n')
+    file = tmp_path / "repo" / ".neuralmind" / "memory.db"
+    with sqlite3.connect(file) as conn:  # foreign keys are off unless a connection turns them on
+        conn.execute("INSERT INTO memory_links (source, type, target, created_at) "
+                     "VALUES (?, 'relates_to', 'gone', '2026-11-30T10:00:00.000Z')", (mid,))
     dsn = fresh_pg_dsn()
     code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
     assert code == 1 and "verified" not in out
-    assert err == (f"neuralmind: the copy stopped: PostgreSQL refuses the row of memories in "
-                   f"{file} where id = '{made[1]}' (its rationale holds a NUL character): "
-                   "PostgreSQL text fields cannot contain NUL (0x00) bytes.\nMend that row — "
-                   "edit the record through a server on the home, or the file with that "
-                   "server stopped — then run the same command again: what was copied stays.\n")
-    with LocalServer(home, plugins=["auth", "memory"]) as server:  # its history keeps the NUL
-        mended = server.patch(f"{memories}/{made[1]}", {"rationale": "because"})  # as JSON text
-        assert mended.status == 200, mended.body
+    head, advice = err.splitlines()
+    assert head.startswith(f"neuralmind: the copy stopped: PostgreSQL refuses the row of "
+                           f"memory_links in {file} where source = '{mid}' and type = "
+                           "'relates_to' and target = 'gone': "), head
+    assert advice == ("Mend that row in the file (with the home's server stopped), then run "
+                      "the same command again: what was copied stays.")
+    with sqlite3.connect(file) as conn:
+        conn.execute("DELETE FROM memory_links WHERE target = 'gone'")
     code, report, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
     assert code == 0 and report["verified"], err
-    import psycopg
-    with psycopg.connect(dsn) as conn:
-        assert conn.execute("SELECT id, rationale FROM all_memories ORDER BY title").fetchall() \
-            == [(made[0], "because"), (made[1], "because")]
