@@ -144,9 +144,25 @@ class CommandError(Exception):
             self.exit_code = exit_code
 
 
-def client(args) -> NeuralMindClient:
-    """The client of ``--url``/``--token``, else of the daemon of this machine's settings."""
-    return NeuralMindClient(url=args.url, token=args.token, home=local_settings().home)
+def client(args, autostart: bool = False) -> NeuralMindClient:
+    """The client of ``--url``/``--token`` (or ``NEURALMIND_API_URL``), else of the daemon of
+    this machine's settings' home, which ``autostart`` starts when none runs there."""
+    named = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
+    return NeuralMindClient(url=args.url, token=args.token, home=_local_home(named),
+                            autostart=autostart and not named)
+
+
+def _local_home(named_server: bool) -> Path | None:
+    """The settings' home (:func:`local_settings`). A command given a server needs no local
+    config (its home only lends a loopback server its token file): one that cannot be read
+    is passed over then (None: the client's own default), and said otherwise."""
+    from kernel.config import ConfigError
+    try:
+        return local_settings().home
+    except ConfigError:
+        if named_server:
+            return None
+        raise
 
 
 def local_settings():

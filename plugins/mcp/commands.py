@@ -6,26 +6,22 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
 from neuralmind.client import (Conflict, NeuralMindAPIError, NeuralMindClient, NotFound,
                                Unauthorized, no_directory)
-from neuralmind.commands.common import err, project_flags, repo_root, shown
+from neuralmind.commands.common import client, err, project_flags, repo_root, shown
 
 log = logging.getLogger("neuralmind.mcp")
 
 
 def _client(args) -> NeuralMindClient:
-    """The daemon's client, starting the daemon when none runs (unless a URL names a server).
-    Its home is the settings' (``NEURALMIND_HOME``, else the config's ``[kernel] home``), the
-    one ``neuralmind daemon start`` uses: ``~/.neuralmind`` by default would start a second
+    """The daemon's client, starting the daemon when none runs (unless a URL names a server),
+    in the settings' home (``NEURALMIND_HOME``, else the config's ``[kernel] home``), the one
+    ``neuralmind daemon start`` uses: ``~/.neuralmind`` by default would start a second
     daemon there when the config's home has one, on the port that one holds."""
-    from neuralmind import load_settings
-    remote = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
-    return NeuralMindClient(url=args.url, token=args.token, autostart=not remote,
-                            home=load_settings().home)
+    return client(args, autostart=True)
 
 
 def _project_id(nm: NeuralMindClient, args, meanwhile: str | None = None) -> str | None:

@@ -30,14 +30,12 @@ def add_commands(subparsers) -> None:
 
 
 def cmd_ui(args) -> int:
-    from neuralmind import load_settings
-    from neuralmind.client import NeuralMindClient, NotFound
-    from neuralmind.commands.common import err
+    from neuralmind.client import NotFound
+    from neuralmind.commands.common import client, err
     explicit = bool(args.url or os.environ.get("NEURALMIND_API_URL"))
     # the settings' home (NEURALMIND_HOME, else the config's [kernel] home): the daemon
     # `neuralmind daemon start` runs is found there, never a second one started elsewhere
-    nm = NeuralMindClient(url=args.url, token=args.token, autostart=not explicit,
-                          home=load_settings().home)
+    nm = client(args, autostart=True)
     try:
         made = nm._json("POST", "/v1/ui/sign-in-codes")
     except NotFound as ex:

@@ -5,6 +5,7 @@ handler for files re-raised."""
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -58,3 +59,19 @@ def test_a_refused_token_given_is_named_as_each_caller_gives_it(served, tmp_path
     assert (code, out) == (1, "") and err.startswith(
         "neuralmind: invalid token; the token sent was the one given (--token) [unauthorized, "
         "status 401"), err
+
+
+def test_a_command_given_a_server_needs_no_local_config(served, tmp_path, monkeypatch):
+    """Every client command read the local config to find the daemon's home, so a broken or
+    missing NEURALMIND_CONFIG stopped commands that name their server (--url), which need
+    none of it; without a server named, the config's fault is still said (exit 2)."""
+    from tests.support import run_cli
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[server\nport=1\n")
+    for config in (broken, tmp_path / "missing.toml"):
+        env = {"NEURALMIND_CONFIG": str(config), "NEURALMIND_HOME": str(tmp_path / "home")}
+        code, out, err = run_cli("project", "list", "--json", "--url", served.url,
+                                 "--token", served.token, env=env)
+        assert code == 0 and isinstance(json.loads(out), list), err
+        code, out, err = run_cli("project", "list", env=env)
+        assert (code, out) == (2, "") and str(config) in err
