@@ -4,15 +4,17 @@ output as a table (default) or JSON (``--json``), and a file written whole (an e
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
 import secrets
 import shutil
 import sys
+import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -283,7 +285,9 @@ def whole_file(name: str | os.PathLike, mode: int | None = None) -> Iterator[Tex
     What is no regular file (a pipe) and a name in /dev or /proc — or a link that leads there
     (``/dev/stdout``: a link to wherever the shell sent the output) — is written as it is:
     never a file made in /dev and renamed over ``/dev/stdout`` (which, for root, would
-    replace the link, and write nothing where the shell sent the output)."""
+    replace the link, and write nothing where the shell sent the output). Where the new file
+    cannot be renamed over the old — a bind-mounted file, a folder this user may not add to
+    (the new one is then made in the temp folder) — it is written over it once whole."""
     name = os.fspath(name)
     path = os.path.realpath(name)
     if any(os.path.abspath(p).startswith(("/dev/", "/proc/")) for p in (name, path)) or (
@@ -291,21 +295,49 @@ def whole_file(name: str | os.PathLike, mode: int | None = None) -> Iterator[Tex
         with open(name, "w", encoding="utf-8") as out:
             yield out
         return
-    temp = os.path.join(os.path.dirname(path),
-                        f".{os.path.basename(path)}.{secrets.token_hex(4)}.part")
-    try:  # O_EXCL: never through a link someone put there under the temporary name
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
-    except OSError as ex:  # named as the file asked for: the temporary one is ours
-        raise OSError(ex.errno, ex.strerror, name) from None
+    folder, base = os.path.split(path)
+    try:
+        fd, temp = _temporary(folder, base, mode)
+    except OSError as ex:  # a folder this user may not add to: the file itself may be writable
+        if ex.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise OSError(ex.errno, ex.strerror, name) from None  # the file asked for, not ours
+        fd, temp = _temporary(tempfile.gettempdir(), base, 0o600)
     try:
         with open(fd, "w", encoding="utf-8") as out:
             yield out
-        if mode is None and os.path.exists(path):
-            shutil.copymode(path, temp)
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
+        if os.path.dirname(temp) == folder:
+            if mode is None and os.path.exists(path):
+                shutil.copymode(path, temp)
+            try:
+                os.replace(temp, path)
+                return
+            except OSError as ex:  # a bind-mounted file (EBUSY), another file system …
+                if ex.errno not in (errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM):
+                    raise OSError(ex.errno, ex.strerror, name) from None
+        _written_over(temp, path, name, mode)
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(temp)
+
+
+def _temporary(folder: str, base: str, mode: int | None) -> tuple[int, str]:
+    """A new file in ``folder`` for :func:`whole_file`, opened with ``O_EXCL``: never through
+    a link someone put there under its name."""
+    temp = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.part")
+    return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                   0o666 if mode is None else mode), temp
+
+
+def _written_over(temp: str, path: str, name: str, mode: int | None) -> None:
+    """What ``temp`` holds written over ``path``, once whole, where it cannot be renamed over
+    it (a bind mount, a folder this user may not write): the file keeps its inode, owner and
+    mode; errors name ``name``, the file the user gave."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+        with open(temp, "rb") as source, open(fd, "wb") as target:
+            shutil.copyfileobj(source, target)
+    except OSError as ex:
+        raise OSError(ex.errno, ex.strerror, name) from None
 
 
 def looks_like_a_path(value: str) -> bool:

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 import sys
 import threading
 import urllib.error
@@ -361,6 +362,26 @@ def test_an_export_to_a_new_file_a_link_or_a_missing_folder(cli):
     missing = cli.repo / "no-such-folder" / "x.jsonl"
     code, out, err = cli("memory", "export", "-o", str(missing))
     assert (code, out, err) == (2, "", f"neuralmind: {missing}: No such file or directory\n")
+
+
+def test_an_export_over_a_bind_mounted_file_is_written_over_it_once_whole(cli):
+    """A file bind-mounted into place (a container's `-v ./out.jsonl:/out.jsonl`) cannot be
+    renamed over (EBUSY): the export failed naming a temporary file the user never typed. It
+    is written over the file once whole, which keeps its inode."""
+    added(cli, "Use WAL")
+    source, mounted = cli.repo / "host.jsonl", cli.repo / "out.jsonl"
+    source.write_text("old\n")
+    mounted.write_text("")
+    if subprocess.run(["mount", "--bind", str(source), str(mounted)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("bind mounts need root and a mount namespace that allows them")
+    try:
+        code, out, err = cli("memory", "export", "-o", str(mounted))
+        assert (code, out) == (0, ""), err
+        assert "Use WAL" in source.read_text() and source.read_text() == mounted.read_text()
+        assert not list(cli.repo.glob(".out.jsonl*"))
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
 
 
 # -- what a link retires, in its help and its output ---------------------------------------
