@@ -120,7 +120,9 @@ export function render(root, ctx, [first]) {
   }
 
   // -- one record ------------------------------------------------------------------------
-  const editing = () => detailBox.querySelector("form") !== null;  // a form being filled in
+  // a form being filled in, or an action armed (its question awaits the second click): a
+  // live refresh drawing the record again would throw either away under the user's hand
+  const editing = () => detailBox.querySelector("form, button[data-armed='1']") !== null;
 
   // the record's button labelled `label`: the record may have been drawn again since
   const button = (label) => [...detailBox.querySelectorAll(".actions button")]
