@@ -16,8 +16,6 @@ import json
 import socket
 import struct
 import threading
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -72,15 +70,7 @@ class Proxy(QuietHandler):
             status, code = self.contract.pop(0)
             self._send(status, "application/json", envelope(status, code))
             return
-        req = urllib.request.Request(self.upstream + self.path, data=body, method=self.command,
-                                     headers={k: v for k, v in self.headers.items()
-                                              if k.lower() not in ("host", "connection")})
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(req) as resp:
-                status, kind, data = resp.status, resp.headers.get("Content-Type"), resp.read()
-        except urllib.error.HTTPError as ex:
-            status, kind, data = ex.code, ex.headers.get("Content-Type"), ex.read()
+        status, kind, data = self.forwarded(self.upstream, body)
         if self.command == Proxy.drop:
             Proxy.drop = None  # landed upstream; the client hears nothing of it
             self.close_connection = True

@@ -17,8 +17,6 @@ import stat
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -284,14 +282,7 @@ class Spoiling(QuietHandler):
     spoil = "cut"
 
     def do_GET(self):
-        req = urllib.request.Request(self.upstream + self.path, headers={
-            k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")})
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(req) as resp:
-                status, kind, data = resp.status, resp.headers.get("Content-Type"), resp.read()
-        except urllib.error.HTTPError as ex:
-            status, kind, data = ex.code, ex.headers.get("Content-Type"), ex.read()
+        status, kind, data = self.forwarded(self.upstream)
         length = len(data)
         if "/memories/export" in self.path and self.spoil == "refused":
             status, kind = 404, "application/json"
