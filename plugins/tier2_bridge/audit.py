@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neuralmind import database_errors
+from neuralmind import database_errors, one_line
 from plugins.tier2_bridge.storage import LazyDatabase, StoreUnavailable
 
 log = logging.getLogger("neuralmind.tier2.audit")
@@ -157,12 +157,16 @@ def entry_of(event) -> dict[str, Any]:
 
 
 def _target(kind: str, data: dict[str, Any]) -> str | None:
+    """What the event names, on one line: a control character in it — a refused request's
+    path may hold any (``%00`` decodes to a NUL, which PostgreSQL's text cannot store: the
+    shared trail stopped there for good) — is written as its escape, before it is hashed."""
     if kind == "api.call" and data.get("method") and data.get("path"):
-        return " ".join(str(data[k]) for k in ("method", "path", "status") if data.get(k))
+        return one_line(" ".join(str(data[k]) for k in ("method", "path", "status")
+                                 if data.get(k)))
     for key in TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
-            return str(value)
+            return one_line(str(value))
     return None
 
 
