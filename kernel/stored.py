@@ -128,11 +128,13 @@ def rows_of(source: Database, table: str) -> tuple[list[str], Iterator[sqlite3.R
 def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[str], *,
                into: str | None = None, extra: dict[str, Any] | None = None,
                convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-               where: tuple[str, Sequence] = ("", ())) -> Check:
+               where: tuple[str, Sequence] = ("", ()), mend: bool = True) -> Check:
     """Copy SQLite ``table`` into PostgreSQL table ``into`` (the same name by default), every
     column, plus the ``extra`` columns (a project id), each row through ``convert`` if given.
     Rows whose ``key`` is there already are skipped. The check counts the source's rows and
-    the target's (those matching ``where``, an SQL condition and its parameters)."""
+    the target's (those matching ``where``, an SQL condition and its parameters). A NUL in a
+    text is copied as U+FFFD and said (``mended``) unless ``mend`` is False — a table whose
+    rows a hash covers — where such a row is refused (:class:`RowRefused`)."""
     into = into or table
     columns, rows = rows_of(source, table)
     copied, names, sql, mended = 0, None, "", []
@@ -141,7 +143,7 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
         records = [{**dict(zip(columns, row)), **(extra or {})} for row in chunk]
         if convert is not None:
             records = [convert(r) for r in records]
-        for record in records:
+        for record in records if mend else ():
             if nul := [n for n, v in record.items() if isinstance(v, str) and "\0" in v]:
                 record.update({n: record[n].replace("\0", NUL_AS) for n in nul})
                 mended.append(f"{table} {_where(record, shown_key)}: {', '.join(nul)} held a NUL "

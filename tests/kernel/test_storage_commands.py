@@ -422,3 +422,31 @@ def test_a_row_postgres_refuses_is_named_where_it_is_mended(tmp_path):
         conn.execute("DELETE FROM memory_links WHERE target = 'gone'")
     code, report, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
     assert code == 0 and report["verified"], err
+
+
+def test_an_audit_record_holding_a_nul_is_refused_not_mended(tmp_path):
+    """An audit record an older build wrote with a NUL in its target (a refused request's
+    path): written as U+FFFD, the copied chain would never verify — the hash covers the NUL.
+    That row is named and nothing of the trail is changed."""
+    import sqlite3
+    from plugins.tier2_bridge.audit import GENESIS, chain_hash
+    home = tmp_path / "home"
+    with LocalServer(home, plugins=["auth", "tier2_bridge"]):
+        pass
+    (home / "config.toml").write_text('[kernel]\nplugins = ["auth", "tier2_bridge"]\n')
+    file = home / "audit.db"
+    with sqlite3.connect(file) as conn:
+        conn.row_factory = sqlite3.Row
+        last = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, prev = (last["seq"] + 1, last["hash"]) if last else (1, GENESIS)
+        record = {"seq": seq, "at": "2026-11-30T10:00:00.000Z", "actor": "local",
+                  "action": "api.call", "project": None, "target": "DELETE /v1/x/a\0b 422",
+                  "request_id": "r1"}
+        conn.execute("INSERT INTO audit (seq, at, actor, action, project, target, request_id, "
+                     "prev_hash, hash) VALUES (:seq, :at, :actor, :action, :project, :target, "
+                     ":request_id, :prev, :hash)",
+                     {**record, "prev": prev, "hash": chain_hash(prev, record)})
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
+    assert code == 1 and "U+FFFD" not in out, out
+    assert err.startswith(f"neuralmind: the copy stopped: PostgreSQL refuses the row of audit "
+                          f"in {file} where seq = {seq}: "), err
