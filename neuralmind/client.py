@@ -433,24 +433,26 @@ def older_daemon(home: Path) -> dict[str, Any] | None:
     """The discovery file's contents when the daemon it names is one of an older NeuralMind
     serving ``home`` — one from before daemons held their home (``.daemon.lock``), so none
     holds it —, else None. Its file is of that time (no ``code`` stamp: a file copied with the
-    home of a daemon of today stays stale), its process listens at the file's port (a pid
-    given out again after a crash or a reboot does not) and NeuralMind's public
+    home of a daemon of today stays stale), its process listens at the file's port and holds
+    a file of this home open (a pid given out again after a crash or a reboot does not, nor
+    the original's daemon of a home copied while it ran) and NeuralMind's public
     ``/v1/health`` answers there (no token is sent)."""
     info = _discovery_file(home)
     if not (isinstance(info, dict) and "code" not in info and isinstance(info.get("host"), str)
             and all(type(info.get(k)) is int and info[k] > 0 for k in ("pid", "port"))):
         return None
-    if daemon_pid(Path(home)) == info["pid"] or not _listening(info["pid"], info["port"]):
+    if daemon_pid(Path(home)) == info["pid"] or not _serving(info["pid"], info["port"], home):
         return None
     said = daemon_health(info)
     neuralmind = said and said.get("status") == "ok" and isinstance(said.get("version"), str)
     return info if neuralmind else None
 
 
-def _listening(pid: int, port: int) -> bool:
-    """Whether process ``pid`` has a socket listening on ``port``, from its open files and the
-    TCP tables in ``/proc`` (Linux); without ``/proc``, whether it is alive. A process of
-    another user is never this home's daemon."""
+def _serving(pid: int, port: int, home: Path) -> bool:
+    """Whether process ``pid`` has a socket listening on ``port`` and a file of ``home`` open
+    (its log, its database), from its open files and the TCP tables in ``/proc`` (Linux);
+    without ``/proc``, whether it is alive. A process of another user is never this home's
+    daemon."""
     if not os.path.isdir("/proc/self/fd"):
         try:
             os.kill(pid, 0)
@@ -469,13 +471,14 @@ def _listening(pid: int, port: int) -> bool:
             continue
         sockets |= {f"socket:[{f[9]}]" for f in map(str.split, rows)
                     if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port}
+    opened = set()
     for fd in fds:
         try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}") in sockets:
-                return True
+            opened.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
         except OSError:  # closed meanwhile
             continue
-    return False
+    inside = os.path.join(os.path.realpath(home), "")
+    return bool(opened & sockets) and any(path.startswith(inside) for path in opened)
 
 
 def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:

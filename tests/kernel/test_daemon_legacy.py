@@ -8,6 +8,7 @@ answers ``/v1/health`` as those builds did, its pid in a discovery file of their
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -65,9 +66,11 @@ class StandIn:
         self.seen.write_text("")
         self.home = tmp_path / "home"
         self.home.mkdir(exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", STAND_IN, json.dumps(health) if health else "",
-             str(self.seen), str(self.home / "daemon.json")], stdout=subprocess.PIPE, text=True)
+        with open(self.home / "daemon.log", "ab") as log:  # as those daemons kept theirs open
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", STAND_IN, json.dumps(health) if health else "",
+                 str(self.seen), str(self.home / "daemon.json")], stdout=subprocess.PIPE,
+                stderr=log, text=True)
         self.port = int(self.proc.stdout.readline())
         threading.Thread(target=self.proc.wait, daemon=True).start()  # no zombie left
 
@@ -171,12 +174,15 @@ def test_storage_migrate_refuses_while_an_older_daemon_serves_the_home(old):
             pass
 
 
-@pytest.mark.parametrize("case", ["pid_not_listening", "not_neuralmind", "daemon_of_today"])
+@pytest.mark.parametrize("case", ["pid_not_listening", "not_neuralmind", "daemon_of_today",
+                                  "copied_home"])
 def test_a_file_no_older_daemon_stands_behind_stays_stale(case, tmp_path, monkeypatch):
     """Its pid is another process's now (one that does not listen at the file's port, where
     another NeuralMind may answer), or the process at the port does not answer as NeuralMind,
-    or the file is a daemon of today's (a home copied from under it): nobody is signalled, and
-    the file goes as a stale one always did."""
+    or the file is a daemon of today's (a home copied from under it), or the older daemon
+    serves the home this one was copied from (a backup taken while it ran: stopping it here
+    stopped the original's daemon): nobody is signalled, and the file goes as a stale one
+    always did."""
     for key in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
         monkeypatch.delenv(key, raising=False)
     standin = StandIn(tmp_path, None if case == "not_neuralmind" else HEALTH_914)
@@ -188,6 +194,10 @@ def test_a_file_no_older_daemon_stands_behind_stays_stale(case, tmp_path, monkey
             standin.old_file(code="0" * 16, home=str(tmp_path / "original"))
         else:
             standin.old_file()
+        if case == "copied_home":  # the copy is the home asked about; the original is served
+            standin.home = standin.home.rename(tmp_path / "original")
+            shutil.copytree(standin.home, tmp_path / "home")
+            standin.home = tmp_path / "home"
         with pytest.raises(DaemonNotRunning, match=r"daemon\.json is stale"):
             NeuralMindClient(home=standin.home).health()
         assert cli(standin.home, "daemon", "status") == (
