@@ -2,7 +2,7 @@
 order, against a real daemon from inside a small git repository — ```sh blocks with bash
 (-e, pipefail) in the user's environment, ```python blocks with this Python.
 
-One line is not run as written: `pip install -e .` (the test runs from the installed tree);
+One line is not run as written: `python3 -m pip install -e .` (the test runs from the installed tree);
 it is replaced by a check that the `neuralmind` command it provides is on PATH. The README
 and the quickstart agree on the install command and on the first query `up` suggests."""
 
@@ -40,7 +40,8 @@ def blocks(page: str) -> list[tuple[str, str]]:
 def run_block(lang: str, code: str, d: Daemon, cwd: Path, bindir: Path) -> subprocess.CompletedProcess:
     env = {**d.env, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     if lang == "sh":
-        code = re.sub(r"^pip install -e \.$", "command -v neuralmind", code, flags=re.M)
+        code = re.sub(r"^python3 -m pip install -e \.$", "command -v neuralmind", code,
+                      flags=re.M)
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
     else:
         cmd = [sys.executable, "-c", code]
