@@ -10,6 +10,7 @@ import math
 import os
 import secrets
 import shutil
+import stat
 import sys
 import tempfile
 import unicodedata
@@ -289,6 +290,7 @@ def whole_file(name: str | os.PathLike, mode: int | None = None) -> Iterator[Tex
     cannot be renamed over the old — a bind-mounted file, a folder this user may not add to
     (the new one is then made in the temp folder) — it is written over it once whole."""
     name = os.fspath(name)
+    _not_planted(name)
     path = os.path.realpath(name)
     if any(os.path.abspath(p).startswith(("/dev/", "/proc/")) for p in (name, path)) or (
             os.path.exists(path) and not os.path.isfile(path)):
@@ -328,14 +330,37 @@ def _temporary(folder: str, base: str, mode: int | None) -> tuple[int, str]:
                    0o666 if mode is None else mode), temp
 
 
+def _not_planted(name: str) -> None:
+    """Refuse a link another user put in a shared, sticky folder (``/tmp``) — what Linux's
+    ``protected_symlinks`` refuses a shell's ``>`` — which :func:`os.path.realpath` would
+    follow: root would write the export over whatever file it names."""
+    try:
+        link, folder = os.lstat(name), os.stat(os.path.dirname(os.path.abspath(name)))
+    except OSError:
+        return
+    if (stat.S_ISLNK(link.st_mode) and folder.st_mode & stat.S_ISVTX
+            and folder.st_mode & stat.S_IWOTH and link.st_uid not in (os.geteuid(),
+                                                                      folder.st_uid)):
+        raise OSError(errno.EACCES, "a link another user put in a shared folder is not "
+                      "followed", name)
+
+
 def _written_over(temp: str, path: str, name: str, mode: int | None) -> None:
     """What ``temp`` holds written over ``path``, once whole, where it cannot be renamed over
-    it (a bind mount, a folder this user may not write): the file keeps its inode, owner and
-    mode; errors name ``name``, the file the user gave."""
+    it (a bind mount, a folder this user may not write): the file keeps its inode and owner,
+    and its mode unless ``mode`` is given. Never a file of another user (renaming over it was
+    refused for that: a sticky folder); errors name ``name``, the file the user gave."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
-        with open(temp, "rb") as source, open(fd, "wb") as target:
-            shutil.copyfileobj(source, target)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW,
+                     0o666 if mode is None else mode)
+        with open(fd, "wb") as target:
+            if os.fstat(fd).st_uid != os.geteuid():
+                raise OSError(errno.EACCES, "the file is another user's", name)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            target.truncate()
+            with open(temp, "rb") as source:
+                shutil.copyfileobj(source, target)
     except OSError as ex:
         raise OSError(ex.errno, ex.strerror, name) from None
 

@@ -375,6 +375,32 @@ def test_an_export_over_a_bind_mounted_file_is_written_over_it_once_whole(cli):
         subprocess.run(["umount", str(mounted)], check=True)
 
 
+def test_an_export_never_follows_a_link_another_user_planted_in_a_shared_folder(cli,
+                                                                                 tmp_path):
+    """In a sticky, world-writable folder (/tmp), a link another user put where the export
+    goes was followed — root wrote the export over whatever file it named — where the
+    kernel's protected_symlinks refuses a shell's `>`. It is refused, the file untouched."""
+    if os.geteuid() != 0:
+        pytest.skip("a link of another user is made with lchown, which needs root")
+    added(cli, "Use WAL")
+    shared, victim = tmp_path / "shared", tmp_path / "victim.conf"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim.write_text("precious\n")
+    planted = shared / "out.jsonl"
+    planted.symlink_to(victim)
+    os.lchown(planted, 65534, 65534)
+    code, out, err = cli("memory", "export", "-o", str(planted))
+    assert (code, out) == (1, "")
+    assert err == (f"neuralmind: {planted}: a link another user put in a shared folder is not "
+                   "followed\n")
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    mine = shared / "mine.jsonl"  # a link of the user's own is followed, as before
+    mine.symlink_to(tmp_path / "target.jsonl")
+    assert cli("memory", "export", "-o", str(mine))[0] == 0
+    assert "Use WAL" in (tmp_path / "target.jsonl").read_text()
+
+
 # -- what a link retires, in its help and its output ---------------------------------------
 
 def test_a_link_says_which_record_it_retires(cli):
