@@ -13,7 +13,7 @@ import sys
 
 from kernel import __version__
 from kernel.commands import needs_command
-from kernel.config import ConfigError, load_settings
+from kernel.config import DEFAULT_PLUGINS, ConfigError, load_settings
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -47,14 +47,18 @@ def _config_given(argv: list[str]) -> str | None:
 def _enabled(argv: list[str]) -> list[str]:
     """The plugins whose commands are offered: those of the config (the command line's
     ``--config``, else ``$NEURALMIND_CONFIG``'s), and those the running daemon serves — it may
-    have been started with another config (its discovery file lists them)."""
+    have been started with another config (its discovery file lists them). With no config
+    that can be read, a command given a server (``--url``, ``NEURALMIND_API_URL``) — which
+    needs none — is offered the default plugins' commands."""
     try:
         settings = load_settings(_config_given(argv))
     except ConfigError:
         try:  # the command, or the hint for a command left out, reports the --config given
             settings = load_settings()
         except ConfigError:
-            return []
+            named = os.environ.get("NEURALMIND_API_URL") or any(
+                a == "--url" or a.startswith("--url=") for a in argv)
+            return list(DEFAULT_PLUGINS) if named else []
     return list(dict.fromkeys([*settings.kernel.plugins,
                                *(daemon_serves(settings.home)[1] or [])]))
 

@@ -75,3 +75,7 @@ def test_a_command_given_a_server_needs_no_local_config(served, tmp_path, monkey
         assert code == 0 and isinstance(json.loads(out), list), err
         code, out, err = run_cli("project", "list", env=env)
         assert (code, out) == (2, "") and str(config) in err
+        # a plugin's command too (it was not even offered without a config to read)
+        code, out, err = run_cli("agent", "wakeup", "--json", "-p", "nope", "--url", served.url,
+                                 "--token", served.token, env=env)
+        assert code == 2 and "no project has that id" in err and str(config) not in err, err
