@@ -324,6 +324,21 @@ def _env_overrides(data: dict[str, Any]) -> dict[tuple[str, str], str]:
     return origins
 
 
+def _from_the_configs_folder(data: dict[str, Any], path: str | os.PathLike) -> None:
+    """``[kernel] home`` and ``state_dir`` written relative in a config file are taken from
+    the file's folder: every command, run from any folder, must find the one home and its
+    daemon — taken from each command's folder, an agent's ``neuralmind mcp`` started in each
+    repository made a daemon there, its token in the working tree."""
+    kernel = data.get("kernel")
+    if not isinstance(kernel, dict):
+        return
+    for key in ("home", "state_dir"):
+        value = kernel.get(key)
+        if isinstance(value, str) and value.strip() and "\0" not in value \
+                and not os.path.isabs(os.path.expanduser(value)):
+            kernel[key] = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+
+
 def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Settings:
     """Read ``path`` (or ``$NEURALMIND_CONFIG``), apply the environment, then ``overrides``
     (``{"server": {"port": 1}}``-shaped, as the CLI's flags give them)."""
@@ -343,6 +358,8 @@ def load_settings(path: str | os.PathLike | None = None, **overrides: Any) -> Se
         except UnicodeDecodeError as ex:
             raise ConfigError(f"config {path} is not valid TOML: not UTF-8 (byte "
                               f"{ex.start})") from None
+    if path:
+        _from_the_configs_folder(data, path)
     origins = _env_overrides(data)
     for section, values in overrides.items():
         if isinstance(values, dict):

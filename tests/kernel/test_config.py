@@ -2,6 +2,7 @@
 
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -327,3 +328,25 @@ def test_a_key_an_earlier_neuralmind_read_says_what_took_its_place(tmp_path):
         ": feedback_step was removed: feedback_up and feedback_down set the steps of 'helpful' "
         "and 'unhelpful' now (0.05 and 0.10 by default); delete the line")
     assert "[memory]" in str(refused.value)
+
+
+def test_a_relative_home_in_a_config_is_the_configs_folders(tmp_path, monkeypatch):
+    """A relative ``[kernel] home`` was taken from each command's folder: an agent starting
+    ``neuralmind mcp`` in each repository got a daemon in each, its token in the working
+    tree. A config file's relative home and state_dir are taken from the file's folder;
+    an absolute one, ``~``, and the environment's stay as they are."""
+    config = tmp_path / "team" / "nm.toml"
+    config.parent.mkdir()
+    config.write_text('[kernel]\nhome = "state/home"\nstate_dir = "../projects"\n')
+    elsewhere = tmp_path / "repo"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("NEURALMIND_HOME", raising=False)
+    monkeypatch.delenv("NEURALMIND_STATE_DIR", raising=False)
+    settings = load_settings(config)
+    assert settings.home == tmp_path / "team" / "state" / "home"
+    assert settings.kernel.state_dir == str(tmp_path / "team" / "../projects")
+    config.write_text('[kernel]\nhome = "~/nm"\n')
+    assert load_settings(config).home == Path("~/nm").expanduser()
+    monkeypatch.setenv("NEURALMIND_HOME", "rel")
+    assert load_settings(config).home == Path("rel")  # the environment's, as given
