@@ -471,14 +471,43 @@ def _serving(pid: int, port: int, home: Path) -> bool:
             continue
         sockets |= {f"socket:[{f[9]}]" for f in map(str.split, rows)
                     if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port}
-    opened = set()
+    opened = _opened(pid, fds)
+    if not opened & sockets:
+        return False
+    inside = os.path.join(os.path.realpath(home), "")  # its log, or its workers' databases
+    held = opened.union(*(_opened(child) for child in _children(pid)))
+    return any(path.startswith(inside) for path in held)
+
+
+def _opened(pid: int, fds: list[str] | None = None) -> set[str]:
+    """What process ``pid`` has open, as ``/proc`` names it (a path, ``socket:[inode]``)."""
+    found = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd") if fds is None else fds
+    except OSError:
+        return found
     for fd in fds:
         try:
-            opened.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
         except OSError:  # closed meanwhile
             continue
-    inside = os.path.join(os.path.realpath(home), "")
-    return bool(opened & sockets) and any(path.startswith(inside) for path in opened)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a gunicorn master's workers, which hold the home's
+    databases: a master run in the foreground holds no file of the home itself)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def daemon_health(info: dict[str, Any], timeout: float = 2.0) -> dict[str, Any] | None:

@@ -8,10 +8,12 @@ answers ``/v1/health`` as those builds did, its pid in a discovery file of their
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -52,6 +54,12 @@ def stopping(*_):  # as gunicorn's graceful stop: it takes a moment
     os._exit(0)
 
 signal.signal(signal.SIGTERM, stopping)
+if os.environ.get("STAND_IN_WORKER"):  # a worker holding the home's database, as gunicorn's
+    import subprocess
+    subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                      "held = open(sys.argv[1], 'ab')\n"
+                      "while os.getppid() == int(sys.argv[2]): time.sleep(0.05)",
+                      os.environ["STAND_IN_WORKER"], str(os.getpid())])
 server = HTTPServer(("127.0.0.1", 0), Old)
 print(server.server_address[1], flush=True)
 server.serve_forever(poll_interval=0.05)
@@ -61,16 +69,21 @@ server.serve_forever(poll_interval=0.05)
 class StandIn:
     """The old daemon's process: a real HTTP server, reaped here once it exits."""
 
-    def __init__(self, tmp_path, health: dict | None):
+    def __init__(self, tmp_path, health: dict | None, foreground: bool = False):
+        """``foreground``: run as `daemon start --foreground` ran it (its output on a terminal
+        or a journal, not the home's daemon.log), the home's database held by its worker."""
         self.seen = tmp_path / "seen.log"
         self.seen.write_text("")
         self.home = tmp_path / "home"
         self.home.mkdir(exist_ok=True)
-        with open(self.home / "daemon.log", "ab") as log:  # as those daemons kept theirs open
+        env = {**os.environ, **({"STAND_IN_WORKER": str(self.home / "kernel.db")}
+                                if foreground else {})}
+        with open(tmp_path / "terminal.log" if foreground else self.home / "daemon.log",
+                  "ab") as log:  # a detached daemon kept its log open
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", STAND_IN, json.dumps(health) if health else "",
                  str(self.seen), str(self.home / "daemon.json")], stdout=subprocess.PIPE,
-                stderr=log, text=True)
+                stderr=log, text=True, env=env)
         self.port = int(self.proc.stdout.readline())
         threading.Thread(target=self.proc.wait, daemon=True).start()  # no zombie left
 
@@ -129,6 +142,27 @@ def test_status_start_and_up_name_the_older_daemon_and_start_none_beside_it(old)
     assert old.proc.poll() is None and (old.home / "daemon.json").read_text() == file
     assert daemon.serving_pid(old.home) is None and not (old.home / "kernel.db").exists()
     assert set(old.requests()) == {"/v1/health None"}  # its token was sent nowhere
+
+
+def test_an_older_daemon_run_in_the_foreground_is_known_by_its_workers_files(tmp_path,
+                                                                           monkeypatch):
+    """Run with `daemon start --foreground` (a terminal, a systemd unit), the old daemon's
+    master holds no file of the home — its worker holds the database —: it was taken for no
+    daemon, and `start` started a second one beside it."""
+    for key in ("NEURALMIND_API_URL", "NEURALMIND_API_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    old = StandIn(tmp_path, HEALTH_776, foreground=True)
+    try:
+        old.old_file()
+        deadline = time.monotonic() + 10  # the worker opens the database as it starts
+        while not (old.home / "kernel.db").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert cli(old.home, "daemon", "status") == (1, said(old) + "\n", "")
+        assert cli(old.home, "daemon", "start", "--port", "0") == (
+            1, "", f"neuralmind: {said(old)}\n")
+    finally:
+        old.close()
 
 
 def test_the_client_and_its_autostart_name_the_older_daemon(tmp_path, monkeypatch):
