@@ -128,17 +128,26 @@ def rows_of(source: Database, table: str) -> tuple[list[str], Iterator[sqlite3.R
 def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[str], *,
                into: str | None = None, extra: dict[str, Any] | None = None,
                convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-               where: tuple[str, Sequence] = ("", ()), mend: bool = True) -> Check:
+               where: tuple[str, Sequence] = ("", ()), mend: bool = True,
+               remedy: str | None = None) -> Check:
     """Copy SQLite ``table`` into PostgreSQL table ``into`` (the same name by default), every
     column, plus the ``extra`` columns (a project id), each row through ``convert`` if given.
     Rows whose ``key`` is there already are skipped. The check counts the source's rows and
     the target's (those matching ``where``, an SQL condition and its parameters). A NUL in a
     text is copied as U+FFFD and said (``mended``) unless ``mend`` is False — a table whose
-    rows a hash covers — where such a row is refused (:class:`RowRefused`)."""
+    rows a hash covers — where such a row is refused (:class:`RowRefused`, saying ``remedy``
+    when a row cannot be mended in the file)."""
     into = into or table
+    shown_key = [k for k in key if k not in (extra or {})]
+    if not mend:  # refused before any row is copied: none of the table goes in part
+        columns, rows = rows_of(source, table)
+        for row in rows:
+            record = dict(zip(columns, row))
+            if any(isinstance(v, str) and "\0" in v for v in record.values()):
+                raise RowRefused(source.path, table, _where(record, shown_key),
+                                 "PostgreSQL's text cannot hold its NUL character", remedy)
     columns, rows = rows_of(source, table)
     copied, names, sql, mended = 0, None, "", []
-    shown_key = [k for k in key if k not in (extra or {})]
     for chunk in _chunks(rows, BATCH):
         records = [{**dict(zip(columns, row)), **(extra or {})} for row in chunk]
         if convert is not None:
@@ -156,7 +165,7 @@ def copy_table(source: Database, target: PgDatabase, table: str, key: Sequence[s
             with target.transaction() as conn:
                 conn.executemany(sql, [[r[n] for n in names] for r in records])
         except _refusals():
-            _name_refused(target, sql, names, records, source.path, table, shown_key)
+            _name_refused(target, sql, names, records, source.path, table, shown_key, remedy)
             raise
         copied += len(records)
     condition, params = where
@@ -175,8 +184,12 @@ class RowRefused(Exception):
     range): copying it again would fail again, so the copy names it, where an operator mends
     it (the SQLite file, table and key)."""
 
-    def __init__(self, path: Path, table: str, where: str, why: str):
+    MEND = ("Mend that row in the file (with the home's server stopped), then run the same "
+            "command again: what was copied stays.")
+
+    def __init__(self, path: Path, table: str, where: str, why: str, remedy: str | None = None):
         super().__init__(f"PostgreSQL refuses the row of {table} in {path} where {where}: {why}")
+        self.remedy = remedy or self.MEND
 
 
 def _where(record: dict[str, Any], key: Sequence[str]) -> str:
@@ -190,7 +203,7 @@ def _refusals() -> tuple[type[Exception], ...]:
 
 
 def _name_refused(target: PgDatabase, sql: str, names: list[str], records: list[dict[str, Any]],
-                  path: Path, table: str, key: Sequence[str]) -> None:
+                  path: Path, table: str, key: Sequence[str], remedy: str | None) -> None:
     """Raise :class:`RowRefused` for the first of ``records`` PostgreSQL refuses: each is
     tried alone (the ones before it are copied, as a resumed copy would copy them)."""
     for record in records:
@@ -198,7 +211,8 @@ def _name_refused(target: PgDatabase, sql: str, names: list[str], records: list[
             with target.transaction() as conn:
                 conn.execute(sql, [record[n] for n in names])
         except _refusals() as ex:
-            raise RowRefused(path, table, _where(record, key), str(ex).splitlines()[0]) from None
+            raise RowRefused(path, table, _where(record, key), str(ex).splitlines()[0],
+                             remedy) from None
 
 
 def _chunks(rows: Iterable, size: int) -> Iterator[list]:

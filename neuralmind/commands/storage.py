@@ -278,9 +278,7 @@ def _copy(args, settings, dsn: str, found) -> int:
                           f"database {check.database!s:<18} {'ok' if check.ok else 'MISMATCH'}",
                           *(f"\n{'':<12} {line}" for line in check.mended), sep="", flush=True)
     except RowRefused as ex:
-        print(f"neuralmind: the copy stopped: {ex}.\nMend that row in the file (with the home's "
-              "server stopped), then run the same command again: what was copied stays.",
-              file=sys.stderr)
+        print(f"neuralmind: the copy stopped: {ex}.\n{ex.remedy}", file=sys.stderr)
         return 1
     except database_errors() as ex:
         print(f"neuralmind: the copy stopped: {ex}\nWhat was copied stays; run the same "

@@ -352,6 +352,12 @@ def stored_files(home) -> list:
     return [StoredFile(audit_path(home.path), MIGRATIONS)]
 
 
+UNMENDED = ("An audit record cannot be mended: the chain's hashes cover it. Keep the trail as it "
+            "is (`neuralmind audit export --out FILE`, and the head `neuralmind audit verify` "
+            "prints), move audit.db out of the home, then run the same command again: the "
+            "database's trail is made anew from the event log.")
+
+
 def copy_trail(home, target) -> list:
     """audit.db into the shared database, records and the cursor over the event log as they
     are; verified by the count, the chain's head (seq and hash) in both, and a walk of the
@@ -361,7 +367,7 @@ def copy_trail(home, target) -> list:
     if source is None:
         return []
     try:
-        checks = [copy_table(source, target, "audit", ("seq",), mend=False),  # hashed
+        checks = [copy_table(source, target, "audit", ("seq",), mend=False, remedy=UNMENDED),
                   copy_table(source, target, "audit_meta", ("key",))]
         mine = verify(dict(r) for r in source.conn.execute(
             f"SELECT {', '.join(COLUMNS)} FROM audit ORDER BY seq"))

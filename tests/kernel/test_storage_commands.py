@@ -431,8 +431,10 @@ def test_an_audit_record_holding_a_nul_is_refused_not_mended(tmp_path):
     import sqlite3
     from plugins.tier2_bridge.audit import GENESIS, chain_hash
     home = tmp_path / "home"
-    with LocalServer(home, plugins=["auth", "tier2_bridge"]):
-        pass
+    (tmp_path / "repo").mkdir()
+    with LocalServer(home, plugins=["auth", "tier2_bridge"]) as server:
+        server.register(tmp_path / "repo")  # an event, and its audit record
+        bridge(server.kernel).trail.sync()
     (home / "config.toml").write_text('[kernel]\nplugins = ["auth", "tier2_bridge"]\n')
     file = home / "audit.db"
     with sqlite3.connect(file) as conn:
@@ -446,7 +448,19 @@ def test_an_audit_record_holding_a_nul_is_refused_not_mended(tmp_path):
                      "prev_hash, hash) VALUES (:seq, :at, :actor, :action, :project, :target, "
                      ":request_id, :prev, :hash)",
                      {**record, "prev": prev, "hash": chain_hash(prev, record)})
-    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", fresh_pg_dsn())
+    dsn = fresh_pg_dsn()
+    code, out, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn)
     assert code == 1 and "U+FFFD" not in out, out
-    assert err.startswith(f"neuralmind: the copy stopped: PostgreSQL refuses the row of audit "
-                          f"in {file} where seq = {seq}: "), err
+    assert err == (f"neuralmind: the copy stopped: PostgreSQL refuses the row of audit in {file} "
+                   f"where seq = {seq}: PostgreSQL's text cannot hold its NUL character.\n"
+                   "An audit record cannot be mended: the chain's hashes cover it. Keep the "
+                   "trail as it is (`neuralmind audit export --out FILE`, and the head "
+                   "`neuralmind audit verify` prints), move audit.db out of the home, then run "
+                   "the same command again: the database's trail is made anew from the event "
+                   "log.\n")
+    import psycopg
+    with psycopg.connect(dsn) as conn:  # none of the trail went in part
+        assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 0
+    file.rename(tmp_path / "audit.db")  # as the remedy says: the same command then goes through
+    code, report, err = storage(home, "migrate", "--to", "postgres", "--dsn", dsn, "--json")
+    assert code == 0 and report["verified"], err
