@@ -57,8 +57,14 @@ def launcher() -> list[str]:
 
 
 def environment() -> dict[str, str]:
-    """Settings an agent launched from a desktop would not inherit from this shell."""
-    return {k: os.environ[k] for k in PASSED_ON if os.environ.get(k)}
+    """Settings an agent launched from a desktop would not inherit from this shell; a home or
+    config named by a relative path made absolute (the agent starts ``neuralmind mcp`` in
+    whatever folder it works in, where ``../team.toml`` names another file or none)."""
+    found = {k: os.environ[k] for k in PASSED_ON if os.environ.get(k)}
+    for key in ("NEURALMIND_HOME", "NEURALMIND_CONFIG"):
+        if key in found:
+            found[key] = os.path.abspath(os.path.expanduser(found[key]))
+    return found
 
 
 def server_entry(*args: str) -> dict[str, Any]:

@@ -279,3 +279,19 @@ def test_agent_wakeup_prints_the_overview_or_its_json(tmp_path):
         code, _, err = run_cli("agent", "wakeup", "--project", "/nonexistent", env=env)
         assert code == 2 and err == ("neuralmind: --project /nonexistent: not a directory here, "
                                      "and no project has that id (`neuralmind project list`)\n")
+
+
+def test_a_relative_home_or_config_is_written_absolute(home, monkeypatch):
+    """`NEURALMIND_CONFIG=../team.toml neuralmind agent install codex` wrote `../team.toml`
+    into the agent's global config: the agent starts `neuralmind mcp` in whatever folder it
+    works in, where that names another file, or none."""
+    monkeypatch.chdir(home)
+    monkeypatch.setenv("NEURALMIND_CONFIG", "../team.toml")
+    monkeypatch.setenv("NEURALMIND_HOME", "~/nm")
+    config = home.parent / "home" / ".codex" / "config.toml"
+    config.parent.mkdir(exist_ok=True)
+    _install("codex", home, pinned=True)
+    ours = tomllib.loads(config.read_text())["mcp_servers"]["neuralmind"]
+    assert ours["env"] == {"NEURALMIND_CONFIG": str(home.parent / "team.toml"),
+                           "NEURALMIND_HOME": os.path.expanduser("~/nm")}
+    _uninstall("codex", home)
