@@ -159,15 +159,20 @@ def entry_of(event) -> dict[str, Any]:
 def _target(kind: str, data: dict[str, Any]) -> str | None:
     """What the event names, on one line: a control character in it — a refused request's
     path may hold any (``%00`` decodes to a NUL, which PostgreSQL's text cannot store: the
-    shared trail stopped there for good) — is written as its escape, before it is hashed."""
+    shared trail stopped there for good) — is written as its escape, and a backslash doubled
+    (or ``a%5Cx00b`` would read as ``a%00b``), before it is hashed."""
     if kind == "api.call" and data.get("method") and data.get("path"):
-        return one_line(" ".join(str(data[k]) for k in ("method", "path", "status")
+        return _escaped(" ".join(str(data[k]) for k in ("method", "path", "status")
                                  if data.get(k)))
     for key in TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
-            return one_line(str(value))
+            return _escaped(str(value))
     return None
+
+
+def _escaped(text: str) -> str:
+    return one_line(text.replace("\\", "\\\\"))
 
 
 # -- the store --------------------------------------------------------------------------------

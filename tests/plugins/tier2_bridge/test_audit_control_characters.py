@@ -18,7 +18,8 @@ def test_a_path_holding_control_characters_is_audited_escaped_and_the_trail_goes
     with LocalServer(tmp_path / "home", plugins=["memory", *PLUGINS]) as server:
         pid = server.register(tmp_path / "repo")
         memories = f"/v1/projects/{pid}/memories"
-        for path, status in ((f"{memories}/a%00b", 422), (f"{memories}/a%1b%5b31mb", 404)):
+        for path, status in ((f"{memories}/a%00b", 422), (f"{memories}/a%1b%5b31mb", 404),
+                             (f"{memories}/a%5Cx00b", 404)):  # not to be read as the first
             assert server.delete(path).status == status  # refused, and audited
         made = server.post(memories, {"title": "Use WAL", "rationale": "readers"}).json["id"]
         deadline = time.monotonic() + 15
@@ -29,4 +30,5 @@ def test_a_path_holding_control_characters_is_audited_escaped_and_the_trail_goes
             time.sleep(0.1)
         assert f"DELETE {memories}/a\\x00b 422" in targets
         assert f"DELETE {memories}/a\\x1b[31mb 404" in targets
+        assert f"DELETE {memories}/a\\\\x00b 404" in targets  # its backslash doubled
         assert made in targets  # the trail went on past them
