@@ -331,18 +331,23 @@ def _temporary(folder: str, base: str, mode: int | None) -> tuple[int, str]:
 
 
 def _not_planted(name: str) -> None:
-    """Refuse a link another user put in a shared, sticky folder (``/tmp``) — what Linux's
-    ``protected_symlinks`` refuses a shell's ``>`` — which :func:`os.path.realpath` would
-    follow: root would write the export over whatever file it names."""
-    try:
-        link, folder = os.lstat(name), os.stat(os.path.dirname(os.path.abspath(name)))
-    except OSError:
-        return
-    if (stat.S_ISLNK(link.st_mode) and folder.st_mode & stat.S_ISVTX
-            and folder.st_mode & stat.S_IWOTH and link.st_uid not in (os.geteuid(),
-                                                                      folder.st_uid)):
-        raise OSError(errno.EACCES, "a link another user put in a shared folder is not "
-                      "followed", name)
+    """Refuse a link another user put in a shared, sticky folder (``/tmp``) anywhere in
+    ``name`` — what Linux's ``protected_symlinks`` refuses a shell's ``>`` — which
+    :func:`os.path.realpath` would follow: root would write the export over whatever file it
+    names, or into whatever folder."""
+    path = os.path.abspath(name)
+    parts = path.split(os.sep)[1:]
+    for depth in range(1, len(parts) + 1):
+        prefix = os.sep + os.sep.join(parts[:depth])
+        try:
+            link, folder = os.lstat(prefix), os.stat(os.path.dirname(prefix))
+        except OSError:
+            return
+        if (stat.S_ISLNK(link.st_mode) and folder.st_mode & stat.S_ISVTX
+                and folder.st_mode & stat.S_IWOTH
+                and link.st_uid not in (os.geteuid(), folder.st_uid)):
+            raise OSError(errno.EACCES, "a link another user put in a shared folder is not "
+                          f"followed ({prefix})", name)
 
 
 def _written_over(temp: str, path: str, name: str, mode: int | None) -> None:

@@ -393,8 +393,14 @@ def test_an_export_never_follows_a_link_another_user_planted_in_a_shared_folder(
     code, out, err = cli("memory", "export", "-o", str(planted))
     assert (code, out) == (1, "")
     assert err == (f"neuralmind: {planted}: a link another user put in a shared folder is not "
-                   "followed\n")
+                   f"followed ({planted})\n")
     assert victim.read_text() == "precious\n" and planted.is_symlink()
+    folder = shared / "folder"  # a link to a folder, anywhere in the name, the same
+    folder.symlink_to(tmp_path)
+    os.lchown(folder, 65534, 65534)
+    code, out, err = cli("memory", "export", "-o", str(folder / "victim.conf"))
+    assert (code, out) == (1, "") and f"is not followed ({folder})" in err, err
+    assert victim.read_text() == "precious\n"
     mine = shared / "mine.jsonl"  # a link of the user's own is followed, as before
     mine.symlink_to(tmp_path / "target.jsonl")
     assert cli("memory", "export", "-o", str(mine))[0] == 0
