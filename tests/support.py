@@ -72,6 +72,18 @@ class QuietHandler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
+    def reply(self, status: int, content_type: str | None, body: bytes,
+              headers: dict[str, str] | None = None) -> None:
+        """Answer ``status`` with ``body`` (of ``content_type``, when one is given)."""
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
     def forwarded(self, upstream: str, body: bytes | None = None
                   ) -> tuple[int, str | None, bytes]:
         """This request sent on to ``upstream`` (a proxy's: no proxy of the environment in

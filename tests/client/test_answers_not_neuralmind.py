@@ -68,22 +68,14 @@ class Proxy(QuietHandler):
             return
         if self.path.startswith("/v1/openapi.json") and self.contract:
             status, code = self.contract.pop(0)
-            self._send(status, "application/json", envelope(status, code))
+            self.reply(status, "application/json", envelope(status, code))
             return
         status, kind, data = self.forwarded(self.upstream, body)
         if self.command == Proxy.drop:
             Proxy.drop = None  # landed upstream; the client hears nothing of it
             self.close_connection = True
             return
-        self._send(status, kind, data)
-
-    def _send(self, status: int, kind: str | None, data: bytes) -> None:
-        self.send_response(status)
-        if kind:
-            self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(status, kind, data)
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
 
@@ -224,12 +216,7 @@ class Other(QuietHandler):
         self.seen.append(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        self.send_response(self.status)
-        if self.content_type:
-            self.send_header("Content-Type", self.content_type)
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
+        self.reply(self.status, self.content_type, self.body)
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
 

@@ -26,12 +26,7 @@ class OtherServer(QuietHandler):
 
     def _answer(self):
         self.seen.append(self.command)
-        self.send_response(self.status)
-        if self.content_type:
-            self.send_header("Content-Type", self.content_type)
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
+        self.reply(self.status, self.content_type, self.body)
 
     do_GET = do_POST = _answer
 

@@ -41,13 +41,8 @@ class Scripted(QuietHandler):
         body = json.dumps({"ok": True} if status < 400 else {"error": {
             "code": code, "message": f"scripted {status}", "status": status,
             "request_id": "r-1", "details": {}}}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        if status in (429, 503):
-            self.send_header("Retry-After", "7")
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(status, "application/json", body,
+                   {"Retry-After": "7"} if status in (429, 503) else None)
 
     do_GET = do_POST = do_DELETE = do_PATCH = _answer
 
