@@ -19,10 +19,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from plugins.mcp.plugin import _state
-from tests.client.conftest import Daemon, git_repo
 from tests.plugins.mcp.conftest import jsonrpc
-from tests.plugins.mcp.test_transports import (PLUGINS, SOURCE, _sessions_of, http,
-                                               jsonrpc_initialize, refused_over_http, run)
+from tests.plugins.mcp.test_transports import (_sessions_of, http, jsonrpc_initialize,
+                                               refused_over_http, run, unstarted_daemon)
 from tests.support import deny_once
 
 pytestmark = pytest.mark.slow  # a daemon and relays as child processes: started first under xdist
@@ -33,11 +32,7 @@ LOOKED_IN = ": for another project's, pass its id as project (list_projects give
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
-    base = tmp_path_factory.mktemp("mcp-agent-session")
-    d = Daemon(base, plugins=PLUGINS)  # not started: `neuralmind mcp` starts it
-    d.repo = git_repo(base / "repo", SOURCE)
-    yield d
-    d.stop()
+    yield from unstarted_daemon(tmp_path_factory, "mcp-agent-session")
 
 
 def stdio(daemon, body):

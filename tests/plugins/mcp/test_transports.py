@@ -35,13 +35,19 @@ SOURCE = {"store.py": 'def open_wal(path):\n    """Open SQLite in WAL mode."""\n
           "api.py": "from store import open_wal\n\ndef serve():\n    return open_wal('db')\n"}
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    base = tmp_path_factory.mktemp("mcp-daemon")
-    d = Daemon(base, plugins=PLUGINS)  # not started: `neuralmind mcp` starts it
+def unstarted_daemon(tmp_path_factory, name: str):
+    """A module's daemon, not started (`neuralmind mcp` starts it), and a repository of
+    ``SOURCE`` as its ``repo``; stopped when the module is done."""
+    base = tmp_path_factory.mktemp(name)
+    d = Daemon(base, plugins=PLUGINS)
     d.repo = git_repo(base / "repo", SOURCE)
     yield d
     d.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    yield from unstarted_daemon(tmp_path_factory, "mcp-daemon")
 
 
 def run(session_body, params: StdioServerParameters, **session_options):
