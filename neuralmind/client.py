@@ -459,9 +459,8 @@ def _serving(pid: int, port: int, home: Path) -> bool:
         except OSError:  # no such process, or another user's
             return False
         return True
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
+    opened = _opened(pid)
+    if not opened:  # no such process, or another user's
         return False
     sockets = set()
     for table in ("tcp", "tcp6"):  # local address, state (0A: listening), inode
@@ -471,7 +470,6 @@ def _serving(pid: int, port: int, home: Path) -> bool:
             continue
         sockets |= {f"socket:[{f[9]}]" for f in map(str.split, rows)
                     if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port}
-    opened = _opened(pid, fds)
     if not opened & sockets:
         return False
     inside = os.path.join(os.path.realpath(home), "")  # its log, or its workers' databases
@@ -479,11 +477,12 @@ def _serving(pid: int, port: int, home: Path) -> bool:
     return any(path.startswith(inside) for path in held)
 
 
-def _opened(pid: int, fds: list[str] | None = None) -> set[str]:
-    """What process ``pid`` has open, as ``/proc`` names it (a path, ``socket:[inode]``)."""
+def _opened(pid: int) -> set[str]:
+    """What process ``pid`` has open, as ``/proc`` names it (a path, ``socket:[inode]``);
+    nothing when it cannot be read (no such process, another user's)."""
     found = set()
     try:
-        fds = os.listdir(f"/proc/{pid}/fd") if fds is None else fds
+        fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
         return found
     for fd in fds:
