@@ -33,8 +33,10 @@ def not_blank(value: Any) -> Any:
     character" of three spaces. A format character beside real text (the joiner inside an
     emoji sequence) is text. Stricter than the ``\\S`` the contract publishes, which takes
     a zero-width space."""
-    if isinstance(value, str) and value and all(c.isspace() or unicodedata.category(c) == "Cf"
-                                                for c in value):
+    if not isinstance(value, str) or not value or (value[0].isprintable()
+                                                   and not value[0].isspace()):
+        return value  # the common case, decided by the first character: a Cf is unprintable
+    if all(c.isspace() or unicodedata.category(c) == "Cf" for c in value):
         raise ValueError("is blank: it holds only whitespace" if value.isspace() else
                          "is blank: it holds only whitespace and invisible characters")
     return value
